@@ -1,0 +1,73 @@
+package sdma
+
+// TxList is a FIFO list of txreqs linked through each txreq's own list link, the Go shape of the
+// kernel's struct list_head tx_list: it never allocates. A txreq can be on one list at a time, and
+// only while it is not in flight (the engine uses the link while it is). The zero value is an
+// empty list. A TxList is not safe for concurrent use.
+type TxList struct {
+	head, tail *TxReq // written and read by the list's owner only
+	n          int
+}
+
+// Len returns the number of txreqs on the list.
+func (l *TxList) Len() int { return l.n }
+
+// Front returns the first txreq, or nil.
+func (l *TxList) Front() *TxReq { return l.head }
+
+// PushBack appends tx (list_add_tail). tx must not be on another list.
+func (l *TxList) PushBack(tx *TxReq) {
+	tx.next = nil
+	if l.tail == nil {
+		l.head = tx
+	} else {
+		l.tail.next = tx
+	}
+	l.tail = tx
+	l.n++
+}
+
+// PushFront prepends tx (list_add).
+func (l *TxList) PushFront(tx *TxReq) {
+	tx.next = l.head
+	l.head = tx
+	if l.tail == nil {
+		l.tail = tx
+	}
+	l.n++
+}
+
+// PopFront removes and returns the first txreq (list_del_init of the head), or nil.
+func (l *TxList) PopFront() *TxReq {
+	tx := l.head
+	if tx == nil {
+		return nil
+	}
+	l.head = tx.next
+	if l.head == nil {
+		l.tail = nil
+	}
+	tx.next = nil
+	l.n--
+	return tx
+}
+
+// PushBackList moves every txreq of other to the end of l, leaving other empty (list_splice_tail_init).
+func (l *TxList) PushBackList(other *TxList) {
+	if other.head == nil {
+		return
+	}
+	if l.tail == nil {
+		l.head = other.head
+	} else {
+		l.tail.next = other.head
+	}
+	l.tail = other.tail
+	l.n += other.n
+	*other = TxList{}
+}
+
+// Next returns the txreq after tx on its list, or nil; for iteration:
+//
+//	for tx := l.Front(); tx != nil; tx = l.Next(tx) { … }
+func (l *TxList) Next(tx *TxReq) *TxReq { return tx.next }
