@@ -1,0 +1,138 @@
+package desc
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzDescRoundTrip encodes random field values with the setters and checks, against a model that
+// places each field by hand, that the words are exact and every getter reads its value back;
+// out-of-range values must be refused and leave the descriptor unchanged.
+func FuzzDescRoundTrip(f *testing.F) {
+	f.Add(uint64(0), 0, 0, 0, 0, 0, uint32(0), false, false, false, false)
+	f.Add(uint64(1)<<48-1, 16383, 7, 31, 15, 3, uint32(0xffffffff), true, true, true, true)
+	f.Add(uint64(1)<<48, 16384, 8, 32, 16, 4, uint32(1), true, false, true, false)
+	f.Add(uint64(0x1000), -1, -1, -1, -1, -1, uint32(7), false, true, false, true)
+	f.Fuzz(func(t *testing.T, addr uint64, n, mode, idx, dws, gen int, upd uint32, first, last, intr, h2h bool) {
+		var d Desc
+		var want Desc
+		inRange := func(v, max int) bool { return v >= 0 && v <= max }
+
+		before := d
+		if err := d.SetAddr(addr); addr <= 0xffff_ffff_ffff {
+			require.NoError(t, err)
+			want.Qw0 |= addr
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		before = d
+		if err := d.SetLen(n); inRange(n, 16383) {
+			require.NoError(t, err)
+			want.Qw0 |= uint64(n) << 48
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		before = d
+		if err := d.SetHeaderMode(mode); inRange(mode, 7) {
+			require.NoError(t, err)
+			want.Qw1 |= uint64(mode) << 13
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		before = d
+		if err := d.SetHeaderIndex(idx); inRange(idx, 31) {
+			require.NoError(t, err)
+			want.Qw1 |= uint64(idx) << 8
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		before = d
+		if err := d.SetHeaderDWs(dws); inRange(dws, 15) {
+			require.NoError(t, err)
+			want.Qw1 |= uint64(dws) << 4
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		before = d
+		if err := d.SetGeneration(gen); inRange(gen, 3) {
+			require.NoError(t, err)
+			want.Qw1 |= uint64(gen) << 2
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Equal(t, before, d)
+		}
+		d.SetUpdate1(upd)
+		want.Qw1 |= uint64(upd) << 32
+		d.SetFirst(first)
+		d.SetLast(last)
+		d.SetIntReq(intr)
+		d.SetHeadToHost(h2h)
+		if first {
+			want.Qw0 |= 1 << 63
+		}
+		if last {
+			want.Qw0 |= 1 << 62
+		}
+		if intr {
+			want.Qw1 |= 1 << 1
+		}
+		if h2h {
+			want.Qw1 |= 1
+		}
+		require.Equal(t, want, d)
+
+		// Decode with the getters and compare with the model's fields.
+		require.Equal(t, want.Qw0&(1<<48-1), d.Addr())
+		require.Equal(t, int(want.Qw0>>48&0x3fff), d.Len())
+		require.Equal(t, int(want.Qw1>>13&7), d.HeaderMode())
+		require.Equal(t, int(want.Qw1>>8&31), d.HeaderIndex())
+		require.Equal(t, int(want.Qw1>>4&15), d.HeaderDWs())
+		require.Equal(t, int(want.Qw1>>2&3), d.Generation())
+		require.Equal(t, upd, d.Update1())
+		require.Equal(t, first, d.First())
+		require.Equal(t, last, d.Last())
+		require.Equal(t, intr, d.IntReq())
+		require.Equal(t, h2h, d.HeadToHost())
+
+		// Re-encoding the decoded fields gives the same words.
+		var r Desc
+		require.NoError(t, r.SetAddr(d.Addr()))
+		require.NoError(t, r.SetLen(d.Len()))
+		require.NoError(t, r.SetHeaderMode(d.HeaderMode()))
+		require.NoError(t, r.SetHeaderIndex(d.HeaderIndex()))
+		require.NoError(t, r.SetHeaderDWs(d.HeaderDWs()))
+		require.NoError(t, r.SetGeneration(d.Generation()))
+		r.SetUpdate1(d.Update1())
+		r.SetFirst(d.First())
+		r.SetLast(d.Last())
+		r.SetIntReq(d.IntReq())
+		r.SetHeadToHost(d.HeadToHost())
+		require.Equal(t, d, r)
+	})
+}
+
+// FuzzAHGUpdate checks the AHG word builder against a hand-placed model and its decoder.
+func FuzzAHGUpdate(f *testing.F) {
+	f.Add(uint16(0xbeef), uint8(6), uint8(16), uint8(16))
+	f.Add(uint16(0), uint8(15), uint8(31), uint8(1))
+	f.Add(uint16(1), uint8(16), uint8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, data uint16, dw, start, bits uint8) {
+		w, err := AHGUpdate(data, dw, start, bits)
+		ok := dw <= 15 && start <= 31 && bits >= 1 && bits <= 16 && int(start)+int(bits) <= 32
+		if !ok {
+			require.ErrorIs(t, err, ErrRange)
+			require.Zero(t, w)
+			return
+		}
+		require.NoError(t, err)
+		want := uint32(1)<<31 | uint32(start)<<24 | uint32(bits%16)<<20 | uint32(dw)<<16 | uint32(data)
+		require.Equal(t, want, w)
+		require.Equal(t, AHGWord{Enable: true, StartBit: start, Bits: bits, DWIndex: dw, Value: data}, DecodeAHG(w))
+	})
+}
