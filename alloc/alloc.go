@@ -1,0 +1,127 @@
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// Allocator gets objects of the caller's type and takes them back.
+//
+// Implementations in this package are safe for concurrent use; [Allocator.Traits] says so, and
+// what Get does when no object is free.
+type Allocator[T any] interface {
+	// Get returns an object the caller owns until it passes it to Put, or an error matching
+	// ErrEmpty (or ErrClosed) when none can be had.
+	Get() (*T, error)
+	// Put gives an object back. It returns an error matching ErrDoublePut or ErrForeign, and
+	// changes nothing, if p is free already or was not handed out by this allocator.
+	Put(p *T) error
+	// Traits describes the allocator's behaviour.
+	Traits() Traits
+}
+
+// EmptyPolicy is what an allocator's Get does when it has no free object.
+type EmptyPolicy uint8
+
+const (
+	// EmptyGrow: Get allocates more objects; if Traits.Capacity is non-zero and reached, it
+	// returns ErrEmpty instead.
+	EmptyGrow EmptyPolicy = iota + 1
+	// EmptyFail: Get returns ErrEmpty and never allocates.
+	EmptyFail
+)
+
+// String returns the policy's name.
+func (p EmptyPolicy) String() string {
+	switch p {
+	case EmptyGrow:
+		return "grow"
+	case EmptyFail:
+		return "fail"
+	}
+	return fmt.Sprintf("EmptyPolicy(%d)", uint8(p))
+}
+
+// Traits describes an allocator.
+type Traits struct {
+	// Concurrent reports whether Get and Put are safe for concurrent use by multiple goroutines.
+	Concurrent bool
+	// LockFree reports whether Get and Put (on their non-empty paths) take no lock.
+	LockFree bool
+	// OnEmpty is what Get does when no object is free.
+	OnEmpty EmptyPolicy
+	// CanWait reports whether the allocator has a GetCtx that waits for a Put when empty.
+	CanWait bool
+	// Capacity is the most objects the allocator will ever own, 0 for no limit.
+	Capacity int
+	// Shrinks reports whether idle objects may be given back to the garbage collector.
+	Shrinks bool
+}
+
+// Stats is a snapshot of an allocator's counters. Fields are read one at a time, so under
+// concurrent use they need not be mutually consistent.
+type Stats struct {
+	// InUse is the number of objects handed out and not yet put back.
+	InUse int64
+	// HighWater is the largest InUse has been.
+	HighWater int64
+	// Objects is the number of objects the allocator owns (free or in use). Pool reports the
+	// objects it has created, some of which the garbage collector may since have taken back.
+	Objects int64
+	// Slabs is the number of slabs (Slab), 1 (List), or chunks created (Pool).
+	Slabs int
+}
+
+// Errors. Misuse errors are [*PutError] values that match these with [errors.Is].
+var (
+	// ErrEmpty: no free object, and the allocator cannot or may not make one.
+	ErrEmpty = errors.New("alloc: no free object")
+	// ErrDoublePut: the object was put back while already free.
+	ErrDoublePut = errors.New("alloc: object put back twice")
+	// ErrForeign: the pointer is nil or was not handed out by this allocator.
+	ErrForeign = errors.New("alloc: object not from this allocator")
+	// ErrClosed: the allocator was closed.
+	ErrClosed = errors.New("alloc: allocator closed")
+)
+
+// PutError reports a Put the allocator refused. It matches its Err with [errors.Is].
+type PutError struct {
+	// Allocator names the allocator kind ("slab", "list", "pool").
+	Allocator string
+	// Addr is the address that was put back.
+	Addr uintptr
+	// Err is ErrDoublePut or ErrForeign.
+	Err error
+}
+
+func (e *PutError) Error() string {
+	return fmt.Sprintf("%s: put %#x: %v", e.Allocator, e.Addr, e.Err)
+}
+
+func (e *PutError) Unwrap() error { return e.Err }
+
+// Object states, kept in each object's state word.
+const (
+	stateFree  uint32 = 0 // on the free list, or being put back (after the check, before the push)
+	stateInUse uint32 = 1 // handed out: owned by the caller
+)
+
+// counters tracks objects in use and the high-water mark. Both words are written by every Get
+// and Put (atomic add; the high-water mark by CAS, only when it rises).
+type counters struct {
+	inUse atomic.Int64
+	high  atomic.Int64
+}
+
+func (c *counters) got() {
+	n := c.inUse.Add(1)
+	for {
+		h := c.high.Load()
+		if n <= h || c.high.CompareAndSwap(h, n) {
+			return
+		}
+	}
+}
+
+func (c *counters) put() { c.inUse.Add(-1) }

@@ -1,0 +1,43 @@
+// Package alloc holds txreq allocators: the "allocation method for your version of the txreq" that
+// the hfi1 SDMA API leaves to its user ("slabs? pre-allocated lists? dma pools?").
+//
+// The package is generic over the caller's type and imports nothing else of gosdma. A gosdma
+// caller's txreq is a struct that embeds sdma.TxReq as its first field (the Go shape of "the txreq
+// must be declared with the sdma_txreq first"); the allocators hand out pointers to that struct, and
+// [Outer] gets from the *sdma.TxReq a completion callback receives back to it without allocating.
+//
+// # Allocators
+//
+// All three implement [Allocator] and are safe for concurrent use by multiple goroutines.
+//
+//   - [Slab] grows by slabs of N objects, like a kmem_cache: it keeps freed objects for re-use,
+//     never frees a slab, never hands out memory it does not own, and reports objects in use and the
+//     high-water mark. With SlabConfig.MaxSlabs set, an empty slab at its limit returns [ErrEmpty].
+//   - [List] is a fixed number of objects created up front. Get and Put are lock-free (a Treiber
+//     stack of indices with a version-tagged head, safe against ABA). Get on an empty list never
+//     allocates: it returns [ErrEmpty], or [List.GetCtx] waits for a Put or the context.
+//   - [Pool] is elastic and backed by a [sync.Pool]: idle objects may be taken back by the garbage
+//     collector, for callers who prefer memory back over determinism.
+//
+// # Ownership and misuse
+//
+// An object belongs to the caller from the Get that returned it until the Put that gives it back;
+// the Put synchronizes before the Get that next returns the same object, so the next owner sees
+// every write the previous owner made (including the reset hook's). Each allocator runs its reset
+// hook on Put, after checking the object and before it can be handed out again, so a re-used
+// object comes back clean.
+//
+// Every object carries an atomic state word. Putting back an object that is already free returns
+// a [*PutError] matching [ErrDoublePut]; putting back nil or an object the allocator did not hand
+// out returns one matching [ErrForeign]. Neither changes the allocator. Slab and List tell their
+// own objects by address range (their memory is theirs for good); Pool keeps a weak registry of the
+// chunks it allocated, so it tells its own objects too, without keeping idle memory alive. What no
+// allocator can catch is a stale Put of an object that has since been handed out again: to the
+// allocator that is the new owner's Put. That is a use-after-free in the caller.
+//
+// # Zero allocation
+//
+// In steady state Get and Put allocate nothing on any of the three (tests assert it with
+// testing.AllocsPerRun). Errors are allocated only on the misuse path; [ErrEmpty] is returned as
+// the bare sentinel.
+package alloc

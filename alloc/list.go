@@ -1,0 +1,174 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// List is a preallocated allocator: n objects created up front, never more. Get and Put are
+// lock-free and safe against ABA (see the free-stack notes in stack.go). Get on an empty List
+// returns ErrEmpty and never allocates; [List.GetCtx] instead waits for a Put or the context.
+//
+// List is safe for concurrent use.
+type List[T any] struct {
+	s     stack[T]
+	reset func(*T)
+	n     int
+
+	// closed is set once by Close (store) and read by Get (load).
+	closed atomic.Bool
+
+	// waiters counts goroutines parked in GetCtx. Incremented under mu by a waiter before its
+	// last look at the stack; loaded by every Put after its push (the Dekker pair that rules out a
+	// lost wakeup: either the waiter's pop sees the push, or the Put sees the waiter).
+	waiters atomic.Int32
+	mu      sync.Mutex      // guards queue and the hand-off to waiters
+	queue   []chan *cell[T] // parked waiters, oldest first; each channel has room for one send
+}
+
+// NewList returns a List of n zero-valued objects, all free. reset, if not nil, runs on every
+// object Put gives back, before it can be handed out again. It returns an error if n is not in
+// [1, 2^32-1).
+func NewList[T any](n int, reset func(*T)) (*List[T], error) {
+	if n < 1 || int64(n) >= nilIndex {
+		return nil, fmt.Errorf("alloc: NewList: %d objects out of range [1, %d)", n, uint32(nilIndex))
+	}
+	l := &List[T]{reset: reset, n: n}
+	l.s.init(uint32(n))
+	// grow hands out the first cell; put it back so that all n start free.
+	c := l.s.grow(nil)
+	c.state.Store(stateFree)
+	l.s.count.put()
+	l.s.count.high.Store(0)
+	l.s.pushChain(0, c)
+	return l, nil
+}
+
+// Get returns a free object, or ErrEmpty if all n are in use (ErrClosed after Close). It never
+// allocates and never blocks.
+func (l *List[T]) Get() (*T, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	if c := l.s.pop(); c != nil {
+		return &c.obj, nil
+	}
+	return nil, ErrEmpty
+}
+
+// GetCtx returns a free object, waiting for a Put if all are in use. It returns ctx.Err() if ctx
+// is done first, or ErrClosed if the List is or gets closed. Waiters are served oldest first; a
+// Get that does not wait may still take an object ahead of them. As with a semaphore, GetCtx may
+// succeed without waiting even when ctx is already done.
+//
+// Waiting allocates (a channel); the non-waiting path does not.
+func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
+	if p, err := l.Get(); err != ErrEmpty {
+		return p, err
+	}
+	l.mu.Lock()
+	if l.closed.Load() {
+		l.mu.Unlock()
+		return nil, ErrClosed
+	}
+	l.waiters.Add(1)
+	if c := l.s.pop(); c != nil {
+		l.waiters.Add(-1)
+		l.mu.Unlock()
+		return &c.obj, nil
+	}
+	ch := make(chan *cell[T], 1)
+	l.queue = append(l.queue, ch)
+	l.mu.Unlock()
+
+	select {
+	case c := <-ch:
+		return l.handed(c)
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	for k, q := range l.queue {
+		if q == ch {
+			l.queue = append(l.queue[:k], l.queue[k+1:]...)
+			l.waiters.Add(-1)
+			l.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	l.mu.Unlock()
+	// A Put or Close dequeued us before we could: its send is already in ch.
+	return l.handed(<-ch)
+}
+
+func (l *List[T]) handed(c *cell[T]) (*T, error) {
+	if c == nil {
+		return nil, ErrClosed
+	}
+	return &c.obj, nil
+}
+
+// Put gives p back for re-use, running the reset hook on it first, and hands a free object to the
+// oldest waiter in GetCtx, if any. It returns a [*PutError] matching ErrForeign if p is nil or not
+// from this List, or ErrDoublePut if p is already free; the List is unchanged then. Put works
+// after Close.
+func (l *List[T]) Put(p *T) error {
+	if err := l.s.put(p, l.reset, "list"); err != nil {
+		return err
+	}
+	if l.waiters.Load() > 0 {
+		l.wake()
+	}
+	return nil
+}
+
+// wake hands free objects to parked waiters, oldest first, while both last.
+func (l *List[T]) wake() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for len(l.queue) > 0 {
+		c := l.s.pop()
+		if c == nil {
+			return
+		}
+		l.queue[0] <- c // never blocks: room for one, and only we send, once
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.waiters.Add(-1)
+	}
+}
+
+// Close makes Get and GetCtx return ErrClosed from now on, and wakes every waiting GetCtx with
+// ErrClosed. Objects in use may still be put back. Close is idempotent.
+func (l *List[T]) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed.Store(true)
+	for _, ch := range l.queue {
+		ch <- nil
+	}
+	l.waiters.Add(-int32(len(l.queue)))
+	l.queue = nil
+	return nil
+}
+
+// Owns reports whether p points to an object of this List, free or in use.
+func (l *List[T]) Owns(p *T) bool {
+	c, _ := l.s.find(p)
+	return c != nil
+}
+
+// Len returns the number of objects the List holds.
+func (l *List[T]) Len() int { return l.n }
+
+// Stats returns the List's counters.
+func (l *List[T]) Stats() Stats { return l.s.stats() }
+
+// Traits describes List: concurrent, lock-free, fails (or waits, with GetCtx) when empty, never
+// grows.
+func (l *List[T]) Traits() Traits {
+	return Traits{Concurrent: true, LockFree: true, OnEmpty: EmptyFail, CanWait: true, Capacity: l.n}
+}
+
+var _ Allocator[int] = (*List[int])(nil)

@@ -1,0 +1,182 @@
+package alloc
+
+import (
+	"sync"
+	"sync/atomic"
+	"weak"
+)
+
+// poolChunk is how many objects Pool allocates at once. A chunk goes back to the garbage collector
+// only when all its objects are idle and dropped by the sync.Pool, so small chunks give memory back
+// sooner; larger ones amortize the allocation and the registry.
+const poolChunk = 8
+
+// poolCell is one Pool object and its state word (stateFree or stateInUse; written by Get with a
+// store once the cell is its own, and by Put with a CAS: the double-put check).
+type poolCell[T any] struct {
+	obj   T
+	state atomic.Uint32
+}
+
+type chunk[T any] struct {
+	cells [poolChunk]poolCell[T]
+}
+
+// chunkRef records a chunk without keeping it alive: once the garbage collector takes the chunk,
+// w yields nil, and its address range no longer counts as ours even if the memory is reused.
+type chunkRef[T any] struct {
+	base, end uintptr
+	w         weak.Pointer[chunk[T]]
+}
+
+// Pool is an elastic allocator backed by a [sync.Pool]: Get re-uses an idle object if the
+// sync.Pool has one and allocates otherwise, and idle objects may be taken back by the garbage
+// collector. It suits callers who prefer memory back over determinism; it never returns ErrEmpty.
+//
+// Pool still detects misuse: every object carries a state word (double put), and Pool keeps a
+// weak registry of the memory it allocated (objects come in chunks of 8), so Put tells its own
+// objects from foreign ones without keeping idle memory alive.
+//
+// Pool is safe for concurrent use. Get and Put are lock-free (as sync.Pool is) except when Get
+// allocates a chunk.
+type Pool[T any] struct {
+	free  sync.Pool // idle *poolCell[T], state free
+	reset func(*T)
+
+	// reg is the registry of live chunks, sorted by base. Replaced (copy on write) under mu when a
+	// chunk is added, dropping chunks the garbage collector took; loaded by Put.
+	reg    atomic.Pointer[[]chunkRef[T]]
+	mu     sync.Mutex
+	chunks atomic.Int64 // chunks ever allocated
+
+	count counters
+}
+
+// NewPool returns an empty Pool. reset, if not nil, runs on every object Put gives back, before it
+// can be handed out again.
+func NewPool[T any](reset func(*T)) *Pool[T] {
+	p := &Pool[T]{reset: reset}
+	p.reg.Store(new([]chunkRef[T]))
+	return p
+}
+
+// Get returns an idle object, or a new zero-valued one. Its error is always nil.
+func (p *Pool[T]) Get() (*T, error) {
+	var c *poolCell[T]
+	if v := p.free.Get(); v != nil {
+		c = v.(*poolCell[T])
+	} else {
+		c = p.newChunk()
+	}
+	c.state.Store(stateInUse)
+	p.count.got()
+	return &c.obj, nil
+}
+
+// newChunk allocates and registers a chunk, parks all but its first cell in the sync.Pool, and
+// returns the first.
+func (p *Pool[T]) newChunk() *poolCell[T] {
+	ch := new(chunk[T])
+	base, end := rangeOf(ch.cells[:])
+	p.mu.Lock()
+	old := *p.reg.Load()
+	reg := make([]chunkRef[T], 0, len(old)+1)
+	inserted := false
+	for _, r := range old {
+		if r.w.Value() == nil {
+			continue // collected: its memory may be reused, ch's included
+		}
+		if !inserted && base < r.base {
+			reg = append(reg, chunkRef[T]{base: base, end: end, w: weak.Make(ch)})
+			inserted = true
+		}
+		reg = append(reg, r)
+	}
+	if !inserted {
+		reg = append(reg, chunkRef[T]{base: base, end: end, w: weak.Make(ch)})
+	}
+	p.reg.Store(&reg)
+	p.mu.Unlock()
+	p.chunks.Add(1)
+	for k := 1; k < poolChunk; k++ {
+		p.free.Put(&ch.cells[k])
+	}
+	return &ch.cells[0]
+}
+
+// Put gives x back for re-use, running the reset hook on it first. It returns a [*PutError]
+// matching ErrForeign if x is nil or not from this Pool, or ErrDoublePut if x is already free; the
+// Pool is unchanged then.
+func (p *Pool[T]) Put(x *T) error {
+	c := p.find(x)
+	if c == nil {
+		return &PutError{Allocator: "pool", Addr: addrOf(x), Err: ErrForeign}
+	}
+	if !c.state.CompareAndSwap(stateInUse, stateFree) {
+		return &PutError{Allocator: "pool", Addr: addrOf(x), Err: ErrDoublePut}
+	}
+	p.count.put()
+	if p.reset != nil {
+		p.reset(&c.obj)
+	}
+	p.free.Put(c)
+	return nil
+}
+
+// find returns the cell whose object x points to, or nil.
+func (p *Pool[T]) find(x *T) *poolCell[T] {
+	if x == nil {
+		return nil
+	}
+	a := addrOf(x)
+	reg := *p.reg.Load()
+	lo, hi := 0, len(reg)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if reg[m].base <= a {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 || a >= reg[lo-1].end {
+		return nil
+	}
+	r := &reg[lo-1]
+	// If x points into r's range and r's chunk is gone, x is some other object reusing the
+	// memory. If the chunk is alive, x (an interior pointer) is what keeps it so.
+	ch := r.w.Value()
+	if ch == nil {
+		return nil
+	}
+	size := poolCellSize[T]()
+	off := a - r.base
+	if off%size != 0 {
+		return nil
+	}
+	c := &ch.cells[off/size]
+	if &c.obj != x {
+		return nil
+	}
+	return c
+}
+
+// Stats returns the Pool's counters. Objects counts every object ever allocated; the garbage
+// collector may have taken some back.
+func (p *Pool[T]) Stats() Stats {
+	n := p.chunks.Load()
+	return Stats{
+		InUse:     p.count.inUse.Load(),
+		HighWater: p.count.high.Load(),
+		Objects:   n * poolChunk,
+		Slabs:     int(n),
+	}
+}
+
+// Traits describes Pool: concurrent, lock-free unless allocating, grows when empty, shrinks
+// under GC.
+func (p *Pool[T]) Traits() Traits {
+	return Traits{Concurrent: true, LockFree: true, OnEmpty: EmptyGrow, Shrinks: true}
+}
+
+var _ Allocator[int] = (*Pool[int])(nil)

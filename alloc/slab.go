@@ -1,0 +1,100 @@
+package alloc
+
+import (
+	"fmt"
+	"sync"
+)
+
+// SlabConfig configures a [Slab].
+type SlabConfig[T any] struct {
+	// ObjectsPerSlab is how many objects each slab holds (N). Must be at least 1.
+	ObjectsPerSlab int
+	// MaxSlabs caps the number of slabs; 0 means no cap (up to 2^32-2 objects in all). A Get
+	// that would need a slab past the cap returns ErrEmpty.
+	MaxSlabs int
+	// Init, if not nil, runs once on every object when its slab is created (kmem_cache's ctor).
+	Init func(*T)
+	// Reset, if not nil, runs on every object Put gives back, before it can be handed out again.
+	Reset func(*T)
+}
+
+// Slab is a growable allocator in the manner of the kernel's kmem_cache: objects come in slabs of
+// ObjectsPerSlab, a slab is allocated when no object is free, and freed objects are kept for
+// re-use; slabs are never given back. Slab never hands out memory it does not own, and reports
+// objects in use and the high-water mark through [Slab.Stats].
+//
+// Slab is safe for concurrent use. Get and Put are lock-free while a free object exists; growing
+// takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs.
+type Slab[T any] struct {
+	s     stack[T]
+	cfg   SlabConfig[T]
+	limit int64 // most objects, from MaxSlabs and the index space
+
+	mu sync.Mutex // serializes grow
+}
+
+// NewSlab returns an empty Slab (its first Get allocates the first slab). It returns an error if
+// the configuration is invalid.
+func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
+	if cfg.ObjectsPerSlab < 1 || int64(cfg.ObjectsPerSlab) >= nilIndex {
+		return nil, fmt.Errorf("alloc: NewSlab: ObjectsPerSlab %d out of range [1, %d)", cfg.ObjectsPerSlab, uint32(nilIndex))
+	}
+	if cfg.MaxSlabs < 0 {
+		return nil, fmt.Errorf("alloc: NewSlab: negative MaxSlabs %d", cfg.MaxSlabs)
+	}
+	// The largest whole number of slabs that fits the index space (nilIndex is reserved).
+	limit := (int64(nilIndex) / int64(cfg.ObjectsPerSlab)) * int64(cfg.ObjectsPerSlab)
+	if cfg.MaxSlabs > 0 {
+		limit = min(limit, int64(cfg.MaxSlabs)*int64(cfg.ObjectsPerSlab))
+	}
+	sl := &Slab[T]{cfg: cfg, limit: limit}
+	sl.s.init(uint32(cfg.ObjectsPerSlab))
+	return sl, nil
+}
+
+// Get returns a free object, allocating a new slab if none is free. At MaxSlabs with no object
+// free it returns ErrEmpty.
+func (sl *Slab[T]) Get() (*T, error) {
+	if c := sl.s.pop(); c != nil {
+		return &c.obj, nil
+	}
+	return sl.growGet()
+}
+
+func (sl *Slab[T]) growGet() (*T, error) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	// Another Get may have grown the slab, or a Put freed an object, while we waited.
+	if c := sl.s.pop(); c != nil {
+		return &c.obj, nil
+	}
+	if sl.s.stats().Objects+int64(sl.cfg.ObjectsPerSlab) > sl.limit {
+		return nil, ErrEmpty
+	}
+	return &sl.s.grow(sl.cfg.Init).obj, nil
+}
+
+// Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]
+// matching ErrForeign if p is nil or not from this Slab, or ErrDoublePut if p is already free; the
+// Slab is unchanged then.
+func (sl *Slab[T]) Put(p *T) error { return sl.s.put(p, sl.cfg.Reset, "slab") }
+
+// Owns reports whether p points to an object of this Slab, free or in use.
+func (sl *Slab[T]) Owns(p *T) bool {
+	c, _ := sl.s.find(p)
+	return c != nil
+}
+
+// Stats returns the Slab's counters.
+func (sl *Slab[T]) Stats() Stats { return sl.s.stats() }
+
+// Traits describes Slab: concurrent, lock-free unless growing, grows when empty up to MaxSlabs.
+func (sl *Slab[T]) Traits() Traits {
+	capacity := 0
+	if sl.cfg.MaxSlabs > 0 {
+		capacity = int(sl.limit)
+	}
+	return Traits{Concurrent: true, LockFree: true, OnEmpty: EmptyGrow, Capacity: capacity}
+}
+
+var _ Allocator[int] = (*Slab[int])(nil)
