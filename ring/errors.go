@@ -1,0 +1,42 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the package returns is one of these or an *Error that matches one
+// of them with errors.Is. ErrFull is returned bare, so the flow-control path does not allocate.
+var (
+	// ErrSize: a ring size that is not a power of two in [MinSize, MaxSize], or a batch of
+	// fewer than one descriptor.
+	ErrSize = errors.New("ring: bad size")
+	// ErrFull: not enough free slots for the batch right now (hfi1: the nodesc path of
+	// sdma_send_txreq). Nothing was changed; retry after the completion side has made progress.
+	ErrFull = errors.New("ring: full")
+	// ErrTooBig: the batch can never fit, it is larger than the capacity Size()-1.
+	ErrTooBig = errors.New("ring: batch larger than the ring's capacity")
+	// ErrNotReserved: Publish of a range that lies outside the reserved, unpublished window
+	// [Tail(), reserved): never reserved, or already published. Nothing was changed.
+	ErrNotReserved = errors.New("ring: range not reserved")
+	// ErrOrder: an index moved backwards or past the index that bounds it (head past tail,
+	// swHead past hwHead), or a Publish whose start is not a reservation boundary (the tail
+	// stepped over it). Nothing was changed.
+	ErrOrder = errors.New("ring: index out of order")
+)
+
+// Error carries the detail of a refused call; it matches its sentinel with errors.Is.
+type Error struct {
+	Op  string // the method: "New", "Reserve", "Publish", "SetHWHead", ...
+	Msg string // what was wrong, with the values involved
+	Err error  // the sentinel: ErrSize, ErrTooBig, ErrNotReserved or ErrOrder
+}
+
+func (e *Error) Error() string { return "ring: " + e.Op + ": " + e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(op string, sentinel error, format string, args ...any) *Error {
+	return &Error{Op: op, Msg: fmt.Sprintf(format, args...), Err: sentinel}
+}

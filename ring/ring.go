@@ -1,0 +1,462 @@
+package ring
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/desc"
+)
+
+// Index encoding.
+//
+// The ring has size = 2^shift slots, 64 <= size <= 32768. Every index (reserved, tail, hwHead,
+// swHead) is a free-running uint64 that only ever increases (modulo 2^64); it is never masked when
+// stored. The slot of index i is i & mask (mask = size-1), and the pass of the ring that index i
+// belongs to is i >> shift. The hardware's 2-bit generation of index i is that pass mod 4:
+//
+//	gen(i) = (i >> shift) & 3
+//
+// and is stamped into qw1 bits 3:2 of the descriptor written at i (hfi1: add_gen in submit_tx,
+// computed per slot, so it can change in the middle of a batch). Because 2^64 is a multiple of
+// 4*size, the generation stays continuous across the uint64 wrap: the index after 2^64-1 is 0, in
+// slot 0, generation 0, one pass after generation 3.
+//
+// Distances are differences modulo 2^64: the ring holds tail - swHead descriptors, and
+//
+//	swHead <= hwHead <= tail <= reserved <= swHead + size - 1
+//
+// holds at all times in modular order (a <= b meaning b - a < 2^63). The ring therefore never
+// holds more than size-1 descriptors (hfi1: sdma_descq_freecnt's "- 1"), so tail - swHead never
+// reaches size and a full ring is never confused with an empty one.
+//
+// A slot is owned, in turn, by: the producer that reserved it (until its Publish moves the tail
+// past it), the hardware model (until SetHWHead moves hwHead past it), the completion pass (until
+// SetSwHead moves swHead past it), and then it is free for a later reservation. Each hand-over is
+// an atomic store that the next owner's atomic load synchronizes with, so the slot's plain reads
+// and writes are ordered by the Go memory model.
+
+// Ring sizes (hfi1: sdma_descq_cnt "must be a power of 2 >= 64 <= 32768", SDMA_DESCQ_CNT 2048).
+const (
+	MinSize     = 64
+	MaxSize     = 32768
+	DefaultSize = 2048
+)
+
+// lineSize is the padding unit between groups of fields written by different parties: 128 bytes,
+// two 64-byte cache lines, so that the adjacent-line prefetcher of Intel CPUs does not couple them
+// either.
+const lineSize = 128
+
+// Ring is a power-of-two ring of 16-byte descriptors with free-running indices.
+//
+// Concurrency: Reserve, Write, Publish and Enqueue are safe for any number of concurrent
+// producers. EnqueueSP is for a single producer with no other producer running. Tail, Slot,
+// SetHWHead (the hardware model) are for one consumer goroutine at a time. BeginWrite, SetSwHead
+// and EndWrite (the completion pass) are for one writer at a time, serialised by the caller.
+// The read-only accessors (Size, SwHead, HeadSeq, FreeCnt, ...) are safe from any goroutine.
+// Reset requires quiescence. A Ring must not be copied.
+type Ring struct {
+	_ noCopy
+
+	// Read-mostly: set by New and never written again; read by everyone without
+	// synchronisation (the creating goroutine publishes the Ring by handing out the pointer).
+	slots []desc.Desc // the descq: size slots, 64-byte aligned (see alignedSlots)
+	mask  uint64      // size - 1 (hfi1: sdma_mask)
+	shift uint        // log2(size) (hfi1: sdma_shift)
+	size  int         // number of slots (hfi1: descq_cnt)
+
+	_ [lineSize]byte
+
+	// reserved is the next index to hand out: [tail, reserved) is reserved but not yet
+	// published. Written by producers (Reserve: CAS; EnqueueSP: atomic store), read by
+	// producers (Reserve, Publish's check) and by FreeCnt/Empty (atomic load).
+	reserved atomic.Uint64
+	// headCache is a lower bound of swHead kept on the producers' line, so that Reserve reads
+	// the consumer's line only when the cached room is not enough (DPDK's cons-tail cache idea).
+	// Written by producers (atomic store of a freshly loaded swHead; a racing older store only
+	// lowers it, which is conservative) and by Reset; read by producers (atomic load).
+	headCache atomic.Uint64
+
+	_ [lineSize]byte
+
+	// tail is the publication index (hfi1: descq_tail / the tail CSR): slots before it are
+	// fully written. Written by producers in reservation order (Publish, EnqueueSP: atomic
+	// store, the store-release that hands [old, new) to the hardware model); read by the
+	// hardware model (Tail: atomic load-acquire) and by waiting publishers.
+	tail atomic.Uint64
+
+	_ [lineSize]byte
+
+	// hwHead is the hardware head (hfi1: *head_dma, the chip's head write-back): slots before
+	// it have been processed by the hardware model. Written by the hardware model (SetHWHead,
+	// Dequeue: atomic store-release); read by the completion pass (HWHead: load-acquire).
+	hwHead atomic.Uint64
+
+	_ [lineSize]byte
+
+	// swHead is the software head (hfi1: descq_head): slots before it are free. Written only by
+	// the completion pass inside a seq write section (SetSwHead, Dequeue: atomic store-release,
+	// which hands the slots back to producers); read by producers for free space (Reserve,
+	// FreeCnt: atomic load-acquire) and by anyone (SwHead).
+	swHead atomic.Uint64
+	// seq is the head seqcount (hfi1: head_lock.seqcount). Written by the completion pass (odd
+	// while in a pass); read by HeadSeq/HeadRetry (the sleepers' sdma_progress snapshot).
+	seq SeqCount
+
+	_ [lineSize]byte
+}
+
+// New returns an empty ring of size slots, all indices 0. size 0 means DefaultSize; any other
+// size must be a power of two in [MinSize, MaxSize], else the error matches ErrSize.
+// (hfi1: sdma_init's descq allocation; the kernel silently falls back to the default instead.)
+func New(size int) (*Ring, error) { return NewAt(size, 0) }
+
+// NewAt is New with every index starting at start, so that tests can begin just below a
+// generation change, 2^32 or 2^64.
+func NewAt(size int, start uint64) (*Ring, error) {
+	if size == 0 {
+		size = DefaultSize
+	}
+	if size < MinSize || size > MaxSize || size&(size-1) != 0 {
+		return nil, errorf("New", ErrSize, "size %d: want a power of two in [%d, %d]", size, MinSize, MaxSize)
+	}
+	shift := uint(0)
+	for 1<<shift < size {
+		shift++
+	}
+	r := &Ring{
+		slots: alignedSlots(size),
+		mask:  uint64(size - 1),
+		shift: shift,
+		size:  size,
+	}
+	r.setIndices(start)
+	return r, nil
+}
+
+func (r *Ring) setIndices(start uint64) {
+	r.reserved.Store(start)
+	r.headCache.Store(start)
+	r.tail.Store(start)
+	r.hwHead.Store(start)
+	r.swHead.Store(start)
+}
+
+// Size returns the number of slots (hfi1: descq_cnt). The capacity is Size()-1.
+func (r *Ring) Size() int { return r.size }
+
+// Mask returns Size()-1 (hfi1: sdma_mask).
+func (r *Ring) Mask() uint64 { return r.mask }
+
+// Shift returns log2(Size()) (hfi1: sdma_shift).
+func (r *Ring) Shift() uint { return r.shift }
+
+// Generation returns the generation expected in the slot of index i: (i >> Shift()) & 3
+// (hfi1: add_gen).
+func (r *Ring) Generation(i uint64) uint64 { return (i >> r.shift) & desc.GenerationMask }
+
+// ---- producers ----
+
+// Reserve reserves n consecutive slots for the caller and returns the index of the first: the
+// caller then Writes them and Publishes [start, start+n). Lock-free: a CAS on the reservation
+// index, which many producers may run at once. The room is Size()-1 - (reserved - swHead)
+// (hfi1: sdma_descq_freecnt, checked against tx->num_desc in sdma_send_txreq).
+//
+// Errors: ErrFull (bare, no allocation) when the room is less than n right now, nothing changed;
+// ErrTooBig when n > Size()-1; ErrSize when n < 1.
+func (r *Ring) Reserve(n int) (start uint64, err error) {
+	if err := r.checkBatch("Reserve", n); err != nil {
+		return 0, err
+	}
+	un := uint64(n)
+	capacity := r.mask // size - 1
+	for {
+		res := r.reserved.Load()
+		head := r.headCache.Load()
+		if used := res - head; used > capacity || capacity-used < un {
+			// The cached head says no room (or was loaded after a newer reservation made
+			// res look stale): load the consumer's line.
+			head = r.swHead.Load()
+			used = res - head
+			if used > capacity {
+				// res is stale: another producer reserved and the consumer freed past it
+				// between the two loads. Reload.
+				continue
+			}
+			r.headCache.Store(head)
+			if capacity-used < un {
+				if r.reserved.Load() != res {
+					continue // the view changed under us; look again before saying full
+				}
+				return 0, ErrFull
+			}
+		}
+		if r.reserved.CompareAndSwap(res, res+un) {
+			return res, nil
+		}
+	}
+}
+
+// Write copies ds into the slots [start, start+len(ds)), stamping each written qw1 with its
+// slot's generation, except the skip AHG edit descriptors that follow the first, which keep their
+// raw qw1 (hfi1: submit_tx: ds[0] stamped, ds[1..skip] raw, the rest stamped; skip is
+// desc.EditDescs(mode) of the first descriptor's header mode). skip is clamped to
+// [0, len(ds)-1]. The caller must own the range (Reserve) and not yet have published it.
+//
+// On amd64 the whole batch is written by one assembly call (wrap handled, 16-byte aligned stores
+// when the CPU has AVX). Write panics if len(ds) > Size()-1, which no reservation can cover.
+func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
+	n := len(ds)
+	if n == 0 {
+		return
+	}
+	if n > r.size-1 {
+		panic(errorf("Write", ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1))
+	}
+	if skip < 0 {
+		skip = 0
+	} else if skip > n-1 {
+		skip = n - 1
+	}
+	writeBatch(r.slots, r.mask, r.shift, start, ds, skip)
+}
+
+// writeGo is the portable implementation of Write, and the reference the assembly is tested
+// against. Preconditions as for writeAsm: 1 <= len(ds) <= len(slots)-1, 0 <= skip < len(ds).
+func writeGo(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc.Desc, skip int) {
+	for k, d := range ds {
+		i := start + uint64(k)
+		if k == 0 || k > skip {
+			d.Qw1 = d.Qw1&^desc.GenerationSMask | (i>>shift&desc.GenerationMask)<<desc.GenerationShift
+		}
+		slots[i&mask] = d
+	}
+}
+
+// Publish publishes [start, start+n) to the hardware model (hfi1: sdma_update_tail). Ranges are
+// published in reservation order: Publish waits (spinning, then yielding with runtime.Gosched)
+// until the tail reaches start, i.e. every earlier reservation is published, and then moves the
+// tail to start+n with an atomic store, which is the store-release that makes the written slots
+// visible to whoever loads the tail.
+//
+// A range outside the unpublished reserved window [Tail(), reserved) gives an error matching
+// ErrNotReserved; a start that is not a reservation boundary (the tail steps over it while
+// waiting) gives ErrOrder; in both cases nothing is changed. Publishing a range another producer
+// reserved, or never publishing a reserved range, blocks the ring: both are caller bugs.
+func (r *Ring) Publish(start uint64, n int) error {
+	// Load tail before reserved, so that t <= res (the tail never passes reserved).
+	t := r.tail.Load()
+	res := r.reserved.Load()
+	if n < 1 || start-t > res-t || res-start < uint64(n) {
+		return errorf("Publish", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res)
+	}
+	for i := 0; t != start; i++ {
+		if int64(t-start) > 0 {
+			return errorf("Publish", ErrOrder, "start %#x is not a reservation boundary (tail now %#x)", start, t)
+		}
+		backoff(i)
+		t = r.tail.Load()
+	}
+	r.tail.Store(start + uint64(n))
+	return nil
+}
+
+// Enqueue is Reserve, Write and Publish in one call: it stores ds (with skip AHG edit
+// descriptors after the first, as for Write) and returns the index of ds[0]. Safe for concurrent
+// producers. Errors as for Reserve; on error nothing is changed.
+func (r *Ring) Enqueue(ds []desc.Desc, skip int) (start uint64, err error) {
+	start, err = r.Reserve(len(ds))
+	if err != nil {
+		return 0, err
+	}
+	r.Write(start, ds, skip)
+	// Our own reservation is always publishable; the error cannot occur.
+	r.publish(start, len(ds))
+	return start, nil
+}
+
+// publish is Publish for a range the caller reserved itself: no checks.
+func (r *Ring) publish(start uint64, n int) {
+	for i := 0; r.tail.Load() != start; i++ {
+		backoff(i)
+	}
+	r.tail.Store(start + uint64(n))
+}
+
+// EnqueueSP is Enqueue for a single producer: no CAS and no ordered wait. It must not run
+// concurrently with any other EnqueueSP, Enqueue, Reserve or Publish on the same ring (the
+// kernel's tail_lock provides that exclusion; here the caller does). Errors as for Reserve.
+func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
+	n := len(ds)
+	if err := r.checkBatch("EnqueueSP", n); err != nil {
+		return 0, err
+	}
+	un := uint64(n)
+	start := r.reserved.Load() // == tail: no other producer
+	if r.mask-(start-r.headCache.Load()) < un {
+		head := r.swHead.Load()
+		r.headCache.Store(head)
+		if r.mask-(start-head) < un {
+			return 0, ErrFull
+		}
+	}
+	r.Write(start, ds, skip)
+	// reserved first, so that reserved >= tail for concurrent readers (Publish's check).
+	r.reserved.Store(start + un)
+	// Store-release: publishes [start, start+n) to the hardware model.
+	r.tail.Store(start + un)
+	return start, nil
+}
+
+func (r *Ring) checkBatch(op string, n int) error {
+	if n < 1 {
+		return errorf(op, ErrSize, "batch of %d descriptors", n)
+	}
+	if n > r.size-1 {
+		return errorf(op, ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1)
+	}
+	return nil
+}
+
+// ---- hardware model (single consumer) ----
+
+// Tail returns the published tail (atomic load-acquire): every slot in [HWHead(), Tail()) is
+// fully written and may be read with Slot.
+func (r *Ring) Tail() uint64 { return r.tail.Load() }
+
+// HWHead returns the hardware head (hfi1: the *head_dma write-back), atomic load-acquire.
+func (r *Ring) HWHead() uint64 { return r.hwHead.Load() }
+
+// Slot returns the descriptor in the slot of index i (i & Mask()). Only indices in
+// [HWHead(), Tail()), with Tail() loaded after the producers published, hold a descriptor that
+// the caller may rely on; the call itself is a plain read and is safe for the consumer that owns
+// those slots.
+func (r *Ring) Slot(i uint64) desc.Desc { return r.slots[i&r.mask] }
+
+// SetHWHead moves the hardware head to h (hfi1: the chip's head_dma write-back) with an atomic
+// store-release, handing [HWHead(), h) to the completion pass. h must lie in [HWHead(), Tail()];
+// otherwise SetHWHead panics with an *Error matching ErrOrder (a programmer error). For the
+// single hardware-model goroutine.
+func (r *Ring) SetHWHead(h uint64) {
+	old := r.hwHead.Load()
+	if t := r.tail.Load(); h-old > t-old {
+		panic(errorf("SetHWHead", ErrOrder, "head %#x outside [%#x, %#x]", h, old, t))
+	}
+	r.hwHead.Store(h)
+}
+
+// ---- completion side ----
+
+// SwHead returns the software head (hfi1: descq_head), atomic load-acquire.
+func (r *Ring) SwHead() uint64 { return r.swHead.Load() }
+
+// BeginWrite opens the head seqcount's write section (hfi1: write_seqlock(&sde->head_lock)
+// without the lock): the count is odd until EndWrite. The caller serialises writers: one
+// completion pass (or Reset) at a time.
+func (r *Ring) BeginWrite() { r.seq.BeginWrite() }
+
+// EndWrite closes the write section opened by BeginWrite (write_sequnlock).
+func (r *Ring) EndWrite() { r.seq.EndWrite() }
+
+// SetSwHead moves the software head to h, freeing [SwHead(), h) for producers, with an atomic
+// store-release. Only inside BeginWrite/EndWrite. h must lie in [SwHead(), HWHead()]; otherwise
+// SetSwHead panics with an *Error matching ErrOrder (a programmer error).
+func (r *Ring) SetSwHead(h uint64) {
+	old := r.swHead.Load()
+	if hw := r.hwHead.Load(); h-old > hw-old {
+		panic(errorf("SetSwHead", ErrOrder, "head %#x outside [%#x, %#x]", h, old, hw))
+	}
+	r.swHead.Store(h)
+}
+
+// HeadSeq snapshots the head seqcount without waiting (hfi1: raw_seqcount_begin(&head_lock),
+// taken by sdma_check_progress before calling the sleeper): an odd count (a pass in progress) is
+// rounded down, so HeadRetry reports the snapshot stale once that pass ends.
+func (r *Ring) HeadSeq() uint32 { return r.seq.Begin() }
+
+// HeadRetry reports whether a completion pass began since HeadSeq returned seq (hfi1:
+// read_seqretry, the heart of sdma_progress).
+func (r *Ring) HeadRetry(seq uint32) bool { return r.seq.Retry(seq) }
+
+// Seq returns the head seqcount itself, for callers that need BeginWait.
+func (r *Ring) Seq() *SeqCount { return &r.seq }
+
+// FreeCnt returns the number of descriptors that can be reserved now: Size()-1 -
+// (reserved - swHead) (hfi1: sdma_descq_freecnt). A snapshot; it may be stale at once.
+func (r *Ring) FreeCnt() int {
+	head := r.swHead.Load()
+	res := r.reserved.Load()
+	used := res - head
+	if used > r.mask { // cannot happen with head loaded first; be safe
+		return 0
+	}
+	return int(r.mask - used)
+}
+
+// InProcess returns Size() - FreeCnt() (hfi1: sdma_descq_inprocess). As in the kernel this is one
+// more than the number of slots in use; Used returns that number.
+func (r *Ring) InProcess() int { return r.size - r.FreeCnt() }
+
+// Used returns reserved - swHead: the slots reserved, in flight or awaiting completion.
+func (r *Ring) Used() int { return r.size - 1 - r.FreeCnt() }
+
+// Empty reports whether nothing is reserved, published or awaiting completion: reserved ==
+// swHead (hfi1: sdma_empty, descq_tail == descq_head).
+func (r *Ring) Empty() bool {
+	head := r.swHead.Load()
+	return r.reserved.Load() == head
+}
+
+// Reset sets every index to start (hfi1: the sw clean's descq_tail = descq_head = 0 and
+// *head_dma = 0, after which sdma_setlengen restarts the hardware generation with the tail: here
+// the generation is (start >> Shift()) & 3). The slots keep their stale contents, as the kernel's
+// descq does; they lie outside [hwHead, tail). The head seqcount is bumped by a write section, so
+// any HeadSeq snapshot taken before is stale.
+//
+// The caller guarantees quiescence: no producer, hardware model or completion pass is in flight
+// (the kernel holds tail_lock and head_lock).
+func (r *Ring) Reset(start uint64) {
+	r.seq.BeginWrite()
+	r.setIndices(start)
+	r.seq.EndWrite()
+}
+
+// Dequeue is a single-consumer convenience that plays both the hardware model and the completion
+// pass: it copies up to len(dst) published descriptors into dst, then advances hwHead and swHead
+// (the latter inside a head seqcount write section) past them, and returns how many it copied.
+// It must not run concurrently with another Dequeue, SetHWHead or completion pass. It does not
+// allocate.
+func (r *Ring) Dequeue(dst []desc.Desc) int {
+	h := r.hwHead.Load()
+	avail := r.tail.Load() - h // load-acquire: the slots below the tail are written
+	n := uint64(len(dst))
+	if avail < n {
+		n = avail
+	}
+	if n == 0 {
+		return 0
+	}
+	from := h & r.mask
+	if k := uint64(r.size) - from; k < n {
+		copy(dst[:k], r.slots[from:])
+		copy(dst[k:n], r.slots[:n-k])
+	} else {
+		copy(dst[:n], r.slots[from:from+n])
+	}
+	// Store-release: hands [h, h+n) to the completion pass.
+	r.hwHead.Store(h + n)
+	r.seq.BeginWrite()
+	// Store-release: hands the slots back to producers. Our reads above happen before it.
+	r.swHead.Store(h + n)
+	r.seq.EndWrite()
+	return int(n)
+}
+
+// backoff spins for the first iterations and then yields the processor: the wait of an ordered
+// Publish (the previous reservation's owner may be descheduled) and of SeqCount.BeginWait.
+func backoff(i int) {
+	if i < 64 {
+		return // spin: a plain re-load in the caller's loop
+	}
+	runtime.Gosched()
+}

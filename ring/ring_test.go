@@ -1,0 +1,418 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// forEachImpl runs f once per Write implementation available here (cryptotest's
+// TestAllImplementations pattern). Subtests must not run in parallel: the switch is global.
+func forEachImpl(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	for _, name := range Implementations() {
+		t.Run("impl="+name, func(t *testing.T) {
+			restore, err := SetImplementation(name)
+			require.NoError(t, err)
+			defer restore()
+			f(t)
+		})
+	}
+}
+
+// mk builds a descriptor whose qw0 is v and qw1 is v's complement with the generation field set
+// to 3 (so that stamping visibly changes it unless the generation is 3).
+func mk(v uint64) desc.Desc { return desc.Desc{Qw0: v, Qw1: ^v | desc.GenerationSMask} }
+
+func stamped(d desc.Desc, gen uint64) desc.Desc { return d.WithGeneration(gen) }
+
+func batch(first uint64, n int) []desc.Desc {
+	ds := make([]desc.Desc, n)
+	for i := range ds {
+		ds[i] = mk(first + uint64(i))
+	}
+	return ds
+}
+
+// drain reads every published slot through the hardware-model API and completes it.
+func drain(t *testing.T, r *Ring) []desc.Desc {
+	t.Helper()
+	var out []desc.Desc
+	h, tl := r.HWHead(), r.Tail()
+	for i := h; i != tl; i++ {
+		out = append(out, r.Slot(i))
+	}
+	r.SetHWHead(tl)
+	r.BeginWrite()
+	r.SetSwHead(tl)
+	r.EndWrite()
+	return out
+}
+
+func TestNewSizes(t *testing.T) {
+	r, err := New(0)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultSize, r.Size())
+	assert.Equal(t, uint64(DefaultSize-1), r.Mask())
+	assert.Equal(t, uint(11), r.Shift())
+	for _, size := range []int{64, 128, 1024, 32768} {
+		r, err := New(size)
+		require.NoError(t, err, "size %d", size)
+		assert.Equal(t, size, r.Size())
+		assert.Equal(t, uint64(size-1), r.Mask())
+		assert.Equal(t, size, 1<<r.Shift())
+		assert.Zero(t, slotsAddr(r)%slotAlign, "slots 64-byte aligned")
+		assert.Len(t, r.slots, size)
+	}
+	for _, size := range []int{-1, 1, 2, 32, 63, 65, 100, 1000, 3000, 65536, 1 << 20} {
+		r, err := New(size)
+		assert.Nil(t, r)
+		require.ErrorIs(t, err, ErrSize, "size %d", size)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, "New", e.Op)
+		assert.Contains(t, err.Error(), fmt.Sprint(size))
+	}
+}
+
+func TestEmpty(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := New(64)
+		require.NoError(t, err)
+		assert.True(t, r.Empty())
+		assert.Equal(t, 63, r.FreeCnt())
+		assert.Equal(t, 1, r.InProcess(), "kernel's inprocess is size - freecnt")
+		assert.Equal(t, 0, r.Used())
+		assert.Zero(t, r.Dequeue(make([]desc.Desc, 8)))
+		assert.Zero(t, r.Dequeue(nil))
+		assert.Equal(t, uint64(0), r.Tail())
+	})
+}
+
+func TestFullAndCapacity(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, size := range []int{64, 256} {
+			r, err := New(size)
+			require.NoError(t, err)
+			ds := batch(1, size-1)
+			start, err := r.Enqueue(ds, 0)
+			require.NoError(t, err, "a full-capacity batch fits")
+			assert.Equal(t, uint64(0), start)
+			assert.Equal(t, 0, r.FreeCnt())
+			assert.Equal(t, size, r.InProcess())
+			assert.False(t, r.Empty())
+
+			_, err = r.Reserve(1)
+			assert.Same(t, ErrFull, err, "ErrFull is returned bare")
+			_, err = r.Enqueue(batch(0, 1), 0)
+			assert.ErrorIs(t, err, ErrFull)
+			_, err = r.EnqueueSP(batch(0, 1), 0)
+			assert.ErrorIs(t, err, ErrFull)
+			assert.Equal(t, uint64(size-1), r.Tail(), "ErrFull changes nothing")
+
+			// Free one slot: room for exactly one.
+			r.SetHWHead(1)
+			_, err = r.Reserve(1)
+			assert.ErrorIs(t, err, ErrFull, "hwHead alone does not free slots")
+			r.BeginWrite()
+			r.SetSwHead(1)
+			r.EndWrite()
+			assert.Equal(t, 1, r.FreeCnt())
+			_, err = r.Reserve(2)
+			assert.ErrorIs(t, err, ErrFull)
+			s, err := r.Reserve(1)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(size-1), s)
+			r.Write(s, batch(99, 1), 0)
+			require.NoError(t, r.Publish(s, 1))
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	r, err := New(64)
+	require.NoError(t, err)
+	for _, n := range []int{64, 65, 1000} {
+		_, err := r.Reserve(n)
+		require.ErrorIs(t, err, ErrTooBig, "n=%d", n)
+		_, err = r.Enqueue(make([]desc.Desc, n), 0)
+		require.ErrorIs(t, err, ErrTooBig)
+		_, err = r.EnqueueSP(make([]desc.Desc, n), 0)
+		require.ErrorIs(t, err, ErrTooBig)
+	}
+	for _, n := range []int{0, -1} {
+		_, err := r.Reserve(n)
+		require.ErrorIs(t, err, ErrSize, "n=%d", n)
+		_, err = r.Enqueue(make([]desc.Desc, 0), 0)
+		require.ErrorIs(t, err, ErrSize)
+	}
+	assert.True(t, r.Empty())
+	assert.Panics(t, func() { r.Write(0, make([]desc.Desc, 64), 0) })
+
+	// Publish of ranges that were not reserved.
+	require.ErrorIs(t, r.Publish(0, 1), ErrNotReserved, "nothing reserved")
+	s, err := r.Reserve(4)
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Publish(s, 5), ErrNotReserved, "past the reservation")
+	require.ErrorIs(t, r.Publish(s+1, 4), ErrNotReserved)
+	require.ErrorIs(t, r.Publish(s-1, 1), ErrNotReserved, "before the tail")
+	require.ErrorIs(t, r.Publish(s, 0), ErrNotReserved)
+	require.ErrorIs(t, r.Publish(s, -1), ErrNotReserved)
+	assert.Equal(t, s, r.Tail(), "refused publishes change nothing")
+	require.NoError(t, r.Publish(s, 4))
+	require.ErrorIs(t, r.Publish(s, 4), ErrNotReserved, "already published")
+
+	// A start inside another reservation: the tail steps over it.
+	a, err := r.Reserve(4)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() { done <- r.Publish(a+2, 2) }()
+	require.NoError(t, r.Publish(a, 4))
+	require.ErrorIs(t, <-done, ErrOrder)
+
+	// Head indices out of order are programmer errors: panics matching ErrOrder.
+	tl := r.Tail()
+	requirePanicIs(t, ErrOrder, func() { r.SetHWHead(tl + 1) })
+	r.SetHWHead(tl - 1)
+	requirePanicIs(t, ErrOrder, func() { r.SetHWHead(tl - 2) })
+	requirePanicIs(t, ErrOrder, func() { r.SetSwHead(tl) })
+	r.BeginWrite()
+	r.SetSwHead(tl - 1)
+	r.EndWrite()
+	requirePanicIs(t, ErrOrder, func() { r.SetSwHead(tl - 2) })
+
+	_, err = SetImplementation("nope")
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+func requirePanicIs(t *testing.T, target error, f func()) {
+	t.Helper()
+	defer func() {
+		v := recover()
+		require.NotNil(t, v, "expected a panic")
+		err, ok := v.(error)
+		require.True(t, ok, "panic value %v is an error", v)
+		require.ErrorIs(t, err, target)
+	}()
+	f()
+}
+
+func TestGenerationStampingAndSkip(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := NewAt(64, 60) // generation 0 → 1 at index 64
+		require.NoError(t, err)
+		ds := batch(100, 8)
+		start, err := r.Enqueue(ds, 2) // ds[1], ds[2] are AHG edit descriptors
+		require.NoError(t, err)
+		require.Equal(t, uint64(60), start)
+		got := drain(t, r)
+		require.Len(t, got, 8)
+		for k, d := range got {
+			i := start + uint64(k)
+			assert.Equal(t, ds[k].Qw0, d.Qw0)
+			if k == 1 || k == 2 {
+				assert.Equal(t, ds[k], d, "edit descriptor %d keeps its raw qw1", k)
+				continue
+			}
+			assert.Equal(t, stamped(ds[k], r.Generation(i)), d, "k=%d", k)
+			assert.Equal(t, int(r.Generation(i)), d.Generation())
+		}
+		assert.Equal(t, 0, got[0].Generation())
+		assert.Equal(t, 1, got[7].Generation(), "generation changes mid-batch at the wrap")
+
+		// skip is clamped to [0, n-1].
+		s, err := r.Enqueue(batch(1, 3), 10)
+		require.NoError(t, err)
+		got = drain(t, r)
+		assert.Equal(t, int(r.Generation(s)), got[0].Generation(), "ds[0] always stamped")
+		assert.Equal(t, 3, got[1].Generation())
+		assert.Equal(t, 3, got[2].Generation())
+		_, err = r.Enqueue(batch(1, 3), -5)
+		require.NoError(t, err)
+		for _, d := range drain(t, r) {
+			assert.Equal(t, 1, d.Generation(), "negative skip means none")
+		}
+	})
+}
+
+// TestWrap runs batches through indices that start just below a generation change, 2^32 and
+// 2^64, with batch sizes that straddle the wrap in the middle.
+func TestWrap(t *testing.T) {
+	starts := map[string]uint64{
+		"gen":   64*3 - 5,
+		"2^32":  1<<32 - 37,
+		"2^64":  ^uint64(0) - 100,
+		"2^64b": ^uint64(0) - 63*2 + 1,
+	}
+	forEachImpl(t, func(t *testing.T) {
+		for name, start := range starts {
+			t.Run(name, func(t *testing.T) {
+				r, err := NewAt(64, start)
+				require.NoError(t, err)
+				assert.Equal(t, start, r.Tail())
+				assert.Equal(t, start, r.SwHead())
+				assert.Equal(t, 63, r.FreeCnt())
+				next := start
+				seq := uint64(0)
+				dst := make([]desc.Desc, 64)
+				for round := 0; round < 40; round++ {
+					n := 1 + (round*7)%63
+					ds := batch(seq, n)
+					var s uint64
+					if round%2 == 0 {
+						s, err = r.Enqueue(ds, round%3)
+					} else {
+						s, err = r.EnqueueSP(ds, round%3)
+					}
+					require.NoError(t, err)
+					require.Equal(t, next, s)
+					assert.Equal(t, 63-n, r.FreeCnt())
+					got := r.Dequeue(dst)
+					require.Equal(t, n, got)
+					skip := min(round%3, n-1)
+					for k := 0; k < n; k++ {
+						want := ds[k]
+						if k == 0 || k > skip {
+							want = stamped(want, ((s+uint64(k))>>6)&3)
+						}
+						require.Equal(t, want, dst[k], "round %d k %d index %#x", round, k, s+uint64(k))
+					}
+					next += uint64(n)
+					seq += uint64(n)
+					assert.Equal(t, next, r.SwHead())
+					assert.True(t, r.Empty())
+				}
+				switch name {
+				case "2^32":
+					assert.Greater(t, next, uint64(1)<<32, "the test crossed 2^32")
+				case "2^64", "2^64b":
+					assert.Less(t, next, start, "the test crossed the uint64 wrap")
+				}
+			})
+		}
+	})
+}
+
+func TestReset(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := New(64)
+		require.NoError(t, err)
+		_, err = r.Enqueue(batch(0, 50), 0)
+		require.NoError(t, err)
+		seq := r.HeadSeq()
+		r.Reset(128 + 10) // generation 2
+		assert.True(t, r.HeadRetry(seq), "Reset bumps the head seqcount")
+		assert.Equal(t, uint32(0), r.Seq().Count()%2)
+		for _, v := range []uint64{r.Tail(), r.HWHead(), r.SwHead()} {
+			assert.Equal(t, uint64(138), v)
+		}
+		assert.True(t, r.Empty())
+		assert.Equal(t, 63, r.FreeCnt())
+		s, err := r.Enqueue(batch(7, 3), 0)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(138), s)
+		got := drain(t, r)
+		for _, d := range got {
+			assert.Equal(t, 2, d.Generation())
+		}
+		r.Reset(0)
+		s, err = r.Reserve(63)
+		require.NoError(t, err, "the head cache was reset too")
+		assert.Equal(t, uint64(0), s)
+	})
+}
+
+func TestSeqCount(t *testing.T) {
+	r, err := New(64)
+	require.NoError(t, err)
+	s0 := r.HeadSeq()
+	assert.False(t, r.HeadRetry(s0))
+	r.BeginWrite()
+	in := r.HeadSeq()
+	assert.Equal(t, s0, in, "an odd count is rounded down")
+	assert.True(t, r.HeadRetry(in), "a snapshot taken inside a pass is stale")
+	r.EndWrite()
+	assert.True(t, r.HeadRetry(s0))
+	s1 := r.HeadSeq()
+	assert.Equal(t, s0+2, s1)
+	assert.False(t, r.HeadRetry(s1))
+	assert.Equal(t, s1, r.Seq().BeginWait())
+
+	var sc SeqCount
+	assert.Equal(t, uint32(0), sc.Begin())
+	sc.BeginWrite()
+	done := make(chan uint32)
+	go func() { done <- sc.BeginWait() }()
+	sc.EndWrite()
+	assert.Equal(t, uint32(2), <-done)
+}
+
+func TestLayout(t *testing.T) {
+	offs := map[string]uintptr{
+		"slots(read-mostly)": unsafe.Offsetof(Ring{}.slots),
+		"reserved":           unsafe.Offsetof(Ring{}.reserved),
+		"tail":               unsafe.Offsetof(Ring{}.tail),
+		"hwHead":             unsafe.Offsetof(Ring{}.hwHead),
+		"swHead":             unsafe.Offsetof(Ring{}.swHead),
+	}
+	// Fields on the same line as their group leader.
+	assert.Equal(t, offs["reserved"]/64, unsafe.Offsetof(Ring{}.headCache)/64, "headCache shares the producers' line")
+	assert.Equal(t, offs["swHead"]/64, unsafe.Offsetof(Ring{}.seq)/64, "seq shares swHead's line")
+	for a, oa := range offs {
+		for b, ob := range offs {
+			if a >= b {
+				continue
+			}
+			d := int(oa) - int(ob)
+			if d < 0 {
+				d = -d
+			}
+			// At least lineSize apart: distinct 64-byte lines and distinct 128-byte
+			// prefetch pairs wherever the Ring is allocated.
+			assert.GreaterOrEqual(t, d, lineSize, "%s and %s", a, b)
+		}
+	}
+	assert.GreaterOrEqual(t, unsafe.Sizeof(Ring{})-unsafe.Offsetof(Ring{}.seq), uintptr(lineSize), "tail padding")
+}
+
+func TestAllocs(t *testing.T) {
+	if testing.CoverMode() != "" {
+		t.Skip("coverage instrumentation")
+	}
+	forEachImpl(t, func(t *testing.T) {
+		r, err := New(256)
+		require.NoError(t, err)
+		ds := batch(0, 32)
+		dst := make([]desc.Desc, 32)
+		assert.Zero(t, testing.AllocsPerRun(200, func() {
+			_, _ = r.Enqueue(ds, 1)
+			_ = r.Dequeue(dst)
+		}), "Enqueue/Dequeue")
+		assert.Zero(t, testing.AllocsPerRun(200, func() {
+			s, err := r.Reserve(len(ds))
+			if err != nil {
+				panic(err)
+			}
+			r.Write(s, ds, 0)
+			if err := r.Publish(s, len(ds)); err != nil {
+				panic(err)
+			}
+			_ = r.Dequeue(dst)
+		}), "Reserve+Write+Publish")
+		assert.Zero(t, testing.AllocsPerRun(200, func() {
+			_, _ = r.EnqueueSP(ds, 0)
+			_ = r.Dequeue(dst)
+		}), "EnqueueSP")
+		// The full path returns the bare sentinel: no allocation either.
+		for r.FreeCnt() >= len(ds) {
+			_, err := r.Enqueue(ds, 0)
+			require.NoError(t, err)
+		}
+		assert.Zero(t, testing.AllocsPerRun(200, func() { _, _ = r.Enqueue(ds, 0) }), "ErrFull")
+	})
+}

@@ -1,0 +1,61 @@
+package ring
+
+import "sync/atomic"
+
+// SeqCount is a sequence counter (Linux seqcount_t, as used by hfi1's head_lock): one writer at
+// a time brackets its updates with BeginWrite and EndWrite, which leave the count odd while the
+// write section is open; readers take a snapshot with Begin and ask Retry afterwards whether a
+// write section began since.
+//
+// The count is a sync/atomic word, so every access is an atomic (sequentially consistent)
+// operation and the race detector sees the writer's EndWrite synchronize before a reader's
+// later Begin. Data protected by the count must itself be read and written atomically to be
+// race-clean under the Go memory model; the ring's swHead is.
+//
+// Writers must be serialised by the caller (the kernel holds head_lock's spinlock; the engine
+// runs one completion pass at a time). Readers are wait-free and may run concurrently with the
+// writer and with each other. The zero value is ready to use (count 0). A SeqCount must not be
+// copied after first use (go vet's copylocks check catches copies).
+type SeqCount struct {
+	_ noCopy
+	// seq: written by the single writer (BeginWrite, EndWrite: atomic add, odd inside a write
+	// section), read by any reader (Begin, Retry: atomic load).
+	seq atomic.Uint32
+}
+
+// BeginWrite opens a write section: the count becomes odd (hfi1: write_seqlock's
+// write_seqcount_begin). The atomic add orders every later store after the count change.
+func (s *SeqCount) BeginWrite() { s.seq.Add(1) }
+
+// EndWrite closes the write section: the count becomes even again (write_seqcount_end). The
+// atomic add orders every earlier store of the section before the count change.
+func (s *SeqCount) EndWrite() { s.seq.Add(1) }
+
+// Begin returns the count with its low bit cleared, without waiting for an open write section to
+// close (hfi1: raw_seqcount_begin, as sdma_check_progress takes it). A snapshot taken inside a
+// write section is therefore always reported stale by Retry once the section ends, or at once.
+func (s *SeqCount) Begin() uint32 { return s.seq.Load() &^ 1 }
+
+// BeginWait is read_seqcount_begin: it waits (spinning, then yielding) until no write section is
+// open and returns the (even) count.
+func (s *SeqCount) BeginWait() uint32 {
+	for i := 0; ; i++ {
+		if v := s.seq.Load(); v&1 == 0 {
+			return v
+		}
+		backoff(i)
+	}
+}
+
+// Retry reports whether a write section began since the snapshot seq was taken (hfi1:
+// read_seqretry): true means data read after the snapshot may be inconsistent.
+func (s *SeqCount) Retry(seq uint32) bool { return s.seq.Load() != seq }
+
+// Count returns the raw count (odd while a write section is open). For tests and diagnostics.
+func (s *SeqCount) Count() uint32 { return s.seq.Load() }
+
+// noCopy makes go vet's copylocks check flag copies of the struct embedding it.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
