@@ -90,11 +90,72 @@ type Mapper interface {
 
 // Sentinel errors of package dma.
 var (
-	ErrMapping   = errors.New("dma: mapping failed")                  // -ENOSPC from dma_map_*
-	ErrNotMapped = errors.New("dma: address not mapped")              // unmap/sync of an unknown mapping
-	ErrFault     = errors.New("dma: device access fault")             // Translate refused a range
-	ErrInvalid   = errors.New("dma: invalid argument")                // bad length, direction, offset
-	ErrClosed    = errors.New("dma: use of closed region or pool")    // a released Region, Pool or Coherent
-	ErrNotOwned  = errors.New("dma: block not owned by this pool")    // foreign or double free
+	ErrMapping   = errors.New("dma: mapping failed")                   // -ENOSPC from dma_map_*
+	ErrNotMapped = errors.New("dma: address not mapped")               // unmap/sync of an unknown mapping
+	ErrFault     = errors.New("dma: device access fault")              // Translate refused a range
+	ErrInvalid   = errors.New("dma: invalid argument")                 // bad length, direction, offset
+	ErrClosed    = errors.New("dma: use of closed region or pool")     // a released Region, Pool or Coherent
+	ErrNotOwned  = errors.New("dma: block not owned by this pool")     // foreign or double free
 	ErrBusy      = errors.New("dma: blocks still allocated from pool") // Pool.Destroy with blocks out
 )
+
+// Kind names which map call made a mapping, as reported in Mapping.Kind. An unmap must use the
+// call that matches the map (dma-debug's "unmap with the wrong function" check).
+const (
+	KindSingle   = "single"   // MapSingle / UnmapSingle
+	KindPage     = "page"     // MapPage / UnmapPage
+	KindSG       = "sg"       // one entry of MapSG / UnmapSG
+	KindCoherent = "coherent" // AllocCoherent / FreeCoherent
+)
+
+// Mapping describes one live mapping in a leak report (Live).
+type Mapping struct {
+	Addr Addr      // bus address of the first byte
+	Size int       // length in bytes
+	Dir  Direction // direction it was mapped with
+	Kind string    // KindSingle, KindPage, KindSG or KindCoherent
+}
+
+// String formats m as "kind [addr,+size) dir".
+func (m Mapping) String() string {
+	return fmt.Sprintf("%s [%#x,+%d) %v", m.Kind, uint64(m.Addr), m.Size, m.Dir)
+}
+
+// Reasons a Translate fails, as carried in Fault.Reason.
+const (
+	ReasonNotMapped    = "not mapped"                // no live mapping holds the first byte (never mapped, or unmapped)
+	ReasonPartlyMapped = "partly mapped"             // the range starts in a mapping but runs past its end
+	ReasonDirection    = "wrong direction"           // mapped, but not for this kind of access
+	ReasonBadLength    = "bad length"                // size <= 0, or addr+size wraps around
+	ReasonOutside      = "outside the IOVA space"    // above the IOMMU's IOVABits
+	ReasonBadAccess    = "bad access direction"      // access is not a valid Direction
+	ReasonInjected     = "injected by FaultInjector" // FaultInjector.FailTranslate
+)
+
+// Fault is the error of a refused device access (the IOMMU fault record). It matches ErrFault.
+type Fault struct {
+	Addr   Addr      // first bus address of the refused access
+	Size   int       // its length
+	Access Direction // ToDevice: the device read; FromDevice: the device wrote
+	Reason string    // one of the Reason constants
+}
+
+// Error says which address and why.
+func (f *Fault) Error() string {
+	return fmt.Sprintf("dma: device fault: %v access [%#x,+%d): %s",
+		f.Access, uint64(f.Addr), f.Size, f.Reason)
+}
+
+// Is makes a *Fault match ErrFault.
+func (f *Fault) Is(target error) bool { return target == ErrFault }
+
+// faultCounter is implemented by every mapper and wrapper in this package.
+type faultCounter interface{ Faults() uint64 }
+
+// faultsOf returns m's fault count, or 0 if m does not count faults.
+func faultsOf(m Mapper) uint64 {
+	if fc, ok := m.(faultCounter); ok {
+		return fc.Faults()
+	}
+	return 0
+}

@@ -1,0 +1,427 @@
+package dma
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
+)
+
+// A mapping record is the mapper's struct dma_debug_entry: one live map call. Its fields are
+// written by the mapping goroutine before the record is published into the table (under a stripe
+// lock) and not changed until it has been removed from every stripe again; readers only look at
+// it while holding a stripe's read lock, so the stripe locks order every access.
+type record struct {
+	addr   Addr      // bus address of buf[0]
+	buf    []byte    // the mapped bytes; keeps Go heap memory alive while mapped
+	dir    Direction // mapping direction
+	kind   string    // Kind* constant
+	region *Region   // pinned region behind buf, or nil for Go heap memory
+}
+
+func (r *record) size() int { return len(r.buf) }
+
+// end is one past the last bus address (no overflow: mapped ranges fit in the address space).
+func (r *record) end() Addr { return r.addr + Addr(len(r.buf)) }
+
+// pageList holds the records touching one page of bus address space. The IOMMU has at most one
+// per page; Direct may have many (small buffers sharing a page, or one buffer mapped twice).
+type pageList struct{ recs []*record }
+
+const (
+	stripeBits = 6
+	nStripes   = 1 << stripeBits
+)
+
+// stripe is one shard of the table: the pages whose number hashes to it.
+type stripe struct {
+	// mu: writers (map, unmap) hold it to change m or a pageList in m; readers (Translate, Sync,
+	// Live, the IOVA allocator's occupancy checks) hold it shared.
+	mu   sync.RWMutex
+	m    map[uint64]*pageList // page number -> records touching it; guarded by mu
+	free []*pageList          // empty lists kept for reuse (no allocation in steady state); guarded by mu
+	_    cpu.CacheLinePad     // stripes on separate cache lines: translations of different pages do not share a lock word
+}
+
+// table maps page numbers of bus address space to mapping records. It is striped by page number:
+// there is no global lock, a translation takes one stripe's read lock, and a mapping of n pages
+// takes n stripe write locks one after the other (never two at once, so no lock order).
+type table struct {
+	shift   uint // log2 of the page granule; immutable
+	stripes [nStripes]stripe
+}
+
+func (t *table) init(shift uint) {
+	t.shift = shift
+	for i := range t.stripes {
+		t.stripes[i].m = make(map[uint64]*pageList)
+	}
+}
+
+func (t *table) stripe(page uint64) *stripe {
+	return &t.stripes[(page*0x9E3779B97F4A7C15)>>(64-stripeBits)]
+}
+
+func (t *table) pages(r *record) (first, last uint64) {
+	return uint64(r.addr) >> t.shift, uint64(r.end()-1) >> t.shift
+}
+
+// insert publishes r on every page it touches.
+func (t *table) insert(r *record) {
+	first, last := t.pages(r)
+	for pg := first; ; pg++ {
+		s := t.stripe(pg)
+		s.mu.Lock()
+		pl := s.m[pg]
+		if pl == nil {
+			if n := len(s.free); n > 0 {
+				pl = s.free[n-1]
+				s.free[n-1] = nil
+				s.free = s.free[:n-1]
+			} else {
+				pl = new(pageList)
+			}
+			s.m[pg] = pl
+		}
+		pl.recs = append(pl.recs, r)
+		s.mu.Unlock()
+		if pg == last {
+			return
+		}
+	}
+}
+
+// drop removes r from the list of page pg; s is pg's stripe, locked by the caller.
+func (s *stripe) drop(pg uint64, pl *pageList, i int) {
+	n := len(pl.recs) - 1
+	pl.recs[i] = pl.recs[n]
+	pl.recs[n] = nil
+	pl.recs = pl.recs[:n]
+	if n == 0 {
+		delete(s.m, pg)
+		if len(s.free) < 64 {
+			s.free = append(s.free, pl)
+		}
+	}
+}
+
+// claim finds the live record mapped at exactly (addr, size, dir, kind) and removes it from its
+// first page. Removal from the first page is the claim: of two goroutines unmapping the same
+// mapping, only one finds it. The caller then calls removeRest.
+func (t *table) claim(addr Addr, size int, dir Direction, kind string) *record {
+	pg := uint64(addr) >> t.shift
+	s := t.stripe(pg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl := s.m[pg]
+	if pl == nil {
+		return nil
+	}
+	for i, r := range pl.recs {
+		if r.addr == addr && r.size() == size && r.dir == dir && r.kind == kind {
+			s.drop(pg, pl, i)
+			return r
+		}
+	}
+	return nil
+}
+
+// removeRest removes a claimed record from its remaining pages.
+func (t *table) removeRest(r *record) {
+	first, last := t.pages(r)
+	for pg := first + 1; pg <= last && pg > first; pg++ {
+		s := t.stripe(pg)
+		s.mu.Lock()
+		if pl := s.m[pg]; pl != nil {
+			for i, x := range pl.recs {
+				if x == r {
+					s.drop(pg, pl, i)
+					break
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// lookup returns the bytes behind [addr, addr+size) if one live record holds the whole range and
+// allows access, else the reason it does not. It takes one stripe read lock and does not
+// allocate. The result is a subslice of the record's own buffer: nothing outside the mapping is
+// ever reachable through it. If exact, access must equal the mapping's direction (sync checks).
+func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byte, string) {
+	end := addr + Addr(size)
+	if size <= 0 || end < addr {
+		return nil, ReasonBadLength
+	}
+	pg := uint64(addr) >> t.shift
+	s := t.stripe(pg)
+	s.mu.RLock()
+	reason := ReasonNotMapped
+	if pl := s.m[pg]; pl != nil {
+		for _, r := range pl.recs {
+			if addr < r.addr || addr >= r.end() {
+				continue
+			}
+			if end > r.end() {
+				if reason == ReasonNotMapped {
+					reason = ReasonPartlyMapped
+				}
+				continue
+			}
+			if exact && r.dir != access || !exact && !r.dir.Allows(access) {
+				reason = ReasonDirection
+				continue
+			}
+			off := int(addr - r.addr)
+			b := r.buf[off : off+size : off+size]
+			s.mu.RUnlock()
+			return b, ""
+		}
+	}
+	s.mu.RUnlock()
+	return nil, reason
+}
+
+// live lists every live record once (on its first page), sorted by address.
+func (t *table) live() []Mapping {
+	var out []Mapping
+	for i := range t.stripes {
+		s := &t.stripes[i]
+		s.mu.RLock()
+		for pg, pl := range s.m {
+			for _, r := range pl.recs {
+				if uint64(r.addr)>>t.shift == pg {
+					out = append(out, Mapping{Addr: r.addr, Size: r.size(), Dir: r.dir, Kind: r.kind})
+				}
+			}
+		}
+		s.mu.RUnlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out
+}
+
+// occupant returns the end page (exclusive) of a record touching page pg, or 0 if pg is free.
+func (t *table) occupant(pg uint64) uint64 {
+	s := t.stripe(pg)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if pl := s.m[pg]; pl != nil && len(pl.recs) > 0 {
+		return uint64(pl.recs[0].end()-1)>>t.shift + 1
+	}
+	return 0
+}
+
+// core is what Direct and IOMMU share: the mapping table, record recycling, counters, the
+// Mapper methods. assign gives a record its bus address and publishes it.
+type core struct {
+	tab    table
+	assign func(r *record) error // Direct: identity; IOMMU: IOVA allocation. Immutable.
+	inj    *injector             // fault injection on map calls (IOMMU config); nil for none. Immutable.
+
+	// live counts published records: incremented after publication, decremented after removal,
+	// by mappers; read by LiveCount. Plain counter, no ordering role.
+	live atomic.Int64
+	// faults counts refused device accesses: incremented by Translate on a fault, read by Faults.
+	faults atomic.Uint64
+	// recs recycles records so that map+unmap does not allocate in steady state.
+	recs sync.Pool
+}
+
+func (c *core) init(shift uint, assign func(*record) error) {
+	c.tab.init(shift)
+	c.assign = assign
+	c.recs.New = func() any { return new(record) }
+}
+
+// mapBuf maps buf. region, if not nil, was pinned by the caller and the pin passes to the record
+// (or is dropped on failure). inject says whether this call is subject to fault injection.
+func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, inject bool) (Addr, error) {
+	if len(buf) == 0 || !dir.Valid() {
+		if region != nil {
+			region.unpin()
+		}
+		return 0, fmt.Errorf("dma: map %s of %d bytes %v: %w", kind, len(buf), dir, ErrInvalid)
+	}
+	if inject && c.inj != nil && c.inj.fail() {
+		if region != nil {
+			region.unpin()
+		}
+		return 0, fmt.Errorf("dma: map %s (injected): %w", kind, ErrMapping)
+	}
+	if region == nil {
+		var err error
+		if region, err = pinBuf(buf); err != nil {
+			return 0, err
+		}
+	}
+	r := c.recs.Get().(*record)
+	r.buf, r.dir, r.kind, r.region = buf, dir, kind, region
+	if err := c.assign(r); err != nil {
+		c.recycle(r)
+		return 0, err
+	}
+	c.live.Add(1)
+	return r.addr, nil
+}
+
+func (c *core) recycle(r *record) {
+	if r.region != nil {
+		r.region.unpin()
+	}
+	*r = record{}
+	c.recs.Put(r)
+}
+
+func (c *core) unmap(addr Addr, size int, dir Direction, kind string) error {
+	r := c.tab.claim(addr, size, dir, kind)
+	if r == nil {
+		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", kind, uint64(addr), size, dir, ErrNotMapped)
+	}
+	c.tab.removeRest(r)
+	c.live.Add(-1)
+	c.recycle(r)
+	return nil
+}
+
+func (c *core) MapSingle(buf []byte, dir Direction) (Addr, error) {
+	return c.mapBuf(buf, dir, KindSingle, nil, true)
+}
+
+func (c *core) UnmapSingle(addr Addr, size int, dir Direction) error {
+	return c.unmap(addr, size, dir, KindSingle)
+}
+
+func (c *core) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
+	if p.r == nil || p.i < 0 || p.i >= p.r.n || offset < 0 || size <= 0 || offset > PageSize-size {
+		return 0, fmt.Errorf("dma: map page %d offset %d size %d: %w", p.i, offset, size, ErrInvalid)
+	}
+	if err := p.r.pin(); err != nil {
+		return 0, fmt.Errorf("dma: map page %d: %w", p.i, err)
+	}
+	off := p.i*PageSize + offset
+	return c.mapBuf(p.r.mem[off:off+size:off+size], dir, KindPage, p.r, true)
+}
+
+func (c *core) UnmapPage(addr Addr, size int, dir Direction) error {
+	return c.unmap(addr, size, dir, KindPage)
+}
+
+func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
+	if len(sg) == 0 {
+		return 0, fmt.Errorf("dma: map_sg of no entries: %w", ErrInvalid)
+	}
+	if c.inj != nil && c.inj.fail() {
+		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
+	}
+	for i := range sg {
+		a, err := c.mapBuf(sg[i].Buf, dir, KindSG, nil, false) // the list is one map call for injection
+		if err != nil {
+			for j := range i {
+				_ = c.unmap(sg[j].Addr, sg[j].Len, dir, KindSG)
+				sg[j].Addr, sg[j].Len = 0, 0
+			}
+			return 0, fmt.Errorf("dma: map_sg entry %d: %w", i, err)
+		}
+		sg[i].Addr, sg[i].Len = a, len(sg[i].Buf)
+	}
+	return len(sg), nil
+}
+
+func (c *core) UnmapSG(sg []SG, dir Direction) error {
+	var errs []error
+	for i := range sg {
+		if err := c.unmap(sg[i].Addr, sg[i].Len, dir, KindSG); err != nil {
+			errs = append(errs, fmt.Errorf("entry %d: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *core) sync(addr Addr, size int, dir Direction, what string) error {
+	if _, reason := c.tab.lookup(addr, size, dir, true); reason != "" {
+		return fmt.Errorf("dma: %s [%#x,+%d) %v: %s: %w", what, uint64(addr), size, dir, reason, ErrNotMapped)
+	}
+	return nil
+}
+
+// SyncForCPU checks that [addr, addr+size) lies in one live mapping made with direction dir; the
+// memory model here is cache-coherent, so there is nothing else to do.
+func (c *core) SyncForCPU(addr Addr, size int, dir Direction) error {
+	return c.sync(addr, size, dir, "sync_single_for_cpu")
+}
+
+// SyncForDevice is SyncForCPU's twin (dma_sync_single_for_device).
+func (c *core) SyncForDevice(addr Addr, size int, dir Direction) error {
+	return c.sync(addr, size, dir, "sync_single_for_device")
+}
+
+func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) {
+	reason := ReasonBadAccess
+	if access.Valid() {
+		var b []byte
+		if b, reason = c.tab.lookup(addr, size, access, false); reason == "" {
+			return b, nil
+		}
+	}
+	return nil, c.fault(addr, size, access, reason)
+}
+
+func (c *core) fault(addr Addr, size int, access Direction, reason string) error {
+	c.faults.Add(1)
+	return &Fault{Addr: addr, Size: size, Access: access, Reason: reason}
+}
+
+// Faults returns the number of device accesses Translate refused.
+func (c *core) Faults() uint64 { return c.faults.Load() }
+
+// LiveCount returns the number of live mappings (coherent allocations included).
+func (c *core) LiveCount() int { return int(c.live.Load()) }
+
+// Live returns every live mapping, sorted by address: the leak report (dma-debug's
+// debug_dma_dump_mappings). It takes each stripe's read lock in turn, so mappings made or undone
+// while it runs may or may not appear.
+func (c *core) Live() []Mapping { return c.tab.live() }
+
+func (c *core) AllocCoherent(size int) (*Coherent, error) {
+	if size <= 0 || size > int(^uint(0)>>1)-PageSize {
+		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
+	}
+	if c.inj != nil && c.inj.fail() {
+		return nil, fmt.Errorf("dma: alloc_coherent (injected): %w", ErrMapping)
+	}
+	reg, err := AllocPages((size + PageSize - 1) / PageSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.pin(); err != nil {
+		_ = reg.Close()
+		return nil, err
+	}
+	buf := reg.mem[:size:size]
+	addr, err := c.mapBuf(buf, Bidirectional, KindCoherent, reg, false)
+	if err != nil {
+		_ = reg.Close()
+		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, err)
+	}
+	return &Coherent{owner: c, region: reg, buf: buf, addr: addr}, nil
+}
+
+func (c *core) FreeCoherent(co *Coherent) error {
+	if co == nil {
+		return fmt.Errorf("dma: free_coherent(nil): %w", ErrInvalid)
+	}
+	if co.owner != c {
+		return fmt.Errorf("dma: free_coherent of memory from another mapper: %w", ErrNotMapped)
+	}
+	if !co.freed.CompareAndSwap(false, true) {
+		return fmt.Errorf("dma: free_coherent twice: %w", ErrClosed)
+	}
+	if err := c.unmap(co.addr, len(co.buf), Bidirectional, KindCoherent); err != nil {
+		return err
+	}
+	return co.region.Close()
+}
