@@ -1,0 +1,104 @@
+package udpsink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+)
+
+// Frame header constants (see the package documentation for the layout).
+const (
+	HeaderLen  = 16     // bytes of frame header before the payload
+	FrameMagic = 0x5344 // first two bytes of every frame, little-endian
+
+	// FlagEnd marks an end-of-run frame: Seq is the number of packets the engine sent.
+	FlagEnd uint8 = 0x01
+
+	// MaxEngines is the number of engines the one-byte engine field can name.
+	MaxEngines = 256
+
+	// MaxPayload is the largest payload one frame can carry: the IPv4 UDP limit less the header.
+	MaxPayload = 65507 - HeaderLen
+)
+
+// Sentinel errors of package udpsink.
+var (
+	ErrLinuxOnly    = errors.New("udpsink: linux only")
+	ErrNotLoopback  = errors.New("udpsink: not a loopback address")
+	ErrClosed       = errors.New("udpsink: sink closed")
+	ErrEngine       = errors.New("udpsink: engine number out of range")
+	ErrTooLarge     = errors.New("udpsink: packet larger than one UDP datagram")
+	ErrBadFrame     = errors.New("udpsink: malformed frame")
+	ErrReceiverIdle = errors.New("udpsink: receiver idle timeout")
+)
+
+// castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is a decoded frame header.
+type Header struct {
+	Flags  uint8
+	Engine uint8
+	Seq    uint64
+	CRC    uint32 // CRC-32C of the payload
+}
+
+// PutHeader writes h into b[:HeaderLen]. It panics if b is shorter than HeaderLen.
+func PutHeader(b []byte, h Header) {
+	_ = b[HeaderLen-1]
+	binary.LittleEndian.PutUint16(b[0:], FrameMagic)
+	b[2] = h.Flags
+	b[3] = h.Engine
+	binary.LittleEndian.PutUint64(b[4:], h.Seq)
+	binary.LittleEndian.PutUint32(b[12:], h.CRC)
+}
+
+// ParseHeader decodes the header of frame. It returns an error matching ErrBadFrame if frame is
+// shorter than a header or its magic is wrong; it does not check the checksum (see Checksum).
+func ParseHeader(frame []byte) (Header, error) {
+	if len(frame) < HeaderLen {
+		return Header{}, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", ErrBadFrame, len(frame), HeaderLen)
+	}
+	if m := binary.LittleEndian.Uint16(frame); m != FrameMagic {
+		return Header{}, fmt.Errorf("%w: magic %#04x, want %#04x", ErrBadFrame, m, FrameMagic)
+	}
+	return Header{
+		Flags:  frame[2],
+		Engine: frame[3],
+		Seq:    binary.LittleEndian.Uint64(frame[4:]),
+		CRC:    binary.LittleEndian.Uint32(frame[12:]),
+	}, nil
+}
+
+// Checksum returns the CRC-32C of the concatenation of segs, as the frame header carries it.
+// It does not allocate.
+func Checksum(segs [][]byte) uint32 {
+	var c uint32
+	for _, s := range segs {
+		c = crc32.Update(c, castagnoli, s)
+	}
+	return c
+}
+
+// ResolveLoopback resolves a UDP address and checks that it is a loopback address. An empty
+// host means 127.0.0.1. The error names the address and matches ErrNotLoopback when it resolves
+// elsewhere.
+func ResolveLoopback(addr string) (*net.UDPAddr, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("udpsink: address %q: %w", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	ua, err := net.ResolveUDPAddr("udp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("udpsink: address %q: %w", addr, err)
+	}
+	if !ua.IP.IsLoopback() {
+		return nil, fmt.Errorf("%w: %q resolves to %s; only 127.0.0.0/8 and ::1 are allowed", ErrNotLoopback, addr, ua.IP)
+	}
+	return ua, nil
+}

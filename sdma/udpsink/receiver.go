@@ -1,0 +1,243 @@
+package udpsink
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"os"
+	"time"
+)
+
+// ReceiverConfig configures a Receiver.
+type ReceiverConfig struct {
+	// Addr is the loopback address to listen on; "" means "127.0.0.1:0" (any free port).
+	Addr string
+	// Idle stops Run when no datagram arrived for this long; 0 means 5s.
+	Idle time.Duration
+	// ReadBuffer is the socket receive buffer (SO_RCVBUF) in bytes; 0 means 8 MiB. The kernel
+	// caps it at net.core.rmem_max, and a full receive buffer is where loopback UDP loses
+	// packets.
+	ReadBuffer int
+}
+
+// Receiver receives the Sink's datagrams and checks them: per-engine sequence order, payload
+// checksum, loss. Run is not safe for concurrent use; Addr and Close are.
+type Receiver struct {
+	conn *net.UDPConn
+	idle time.Duration
+}
+
+// EngineReport is what a Receiver saw from one engine.
+type EngineReport struct {
+	Engine      int    `json:"engine"`
+	Packets     uint64 `json:"packets"`      // data frames received, duplicates and bad checksums included
+	Bytes       uint64 `json:"bytes"`        // payload bytes of those frames
+	Sent        uint64 `json:"sent"`         // packets the sender says it sent (end marker), or highest seq+1
+	Lost        uint64 `json:"lost"`         // Sent less the distinct frames received
+	Dups        uint64 `json:"dups"`         // frames whose seq was below one already seen (late or duplicate)
+	BadChecksum uint64 `json:"bad_checksum"` // frames whose payload CRC-32C did not match
+	Ended       bool   `json:"ended"`        // the end-of-run marker arrived
+}
+
+// Report is what a Receiver saw in one run.
+type Report struct {
+	Packets     uint64         `json:"packets"`
+	Bytes       uint64         `json:"bytes"`
+	Lost        uint64         `json:"lost"`
+	Dups        uint64         `json:"dups"`
+	BadChecksum uint64         `json:"bad_checksum"`
+	BadFrames   uint64         `json:"bad_frames"` // datagrams too short or with a wrong magic
+	Engines     []EngineReport `json:"engines"`    // engines heard from, by number
+	Ended       bool           `json:"ended"`      // end markers arrived from every engine of the run
+	IdleTimeout bool           `json:"idle_timeout"`
+	Elapsed     time.Duration  `json:"elapsed_ns"` // first datagram to last
+}
+
+// OK reports whether the run ended cleanly with nothing lost, duplicated or corrupted.
+func (r *Report) OK() bool {
+	return r.Ended && r.Lost == 0 && r.Dups == 0 && r.BadChecksum == 0 && r.BadFrames == 0
+}
+
+// String summarises the report on one line.
+func (r *Report) String() string {
+	end := "end marker"
+	if !r.Ended {
+		end = "no end marker"
+		if r.IdleTimeout {
+			end = "idle timeout"
+		}
+	}
+	return fmt.Sprintf("received %d packets, %d bytes from %d engine(s) in %v: lost %d, dups %d, bad checksum %d, bad frames %d (%s)",
+		r.Packets, r.Bytes, len(r.Engines), r.Elapsed.Round(time.Microsecond), r.Lost, r.Dups, r.BadChecksum, r.BadFrames, end)
+}
+
+// Listen opens a receiver on a loopback address. It refuses other addresses with an error
+// matching ErrNotLoopback.
+func Listen(cfg ReceiverConfig) (*Receiver, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Idle == 0 {
+		cfg.Idle = 5 * time.Second
+	}
+	if cfg.Idle < 0 {
+		return nil, fmt.Errorf("udpsink: negative idle timeout %v", cfg.Idle)
+	}
+	if cfg.ReadBuffer == 0 {
+		cfg.ReadBuffer = 8 << 20
+	}
+	ua, err := ResolveLoopback(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("udpsink: listen %s: %w", ua, err)
+	}
+	if cfg.ReadBuffer > 0 {
+		_ = conn.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by rmem_max
+	}
+	return &Receiver{conn: conn, idle: cfg.Idle}, nil
+}
+
+// Addr returns the address the receiver listens on (with the port chosen, for ":0").
+func (r *Receiver) Addr() *net.UDPAddr { return r.conn.LocalAddr().(*net.UDPAddr) }
+
+// Close closes the socket; a Run in progress returns.
+func (r *Receiver) Close() error { return r.conn.Close() }
+
+// engineTrack is the receiver's per-engine state.
+type engineTrack struct {
+	seen     bool
+	next     uint64 // highest seq seen + 1
+	distinct uint64 // frames whose seq was at or above next when they arrived
+	rep      EngineReport
+}
+
+// Run receives until the end-of-run markers of every engine arrived (nil error), no datagram
+// arrived for the idle timeout (nil error, Report.IdleTimeout), ctx is done (ctx.Err()) or the
+// receiver is closed (ErrClosed). It returns what it saw in every case.
+func (r *Receiver) Run(ctx context.Context) (Report, error) {
+	var (
+		rep     Report
+		tracks  [MaxEngines]engineTrack
+		want    = -1 // engines in the run, from the first end marker
+		ended   int
+		buf     = make([]byte, 65536)
+		first   time.Time
+		last    time.Time
+		setAt   time.Time
+		stopped = context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
+		runErr  error
+	)
+	defer stopped()
+
+	for {
+		// Push the idle deadline forward at most every idle/8: the deadline is then between
+		// 7/8 and 1 idle period after the last datagram, without a timer reset per packet.
+		now := time.Now()
+		if now.Sub(setAt) > r.idle/8 {
+			setAt = now
+			_ = r.conn.SetReadDeadline(now.Add(r.idle))
+		}
+		if err := ctx.Err(); err != nil { // after the deadline was pushed: see AfterFunc above
+			runErr = err
+			break
+		}
+		n, err := r.conn.Read(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				runErr = ctx.Err()
+			} else if errors.Is(err, os.ErrDeadlineExceeded) {
+				rep.IdleTimeout = true
+			} else if errors.Is(err, net.ErrClosed) {
+				runErr = ErrClosed
+			} else {
+				runErr = fmt.Errorf("udpsink: receive: %w", err)
+			}
+			break
+		}
+		last = time.Now()
+		if first.IsZero() {
+			first = last
+		}
+		frame := buf[:n]
+		h, err := ParseHeader(frame)
+		if err != nil {
+			rep.BadFrames++
+			continue
+		}
+		payload := frame[HeaderLen:]
+		t := &tracks[h.Engine]
+		t.seen = true
+		t.rep.Engine = int(h.Engine)
+		if h.Flags&FlagEnd != 0 {
+			if len(payload) != 4 || crc32.Checksum(payload, castagnoli) != h.CRC {
+				rep.BadFrames++
+				continue
+			}
+			if t.rep.Ended {
+				continue // a repeat
+			}
+			t.rep.Ended = true
+			t.rep.Sent = h.Seq
+			ended++
+			if n := int(binary.LittleEndian.Uint32(payload)); want < 0 || n > want {
+				want = n
+			}
+			if want > 0 && ended >= want && allEnded(&tracks, want) {
+				rep.Ended = true
+				break
+			}
+			continue
+		}
+		t.rep.Packets++
+		t.rep.Bytes += uint64(len(payload))
+		if crc32.Checksum(payload, castagnoli) != h.CRC {
+			t.rep.BadChecksum++
+		}
+		switch {
+		case h.Seq >= t.next:
+			t.distinct++
+			t.next = h.Seq + 1
+		default:
+			t.rep.Dups++
+		}
+	}
+
+	for i := range tracks {
+		t := &tracks[i]
+		if !t.seen {
+			continue
+		}
+		if !t.rep.Ended {
+			t.rep.Sent = t.next
+		}
+		if t.rep.Sent > t.distinct {
+			t.rep.Lost = t.rep.Sent - t.distinct
+		}
+		rep.Packets += t.rep.Packets
+		rep.Bytes += t.rep.Bytes
+		rep.Lost += t.rep.Lost
+		rep.Dups += t.rep.Dups
+		rep.BadChecksum += t.rep.BadChecksum
+		rep.Engines = append(rep.Engines, t.rep)
+	}
+	if !first.IsZero() {
+		rep.Elapsed = last.Sub(first)
+	}
+	return rep, runErr
+}
+
+// allEnded reports whether engines 0..n-1 all sent their end marker.
+func allEnded(tracks *[MaxEngines]engineTrack, n int) bool {
+	for i := 0; i < n && i < MaxEngines; i++ {
+		if !tracks[i].rep.Ended {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,139 @@
+package udpsink
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestHeaderRoundTrip(t *testing.T) {
+	b := make([]byte, HeaderLen)
+	want := Header{Flags: FlagEnd, Engine: 7, Seq: 1<<40 + 3, CRC: 0xdeadbeef}
+	PutHeader(b, want)
+	got, err := ParseHeader(b)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	_, err = ParseHeader(b[:HeaderLen-1])
+	assert.ErrorIs(t, err, ErrBadFrame)
+	b[0] ^= 0xff
+	_, err = ParseHeader(b)
+	assert.ErrorIs(t, err, ErrBadFrame)
+}
+
+func TestChecksumOfSegmentsIsChecksumOfConcatenation(t *testing.T) {
+	segs := [][]byte{[]byte("hello, "), nil, []byte("gather "), []byte("world")}
+	assert.Equal(t, crc32.Checksum([]byte("hello, gather world"), castagnoli), Checksum(segs))
+}
+
+func TestResolveLoopback(t *testing.T) {
+	for _, ok := range []string{"127.0.0.1:0", ":0", "127.1.2.3:9", "[::1]:9"} {
+		_, err := ResolveLoopback(ok)
+		assert.NoError(t, err, ok)
+	}
+	for _, bad := range []string{"10.1.2.3:9", "192.0.2.1:18515", "[2001:db8::1]:9", "0.0.0.0:9"} {
+		_, err := ResolveLoopback(bad)
+		assert.ErrorIs(t, err, ErrNotLoopback, bad)
+		assert.ErrorContains(t, err, "loopback")
+	}
+	_, err := ResolveLoopback("127.0.0.1") // no port
+	assert.Error(t, err)
+}
+
+func TestListenRefusesNonLoopback(t *testing.T) {
+	_, err := Listen(ReceiverConfig{Addr: "192.0.2.1:0"})
+	assert.ErrorIs(t, err, ErrNotLoopback)
+}
+
+func TestReceiverIdleTimeout(t *testing.T) {
+	r, err := Listen(ReceiverConfig{Idle: 50 * time.Millisecond})
+	require.NoError(t, err)
+	defer r.Close()
+	start := time.Now()
+	rep, err := r.Run(context.Background())
+	require.NoError(t, err)
+	assert.True(t, rep.IdleTimeout)
+	assert.False(t, rep.Ended)
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestReceiverContextCancel(t *testing.T) {
+	r, err := Listen(ReceiverConfig{Idle: time.Minute})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, err = r.Run(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// frame builds a datagram by hand.
+func frame(flags, engine uint8, seq uint64, payload []byte, crc uint32) []byte {
+	b := make([]byte, HeaderLen+len(payload))
+	PutHeader(b, Header{Flags: flags, Engine: engine, Seq: seq, CRC: crc})
+	copy(b[HeaderLen:], payload)
+	return b
+}
+
+func endFrame(engine uint8, sent uint64, engines uint32) []byte {
+	p := binary.LittleEndian.AppendUint32(nil, engines)
+	return frame(FlagEnd, engine, sent, p, crc32.Checksum(p, castagnoli))
+}
+
+// TestReceiverCountsLossDupsAndCorruption sends hand-made frames: a gap, a duplicate, a bad
+// checksum, a bad magic, a short datagram, then the end markers of two engines (one repeated).
+func TestReceiverCountsLossDupsAndCorruption(t *testing.T) {
+	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
+	require.NoError(t, err)
+	defer r.Close()
+	c, err := net.DialUDP("udp", nil, r.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+
+	p := []byte("payload!")
+	good := crc32.Checksum(p, castagnoli)
+	dgrams := [][]byte{
+		frame(0, 0, 0, p, good),
+		frame(0, 0, 1, p, good),
+		frame(0, 0, 3, p, good),                         // seq 2 lost
+		frame(0, 0, 3, p, good),                         // duplicate
+		frame(0, 0, 4, p, good^1),                       // bad checksum
+		{0x00, 0x01, 0x02},                              // short
+		append([]byte{0xff, 0xff}, make([]byte, 20)...), // bad magic
+		frame(0, 1, 0, p, good),
+		endFrame(0, 6, 2), // engine 0 sent 6: seq 2 and 5 lost
+		endFrame(0, 6, 2), // a repeat, ignored
+		endFrame(1, 1, 2),
+	}
+	done := make(chan struct{})
+	var rep Report
+	var runErr error
+	go func() { defer close(done); rep, runErr = r.Run(context.Background()) }()
+	for _, d := range dgrams {
+		_, err := c.Write(d)
+		require.NoError(t, err)
+	}
+	<-done
+	require.NoError(t, runErr)
+	assert.True(t, rep.Ended)
+	assert.False(t, rep.OK())
+	assert.EqualValues(t, 6, rep.Packets)
+	assert.EqualValues(t, 6*len(p), rep.Bytes)
+	assert.EqualValues(t, 2, rep.Lost)
+	assert.EqualValues(t, 1, rep.Dups)
+	assert.EqualValues(t, 1, rep.BadChecksum)
+	assert.EqualValues(t, 2, rep.BadFrames)
+	require.Len(t, rep.Engines, 2)
+	assert.Equal(t, EngineReport{Engine: 0, Packets: 5, Bytes: 40, Sent: 6, Lost: 2, Dups: 1, BadChecksum: 1, Ended: true}, rep.Engines[0])
+	assert.Equal(t, EngineReport{Engine: 1, Packets: 1, Bytes: 8, Sent: 1, Ended: true}, rep.Engines[1])
+	assert.Contains(t, rep.String(), "lost 2")
+}

@@ -1,0 +1,232 @@
+//go:build linux
+
+package udpsink
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// iovMax is the kernel's UIO_MAXIOV: the most iovec entries one sendmsg takes.
+const iovMax = 1024
+
+// Config configures a Sink.
+type Config struct {
+	// Addr is the receiver's UDP address; it must be a loopback address ("127.0.0.1:18515",
+	// "[::1]:18515"). An empty host means 127.0.0.1.
+	Addr string
+	// Engines is the number of engines that will deliver (engine numbers 0..Engines-1).
+	// 0 means 1; at most MaxEngines.
+	Engines int
+	// WriteBuffer is the socket send buffer (SO_SNDBUF) in bytes; 0 means 4 MiB. The kernel may
+	// cap it (net.core.wmem_max).
+	WriteBuffer int
+}
+
+// Sink sends each packet as one UDP datagram with sendmsg and a gather list made of a frame
+// header and the packet's segments (no copy). It implements sdma.Sink.
+//
+// Deliver is safe for concurrent use by different engines; each engine must deliver one packet
+// at a time, which is what the sdma engine guarantees. Stats is safe at any time. Close must not
+// run concurrently with Deliver: call it after the device stopped delivering.
+type Sink struct {
+	conn    *net.UDPConn
+	rc      syscall.RawConn
+	engines []engineState
+	closed  atomic.Bool // set by Close; read by Deliver to refuse late packets
+}
+
+// engineState is one engine's sender state. Every field but the counters is owned by the
+// engine's delivering goroutine; packets and bytes are written by it and read by Stats.
+type engineState struct {
+	hdr   [HeaderLen]byte // the frame header scratch buffer, the first iovec entry
+	iov   []unix.Iovec    // header + segments, reused across packets (grown, never shrunk)
+	msg   unix.Msghdr     // points at iov; connected socket, so no name
+	errno syscall.Errno   // result of the last sendmsg, set by send
+	send  func(fd uintptr) bool
+	seq   uint64 // packets sent so far: the next packet's sequence number (owner only)
+
+	packets atomic.Uint64 // datagrams sent (store by owner, load by Stats)
+	bytes   atomic.Uint64 // payload bytes sent, headers excluded
+	errs    atomic.Uint64 // failed sends
+
+	_ [64]byte // keep neighbouring engines' hot fields off this cache line
+}
+
+// Stats are the sink's counters, summed over engines.
+type Stats struct {
+	Packets uint64 // datagrams sent (end markers excluded)
+	Bytes   uint64 // payload bytes sent (frame headers excluded)
+	Errors  uint64 // sends that failed
+}
+
+// New connects a sink to the receiver at cfg.Addr. It refuses non-loopback addresses with an
+// error matching ErrNotLoopback.
+func New(cfg Config) (*Sink, error) {
+	if cfg.Engines == 0 {
+		cfg.Engines = 1
+	}
+	if cfg.Engines < 0 || cfg.Engines > MaxEngines {
+		return nil, fmt.Errorf("%w: %d engines, want 1..%d", ErrEngine, cfg.Engines, MaxEngines)
+	}
+	if cfg.WriteBuffer == 0 {
+		cfg.WriteBuffer = 4 << 20
+	}
+	ua, err := ResolveLoopback(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.DialUDP("udp", nil, ua)
+	if err != nil {
+		return nil, fmt.Errorf("udpsink: dial %s: %w", ua, err)
+	}
+	if cfg.WriteBuffer > 0 {
+		_ = conn.SetWriteBuffer(cfg.WriteBuffer) // best effort: the kernel caps it anyway
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("udpsink: %w", err)
+	}
+	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines)}
+	for i := range s.engines {
+		e := &s.engines[i]
+		e.iov = make([]unix.Iovec, 0, 2+2*64) // header + up to MAX_DESC segments and pads
+		e.send = e.sendmsg                    // method value made once: Deliver must not allocate
+	}
+	return s, nil
+}
+
+// LocalAddr returns the sink's own address.
+func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+
+// RemoteAddr returns the receiver's address.
+func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+
+// Deliver sends one packet as one datagram (sdma.Sink). segs are read during the call only.
+// It does not allocate on success.
+func (s *Sink) Deliver(engine int, segs [][]byte) error {
+	if uint(engine) >= uint(len(s.engines)) {
+		return fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	e := &s.engines[engine]
+	if len(segs)+1 > iovMax {
+		e.errs.Add(1)
+		return fmt.Errorf("udpsink: %d segments, sendmsg takes at most %d", len(segs), iovMax-1)
+	}
+	if cap(e.iov) < len(segs)+1 {
+		e.iov = make([]unix.Iovec, 0, len(segs)+1) // rare: more segments than ever before
+	}
+	iov := e.iov[:1]
+	var n int
+	var crc uint32
+	for _, sg := range segs {
+		if len(sg) == 0 {
+			continue
+		}
+		n += len(sg)
+		crc = crc32.Update(crc, castagnoli, sg)
+		iov = append(iov, unix.Iovec{Base: &sg[0]})
+		iov[len(iov)-1].SetLen(len(sg))
+	}
+	if n > MaxPayload {
+		e.errs.Add(1)
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
+	}
+	PutHeader(e.hdr[:], Header{Engine: uint8(engine), Seq: e.seq, CRC: crc})
+	if err := s.write(e, iov); err != nil {
+		return err
+	}
+	e.seq++
+	e.packets.Store(e.seq)
+	e.bytes.Add(uint64(n))
+	return nil
+}
+
+// write sends the gather list iov (whose entry 0 is filled here with e.hdr) on the socket,
+// waiting for room in the send buffer if the kernel says EAGAIN.
+func (s *Sink) write(e *engineState, iov []unix.Iovec) error {
+	iov[0].Base = &e.hdr[0]
+	iov[0].SetLen(HeaderLen)
+	e.msg.Iov = &iov[0]
+	e.msg.SetIovlen(len(iov))
+	e.errno = 0
+	err := s.rc.Write(e.send)
+	clear(iov) // drop the references to the caller's memory
+	e.msg.Iov = nil
+	if err == nil && e.errno != 0 {
+		err = e.errno
+	}
+	if err != nil {
+		e.errs.Add(1)
+		return fmt.Errorf("udpsink: sendmsg to %s: %w", s.conn.RemoteAddr(), err)
+	}
+	return nil
+}
+
+// Stats returns the counters summed over engines. Safe for concurrent use.
+func (s *Sink) Stats() Stats {
+	var st Stats
+	for i := range s.engines {
+		e := &s.engines[i]
+		st.Packets += e.packets.Load()
+		st.Bytes += e.bytes.Load()
+		st.Errors += e.errs.Load()
+	}
+	return st
+}
+
+// endRepeats is how many times Close sends the end-of-run markers: they are datagrams too and
+// a full receive buffer drops them; the receiver ignores the repeats.
+const endRepeats = 3
+
+// Close sends the end-of-run markers (each engine's packet count, three times, a millisecond
+// apart) and closes the socket. It must not run concurrently with Deliver. The markers are best
+// effort: an error sending them is returned, after the socket is closed.
+func (s *Sink) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	var first error
+	for r := 0; r < endRepeats && first == nil; r++ {
+		if r > 0 {
+			time.Sleep(time.Millisecond)
+		}
+		for i := range s.engines {
+			if err := s.sendEnd(i); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if err := s.conn.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// sendEnd sends engine i's end-of-run marker: Seq is its packet count, the payload the number
+// of engines in the run (uint32, little-endian).
+func (s *Sink) sendEnd(i int) error {
+	e := &s.engines[i]
+	var payload [4]byte
+	binary.LittleEndian.PutUint32(payload[:], uint32(len(s.engines)))
+	PutHeader(e.hdr[:], Header{Flags: FlagEnd, Engine: uint8(i), Seq: e.seq, CRC: crc32.Checksum(payload[:], castagnoli)})
+	iov := e.iov[:2]
+	iov[1] = unix.Iovec{Base: &payload[0]}
+	iov[1].SetLen(len(payload))
+	err := s.write(e, iov)
+	if err != nil {
+		e.errs.Add(^uint64(0)) // markers are not data: keep Errors about packets
+	}
+	return err
+}
