@@ -1,0 +1,153 @@
+package dma
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sync"
+)
+
+// IOMMUConfig configures an IOMMU. The zero value is a 48-bit IOVA space in 4 KiB granules with no
+// fault injection.
+type IOMMUConfig struct {
+	// PageSize is the IOVA granule (the IOMMU page size): a power of two, at least 256. 0 means
+	// 4096. Bus addresses keep the CPU address's offset within a granule, as the kernel's
+	// iommu_dma_map_page does, so alignment below the granule is preserved.
+	PageSize int
+	// IOVABits is the width of the IOVA space: bus addresses are below 1<<IOVABits. 0 means 48.
+	// Small values let tests exhaust the space.
+	IOVABits int
+	// FailNth makes the FailNth-th map call (counting from 1; MapSingle, MapPage, MapSG and
+	// AllocCoherent each count once) fail with ErrMapping. 0 disables it.
+	FailNth int
+	// FailFraction makes that fraction of map calls fail with ErrMapping, chosen by a
+	// generator seeded with Seed (the same calls fail for the same seed and call sequence).
+	FailFraction float64
+	// Seed seeds FailFraction.
+	Seed int64
+}
+
+// IOMMU is a software IOMMU: every mapping gets bus addresses from the IOMMU's own IOVA space,
+// in whole granules, through a page table, with its direction. Unmapping invalidates at once:
+// a later Translate of the old address faults. IOVAs are handed out next-fit from a cursor that
+// only moves forward (wrapping at the top), so a freed address is not reused until the whole space
+// has been gone through, which makes use-after-unmap fault deterministically. Page 0 is never
+// used, so Addr 0 is never valid. A full space is ErrMapping (alloc_iova failing).
+//
+// Translate takes one stripe read lock of the page table and does not allocate; map and unmap
+// also take the IOVA allocator's mutex.
+//
+// An IOMMU is safe for concurrent use.
+type IOMMU struct {
+	core
+	shift      uint   // log2 granule; immutable
+	spacePages uint64 // granules in the IOVA space, 1<<(IOVABits-shift); immutable
+	bits       int    // IOVABits; immutable
+
+	mu     sync.Mutex // serialises IOVA allocation with publication of the new mapping
+	cursor uint64     // next-fit cursor, a granule number in [1, spacePages]; guarded by mu
+}
+
+// NewIOMMU validates cfg and returns an IOMMU.
+func NewIOMMU(cfg IOMMUConfig) (*IOMMU, error) {
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 4096
+	}
+	if cfg.IOVABits == 0 {
+		cfg.IOVABits = 48
+	}
+	if cfg.PageSize < 256 || cfg.PageSize&(cfg.PageSize-1) != 0 {
+		return nil, fmt.Errorf("dma: IOMMU page size %d, want a power of two >= 256: %w", cfg.PageSize, ErrInvalid)
+	}
+	shift := uint(bits.TrailingZeros(uint(cfg.PageSize)))
+	if cfg.IOVABits <= int(shift) || cfg.IOVABits > 63 {
+		return nil, fmt.Errorf("dma: IOMMU IOVABits %d, want %d..63: %w", cfg.IOVABits, shift+1, ErrInvalid)
+	}
+	if cfg.FailNth < 0 || math.IsNaN(cfg.FailFraction) || cfg.FailFraction < 0 || cfg.FailFraction > 1 {
+		return nil, fmt.Errorf("dma: IOMMU fault injection FailNth %d FailFraction %v: %w", cfg.FailNth, cfg.FailFraction, ErrInvalid)
+	}
+	m := &IOMMU{
+		shift:      shift,
+		spacePages: 1 << (uint(cfg.IOVABits) - shift),
+		bits:       cfg.IOVABits,
+		cursor:     1,
+	}
+	m.init(shift, m.assign)
+	if cfg.FailNth > 0 || cfg.FailFraction > 0 {
+		m.inj = new(injector)
+		m.inj.setNth(cfg.FailNth)
+		m.inj.setFraction(cfg.FailFraction, cfg.Seed)
+	}
+	return m, nil
+}
+
+// PageSize returns the IOVA granule.
+func (m *IOMMU) PageSize() int { return 1 << m.shift }
+
+// Injected returns the number of map calls that failed by the configured fault injection.
+func (m *IOMMU) Injected() uint64 {
+	if m.inj == nil {
+		return 0
+	}
+	return m.inj.injected.Load()
+}
+
+// Translate is the device side (see Mapper); addresses above the IOVA space fault as such.
+func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error) {
+	if uint64(addr)>>m.bits != 0 {
+		return nil, m.fault(addr, size, access, ReasonOutside)
+	}
+	return m.core.Translate(addr, size, access)
+}
+
+// assign allocates IOVA granules for r (alloc_iova) and publishes r in the page table
+// (iommu_map), both under mu so that no two mappings get the same granules.
+func (m *IOMMU) assign(r *record) error {
+	off := uint64(sliceAddr(r.buf)) & (1<<m.shift - 1)
+	n := (off+uint64(len(r.buf))-1)>>m.shift + 1
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start, ok := m.findFree(n)
+	if !ok {
+		return fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
+	}
+	r.addr = Addr(start<<m.shift | off)
+	m.tab.insert(r)
+	m.cursor = start + n
+	return nil
+}
+
+// findFree returns the first run of n free granules at or after the cursor, wrapping once to
+// granule 1. A granule is free if no record touches it in the page table; on an occupied granule
+// the search jumps past the mapping there. Called with mu held: only mu holders insert, so a run
+// found free stays free until published. Unmaps may run concurrently, which only frees granules.
+func (m *IOMMU) findFree(n uint64) (uint64, bool) {
+	if n >= m.spacePages {
+		return 0, false
+	}
+	c := m.cursor
+	for scanned := uint64(0); scanned <= m.spacePages; {
+		if c >= m.spacePages || n > m.spacePages-c {
+			scanned += m.spacePages - c
+			c = 1
+			continue
+		}
+		next := uint64(0)
+		for pg := c; pg < c+n; pg++ {
+			if next = m.tab.occupant(pg); next != 0 {
+				break
+			}
+		}
+		if next == 0 {
+			return c, true
+		}
+		if next <= c { // cannot happen (the occupant ends past c); never loop forever
+			next = c + 1
+		}
+		scanned += next - c
+		c = next
+	}
+	return 0, false
+}
+
+var _ Mapper = (*IOMMU)(nil)
