@@ -1,9 +1,11 @@
 package sdma
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
 )
 
 // Flags are the txreq flags (SDMA_TXREQ_F_*).
@@ -14,6 +16,8 @@ const (
 	FlagAHGCopy Flags = 0x0002 // SDMA_TXREQ_F_AHG_COPY: the chip stores this packet's header in an AHG entry
 	FlagUseAHG  Flags = 0x0004 // SDMA_TXREQ_F_USE_AHG: the header is built by the chip from an AHG entry
 	FlagVIP     Flags = 0x0010 // SDMA_TXREQ_F_VIP: raises the iowait priority only
+
+	flagsValid = FlagUrgent | FlagAHGCopy | FlagUseAHG | FlagVIP
 )
 
 // Status is the completion status handed to a txreq's callback (SDMA_TXREQ_S_*). gosdma, like
@@ -33,37 +37,330 @@ type Callback func(tx *TxReq, status Status)
 
 // txreq life-cycle states held in TxReq.state.
 const (
-	txFree     uint32 = iota // never initialised, or cleaned after a failure: Init before use
+	txFree     uint32 = iota // never initialised, cleaned, failed, or completed: Init before use
 	txBuilding               // initialised, adds in progress (tlen > 0) or closed (tlen == 0)
 	txInFlight               // accepted by Send: owned by the engine until its callback runs
 )
 
+// AHG limits checked by InitAHG (hfi1: the WARN_ON_ONCE of _sdma_txreq_ahgadd, and the widths of
+// the HEADER_INDEX and HEADER_DWS fields).
+const (
+	MaxAHGEntry     = desc.NumAHGEntries - 1 // highest AHG entry index (31)
+	MaxAHGWords     = desc.MaxAHGWords       // update words per packet (9)
+	MaxAHGHeaderLen = int(desc.HeaderDWsMask) << 2
+)
+
 // TxReq is a transmit request (hfi1: struct sdma_txreq). Embed it first in your own type.
+//
+// # Life cycle
+//
+// Init (or InitAHG) a TxReq, add exactly the announced number of bytes with the Add methods (the
+// add that reaches the total closes the packet: pad, LAST, HEAD_TO_HOST/INT_REQ), then hand it to
+// the engine's Send. The engine cleans it (unmaps everything the adds mapped) before it calls the
+// callback; after the callback the TxReq may be initialised again.
+//
+// # Failures
+//
+// As in the kernel, an add that fails has already cleaned the txreq: every mapping it made is
+// undone and the txreq must be initialised again before reuse (a further add reports that it was
+// cleaned). Clean may be called any number of times, also after a failure. The exception is an
+// add to a txreq in flight, which is refused and changes nothing.
+//
+// # Reuse and allocation
+//
+// The inline array holds 6 descriptors (NUM_DESC). Past them the txreq switches to an extended
+// array of 64 (MAX_DESC), and past 63 it copies every further fragment into one coalesce buffer.
+// Both are allocated on first need and kept across Init, so a txreq that is reused does not
+// allocate in steady state.
 //
 // A TxReq is owned by one goroutine at a time: the caller while it is built and after its
 // callback ran, the engine between Send and the callback. It is not safe for concurrent use.
+// A TxReq must not be copied once initialised (its descriptor slice points into itself).
 type TxReq struct {
 	// next is the list link (hfi1: tx->list). Written and read by whoever owns the txreq: the
 	// caller (through TxList) when it is not in flight, the engine (flush list) while it is.
 	next *TxReq
 
 	// Owner-only fields (the caller's while building, the engine's while in flight).
-	descp       []desc.Desc             // current descriptor array: descs[:] or ext[:]; len = desc_limit
+	descp       []desc.Desc             // current descriptor array: descs[:] or ext; nil until the first Init
 	descs       [desc.NumDesc]desc.Desc // inline descriptors (NUM_DESC)
-	ext         []desc.Desc             // extended array, cap MAX_DESC, kept across re-use
+	ext         []desc.Desc             // extended array, len MAX_DESC, kept across re-use
 	coalesceBuf []byte                  // bounce buffer past 63 descriptors, kept across re-use
-	coalesceIdx int                     // bytes copied into coalesceBuf
+	coalescing  bool                    // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
+	coalesceIdx int                     // bytes copied into coalesceBuf (tx->coalesce_idx)
 	wait        *IOWait                 // set by Send (tx->wait)
 	complete    Callback                // tx->complete
-	dev         *Device                 // device whose mapper holds this txreq's mappings
+	dev         *Device                 // device whose mapper holds this txreq's mappings; set by the first add
 	packetLen   uint16                  // packet length incl. coalesce pad (tx->packet_len)
 	tlen        uint16                  // bytes still to add; 0 closes the packet (tx->tlen)
 	numDesc     uint16                  // descriptors built (tx->num_desc)
 	descLimit   uint16                  // usable descriptors before extending (tx->desc_limit)
 	flags       Flags                   // tx->flags
 
-	// state is the life-cycle (txFree/txBuilding/txInFlight). Written by the owner on Init/Clean,
-	// by Send (CAS txBuilding→txInFlight, which rejects a double send) and by the completion pass
-	// (txInFlight→txBuilding with numDesc 0, before the callback runs); read by both.
+	// state is the life-cycle (txFree/txBuilding/txInFlight). Written by the owner on Init and
+	// clean, by Send (CAS txBuilding→txInFlight, which rejects a double send) and by the
+	// completion pass (clean, txInFlight→txFree, before the callback runs); read by both.
 	state atomic.Uint32
+}
+
+// TxError reports a refused txreq operation. It matches its sentinel (Err: ErrNoData,
+// ErrMsgSize, ErrMapping, ErrNoDesc or ErrInvalid) with errors.Is, and also the underlying
+// cause (a dma error, for a mapping failure) when there is one.
+type TxError struct {
+	Op     string // the method: "Init", "AddPage", "Send", …
+	Reason string // what was wrong, e.g. "length 70 beyond the 64 bytes left"
+	Err    error  // the sentinel
+	Cause  error  // the underlying error, or nil
+}
+
+func (e *TxError) Error() string {
+	s := "sdma: " + e.Op + ": " + e.Reason
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns the sentinel and the cause, for errors.Is and errors.As.
+func (e *TxError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{e.Err, e.Cause}
+	}
+	return []error{e.Err}
+}
+
+func txErr(op string, sentinel error, reason string) error {
+	return &TxError{Op: op, Reason: reason, Err: sentinel}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// Init initialises tx for a packet of tlen bytes without AHG (hfi1: sdma_txinit). cb, which may
+// be nil, is called once when the packet completes.
+//
+// flags may hold FlagUrgent, FlagVIP and FlagAHGCopy (which stores this packet's header in AHG
+// entry 0; use InitAHG for another entry). FlagUseAHG needs update words: use InitAHG.
+//
+// tlen 0 is ErrNoData, over 16383 ErrMsgSize (as the kernel's -ENODATA, -EMSGSIZE). Unlike the
+// kernel, unknown flags and a txreq in flight are refused (ErrInvalid). A failed Init changes
+// nothing. A txreq that is built but was never sent is cleaned first (the kernel would leak its
+// mappings).
+func (tx *TxReq) Init(flags Flags, tlen int, cb Callback) error {
+	return tx.initAHG("Init", flags, tlen, 0, nil, 0, cb)
+}
+
+// InitAHG initialises tx for a packet of tlen bytes using the chip's automatic header generation
+// (hfi1: sdma_txinit_ahg).
+//
+// With FlagAHGCopy the chip stores this packet's header in AHG entry ahgEntry (0..31); ahgWords
+// and ahgHeaderLen are ignored, as in the kernel (FlagAHGCopy wins over FlagUseAHG).
+//
+// With FlagUseAHG the header comes from entry ahgEntry, ahgHeaderLen bytes long (a multiple of 4,
+// 8..60), patched by ahgWords (1..9 update words built with desc.AHGUpdate). The first descriptor
+// becomes a zero-length header descriptor holding the mode, entry, header dwords and word 0;
+// words 1..4 and 5..8 go into one or two edit descriptors (modes UPDATE1, UPDATE2, UPDATE3), as
+// _sdma_txreq_ahgadd lays them out. tlen is then the payload only.
+//
+// Unlike the kernel, which only WARNs or masks, out-of-range AHG arguments are refused with
+// ErrInvalid: an entry over 31, zero or more than 9 words with FlagUseAHG, a header length that
+// is not a multiple of 4, is 4, 0 or over 60, and words given without FlagUseAHG. Other errors
+// and behaviour as Init.
+func (tx *TxReq) InitAHG(flags Flags, tlen int, ahgEntry int, ahgWords []uint32, ahgHeaderLen int, cb Callback) error {
+	return tx.initAHG("InitAHG", flags, tlen, ahgEntry, ahgWords, ahgHeaderLen, cb)
+}
+
+func (tx *TxReq) initAHG(op string, flags Flags, tlen int, ahgEntry int, ahg []uint32, ahgHlen int, cb Callback) error {
+	if tlen == 0 {
+		return txErr(op, ErrNoData, "zero-length packet")
+	}
+	if tlen < 0 {
+		return txErr(op, ErrInvalid, "negative length "+itoa(tlen))
+	}
+	if tlen > desc.MaxPktSize {
+		return txErr(op, ErrMsgSize, "length "+itoa(tlen)+" over "+itoa(desc.MaxPktSize))
+	}
+	if flags&^flagsValid != 0 {
+		return txErr(op, ErrInvalid, "unknown flags "+strconv.FormatUint(uint64(flags&^flagsValid), 16))
+	}
+	useAHG := flags&FlagAHGCopy == 0 && flags&FlagUseAHG != 0
+	if flags&(FlagAHGCopy|FlagUseAHG) != 0 && (ahgEntry < 0 || ahgEntry > MaxAHGEntry) {
+		return txErr(op, ErrInvalid, "AHG entry "+itoa(ahgEntry)+" out of 0.."+itoa(MaxAHGEntry))
+	}
+	switch {
+	case useAHG && (len(ahg) == 0 || len(ahg) > MaxAHGWords):
+		return txErr(op, ErrInvalid, strconv.Itoa(len(ahg))+" AHG update words, want 1.."+itoa(MaxAHGWords))
+	case useAHG && (ahgHlen&3 != 0 || ahgHlen == 4 || ahgHlen <= 0 || ahgHlen > MaxAHGHeaderLen):
+		return txErr(op, ErrInvalid, "AHG header length "+itoa(ahgHlen)+", want a multiple of 4 in 8.."+itoa(MaxAHGHeaderLen))
+	case flags&FlagUseAHG == 0 && len(ahg) != 0:
+		return txErr(op, ErrInvalid, "AHG update words without FlagUseAHG")
+	}
+	if tx.state.Load() == txInFlight {
+		return txErr(op, ErrInvalid, "txreq in flight")
+	}
+	if tx.numDesc != 0 {
+		tx.clean() // built but never sent: do not leak its mappings
+	}
+
+	tx.descLimit = desc.NumDesc
+	tx.descp = tx.descs[:]
+	tx.numDesc = 0
+	tx.flags = flags
+	tx.complete = cb
+	tx.coalescing = false
+	tx.coalesceIdx = 0
+	tx.wait = nil
+	tx.dev = nil
+	tx.packetLen = uint16(tlen)
+	tx.tlen = uint16(tlen)
+	tx.descs[0] = desc.Desc{Qw0: desc.FirstFlag}
+	if flags&FlagAHGCopy != 0 {
+		tx.descs[0].Qw1 |= uint64(ahgEntry)<<desc.HeaderIndexShift |
+			uint64(desc.AHGCopy)<<desc.HeaderModeShift
+	} else if useAHG {
+		tx.ahgAdd(ahg, ahgEntry, ahgHlen)
+	}
+	tx.state.Store(txBuilding)
+	return nil
+}
+
+// ahgAdd lays out the AHG header descriptor and its edit descriptors (hfi1: _sdma_txreq_ahgadd).
+// The arguments were checked by initAHG.
+func (tx *TxReq) ahgAdd(ahg []uint32, entry, hlen int) {
+	var mode int
+	switch n := len(ahg); {
+	case n == 1:
+		mode = desc.AHGApplyUpdate1
+	case n <= 5:
+		mode = desc.AHGApplyUpdate2
+	default:
+		mode = desc.AHGApplyUpdate3
+	}
+	tx.numDesc = 1 + uint16(desc.EditDescs(mode))
+	for i := 1; i < int(tx.numDesc); i++ {
+		tx.descs[i] = desc.Desc{}
+	}
+	tx.descs[0].Qw1 |= uint64(entry)<<desc.HeaderIndexShift |
+		uint64(hlen>>2)<<desc.HeaderDWsShift |
+		uint64(mode)<<desc.HeaderModeShift |
+		uint64(ahg[0])<<desc.Update1Shift
+	// Words 1..4 go to descs[1] and 5..8 to descs[2]: qw0 low, qw0 high, qw1 low, qw1 high.
+	for i, w := range ahg[1:] {
+		d := &tx.descs[1+i/4]
+		shift := uint(i&1) * 32
+		if i&2 == 0 {
+			d.Qw0 |= uint64(w) << shift
+		} else {
+			d.Qw1 |= uint64(w) << shift
+		}
+	}
+}
+
+// Clean undoes every mapping the adds made and empties tx (hfi1: sdma_txclean). It may be called
+// any number of times, on a txreq that is built, closed, failed or never initialised; afterwards
+// tx must be initialised again before reuse. Memory added with AddDAddr stays mapped: it is the
+// caller's. A txreq in flight is refused with ErrInvalid and nothing is done; the engine cleans it
+// before calling its callback.
+func (tx *TxReq) Clean() error {
+	if tx.state.Load() == txInFlight {
+		return txErr("Clean", ErrInvalid, "txreq in flight")
+	}
+	tx.clean()
+	return nil
+}
+
+// clean is __sdma_txclean without a state check: it unmaps every SINGLE and PAGE descriptor
+// (the first one by its type too, but not the AHG edit descriptors, whose qw1 holds update words),
+// drops the coalesce buffer's use (its mapping, once made, is one of the SINGLE descriptors),
+// sets numDesc to 0 and the state to txFree. The extended array and the coalesce buffer are kept
+// for reuse. It is idempotent.
+//
+// An unmap error cannot be reported here (the kernel's unmaps return nothing): it means the
+// mapping was already gone, which the mapper records.
+func (tx *TxReq) clean() {
+	if n := int(tx.numDesc); n > 0 {
+		ds := tx.descp[:n]
+		tx.unmapDesc(ds[0])
+		for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
+			tx.unmapDesc(ds[i])
+		}
+		tx.numDesc = 0
+	}
+	tx.coalescing = false
+	tx.coalesceIdx = 0
+	tx.descLimit = desc.NumDesc
+	tx.state.Store(txFree)
+}
+
+// unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
+func (tx *TxReq) unmapDesc(d desc.Desc) {
+	if tx.dev == nil {
+		return
+	}
+	switch d.Generation() {
+	case desc.MapSingle:
+		_ = tx.dev.mapper.UnmapSingle(dma.Addr(d.Addr()), d.Len(), dma.ToDevice)
+	case desc.MapPage:
+		_ = tx.dev.mapper.UnmapPage(dma.Addr(d.Addr()), d.Len(), dma.ToDevice)
+	}
+}
+
+// ready reports whether tx may be sent: nil iff it is initialised, closed (all tlen bytes added,
+// so at least one descriptor) and not in flight; else a *TxError matching ErrInvalid saying why.
+func (tx *TxReq) ready() error {
+	switch tx.state.Load() {
+	case txInFlight:
+		return txErr("Send", ErrInvalid, "txreq in flight")
+	case txFree:
+		if tx.descp == nil {
+			return txErr("Send", ErrInvalid, "txreq uninitialised")
+		}
+		return txErr("Send", ErrInvalid, "txreq cleaned (failed, completed or Clean): Init before reuse")
+	}
+	if tx.tlen != 0 {
+		return txErr("Send", ErrInvalid, "txreq unfinished: "+itoa(tx.remaining())+" bytes missing")
+	}
+	if tx.numDesc == 0 {
+		return txErr("Send", ErrInvalid, "txreq has no descriptors")
+	}
+	return nil
+}
+
+// hwDescs returns the descriptors to write to the ring and how many AHG edit descriptors follow
+// the first one (they keep their raw qw1: no generation stamp). Valid while tx is ready or in
+// flight.
+func (tx *TxReq) hwDescs() (ds []desc.Desc, skip int) {
+	ds = tx.descp[:tx.numDesc]
+	return ds, desc.EditDescs(ds[0].HeaderMode())
+}
+
+// NumDesc returns the number of descriptors built so far, AHG header and edit descriptors and
+// the pad descriptor included (hfi1: tx->num_desc, sdma_txreq_built). It is 0 after a clean.
+func (tx *TxReq) NumDesc() int { return int(tx.numDesc) }
+
+// Descs returns the descriptors built so far: the software copy, with the mapping type in the
+// generation field (desc.MapNone, MapSingle, MapPage). The slice aliases tx and is read-only; it
+// is valid until tx is sent, cleaned or initialised again. For tests and tools.
+func (tx *TxReq) Descs() []desc.Desc {
+	if tx.descp == nil {
+		return nil
+	}
+	return tx.descp[:tx.numDesc:tx.numDesc]
+}
+
+// Remaining returns the bytes still to add before the packet closes (0 once closed). While the
+// txreq is coalescing this is what is still to be copied.
+func (tx *TxReq) Remaining() int { return tx.remaining() }
+
+// PacketLen returns the packet length in bytes as the descriptors will carry it without the pad:
+// tlen as given to Init (payload only with AHG), plus the coalesce buffer's pad once it is mapped.
+func (tx *TxReq) PacketLen() int { return int(tx.packetLen) }
+
+// Flags returns the flags tx was initialised with.
+func (tx *TxReq) Flags() Flags { return tx.flags }
+
+func (tx *TxReq) remaining() int {
+	if tx.coalescing {
+		return int(tx.tlen) - tx.coalesceIdx
+	}
+	return int(tx.tlen)
 }
