@@ -1,0 +1,133 @@
+package alloc
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHeadOwnCacheLine: the head word, CASed by every Get and Put, shares its cache line with
+// nothing; the counters are on lines of their own too.
+func TestHeadOwnCacheLine(t *testing.T) {
+	var s stack[int]
+	head := unsafe.Offsetof(s.head)
+	assert.GreaterOrEqual(t, head, uintptr(cacheLine))
+	assert.GreaterOrEqual(t, unsafe.Offsetof(s.tab)-head, uintptr(cacheLine))
+	assert.GreaterOrEqual(t, unsafe.Offsetof(s.count)-unsafe.Offsetof(s.per), uintptr(cacheLine))
+	assert.GreaterOrEqual(t, unsafe.Sizeof(s)-unsafe.Offsetof(s.count)-unsafe.Sizeof(s.count), uintptr(cacheLine))
+}
+
+// TestVersionWrap starts the head's version just below the 32-bit wrap, so concurrent gets and
+// puts carry it across; the stack must neither lose nor duplicate an object.
+func TestVersionWrap(t *testing.T) {
+	const n = 6
+	l, err := NewList[int](n, nil)
+	require.NoError(t, err)
+	h := l.s.head.Load()
+	l.s.head.Store(pack(math.MaxUint32-500, uint32(h)))
+
+	workers, rounds := 4, 2000
+	if testing.Short() {
+		rounds = 500
+	}
+	var wg sync.WaitGroup
+	var owners [n]struct {
+		mu   sync.Mutex
+		held bool
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				p, err := l.Get()
+				if err != nil {
+					runtime.Gosched()
+					continue
+				}
+				c, i := l.s.find(p)
+				if !assert.NotNil(t, c) {
+					return
+				}
+				o := &owners[i]
+				o.mu.Lock()
+				dup := o.held
+				o.held = true
+				o.mu.Unlock()
+				if !assert.False(t, dup, "object %d handed out twice", i) {
+					return
+				}
+				o.mu.Lock()
+				o.held = false
+				o.mu.Unlock()
+				if !assert.NoError(t, l.Put(p)) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Less(t, uint32(l.s.head.Load()>>32), uint32(math.MaxUint32-500), "the version wrapped")
+	// All n objects are free, each once.
+	seen := map[*int]bool{}
+	for range n {
+		p, err := l.Get()
+		require.NoError(t, err)
+		require.False(t, seen[p])
+		seen[p] = true
+	}
+	_, err = l.Get()
+	require.ErrorIs(t, err, ErrEmpty)
+}
+
+// TestABA replays the classic ABA interleaving by hand: a pop reads the head and the top's next,
+// stalls while others pop the top and its next and push the top back, then CASes. The version in
+// the head must make that CAS fail.
+func TestABA(t *testing.T) {
+	l, err := NewList[int](3, nil)
+	require.NoError(t, err)
+	s := &l.s
+	h := s.head.Load()
+	top := s.tab.Load().cell(uint32(h), s.per)
+	staleNext := top.next.Load()
+
+	a := s.pop() // the top
+	b := s.pop() // its next
+	require.Same(t, top, a)
+	require.NoError(t, l.Put(&a.obj)) // the same top back, now with a different next
+	assert.Equal(t, uint32(h), uint32(s.head.Load()), "same top index as the stale pop saw")
+
+	assert.False(t, s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, staleNext)), "stale CAS must fail")
+	require.NoError(t, l.Put(&b.obj))
+}
+
+// TestPoolRegistryPrunes: chunks the garbage collector took leave the registry when the next chunk
+// is added.
+func TestPoolRegistryPrunes(t *testing.T) {
+	p := NewPool[[64]byte](nil)
+	for range 20 {
+		var held []*[64]byte
+		for range 4 * poolChunk {
+			o, _ := p.Get()
+			held = append(held, o)
+		}
+		for _, o := range held {
+			require.NoError(t, p.Put(o))
+		}
+	}
+	before := len(*p.reg.Load())
+	for range 3 {
+		runtime.GC()
+	}
+	o, err := p.Get()
+	require.NoError(t, err)
+	after := len(*p.reg.Load())
+	t.Logf("registry: %d chunks before GC, %d after", before, after)
+	assert.Less(t, after, before)
+	require.NoError(t, p.Put(o))
+}
