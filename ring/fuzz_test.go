@@ -1,0 +1,95 @@
+package ring
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/stretchr/testify/require"
+)
+
+// modelWrite is the trivial slice-backed model Write is checked against: it uses division and
+// modulus instead of masks and shifts, and computes every descriptor independently.
+func modelWrite(slots []desc.Desc, start uint64, ds []desc.Desc, skip int) {
+	size := uint64(len(slots))
+	for k, d := range ds {
+		i := start + uint64(k)
+		if k == 0 || k > skip {
+			gen := (i / size) % 4
+			d.Qw1 = d.Qw1&^(uint64(3)<<2) | gen<<2
+		}
+		slots[i%size] = d
+	}
+}
+
+// fill gives every slot a recognisable pattern, so stray writes show.
+func fill(slots []desc.Desc) {
+	for i := range slots {
+		slots[i] = desc.Desc{Qw0: 0xdead0000 + uint64(i), Qw1: 0xbeef0000 + uint64(i)}
+	}
+}
+
+// checkWrite writes one batch with every implementation and with the model and demands
+// identical slot arrays (the whole ring, including untouched slots).
+func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, seed []byte) {
+	size := MinSize << (sizeLog % 10) // 64..32768
+	r, err := NewAt(size, 0)
+	require.NoError(t, err)
+	cnt := 1 + int(n)%(size-1)
+	ds := make([]desc.Desc, cnt)
+	for k := range ds {
+		var b [16]byte
+		for j := range b {
+			if len(seed) > 0 {
+				b[j] = seed[(k*16+j)%len(seed)] ^ byte(k*31+j)
+			} else {
+				b[j] = byte(k*31 + j)
+			}
+		}
+		ds[k] = desc.Desc{Qw0: binary.LittleEndian.Uint64(b[:8]), Qw1: binary.LittleEndian.Uint64(b[8:])}
+	}
+	orig := append([]desc.Desc(nil), ds...)
+
+	want := make([]desc.Desc, size)
+	fill(want)
+	cs := min(max(skip, 0), cnt-1)
+	modelWrite(want, start, ds, cs)
+
+	for _, name := range Implementations() {
+		restore, err := SetImplementation(name)
+		require.NoError(t, err)
+		fill(r.slots)
+		r.Write(start, ds, skip)
+		restore()
+		if !slices.Equal(want, r.slots) { // require.Equal is slow on 32768 slots; diff only on failure
+			require.Equal(t, want, r.slots, "impl %s size %d start %#x n %d skip %d", name, size, start, cnt, skip)
+		}
+		require.True(t, slices.Equal(orig, ds), "impl %s modified its input", name)
+	}
+}
+
+// TestWriteDifferential runs the boundaries deterministically: every implementation, the model.
+func TestWriteDifferential(t *testing.T) {
+	starts := []uint64{0, 1, 63, 64 - 5, 128 - 1, 1<<32 - 3, 1<<32 - 1, ^uint64(0), ^uint64(0) - 62, ^uint64(0) - 4096}
+	for sl := uint8(0); sl < 10; sl += 3 {
+		for _, st := range starts {
+			for _, n := range []uint16{0, 1, 2, 5, 62, 63, 200, 32766} {
+				for _, skip := range []int{-1, 0, 1, 2, 3, 100} {
+					checkWrite(t, sl, st, n, skip, nil)
+				}
+			}
+		}
+	}
+}
+
+// FuzzWriteBatch: assembly, Go fallback and the slice-backed model must write identical bytes
+// for random batches, start offsets, skips and wraps.
+func FuzzWriteBatch(f *testing.F) {
+	f.Add(uint8(0), uint64(60), uint16(8), 2, []byte{1, 2, 3})
+	f.Add(uint8(0), ^uint64(0)-3, uint16(62), 1, []byte{0xff})
+	f.Add(uint8(5), uint64(1<<32-7), uint16(40), 0, []byte{})
+	f.Fuzz(func(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, seed []byte) {
+		checkWrite(t, sizeLog, start, n, skip, seed)
+	})
+}

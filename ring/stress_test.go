@@ -1,0 +1,202 @@
+package ring
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Stress descriptors carry everything the consumer needs to check them without a shared oracle:
+//
+//	qw0   63:48 producer id, 47:0 the producer's sequence number
+//	qw1   63:32 check word (a hash of qw0), 31:24 skip of the batch, 23:16 k in the batch,
+//	      3:2   seq & 3 as written (overwritten by the stamp unless k is an edit descriptor)
+func stressDesc(pid, seq uint64, k, skip int) desc.Desc {
+	qw0 := pid<<48 | seq
+	return desc.Desc{
+		Qw0: qw0,
+		Qw1: uint64(check32(qw0))<<32 | uint64(skip)<<24 | uint64(k)<<16 | (seq&3)<<2,
+	}
+}
+
+func check32(v uint64) uint32 {
+	v *= 0x9e3779b97f4a7c15
+	return uint32(v>>32) ^ uint32(v)
+}
+
+// TestStressMPSC: several producers (Enqueue, and Reserve+Write+Publish) against a hardware-model
+// goroutine (Tail, Slot, SetHWHead) and a completion goroutine (BeginWrite, SetSwHead, EndWrite)
+// on a small ring that wraps and fills constantly, with indices starting just below 2^64. Every
+// descriptor must be seen exactly once, in each producer's order, with content and generation
+// intact: a slot read before its publication would carry a previous pass's generation or
+// sequence number.
+func TestStressMPSC(t *testing.T) {
+	producers, perProducer := 4, 20000
+	if testing.Short() {
+		perProducer = 3000
+	}
+	forEachImpl(t, func(t *testing.T) {
+		r, err := NewAt(64, ^uint64(0)-1000)
+		require.NoError(t, err)
+		total := producers * perProducer
+
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Add(1)
+			go func(pid uint64) {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(pid, 1))
+				ds := make([]desc.Desc, 0, 8)
+				for seq := 0; seq < perProducer; {
+					n := min(1+rng.IntN(8), perProducer-seq)
+					skip := rng.IntN(3)
+					ds = ds[:0]
+					for k := range n {
+						ds = append(ds, stressDesc(pid, uint64(seq+k), k, min(skip, n-1)))
+					}
+					for {
+						var err error
+						if pid%2 == 0 {
+							_, err = r.Enqueue(ds, skip)
+						} else {
+							var s uint64
+							if s, err = r.Reserve(n); err == nil {
+								r.Write(s, ds, skip)
+								err = r.Publish(s, n)
+							}
+						}
+						if err == nil {
+							break
+						}
+						if !assert.ErrorIs(t, err, ErrFull) {
+							return
+						}
+						runtime.Gosched()
+					}
+					seq += n
+				}
+			}(uint64(p))
+		}
+
+		// Completion pass: frees what the hardware model finished.
+		stop := make(chan struct{})
+		var freed atomic.Uint64
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				hw := r.HWHead()
+				if hw != r.SwHead() {
+					r.BeginWrite()
+					r.SetSwHead(hw)
+					r.EndWrite()
+					freed.Store(hw)
+				}
+				select {
+				case <-stop:
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		}()
+
+		// Hardware model, on this goroutine.
+		next := make([]uint64, producers)
+		seen := 0
+		for seen < total {
+			h, tl := r.HWHead(), r.Tail()
+			if h == tl {
+				runtime.Gosched()
+				continue
+			}
+			for i := h; i != tl; i++ {
+				d := r.Slot(i)
+				pid, seq := d.Qw0>>48, d.Qw0&(1<<48-1)
+				require.Less(t, pid, uint64(producers), "index %#x: %#x", i, d)
+				require.Equal(t, next[pid], seq, "producer %d out of order at index %#x", pid, i)
+				require.Equal(t, check32(d.Qw0), uint32(d.Qw1>>32), "torn or stale slot at %#x", i)
+				k, skip := int(d.Qw1>>16&0xff), int(d.Qw1>>24&0xff)
+				if k == 0 || k > skip {
+					require.Equal(t, int(r.Generation(i)), d.Generation(), "generation at %#x", i)
+				} else {
+					require.Equal(t, int(seq&3), d.Generation(), "edit descriptor raw at %#x", i)
+				}
+				next[pid]++
+				seen++
+			}
+			r.SetHWHead(tl)
+		}
+		close(stop)
+		wg.Wait()
+		for p := range producers {
+			assert.Equal(t, uint64(perProducer), next[p], "producer %d", p)
+		}
+		assert.Equal(t, r.Tail(), r.HWHead())
+		assert.Less(t, r.Tail(), uint64(1)<<20, "crossed the uint64 wrap")
+	})
+}
+
+// TestStressSPSCDequeue: EnqueueSP against Dequeue from two goroutines, with same-seed
+// generators on both sides, so the consumer knows every byte to expect.
+func TestStressSPSCDequeue(t *testing.T) {
+	total := 200000
+	if testing.Short() {
+		total = 20000
+	}
+	forEachImpl(t, func(t *testing.T) {
+		r, err := NewAt(128, 1<<32-500)
+		require.NoError(t, err)
+		const seed = 42
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rng := rand.New(rand.NewPCG(seed, 2))
+			ds := make([]desc.Desc, 16)
+			for sent := 0; sent < total; {
+				n := min(1+rng.IntN(16), total-sent)
+				for k := range n {
+					ds[k] = desc.Desc{Qw0: rng.Uint64(), Qw1: rng.Uint64()}
+				}
+				for {
+					if _, err := r.EnqueueSP(ds[:n], 0); err == nil {
+						break
+					}
+					runtime.Gosched()
+				}
+				sent += n
+			}
+		}()
+		rng := rand.New(rand.NewPCG(seed, 2))
+		dst := make([]desc.Desc, 16)
+		var want []desc.Desc
+		idx := r.SwHead()
+		for got := 0; got < total; {
+			m := r.Dequeue(dst[:1+got%16])
+			if m == 0 {
+				runtime.Gosched()
+				continue
+			}
+			for _, d := range dst[:m] {
+				if len(want) == 0 {
+					n := min(1+rng.IntN(16), total-got)
+					for range n {
+						want = append(want, desc.Desc{Qw0: rng.Uint64(), Qw1: rng.Uint64()})
+					}
+				}
+				require.Equal(t, want[0].WithGeneration(r.Generation(idx)), d, "index %#x", idx)
+				want = want[1:]
+				idx++
+				got++
+			}
+		}
+		<-done
+		assert.True(t, r.Empty())
+	})
+}
