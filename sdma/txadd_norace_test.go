@@ -1,0 +1,5 @@
+//go:build !race
+
+package sdma
+
+const txTestRace = false
