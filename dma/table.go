@@ -287,14 +287,19 @@ func (c *core) unmap(addr Addr, size int, dir Direction, kind string) error {
 	return nil
 }
 
+// MapSingle maps buf for the device (dma_map_single, ib_dma_map_single). The record keeps buf
+// reachable until it is unmapped. Memory of a Region is pinned so the region outlives the mapping.
 func (c *core) MapSingle(buf []byte, dir Direction) (Addr, error) {
 	return c.mapBuf(buf, dir, KindSingle, nil, true)
 }
 
+// UnmapSingle undoes MapSingle (dma_unmap_single); addr, size and dir must match the map.
 func (c *core) UnmapSingle(addr Addr, size int, dir Direction) error {
 	return c.unmap(addr, size, dir, KindSingle)
 }
 
+// MapPage maps size bytes at offset in page p (dma_map_page, ib_dma_map_page); the range must lie
+// in the page and the page's region must be open. The region is pinned until the unmap.
 func (c *core) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
 	if p.r == nil || p.i < 0 || p.i >= p.r.n || offset < 0 || size <= 0 || offset > PageSize-size {
 		return 0, fmt.Errorf("dma: map page %d offset %d size %d: %w", p.i, offset, size, ErrInvalid)
@@ -306,10 +311,13 @@ func (c *core) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
 	return c.mapBuf(p.r.mem[off:off+size:off+size], dir, KindPage, p.r, true)
 }
 
+// UnmapPage undoes MapPage (dma_unmap_page).
 func (c *core) UnmapPage(addr Addr, size int, dir Direction) error {
 	return c.unmap(addr, size, dir, KindPage)
 }
 
+// MapSG maps every entry of sg, filling Addr and Len (dma_map_sg, ib_dma_map_sg). Entries are
+// not merged, so it returns len(sg). On error nothing stays mapped and Addr/Len are zeroed.
 func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 	if len(sg) == 0 {
 		return 0, fmt.Errorf("dma: map_sg of no entries: %w", ErrInvalid)
@@ -331,6 +339,7 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 	return len(sg), nil
 }
 
+// UnmapSG undoes MapSG entry by entry (dma_unmap_sg), reporting every entry that was not mapped.
 func (c *core) UnmapSG(sg []SG, dir Direction) error {
 	var errs []error
 	for i := range sg {
@@ -359,6 +368,7 @@ func (c *core) SyncForDevice(addr Addr, size int, dir Direction) error {
 	return c.sync(addr, size, dir, "sync_single_for_device")
 }
 
+// Translate is the device side (see Mapper): one stripe read lock, no allocation on success.
 func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) {
 	reason := ReasonBadAccess
 	if access.Valid() {
@@ -386,6 +396,8 @@ func (c *core) LiveCount() int { return int(c.live.Load()) }
 // while it runs may or may not appear.
 func (c *core) Live() []Mapping { return c.tab.live() }
 
+// AllocCoherent allocates size bytes of zeroed, page-aligned memory outside the Go heap, mapped
+// bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Small sizes still take a page.
 func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if size <= 0 || size > int(^uint(0)>>1)-PageSize {
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
@@ -410,6 +422,8 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	return &Coherent{owner: c, region: reg, buf: buf, addr: addr}, nil
 }
 
+// FreeCoherent unmaps and releases co (dma_free_coherent). Memory from another mapper is
+// ErrNotMapped; a second free is ErrClosed.
 func (c *core) FreeCoherent(co *Coherent) error {
 	if co == nil {
 		return fmt.Errorf("dma: free_coherent(nil): %w", ErrInvalid)
