@@ -19,14 +19,16 @@ func rangeOf[E any](s []E) (base, end uintptr) {
 	return base, base + uintptr(len(s))*unsafe.Sizeof(s[0])
 }
 
-// cellSize is the stride of a slab.
+// cellSize is the stride of a slab. (Sizeof does not evaluate its operand; a local variable
+// instead would be moved to the heap on 32-bit platforms when T holds a 64-bit atomic, which
+// must be 8-byte aligned.)
 func cellSize[T any]() uintptr {
-	var c cell[T]
-	return unsafe.Sizeof(c)
+	var c *cell[T]
+	return unsafe.Sizeof(*c)
 }
 
 // poolCellSize is the stride of a Pool chunk.
 func poolCellSize[T any]() uintptr {
-	var c poolCell[T]
-	return unsafe.Sizeof(c)
+	var c *poolCell[T]
+	return unsafe.Sizeof(*c)
 }

@@ -14,7 +14,8 @@ import (
 )
 
 func TestNewListBadSize(t *testing.T) {
-	for _, n := range []int{0, -1, 1 << 32} {
+	big := uint64(1) << 32 // a variable: on 32-bit platforms int(big) is 0, also refused
+	for _, n := range []int{0, -1, int(big)} {
 		_, err := alloc.NewList[obj](n, nil)
 		assert.Error(t, err, "n=%d", n)
 	}

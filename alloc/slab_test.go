@@ -10,10 +10,11 @@ import (
 )
 
 func TestNewSlabBadConfig(t *testing.T) {
+	big := uint64(1) << 32
 	for _, cfg := range []alloc.SlabConfig[obj]{
 		{},
 		{ObjectsPerSlab: -1},
-		{ObjectsPerSlab: 1 << 32},
+		{ObjectsPerSlab: int(big)},
 		{ObjectsPerSlab: 4, MaxSlabs: -1},
 	} {
 		_, err := alloc.NewSlab(cfg)
