@@ -1,0 +1,64 @@
+// Package dma is the DMA mapping layer of gosdma: the seam between the driver (package sdma),
+// which maps memory and hands bus addresses to the engine, and the hardware model, which reaches
+// memory only through those bus addresses.
+//
+// # The seam
+//
+// Mapper is the Go shape of struct ib_dma_mapping_ops, added to Linux in 2006 by Ralph Campbell
+// ("IB: Add DMA mapping functions to allow device drivers to interpose") so that a verbs driver
+// could replace dma_map_single and friends. Every op takes a Direction; bus addresses are Addr,
+// a uint64 like the patch's u64 handles (dma_addr_t is 32 bits on some machines). Mapping failure
+// is ErrMapping (-ENOSPC) rather than a magic address checked with mapping_error. A driver can
+// wrap or replace a Mapper: Counting and FaultInjector are such wrappers.
+//
+// The device side of the seam is Translate: it turns a bus address range and an access direction
+// into the bytes behind it, or a *Fault saying which address and why (not mapped, partly
+// mapped, wrong direction, ...), and counts the fault. The slice it returns is a subslice of the
+// mapped buffer, so the hardware model can never read or write outside what was mapped.
+//
+// # Two mappers
+//
+// Direct follows InfiniPath's precedent (ipath_dma_mapping_ops returned the kernel virtual address
+// as the "DMA address"): the bus address of a buffer is its own address and mapping costs next to
+// nothing, but every live mapping is still recorded so that translation is checked.
+//
+// IOMMU hands out addresses from its own IOVA space (48 bits in 4 KiB granules by default) through
+// a page table with per-mapping directions; unmapping invalidates at once, freed addresses are not
+// reused until the space wraps, Live reports every live mapping (the leak check), a full space is
+// ErrMapping, and fault injection (IOMMUConfig.FailNth, FailFraction) exercises failure paths.
+//
+// Both are safe for concurrent use. Their mapping tables are striped by page number: Translate
+// takes one stripe's read lock (no global lock) and does not allocate; map and unmap do not
+// allocate in steady state either.
+//
+// # Memory
+//
+// Region is page-aligned memory outside the Go heap (anonymous mmap, no cgo); Page is one page of
+// it (struct page). Coherent is memory from AllocCoherent; Pool carves fixed-size aligned blocks
+// out of coherent memory (dma_pool). Mapping a Go heap buffer is fine too: the mapping record
+// keeps it reachable, and the Go heap does not move objects. Memory of a Region is pinned by every
+// mapping of it, so closing a Region never pulls memory from under the device.
+//
+// # Kernel names
+//
+//	struct ib_dma_mapping_ops          Mapper
+//	ib_dma_map_single / dma_map_single Mapper.MapSingle    (unmap: UnmapSingle)
+//	ib_dma_map_page / dma_map_page     Mapper.MapPage      (unmap: UnmapPage)
+//	ib_dma_map_sg / dma_map_sg         Mapper.MapSG        (unmap: UnmapSG)
+//	ib_sg_dma_address, ib_sg_dma_len   SG.Addr, SG.Len
+//	ib_dma_mapping_error               an error matching ErrMapping
+//	ib_dma_sync_single_for_cpu/device  Mapper.SyncForCPU, Mapper.SyncForDevice
+//	ib_dma_alloc_coherent / free       Mapper.AllocCoherent, Mapper.FreeCoherent, Coherent
+//	enum dma_data_direction            Direction (Bidirectional, ToDevice, FromDevice)
+//	dma_addr_t, u64 dma handle         Addr
+//	ipath_dma_mapping_ops (identity)   Direct
+//	iommu_dma_ops, alloc_iova          IOMMU
+//	IOMMU fault record                 Fault
+//	debug_dma_dump_mappings (dma-debug) (*IOMMU).Live, (*Direct).Live
+//	struct page, alloc_pages           Page, AllocPages, Region
+//	page_address                       Page.Bytes
+//	dma_pool_create/alloc/free/destroy NewPool, Pool.Alloc, Pool.Free, Pool.Destroy
+//	-ENOSPC / -EINVAL / -EBUSY         ErrMapping / ErrInvalid / ErrBusy
+//
+// Unsafe code lives in files named *_unsafe.go.
+package dma
