@@ -1,0 +1,389 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/bits"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
+)
+
+// Limits the flags are checked against.
+const (
+	maxPacket     = 16383 // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
+	maxSweepSize  = 8192  // the largest power of two that fits in a packet
+	minSweepSize  = 8     // the smallest swept size
+	maxFrags      = 256   // past 63 descriptors the library coalesces; more is only slower
+	maxEngines    = 16    // hfi1 has 16 SDMA engines per device
+	maxProducers  = 1024  //
+	defaultUDP    = "127.0.0.1:18515"
+	defaultSweepD = 250 * time.Millisecond
+)
+
+// Mode is what is measured.
+type Mode string
+
+const (
+	ModeBW  Mode = "bw"  // bandwidth: keep up to -depth packets in flight per producer (ib_send_bw)
+	ModeLat Mode = "lat" // latency: one packet in flight per producer, ping-pong (ib_send_lat)
+)
+
+// Config is one sdmaperf invocation, after flag parsing and validation.
+type Config struct {
+	Mode       Mode          `json:"mode"`
+	Engines    int           `json:"engines"`
+	Producers  int           `json:"producers"`
+	Sizes      []int         `json:"sizes"` // packet sizes in bytes, one run each
+	Frags      int           `json:"frags"` // fragments (Add calls) per packet
+	Mem        string        `json:"mem"`   // kvaddr | page: how fragments are added
+	Iterations int           `json:"iterations,omitempty"`
+	Duration   time.Duration `json:"duration_ns,omitempty"`
+	Warmup     int           `json:"warmup"` // packets sent per producer before measuring
+	Depth      int           `json:"depth"`  // packets in flight per producer
+	Ring       int           `json:"ring"`   // descriptors per engine ring
+	Mapper     string        `json:"mapper"` // direct | iommu
+	Alloc      string        `json:"alloc"`  // slab | list | pool
+	Wait       string        `json:"wait"`   // block | spin: what a producer does when the ring is full
+	Completion string        `json:"completion"`
+	Sink       string        `json:"sink"`               // discard | udp
+	UDPAddr    string        `json:"udp_addr,omitempty"` // "" with -sink udp: in-process receiver
+	Faults     FaultSpec     `json:"faults"`
+	JSON       bool          `json:"-"`
+	Progress   bool          `json:"-"`
+
+	// Server mode (sdmaperf -server).
+	Server bool          `json:"-"`
+	Idle   time.Duration `json:"-"`
+}
+
+// FaultSpec is the parsed -faults flag.
+type FaultSpec struct {
+	MapFraction float64 `json:"map,omitempty"`     // fraction of DMA map calls that fail
+	MapNth      int     `json:"map_nth,omitempty"` // the Nth map call fails
+	Seed        int64   `json:"seed,omitempty"`    // seed for the fraction generator
+}
+
+// Any reports whether any fault is asked for.
+func (f FaultSpec) Any() bool { return f.MapFraction > 0 || f.MapNth > 0 }
+
+// String formats the spec as the flag takes it.
+func (f FaultSpec) String() string {
+	var parts []string
+	if f.MapFraction > 0 {
+		parts = append(parts, "map="+strconv.FormatFloat(f.MapFraction, 'g', -1, 64))
+	}
+	if f.MapNth > 0 {
+		parts = append(parts, "mapnth="+strconv.Itoa(f.MapNth))
+	}
+	if f.Seed != 0 {
+		parts = append(parts, "seed="+strconv.FormatInt(f.Seed, 10))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseFaults parses "map=0.01,mapnth=5,seed=7"; "" and "none" mean no faults.
+func parseFaults(s string) (FaultSpec, error) {
+	var f FaultSpec
+	if s == "" || s == "none" {
+		return f, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return f, fmt.Errorf("-faults: %q is not key=value (keys: map, mapnth, seed)", kv)
+		}
+		switch k {
+		case "map":
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(x >= 0 && x <= 1) {
+				return f, fmt.Errorf("-faults: map=%s: want a fraction of map calls to fail, 0 to 1", v)
+			}
+			f.MapFraction = x
+		case "mapnth":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("-faults: mapnth=%s: want the number (from 1) of the map call that fails", v)
+			}
+			f.MapNth = n
+		case "seed":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return f, fmt.Errorf("-faults: seed=%s: want an integer", v)
+			}
+			f.Seed = n
+		default:
+			return f, fmt.Errorf("-faults: unknown fault %q (known: map=FRACTION, mapnth=N, seed=N)", k)
+		}
+	}
+	return f, nil
+}
+
+// errHelp is returned by parseConfig for -h: usage was printed, exit 0.
+var errHelp = flag.ErrHelp
+
+// usageError is a bad flag or an impossible combination: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// choice checks that v is one of the allowed values.
+func choice(flagName, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return usagef("-%s %q: want one of %s", flagName, v, strings.Join(allowed, ", "))
+}
+
+// newFlagSet declares every flag into cfg's fields. raw receives the flags that need parsing
+// after flag.Parse.
+type rawFlags struct {
+	mode, faults string
+	size         int
+	sweep        bool
+	wait         string
+}
+
+func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sdmaperf", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&raw.mode, "mode", "bw", "what to measure: bw (bandwidth, like ib_send_bw) or lat (latency, one packet in flight per producer, like ib_send_lat)")
+	fs.IntVar(&cfg.Engines, "engines", 1, fmt.Sprintf("SDMA engines, 1..%d", maxEngines))
+	fs.IntVar(&cfg.Producers, "producers", 1, "producer goroutines, spread round-robin over the engines")
+	fs.IntVar(&raw.size, "size", 4096, fmt.Sprintf("packet size in bytes, 1..%d; with -sweep, the largest size (%d unless given)", maxPacket, maxSweepSize))
+	fs.BoolVar(&raw.sweep, "sweep", false, fmt.Sprintf("run every power of two from %d bytes up to -size (like perftest -a)", minSweepSize))
+	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
+	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer) or page (AddPage of dma.AllocPages memory)")
+	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
+	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
+	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
+	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t); lat mode uses 1")
+	fs.IntVar(&cfg.Ring, "ring", 2048, "descriptors per engine ring, a power of two, 64..65536")
+	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
+	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
+	fs.StringVar(&raw.wait, "wait", "block", "what a producer does when the ring is full: block (park on the engine's wait list, the iowait sleep protocol) or spin (retry at once)")
+	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the hardware model and completions: irq (the engine's own goroutine) or poll (producers call Process themselves)")
+	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
+	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
+	fs.StringVar(&raw.faults, "faults", "none", "fault injection, comma-separated: map=FRACTION (that fraction of DMA map calls fail), mapnth=N (the Nth fails), seed=N")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables")
+	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
+	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")
+	fs.DurationVar(&cfg.Idle, "idle", 5*time.Second, "with -server: stop after this long without a packet")
+	fs.Usage = func() {} // parseConfig prints usage for -h itself
+	return fs
+}
+
+// usage prints the synopsis and every flag with its default, zero defaults included (the
+// standard PrintDefaults leaves those out).
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `sdmaperf measures gosdma's send-DMA path, like perftest's ib_send_bw/ib_send_lat.
+
+Usage:
+  sdmaperf [flags]                      bandwidth run on the software engine
+  sdmaperf -mode lat                    latency run
+  sdmaperf -sweep -n 100000             all power-of-two sizes
+  sdmaperf -sink udp                    send over loopback UDP to an in-process receiver
+  sdmaperf -server &                    a receiver in another process...
+  sdmaperf -sink udp -udp-addr 127.0.0.1:18515   ...and its client
+
+Flags:
+`)
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	sort.Strings(names)
+	for _, n := range names {
+		f := fs.Lookup(n)
+		typ, help := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "%s\n    \t%s (default %s)\n", line, help, def)
+	}
+}
+
+// parseConfig parses args into a validated Config. It returns errHelp after printing usage for
+// -h, and a *usageError for a bad flag or combination.
+func parseConfig(args []string, stderr io.Writer) (Config, error) {
+	var cfg Config
+	var raw rawFlags
+	fs := newFlagSet(&cfg, &raw, io.Discard) // errors are returned, not printed with usage
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			usage(fs)
+			return cfg, errHelp
+		}
+		return cfg, usagef("%v (sdmaperf -h lists the flags)", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, usagef("unexpected argument %q: sdmaperf takes flags only", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	cfg.Mode = Mode(raw.mode)
+	cfg.Wait = raw.wait
+	var err error
+	if cfg.Faults, err = parseFaults(raw.faults); err != nil {
+		return cfg, &usageError{err.Error()}
+	}
+	if err := validate(&cfg, raw, set); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// validate checks each flag and the combinations, and fills the derived fields.
+func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
+	if cfg.Server {
+		// Only the receiver's flags make sense with -server.
+		for n := range set {
+			switch n {
+			case "server", "udp-addr", "idle", "json":
+			default:
+				return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle and -json)", n)
+			}
+		}
+		if cfg.UDPAddr == "" {
+			cfg.UDPAddr = defaultUDP
+		}
+		if cfg.Idle <= 0 {
+			return usagef("-idle %v: want a positive duration", cfg.Idle)
+		}
+		if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
+			return usagef("-udp-addr: %v", err)
+		}
+		return nil
+	}
+	if set["idle"] {
+		return usagef("-idle applies to -server only")
+	}
+
+	if err := choice("mode", string(cfg.Mode), string(ModeBW), string(ModeLat)); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name, v string
+		allowed []string
+	}{
+		{"mem", cfg.Mem, []string{"kvaddr", "page"}},
+		{"mapper", cfg.Mapper, []string{"direct", "iommu"}},
+		{"alloc", cfg.Alloc, []string{"slab", "list", "pool"}},
+		{"wait", cfg.Wait, []string{"block", "spin"}},
+		{"completion", cfg.Completion, []string{"irq", "poll"}},
+		{"sink", cfg.Sink, []string{"discard", "udp"}},
+	} {
+		if err := choice(c.name, c.v, c.allowed...); err != nil {
+			return err
+		}
+	}
+	if cfg.Engines < 1 || cfg.Engines > maxEngines {
+		return usagef("-engines %d: want 1..%d", cfg.Engines, maxEngines)
+	}
+	if cfg.Producers < 1 || cfg.Producers > maxProducers {
+		return usagef("-producers %d: want 1..%d", cfg.Producers, maxProducers)
+	}
+	if cfg.Frags < 1 || cfg.Frags > maxFrags {
+		return usagef("-frags %d: want 1..%d", cfg.Frags, maxFrags)
+	}
+
+	// Sizes.
+	size := raw.size
+	if raw.sweep && !set["size"] {
+		size = maxSweepSize
+	}
+	if size < 1 || size > maxPacket {
+		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d)", size, maxPacket, maxPacket)
+	}
+	if raw.sweep {
+		lo := max(minSweepSize, 1<<bits.Len(uint(cfg.Frags-1))) // every fragment at least a byte
+		if size < lo {
+			return usagef("-sweep -size %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise -size", size, lo, cfg.Frags)
+		}
+		for s := lo; s <= size; s *= 2 {
+			cfg.Sizes = append(cfg.Sizes, s)
+		}
+	} else {
+		if cfg.Frags > size {
+			return usagef("-frags %d with -size %d: a fragment is at least one byte", cfg.Frags, size)
+		}
+		cfg.Sizes = []int{size}
+	}
+
+	// Length of each size's run.
+	if cfg.Iterations < 0 {
+		return usagef("-n %d: want a positive packet count, or 0 to run for -D", cfg.Iterations)
+	}
+	if cfg.Iterations > 0 && set["D"] {
+		return usagef("-n and -D both given: a run is either a packet count or a duration")
+	}
+	if cfg.Iterations > 0 {
+		cfg.Duration = 0
+		if cfg.Iterations < cfg.Producers {
+			return usagef("-n %d with -producers %d: every producer needs at least one packet", cfg.Iterations, cfg.Producers)
+		}
+	} else {
+		if raw.sweep && !set["D"] {
+			cfg.Duration = defaultSweepD
+		}
+		if cfg.Duration <= 0 {
+			return usagef("-D %v: want a positive duration", cfg.Duration)
+		}
+	}
+	if cfg.Warmup < 0 {
+		return usagef("-warmup %d: want 0 or more packets", cfg.Warmup)
+	}
+
+	// Depth, ring.
+	if cfg.Mode == ModeLat {
+		if set["depth"] && cfg.Depth != 1 {
+			return usagef("-mode lat sends one packet at a time per producer; -depth %d applies to -mode bw", cfg.Depth)
+		}
+		cfg.Depth = 1
+	}
+	if cfg.Depth < 1 || cfg.Depth > 1<<16 {
+		return usagef("-depth %d: want 1..65536 packets in flight per producer", cfg.Depth)
+	}
+	if cfg.Ring < 64 || cfg.Ring > 1<<16 || cfg.Ring&(cfg.Ring-1) != 0 {
+		return usagef("-ring %d: want a power of two, 64..65536", cfg.Ring)
+	}
+	// A packet needs its fragments plus a pad descriptor (and coalesces past 63); it must fit
+	// in the ring with room to spare, or Send can never succeed.
+	if need := min(cfg.Frags, 63) + 1; need > cfg.Ring-1 {
+		return usagef("-frags %d needs %d descriptors per packet; -ring %d holds %d", cfg.Frags, need, cfg.Ring, cfg.Ring-1)
+	}
+	// Sink.
+	if cfg.Sink != "udp" && set["udp-addr"] {
+		return usagef("-udp-addr needs -sink udp")
+	}
+	if cfg.Sink == "udp" && cfg.UDPAddr != "" {
+		if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
+			return usagef("-udp-addr: %v", err)
+		}
+	}
+
+	// Faults.
+	if cfg.Faults.Seed != 0 && !cfg.Faults.Any() {
+		return usagef("-faults seed=%d without a fault to seed", cfg.Faults.Seed)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaults(t *testing.T) {
+	cfg, err := parseConfig(nil, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, Config{
+		Mode: ModeBW, Engines: 1, Producers: 1, Sizes: []int{4096}, Frags: 2, Mem: "kvaddr",
+		Duration: 2 * time.Second, Warmup: 100, Depth: 128, Ring: 2048, Mapper: "direct",
+		Alloc: "slab", Wait: "block", Completion: "irq", Sink: "discard", Progress: true,
+		Idle: 5 * time.Second,
+	}, cfg)
+}
+
+func TestHelpListsEveryFlagWithDefault(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"-h"}, &out)
+	require.ErrorIs(t, err, errHelp)
+	text := out.String()
+
+	var cfg Config
+	var raw rawFlags
+	fs := newFlagSet(&cfg, &raw, new(bytes.Buffer))
+	n := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		n++
+		i := strings.Index(text, "\n  -"+f.Name+" ")
+		if i < 0 {
+			i = strings.Index(text, "\n  -"+f.Name+"\n")
+		}
+		require.GreaterOrEqual(t, i, 0, "-%s missing from usage", f.Name)
+		entry := text[i+1:]
+		if j := strings.Index(entry[1:], "\n  -"); j >= 0 {
+			entry = entry[:j+1]
+		}
+		assert.Contains(t, entry, "(default ", "-%s shows no default", f.Name)
+		assert.Contains(t, entry, f.DefValue, "-%s shows the wrong default", f.Name)
+	})
+	assert.Greater(t, n, 20)
+}
+
+func TestSweepSizes(t *testing.T) {
+	cfg, err := parseConfig([]string{"-sweep"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, []int{8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}, cfg.Sizes)
+	assert.Equal(t, defaultSweepD, cfg.Duration)
+
+	cfg, err = parseConfig([]string{"-sweep", "-size", "100", "-frags", "20", "-n", "1000"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, []int{32, 64}, cfg.Sizes)
+	assert.Equal(t, 1000, cfg.Iterations)
+	assert.Zero(t, cfg.Duration)
+}
+
+func TestLatencyModeForcesDepthOne(t *testing.T) {
+	cfg, err := parseConfig([]string{"-mode", "lat"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, 1, cfg.Depth)
+}
+
+func TestServerConfig(t *testing.T) {
+	cfg, err := parseConfig([]string{"-server", "-idle", "1s", "-json"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.True(t, cfg.Server)
+	assert.Equal(t, defaultUDP, cfg.UDPAddr)
+	assert.Equal(t, time.Second, cfg.Idle)
+}
+
+func TestFaultSpec(t *testing.T) {
+	f, err := parseFaults("map=0.01,mapnth=3,seed=9")
+	require.NoError(t, err)
+	assert.Equal(t, FaultSpec{MapFraction: 0.01, MapNth: 3, Seed: 9}, f)
+	assert.Equal(t, "map=0.01,mapnth=3,seed=9", f.String())
+	f, err = parseFaults("none")
+	require.NoError(t, err)
+	assert.False(t, f.Any())
+	assert.Equal(t, "none", f.String())
+}
+
+// TestBadFlags: every bad flag or impossible combination is a usage error that names the flag.
+func TestBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-mode", "fast"}, `-mode "fast": want one of bw, lat`},
+		{[]string{"-engines", "0"}, "-engines 0: want 1..16"},
+		{[]string{"-engines", "17"}, "-engines 17"},
+		{[]string{"-producers", "0"}, "-producers 0"},
+		{[]string{"-size", "0"}, "-size 0: want 1..16383"},
+		{[]string{"-size", "16384"}, "an SDMA packet is at most 16383"},
+		{[]string{"-frags", "0"}, "-frags 0"},
+		{[]string{"-frags", "300"}, "-frags 300"},
+		{[]string{"-size", "4", "-frags", "8"}, "-frags 8 with -size 4: a fragment is at least one byte"},
+		{[]string{"-sweep", "-size", "4"}, "the sweep starts at 8 bytes"},
+		{[]string{"-n", "-1"}, "-n -1"},
+		{[]string{"-n", "10", "-D", "1s"}, "-n and -D both given"},
+		{[]string{"-n", "3", "-producers", "4"}, "every producer needs at least one packet"},
+		{[]string{"-D", "0s"}, "-D 0s: want a positive duration"},
+		{[]string{"-warmup", "-1"}, "-warmup -1"},
+		{[]string{"-mode", "lat", "-depth", "8"}, "-mode lat sends one packet at a time"},
+		{[]string{"-depth", "0"}, "-depth 0"},
+		{[]string{"-ring", "1000"}, "-ring 1000: want a power of two"},
+		{[]string{"-ring", "32"}, "-ring 32"},
+		{[]string{"-ring", "64", "-frags", "100", "-size", "4096"}, "needs 64 descriptors per packet; -ring 64 holds 63"},
+		{[]string{"-mapper", "mmu"}, `-mapper "mmu": want one of direct, iommu`},
+		{[]string{"-alloc", "arena"}, `-alloc "arena": want one of slab, list, pool`},
+		{[]string{"-wait", "sleep"}, `-wait "sleep"`},
+		{[]string{"-completion", "napi"}, `-completion "napi"`},
+		{[]string{"-mem", "huge"}, `-mem "huge"`},
+		{[]string{"-sink", "tcp"}, `-sink "tcp": want one of discard, udp`},
+		{[]string{"-udp-addr", "127.0.0.1:1"}, "-udp-addr needs -sink udp"},
+		{[]string{"-sink", "udp", "-udp-addr", "192.0.2.7:18515"}, "not a loopback address"},
+		{[]string{"-sink", "udp", "-udp-addr", "nonsense"}, "-udp-addr"},
+		{[]string{"-faults", "map=2"}, "-faults: map=2: want a fraction"},
+		{[]string{"-faults", "halt"}, `-faults: "halt" is not key=value`},
+		{[]string{"-faults", "disk=1"}, `unknown fault "disk"`},
+		{[]string{"-faults", "seed=4"}, "without a fault to seed"},
+		{[]string{"-idle", "1s"}, "-idle applies to -server only"},
+		{[]string{"-server", "-size", "64"}, "-size does not apply to -server"},
+		{[]string{"-server", "-idle", "0s"}, "-idle 0s"},
+		{[]string{"-server", "-udp-addr", "10.0.0.1:18515"}, "not a loopback address"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseConfig(tc.args, new(bytes.Buffer))
+			var ue *usageError
+			require.ErrorAs(t, err, &ue)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestRunExitStatusOnBadFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, exitUsage, run(t.Context(), []string{"-engines", "99"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "sdmaperf: -engines 99")
+	assert.Empty(t, stdout.String())
+
+	stderr.Reset()
+	assert.Equal(t, exitOK, run(t.Context(), []string{"-h"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "Usage:")
+}

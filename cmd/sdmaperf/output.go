@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
+)
+
+// mib is perftest's "MB": 2^20 bytes.
+const mib = 1 << 20
+
+// Latency is the submit-to-completion latency of a run, in microseconds.
+type Latency struct {
+	Min   float64 `json:"min_us"`
+	P50   float64 `json:"p50_us"`
+	P90   float64 `json:"p90_us"`
+	P99   float64 `json:"p99_us"`
+	P999  float64 `json:"p99_9_us"`
+	Max   float64 `json:"max_us"`
+	Avg   float64 `json:"avg_us"`
+	Stdev float64 `json:"stdev_us"`
+	Count int64   `json:"count"`
+}
+
+// latencyOf summarises a histogram of nanoseconds.
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	if h == nil || h.TotalCount() == 0 {
+		return Latency{}
+	}
+	us := func(ns int64) float64 { return float64(ns) / 1e3 }
+	return Latency{
+		Min:   us(h.Min()),
+		P50:   us(h.ValueAtQuantile(50)),
+		P90:   us(h.ValueAtQuantile(90)),
+		P99:   us(h.ValueAtQuantile(99)),
+		P999:  us(h.ValueAtQuantile(99.9)),
+		Max:   us(h.Max()),
+		Avg:   h.Mean() / 1e3,
+		Stdev: h.StdDev() / 1e3,
+		Count: h.TotalCount(),
+	}
+}
+
+// newHistogram returns a histogram of nanoseconds from 1ns to 100s, 3 significant digits.
+func newHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(100*time.Second), 3)
+}
+
+// Result is one packet size's run.
+type Result struct {
+	Bytes      int             `json:"bytes"`
+	Iterations uint64          `json:"iterations"` // packets completed OK
+	Elapsed    time.Duration   `json:"elapsed_ns"`
+	BWPeak     float64         `json:"bw_peak_mib_s"` // best sampling interval
+	BWAvg      float64         `json:"bw_avg_mib_s"`
+	MsgRate    float64         `json:"msg_rate_mpps"`
+	Latency    Latency         `json:"latency"`
+	RingFull   uint64          `json:"ring_full"`   // sends that found the ring full
+	Faults     uint64          `json:"faults"`      // mapping failures injected plus device faults
+	MapErrors  uint64          `json:"map_errors"`  // packets dropped because an Add failed
+	Aborted    uint64          `json:"aborted"`     // packets completed with StatusAborted
+	SinkErrors uint64          `json:"sink_errors"` // Deliver errors the engine recorded
+	Halts      uint64          `json:"halts"`       // engine halts
+	Receiver   *udpsink.Report `json:"receiver,omitempty"`
+}
+
+// Report is the whole output of a client run.
+type Report struct {
+	Tool    string   `json:"tool"`
+	Config  Config   `json:"config"`
+	Results []Result `json:"results"`
+}
+
+// writeJSON prints r as one indented JSON object.
+func writeJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+const rule = "-----------------------------------------------------------------------------------------------------"
+
+// writeHeader prints perftest's banner: the test name and the configuration.
+func writeHeader(w io.Writer, cfg Config) {
+	title := "Send BW Test"
+	if cfg.Mode == ModeLat {
+		title = "Send Latency Test"
+	}
+	sink := cfg.Sink
+	if cfg.Sink == "udp" {
+		addr := cfg.UDPAddr
+		if addr == "" {
+			addr = "in-process receiver"
+		}
+		sink = "udp (" + addr + ")"
+	}
+	length := fmt.Sprintf("%d packets per size", cfg.Iterations)
+	if cfg.Iterations == 0 {
+		length = fmt.Sprintf("%v per size", cfg.Duration)
+	}
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, "%*s\n", 38+len(title)/2, title)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Engine(s)", fmt.Sprint(cfg.Engines), "Producers", cfg.Producers)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Ring size", fmt.Sprint(cfg.Ring), "Fragments", cfg.Frags)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Mapper", cfg.Mapper, "Memory", cfg.Mem)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Allocator", cfg.Alloc, "Depth", cfg.Depth)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Wait", cfg.Wait, "Completion", cfg.Completion)
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Run", length, "Faults", cfg.Faults)
+	fmt.Fprintf(w, " %-16s: %s\n", "Sink", sink)
+	fmt.Fprintln(w, rule)
+}
+
+// writeTables prints the bandwidth table, the latency table and the event counters.
+func writeTables(w io.Writer, cfg Config, results []Result) {
+	fmt.Fprintf(w, " %-8s %-13s %-18s %-21s %-14s\n", "#bytes", "#iterations", "BW peak[MiB/sec]", "BW average[MiB/sec]", "MsgRate[Mpps]")
+	for _, r := range results {
+		fmt.Fprintf(w, " %-8d %-13d %-18.2f %-21.2f %-14.6f\n", r.Bytes, r.Iterations, r.BWPeak, r.BWAvg, r.MsgRate)
+	}
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %-11s\n",
+		"#bytes", "#iterations", "t_min[us]", "p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "t_avg[us]")
+	for _, r := range results {
+		l := r.Latency
+		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f\n",
+			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg)
+	}
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, " %-8s %-11s %-9s %-11s %-9s %-12s %-7s\n", "#bytes", "ring-full", "faults", "map-errors", "aborted", "sink-errors", "halts")
+	for _, r := range results {
+		fmt.Fprintf(w, " %-8d %-11d %-9d %-11d %-9d %-12d %-7d\n", r.Bytes, r.RingFull, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts)
+	}
+	fmt.Fprintln(w, rule)
+	for _, r := range results {
+		if r.Receiver != nil {
+			fmt.Fprintf(w, " %d bytes: receiver %s\n", r.Bytes, r.Receiver)
+		}
+	}
+	if cfg.Sink == "udp" {
+		fmt.Fprintln(w, rule)
+	}
+}
+
+// writeText prints the whole report as perftest does.
+func writeText(w io.Writer, r Report) {
+	writeHeader(w, r.Config)
+	writeTables(w, r.Config, r.Results)
+}
+
+// rates fills the bandwidth and message rate of r from bytes, packets and the elapsed time.
+func (r *Result) rates(bytes uint64) {
+	s := r.Elapsed.Seconds()
+	if s <= 0 {
+		return
+	}
+	r.BWAvg = float64(bytes) / mib / s
+	r.MsgRate = float64(r.Iterations) / 1e6 / s
+	if r.BWPeak < r.BWAvg || math.IsNaN(r.BWPeak) {
+		r.BWPeak = r.BWAvg // a run shorter than one sampling interval
+	}
+}
+
+// indent is used by the server's text output.
+func indent(s string) string { return " " + strings.ReplaceAll(s, "\n", "\n ") }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
+)
+
+func sampleReport(t *testing.T, args ...string) Report {
+	cfg, err := parseConfig(args, new(bytes.Buffer))
+	require.NoError(t, err)
+	h := newHistogram()
+	for i := int64(1); i <= 1000; i++ {
+		require.NoError(t, h.RecordValue(i*1000)) // 1..1000 µs
+	}
+	r := Result{Bytes: 4096, Iterations: 250000, Elapsed: time.Second, Latency: latencyOf(h), RingFull: 12, Faults: 3, MapErrors: 3}
+	r.BWPeak = 1200
+	r.rates(250000 * 4096)
+	return Report{Tool: "sdmaperf", Config: cfg, Results: []Result{r}}
+}
+
+func TestRates(t *testing.T) {
+	r := Result{Iterations: 1 << 20, Elapsed: 2 * time.Second}
+	r.rates(1 << 30)
+	assert.InDelta(t, 512, r.BWAvg, 1e-9)
+	assert.InDelta(t, 512, r.BWPeak, 1e-9, "a peak below the average is raised to it")
+	assert.InDelta(t, float64(1<<20)/2e6, r.MsgRate, 1e-9)
+}
+
+func TestLatencyPercentiles(t *testing.T) {
+	l := sampleReport(t).Results[0].Latency
+	assert.EqualValues(t, 1000, l.Count)
+	assert.InDelta(t, 1, l.Min, 0.01)
+	assert.InDelta(t, 500, l.P50, 1)
+	assert.InDelta(t, 900, l.P90, 1)
+	assert.InDelta(t, 990, l.P99, 1)
+	assert.InDelta(t, 999, l.P999, 1)
+	assert.InDelta(t, 1000, l.Max, 1)
+	assert.InDelta(t, 500.5, l.Avg, 1)
+	assert.Equal(t, Latency{}, latencyOf(newHistogram()))
+}
+
+func TestTextOutput(t *testing.T) {
+	var out bytes.Buffer
+	writeText(&out, sampleReport(t))
+	text := out.String()
+	for _, want := range []string{
+		"Send BW Test", "Engine(s)", "Ring size       : 2048", "Mapper          : direct",
+		"#bytes", "#iterations", "BW peak[MiB/sec]", "BW average[MiB/sec]", "MsgRate[Mpps]",
+		"p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "ring-full", "faults",
+	} {
+		assert.Contains(t, text, want)
+	}
+	// The data row: size, iterations, peak, average, rate.
+	var row string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, " 4096 ") {
+			row = l
+			break
+		}
+	}
+	assert.Equal(t, []string{"4096", "250000", "1200.00", "976.56", "0.250000"}, strings.Fields(row))
+
+	out.Reset()
+	writeText(&out, sampleReport(t, "-mode", "lat", "-sink", "udp"))
+	assert.Contains(t, out.String(), "Send Latency Test")
+	assert.Contains(t, out.String(), "udp (in-process receiver)")
+}
+
+func TestJSONOutputParses(t *testing.T) {
+	rep := sampleReport(t, "-faults", "map=0.5")
+	rep.Results[0].Receiver = &udpsink.Report{Packets: 7, Ended: true}
+	var out bytes.Buffer
+	require.NoError(t, writeJSON(&out, rep))
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &back))
+	assert.Equal(t, "sdmaperf", back["tool"])
+	cfg := back["config"].(map[string]any)
+	assert.Equal(t, "bw", cfg["mode"])
+	assert.Equal(t, 0.5, cfg["faults"].(map[string]any)["map"])
+	res := back["results"].([]any)[0].(map[string]any)
+	assert.EqualValues(t, 4096, res["bytes"])
+	assert.EqualValues(t, 250000, res["iterations"])
+	assert.Contains(t, res, "bw_peak_mib_s")
+	assert.Contains(t, res["latency"], "p99_9_us")
+	assert.EqualValues(t, 7, res["receiver"].(map[string]any)["packets"])
+}
+
+func TestNoProgressWhenNotATerminal(t *testing.T) {
+	cfg, err := parseConfig([]string{"-D", "10s"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	p := newProgress(cfg, 4096, &buf, cfg.Duration)
+	assert.Nil(t, p)
+	p.update(1, time.Second, 1) // no-ops on nil
+	p.finish()
+	assert.Empty(t, buf.String())
+}
+
+func TestReceiverReportText(t *testing.T) {
+	var out bytes.Buffer
+	writeReceiverReport(&out, &udpsink.Report{Packets: 10, Bytes: 1000, Lost: 1, Ended: true, Elapsed: time.Millisecond,
+		Engines: []udpsink.EngineReport{{Engine: 0, Packets: 10, Bytes: 1000, Sent: 11, Lost: 1, Ended: true}}})
+	assert.Contains(t, out.String(), "lost 1")
+	assert.Contains(t, out.String(), "bad-checksum")
+}

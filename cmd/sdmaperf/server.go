@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
+)
+
+// errReceiverSaw is returned when the receiver saw loss, duplicates or corruption.
+var errReceiverSaw = errors.New("receiver saw lost, duplicated or corrupted packets")
+
+// runServer is sdmaperf -server: receive one run over loopback UDP, check it, report.
+func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{Addr: cfg.UDPAddr, Idle: cfg.Idle})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fmt.Fprintf(stderr, "sdmaperf: receiving on %s (stops after %v idle or at the end-of-run marker)\n", r.Addr(), cfg.Idle)
+	rep, err := r.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writeReceiverReport(stdout, &rep)
+	}
+	if rep.Packets == 0 && !rep.Ended {
+		return fmt.Errorf("no packets arrived in %v", cfg.Idle)
+	}
+	if rep.Lost != 0 || rep.Dups != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
+		return errReceiverSaw
+	}
+	return nil
+}
+
+// writeReceiverReport prints the receiver's per-engine table.
+func writeReceiverReport(w io.Writer, rep *udpsink.Report) {
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, " %-7s %-12s %-14s %-12s %-9s %-7s %-13s %-6s\n", "engine", "#packets", "#bytes", "sent", "lost", "dups", "bad-checksum", "ended")
+	for _, e := range rep.Engines {
+		fmt.Fprintf(w, " %-7d %-12d %-14d %-12d %-9d %-7d %-13d %-6v\n", e.Engine, e.Packets, e.Bytes, e.Sent, e.Lost, e.Dups, e.BadChecksum, e.Ended)
+	}
+	fmt.Fprintln(w, rule)
+	fmt.Fprintln(w, indent(rep.String()))
+	if s := rep.Elapsed.Seconds(); s > 0 {
+		fmt.Fprintf(w, " %.2f MiB/sec, %.6f Mpps at the receiver\n", float64(rep.Bytes)/mib/s, float64(rep.Packets)/1e6/s)
+	}
+	fmt.Fprintln(w, rule)
+}
