@@ -1,0 +1,143 @@
+package dma
+
+import (
+	"sync/atomic"
+	"testing"
+)
+
+// benchImpls runs f once per mapper, named for benchstat.
+func benchImpls(b *testing.B, f func(b *testing.B, m testMapper)) {
+	b.Run("impl=direct", func(b *testing.B) { f(b, NewDirect()) })
+	b.Run("impl=iommu", func(b *testing.B) {
+		m, err := NewIOMMU(IOMMUConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f(b, m)
+	})
+}
+
+func BenchmarkMapUnmapSingle(b *testing.B) {
+	benchImpls(b, func(b *testing.B, m testMapper) {
+		buf := make([]byte, 2048)
+		b.ReportAllocs()
+		b.SetBytes(int64(len(buf)))
+		for b.Loop() {
+			a, err := m.MapSingle(buf, ToDevice)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkMapUnmapPage(b *testing.B) {
+	benchImpls(b, func(b *testing.B, m testMapper) {
+		r := newRegion(b, 1)
+		p, _ := r.Page(0)
+		b.ReportAllocs()
+		for b.Loop() {
+			a, err := m.MapPage(p, 0, PageSize, ToDevice)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.UnmapPage(a, PageSize, ToDevice); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkMapUnmapParallel: every goroutine maps and unmaps its own buffer.
+func BenchmarkMapUnmapParallel(b *testing.B) {
+	benchImpls(b, func(b *testing.B, m testMapper) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 2048)
+			for pb.Next() {
+				a, err := m.MapSingle(buf, ToDevice)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkTranslate translates a descriptor-sized range of one of many live mappings.
+func BenchmarkTranslate(b *testing.B) {
+	benchImpls(b, func(b *testing.B, m testMapper) {
+		const live = 1024
+		addrs := make([]Addr, live)
+		bufs := make([][]byte, live)
+		for i := range addrs {
+			bufs[i] = make([]byte, 4096)
+			a, err := m.MapSingle(bufs[i], ToDevice)
+			if err != nil {
+				b.Fatal(err)
+			}
+			addrs[i] = a
+		}
+		b.ReportAllocs()
+		b.SetBytes(1024)
+		i := 0
+		for b.Loop() {
+			if _, err := m.Translate(addrs[i&(live-1)]+64, 1024, ToDevice); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/desc")
+	})
+}
+
+func BenchmarkTranslateParallel(b *testing.B) {
+	benchImpls(b, func(b *testing.B, m testMapper) {
+		const live = 1024
+		addrs := make([]Addr, live)
+		for i := range addrs {
+			a, err := m.MapSingle(make([]byte, 4096), ToDevice)
+			if err != nil {
+				b.Fatal(err)
+			}
+			addrs[i] = a
+		}
+		var seed atomic.Uint64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seed.Add(97))
+			for pb.Next() {
+				if _, err := m.Translate(addrs[i&(live-1)], 256, ToDevice); err != nil {
+					b.Error(err)
+					return
+				}
+				i++
+			}
+		})
+	})
+}
+
+func BenchmarkPool(b *testing.B) {
+	p, err := NewPool(NewDirect(), "bench", 64, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		blk, err := p.Alloc()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Free(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
