@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosdma/gosdma/ring"
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
@@ -44,13 +45,14 @@ type Config struct {
 	Mem        string        `json:"mem"`   // kvaddr | page: how fragments are added
 	Iterations int           `json:"iterations,omitempty"`
 	Duration   time.Duration `json:"duration_ns,omitempty"`
-	Warmup     int           `json:"warmup"` // packets sent per producer before measuring
-	Depth      int           `json:"depth"`  // packets in flight per producer
-	Ring       int           `json:"ring"`   // descriptors per engine ring
-	Mapper     string        `json:"mapper"` // direct | iommu
-	Alloc      string        `json:"alloc"`  // slab | list | pool
-	Wait       string        `json:"wait"`   // block | spin: what a producer does when the ring is full
-	Completion string        `json:"completion"`
+	Warmup     int           `json:"warmup"`             // packets sent per producer before measuring
+	Depth      int           `json:"depth"`              // packets in flight per producer
+	Ring       int           `json:"ring"`               // descriptors per engine ring
+	Mapper     string        `json:"mapper"`             // direct | iommu
+	Alloc      string        `json:"alloc"`              // slab | list | pool
+	Wait       string        `json:"wait"`               // spin-park | busy-poll | park: how an idle engine waits
+	Send       string        `json:"send"`               // block | spin: what a producer does when the ring is full
+	Completion string        `json:"completion"`         // irq | poll: who runs the completion pass
 	Sink       string        `json:"sink"`               // discard | udp
 	UDPAddr    string        `json:"udp_addr,omitempty"` // "" with -sink udp: in-process receiver
 	Faults     FaultSpec     `json:"faults"`
@@ -170,11 +172,12 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
 	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t); lat mode uses 1")
-	fs.IntVar(&cfg.Ring, "ring", 2048, "descriptors per engine ring, a power of two, 64..65536")
+	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
 	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
-	fs.StringVar(&raw.wait, "wait", "block", "what a producer does when the ring is full: block (park on the engine's wait list, the iowait sleep protocol) or spin (retry at once)")
-	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the hardware model and completions: irq (the engine's own goroutine) or poll (producers call Process themselves)")
+	fs.StringVar(&raw.wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
+	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol) or spin (retry Send at once)")
+	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
 	fs.StringVar(&raw.faults, "faults", "none", "fault injection, comma-separated: map=FRACTION (that fraction of DMA map calls fail), mapnth=N (the Nth fails), seed=N")
@@ -288,7 +291,8 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		{"mem", cfg.Mem, []string{"kvaddr", "page"}},
 		{"mapper", cfg.Mapper, []string{"direct", "iommu"}},
 		{"alloc", cfg.Alloc, []string{"slab", "list", "pool"}},
-		{"wait", cfg.Wait, []string{"block", "spin"}},
+		{"wait", cfg.Wait, []string{"spin-park", "busy-poll", "park"}},
+		{"send", cfg.Send, []string{"block", "spin"}},
 		{"completion", cfg.Completion, []string{"irq", "poll"}},
 		{"sink", cfg.Sink, []string{"discard", "udp"}},
 	} {
@@ -363,8 +367,8 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 	if cfg.Depth < 1 || cfg.Depth > 1<<16 {
 		return usagef("-depth %d: want 1..65536 packets in flight per producer", cfg.Depth)
 	}
-	if cfg.Ring < 64 || cfg.Ring > 1<<16 || cfg.Ring&(cfg.Ring-1) != 0 {
-		return usagef("-ring %d: want a power of two, 64..65536", cfg.Ring)
+	if cfg.Ring < ring.MinSize || cfg.Ring > ring.MaxSize || cfg.Ring&(cfg.Ring-1) != 0 {
+		return usagef("-ring %d: want a power of two, %d..%d", cfg.Ring, ring.MinSize, ring.MaxSize)
 	}
 	// A packet needs its fragments plus a pad descriptor (and coalesces past 63); it must fit
 	// in the ring with room to spare, or Send can never succeed.

@@ -17,7 +17,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, Config{
 		Mode: ModeBW, Engines: 1, Producers: 1, Sizes: []int{4096}, Frags: 2, Mem: "kvaddr",
 		Duration: 2 * time.Second, Warmup: 100, Depth: 128, Ring: 2048, Mapper: "direct",
-		Alloc: "slab", Wait: "block", Completion: "irq", Sink: "discard", Progress: true,
+		Alloc: "slab", Wait: "spin-park", Send: "block", Completion: "irq", Sink: "discard", Progress: true,
 		Idle: 5 * time.Second,
 	}, cfg)
 }
@@ -117,7 +117,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-ring", "64", "-frags", "100", "-size", "4096"}, "needs 64 descriptors per packet; -ring 64 holds 63"},
 		{[]string{"-mapper", "mmu"}, `-mapper "mmu": want one of direct, iommu`},
 		{[]string{"-alloc", "arena"}, `-alloc "arena": want one of slab, list, pool`},
-		{[]string{"-wait", "sleep"}, `-wait "sleep"`},
+		{[]string{"-wait", "sleep"}, `-wait "sleep": want one of spin-park, busy-poll, park`},
+		{[]string{"-send", "drop"}, `-send "drop": want one of block, spin`},
+		{[]string{"-ring", "65536"}, "-ring 65536: want a power of two, 64..32768"},
 		{[]string{"-completion", "napi"}, `-completion "napi"`},
 		{[]string{"-mem", "huge"}, `-mem "huge"`},
 		{[]string{"-sink", "tcp"}, `-sink "tcp": want one of discard, udp`},
