@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -222,7 +223,8 @@ func TestFaults(t *testing.T) {
 		require.NoError(t, m.UnmapSingle(a, 256, ToDevice))
 		check(a, 1, ToDevice, ReasonNotMapped)
 		check(a+100, 10, ToDevice, ReasonNotMapped)
-		runtimeKeepAlive(buf, b2)
+		runtime.KeepAlive(buf)
+		runtime.KeepAlive(b2)
 	})
 }
 
@@ -233,8 +235,6 @@ func badTop(m testMapper) string {
 	}
 	return ReasonBadLength
 }
-
-func runtimeKeepAlive(...any) {}
 
 func TestIOMMUOutside(t *testing.T) {
 	m, err := NewIOMMU(IOMMUConfig{IOVABits: 32})
