@@ -62,9 +62,9 @@ type Traits struct {
 // Stats is a snapshot of an allocator's counters. Fields are read one at a time, so under
 // concurrent use they need not be mutually consistent.
 type Stats struct {
-	// InUse is the number of objects handed out and not yet put back.
+	// InUse is the number of objects handed out and not yet put back (Slab and List only).
 	InUse int64
-	// HighWater is the largest InUse has been.
+	// HighWater is the largest InUse has been (Slab and List only).
 	HighWater int64
 	// Objects is the number of objects the allocator owns (free or in use). Pool reports the
 	// objects it has created, some of which the garbage collector may since have taken back.

@@ -49,7 +49,8 @@ type Pool[T any] struct {
 	mu     sync.Mutex
 	chunks atomic.Int64 // chunks ever allocated
 
-	count counters
+	// Pool keeps no in-use counter: a word every Get and Put of every P writes would undo the
+	// per-P caching that makes sync.Pool scale.
 }
 
 // NewPool returns an empty Pool. reset, if not nil, runs on every object Put gives back, before it
@@ -69,7 +70,6 @@ func (p *Pool[T]) Get() (*T, error) {
 		c = p.newChunk()
 	}
 	c.state.Store(stateInUse)
-	p.count.got()
 	return &c.obj, nil
 }
 
@@ -115,7 +115,6 @@ func (p *Pool[T]) Put(x *T) error {
 	if !c.state.CompareAndSwap(stateInUse, stateFree) {
 		return &PutError{Allocator: "pool", Addr: addrOf(x), Err: ErrDoublePut}
 	}
-	p.count.put()
 	if p.reset != nil {
 		p.reset(&c.obj)
 	}
@@ -161,16 +160,12 @@ func (p *Pool[T]) find(x *T) *poolCell[T] {
 	return c
 }
 
-// Stats returns the Pool's counters. Objects counts every object ever allocated; the garbage
-// collector may have taken some back.
+// Stats returns the Pool's counters: Objects counts every object ever allocated (the garbage
+// collector may have taken some back) and Slabs the chunks they came in. Pool does not track
+// InUse and HighWater (they read 0), so that its Get and Put share no written word across Ps.
 func (p *Pool[T]) Stats() Stats {
 	n := p.chunks.Load()
-	return Stats{
-		InUse:     p.count.inUse.Load(),
-		HighWater: p.count.high.Load(),
-		Objects:   n * poolChunk,
-		Slabs:     int(n),
-	}
+	return Stats{Objects: n * poolChunk, Slabs: int(n)}
 }
 
 // Traits describes Pool: concurrent, lock-free unless allocating, grows when empty, shrinks
