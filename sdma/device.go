@@ -1,25 +1,135 @@
 package sdma
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/ring"
 )
 
-// Config configures a Device. The zero value is valid: one engine, a 2048-descriptor ring, the
-// direct mapper.
+// Limits of a Config.
+const (
+	MaxEngines      = 16      // TXE_NUM_SDMA_ENGINES
+	MaxVLs          = 8       // HFI1_MAX_VLS_SUPPORTED (data VLs)
+	DefaultDescIntr = 64      // SDMA_DESC_INTR: a count interrupt every 64 descriptors
+	defaultEngines  = 1       // gosdma's default; the chip has 16
+	waitBatchSize   = 20      // SDMA_WAIT_BATCH_SIZE: waiters woken per completion pass at most
+	tailUpdateBatch = 32      // SDMA_TAIL_UPDATE_THRESH + 1: SendList publishes at least this often
+	ahgEntryBytes   = 64      // bytes an AHG entry holds (COPY stores at most this much of the header)
+	maxPacketBytes  = 1 << 14 // MAX_SDMA_PKT_SIZE rounded up to a dword: the most one packet reads
+)
+
+// WaitStrategy is how an engine's hardware-model goroutine waits when the ring is empty.
+type WaitStrategy int
+
+const (
+	// WaitSpinPark spins briefly, then parks until a producer rings the doorbell (the default).
+	WaitSpinPark WaitStrategy = iota
+	// WaitBusyPoll never parks: the lowest latency, at the price of a core per engine.
+	WaitBusyPoll
+	// WaitPark parks as soon as the ring is empty.
+	WaitPark
+)
+
+// String names the strategy.
+func (w WaitStrategy) String() string {
+	switch w {
+	case WaitSpinPark:
+		return "spin-park"
+	case WaitBusyPoll:
+		return "busy-poll"
+	case WaitPark:
+		return "park"
+	}
+	return "WaitStrategy(" + itoa(int(w)) + ")"
+}
+
+// CompletionMode is who runs an engine's completion pass (hfi1: sdma_make_progress).
+type CompletionMode int
+
+const (
+	// CompleteInterrupt: the hardware model runs the pass itself on each interrupt it raises
+	// (INT_REQ, every DescIntr descriptors, going idle), as the kernel's interrupt handler does.
+	CompleteInterrupt CompletionMode = iota
+	// CompletePoll: interrupts are only counted; the caller runs the pass with Engine.Poll.
+	CompletePoll
+)
+
+// String names the mode.
+func (m CompletionMode) String() string {
+	switch m {
+	case CompleteInterrupt:
+		return "interrupt"
+	case CompletePoll:
+		return "poll"
+	}
+	return "CompletionMode(" + itoa(int(m)) + ")"
+}
+
+// Config configures a Device. The zero value is valid: one engine, a 2048-descriptor ring, a
+// count interrupt every 64 descriptors, spin-then-park, completion on interrupts, the direct
+// mapper, a discarding sink.
 type Config struct {
 	// Mapper maps memory for the device; nil means dma.NewDirect().
 	Mapper dma.Mapper
+	// Engines is the number of SDMA engines, 1..16; 0 means 1.
+	Engines int
+	// RingSize is each engine's descriptor ring size (hfi1: sdma_descq_cnt): a power of two in
+	// 64..32768; 0 means 2048. Unlike the kernel, which falls back to the default, a bad value
+	// is an error.
+	RingSize int
+	// DescIntr is the count-interrupt interval in descriptors (hfi1: sdma_desct_intr),
+	// 1..RingSize; 0 means 64.
+	DescIntr int
+	// Wait is how an idle hardware-model goroutine waits.
+	Wait WaitStrategy
+	// Completion chooses who runs the completion pass.
+	Completion CompletionMode
+	// Manual starts no hardware-model goroutine: the caller drives each engine with Process.
+	Manual bool
+	// Sink receives the packets; nil means a DiscardSink owned by the device.
+	Sink Sink
+	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
+	// min(Engines, 8).
+	NumVLs int
+	// VLEngines optionally gives the number of engines of each VL (hfi1: sdma_map_init's
+	// vl_engines); len(VLEngines) must be NumVLs, each at least 1, the sum at most Engines. nil
+	// spreads the engines evenly, extras to the highest VLs, as the kernel does.
+	VLEngines []int
 }
+
+// device life-cycle states in Device.state.
+const (
+	devOpen     int32 = iota
+	devDraining       // Shutdown: sends refused, engines finishing what they hold
+	devClosed         // Close ran (or is running)
+)
 
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
 // the engines. It is safe for concurrent use.
 type Device struct {
-	mapper dma.Mapper    // set by NewDevice, read-only after
-	pad    *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
+	mapper  dma.Mapper    // set by NewDevice, read-only after
+	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
+	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
+	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
+	sink    Sink          // set by NewDevice, read-only after
+
+	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them.
+	state     atomic.Int32
+	closeOnce sync.Once // Close's body runs once
+	closeErr  error     // written inside closeOnce, read after it
 }
 
-// NewDevice builds a device from cfg, validating it.
+// NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
+// naming it), and starts one hardware-model goroutine per engine unless cfg.Manual.
+// (hfi1: sdma_init, sdma_map_init)
 func NewDevice(cfg Config) (*Device, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
 	m := cfg.Mapper
 	if m == nil {
 		m = dma.NewDirect()
@@ -28,7 +138,80 @@ func NewDevice(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Device{mapper: m, pad: pad}, nil
+	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink}
+	if dev.sink == nil {
+		dev.sink = &DiscardSink{}
+	}
+	dev.engines = make([]*Engine, cfg.Engines)
+	for i := range dev.engines {
+		e, err := newEngine(dev, i, &cfg)
+		if err != nil {
+			_ = m.FreeCoherent(pad)
+			return nil, err
+		}
+		dev.engines[i] = e
+	}
+	dev.vlMap = buildVLMap(dev.engines, cfg.NumVLs, cfg.VLEngines)
+	if !cfg.Manual {
+		for _, e := range dev.engines {
+			go e.run()
+		}
+	}
+	return dev, nil
+}
+
+// normalize fills defaults and validates cfg.
+func (cfg *Config) normalize() error {
+	if cfg.Engines == 0 {
+		cfg.Engines = defaultEngines
+	}
+	if cfg.Engines < 1 || cfg.Engines > MaxEngines {
+		return configErr("Engines", cfg.Engines, "want 1.."+itoa(MaxEngines))
+	}
+	if cfg.RingSize == 0 {
+		cfg.RingSize = ring.DefaultSize
+	}
+	if n := cfg.RingSize; n < ring.MinSize || n > ring.MaxSize || n&(n-1) != 0 {
+		return configErr("RingSize", cfg.RingSize, "want a power of two in "+itoa(ring.MinSize)+".."+itoa(ring.MaxSize))
+	}
+	if cfg.DescIntr == 0 {
+		cfg.DescIntr = DefaultDescIntr
+	}
+	if cfg.DescIntr < 1 || cfg.DescIntr > cfg.RingSize {
+		return configErr("DescIntr", cfg.DescIntr, "want 1..RingSize ("+itoa(cfg.RingSize)+")")
+	}
+	switch cfg.Wait {
+	case WaitSpinPark, WaitBusyPoll, WaitPark:
+	default:
+		return configErr("Wait", cfg.Wait, "want WaitSpinPark, WaitBusyPoll or WaitPark")
+	}
+	switch cfg.Completion {
+	case CompleteInterrupt, CompletePoll:
+	default:
+		return configErr("Completion", cfg.Completion, "want CompleteInterrupt or CompletePoll")
+	}
+	if cfg.NumVLs == 0 {
+		cfg.NumVLs = min(cfg.Engines, MaxVLs)
+	}
+	if cfg.NumVLs < 1 || cfg.NumVLs > MaxVLs || cfg.NumVLs > cfg.Engines {
+		return configErr("NumVLs", cfg.NumVLs, "want 1.."+itoa(min(cfg.Engines, MaxVLs))+" (at most Engines)")
+	}
+	if cfg.VLEngines != nil {
+		if len(cfg.VLEngines) != cfg.NumVLs {
+			return configErr("VLEngines", cfg.VLEngines, "want one count per VL ("+itoa(cfg.NumVLs)+")")
+		}
+		sum := 0
+		for _, n := range cfg.VLEngines {
+			if n < 1 {
+				return configErr("VLEngines", cfg.VLEngines, "each VL needs at least one engine")
+			}
+			sum += n
+		}
+		if sum > cfg.Engines {
+			return configErr("VLEngines", cfg.VLEngines, "more engines than Engines ("+itoa(cfg.Engines)+")")
+		}
+	}
+	return nil
 }
 
 // Mapper returns the device's DMA mapper.
@@ -36,3 +219,149 @@ func (dev *Device) Mapper() dma.Mapper { return dev.mapper }
 
 // padAddr is the bus address of the shared zeroed pad (sdma_pad_phys).
 func (dev *Device) padAddr() dma.Addr { return dev.pad.Addr() }
+
+// NumEngines returns the number of engines (dd->num_sdma).
+func (dev *Device) NumEngines() int { return len(dev.engines) }
+
+// Engine returns engine i, or nil if i is out of range (&dd->per_sdma[i]).
+func (dev *Device) Engine(i int) *Engine {
+	if i < 0 || i >= len(dev.engines) {
+		return nil
+	}
+	return dev.engines[i]
+}
+
+// Sink returns the sink the engines deliver to (the configured one, or the device's DiscardSink).
+func (dev *Device) Sink() Sink { return dev.sink }
+
+// SelectEngine picks the engine for a selector (a QP number, a hash, a CPU) on virtual lane vl
+// (hfi1: sdma_select_engine_vl): map[vl & mask].sde[selector & mask]. A vl past the mapped lanes
+// gets engine 0, as in the kernel.
+func (dev *Device) SelectEngine(selector uint32, vl uint8) *Engine {
+	if int(vl) >= dev.vlMap.actualVLs {
+		return dev.engines[0]
+	}
+	el := dev.vlMap.elems[uint32(vl)&dev.vlMap.mask]
+	return el.sde[selector&el.mask]
+}
+
+// vlMap is struct sdma_vl_map: a power-of-two table of VLs, each a power-of-two table of engines.
+type vlMap struct {
+	actualVLs int
+	mask      uint32
+	elems     []*mapElem
+}
+
+// mapElem is struct sdma_map_elem: the engines of one VL, repeated to a power of two.
+type mapElem struct {
+	mask uint32
+	sde  []*Engine
+}
+
+// buildVLMap lays out the VL map as sdma_map_init does.
+func buildVLMap(engines []*Engine, numVLs int, vlEngines []int) vlMap {
+	if vlEngines == nil {
+		vlEngines = make([]int, numVLs)
+		per, extra := len(engines)/numVLs, len(engines)%numVLs
+		for i := numVLs - 1; i >= 0; i, extra = i-1, extra-1 {
+			vlEngines[i] = per
+			if extra > 0 {
+				vlEngines[i]++
+			}
+		}
+	}
+	vls := roundPow2(numVLs)
+	m := vlMap{actualVLs: numVLs, mask: uint32(vls - 1), elems: make([]*mapElem, vls)}
+	engine := 0
+	for i := 0; i < vls; i++ {
+		if i >= numVLs {
+			m.elems[i] = m.elems[i%numVLs] // re-use without allocating
+			continue
+		}
+		first := engine
+		sz := roundPow2(vlEngines[i])
+		el := &mapElem{mask: uint32(sz - 1), sde: make([]*Engine, sz)}
+		for j := range el.sde {
+			el.sde[j] = engines[engine]
+			if engine++; engine >= first+vlEngines[i] {
+				engine = first // wrap back to the VL's first engine
+			}
+		}
+		m.elems[i] = el
+		engine = first + vlEngines[i]
+	}
+	return m
+}
+
+func roundPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// Close shuts the device down at once: it stops every engine (new sends get ErrClosed), stops
+// every goroutine the device started, completes every txreq still in flight — those whose packet
+// the hardware model already delivered with StatusOK, all others with StatusAborted, unmapping
+// what they mapped — wakes every parked waiter, and frees the pad. It returns when all of that is
+// done. A Sink blocked in Deliver delays it. Close is idempotent; it returns the same error each
+// time (from freeing the pad). (hfi1: sdma_exit, with the sw clean's sdma_flush)
+func (dev *Device) Close() error {
+	dev.closeOnce.Do(func() {
+		dev.state.Store(devClosed)
+		for _, e := range dev.engines {
+			e.stopAccepting(stateDown)
+		}
+		for _, e := range dev.engines {
+			e.stopGoroutine()
+		}
+		for _, e := range dev.engines {
+			e.hwMu.Lock()
+			e.swCleanLocked()
+			e.hwMu.Unlock()
+		}
+		dev.closeErr = dev.mapper.FreeCoherent(dev.pad)
+	})
+	return dev.closeErr
+}
+
+// Shutdown is the graceful Close: new sends get ErrClosed at once, the engines go on sending and
+// completing what they already hold until their rings are empty or ctx is done, and then Close
+// runs (aborting whatever is left). It returns only after Close finished: nil, ctx's error if the
+// deadline cut the drain short, or Close's error. Manual and polled engines are driven by
+// Shutdown itself while it waits.
+func (dev *Device) Shutdown(ctx context.Context) error {
+	var drainErr error
+	if dev.state.CompareAndSwap(devOpen, devDraining) {
+		for _, e := range dev.engines {
+			e.stopAccepting(stateDraining)
+		}
+		for wait := time.Microsecond; ; {
+			busy := false
+			for _, e := range dev.engines {
+				if e.selfDriven() {
+					e.drive()
+				}
+				if !e.idleForShutdown() {
+					busy = true
+				}
+			}
+			if !busy {
+				break
+			}
+			if drainErr = ctx.Err(); drainErr != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Millisecond)
+		}
+	}
+	if err := dev.Close(); err != nil {
+		return err
+	}
+	return drainErr
+}

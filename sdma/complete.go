@@ -1,0 +1,230 @@
+package sdma
+
+// The completion side.
+//
+// The completion pass (hfi1: sdma_make_progress) runs one at a time under headMu, inside a write
+// section of the ring's head seqcount. It walks swHead up to hwHead; for each txreq whose last
+// descriptor it passes it frees the txreq's slots (SetSwHead, the store-release that hands them
+// back to producers), unmaps what the txreq mapped, calls its callback once with its status, and
+// drops its iowait's busy count, waking drainers at zero (complete_tx). Then, if it freed
+// anything, it wakes parked waiters in order while the freed room lasts (sdma_desc_avail).
+//
+// Callbacks, wakeups and drained callbacks run on the pass's goroutine (the hardware goroutine
+// in CompleteInterrupt mode, the caller of Poll or Process otherwise) with headMu held: they must
+// not block, and must not call Poll, Process, ProgressSchedule or Device.Close. They may Send.
+
+// makeProgress runs one completion pass, waiting for a running one to end first.
+func (e *Engine) makeProgress() int {
+	e.headMu.Lock()
+	n := e.progressLocked()
+	e.headMu.Unlock()
+	return n
+}
+
+// progressLocked is the completion pass with headMu held (hfi1: sdma_make_progress inside
+// write_seqlock(&sde->head_lock)).
+func (e *Engine) progressLocked() int {
+	r := e.ring
+	r.BeginWrite()
+	e.stats.passes.Add(1)
+	n := 0
+	if hw := r.HWHead(); hw != r.SwHead() {
+		n = e.walkLocked(hw, StatusOK)
+		e.descAvail(r.FreeCnt())
+	}
+	r.EndWrite()
+	return n
+}
+
+// walkLocked completes, with status st, every txreq whose last descriptor lies in [swHead, to),
+// and moves swHead to to. headMu held, inside a write section; to <= hwHead.
+func (e *Engine) walkLocked(to uint64, st Status) int {
+	r := e.ring
+	n := 0
+	for sw := r.SwHead(); sw != to; {
+		i := sw & e.mask
+		sw++
+		if tx := e.txRing[i]; tx != nil {
+			e.txRing[i] = nil
+			r.SetSwHead(sw) // its slots are free before its callback runs
+			e.completeTx(tx, st)
+			n++
+		}
+	}
+	if r.SwHead() != to {
+		r.SetSwHead(to)
+	}
+	return n
+}
+
+// completeTx finishes one txreq (hfi1: complete_tx): save the wait and the callback, clean (unmap;
+// the txreq becomes txFree), call the callback, drop the iowait's busy count.
+func (e *Engine) completeTx(tx *TxReq, st Status) {
+	w, cb := tx.wait, tx.complete
+	tx.wait = nil
+	tx.clean()
+	if st == StatusOK {
+		e.stats.completed.Add(1)
+	} else {
+		e.stats.aborted.Add(1)
+	}
+	if cb != nil {
+		cb(tx, st)
+	}
+	if w != nil {
+		w.sdmaDec()
+	}
+}
+
+// descAvail wakes parked waiters while avail descriptors last (hfi1: sdma_desc_avail): under the
+// wait lock it takes waiters off dmawait in order, at most 20, stopping at the first whose need
+// does not fit; after the lock it calls their wakeup callbacks, the top-priority waiter
+// (priority<<4 + starved count) first. headMu held.
+func (e *Engine) descAvail(avail int) {
+	e.waitMu.Lock()
+	if e.dmawait.head == nil {
+		e.waitMu.Unlock()
+		return
+	}
+	n := 0
+	for w := e.dmawait.head; w != nil && n < waitBatchSize; {
+		next := w.next
+		if w.wakeup == nil {
+			w = next
+			continue
+		}
+		if w.need > avail {
+			break
+		}
+		avail -= w.need
+		e.dmawait.remove(w)
+		e.wakeBatch[n] = w
+		n++
+		w = next
+	}
+	e.waitMu.Unlock()
+	e.wakeBatchLocked(n)
+}
+
+// wakeBatchLocked calls the wakeups of wakeBatch[:n], top priority first, and clears the batch.
+// headMu held.
+func (e *Engine) wakeBatchLocked(n int) {
+	if n == 0 {
+		return
+	}
+	top := 0
+	for i := 1; i < n; i++ {
+		if e.wakeBatch[i].rank() > e.wakeBatch[top].rank() {
+			top = i
+		}
+	}
+	e.stats.wakeups.Add(uint64(n))
+	e.wakeBatch[top].wakeup(e.wakeBatch[top], WakeAvail)
+	for i := 0; i < n; i++ {
+		if i != top {
+			e.wakeBatch[i].wakeup(e.wakeBatch[i], WakeAvail)
+		}
+	}
+	clear(e.wakeBatch[:n])
+}
+
+// wakeAllLocked takes every waiter off dmawait and wakes it (hfi1: sdma_flush's wakeup loop).
+// headMu held.
+func (e *Engine) wakeAllLocked() {
+	for {
+		e.waitMu.Lock()
+		n := 0
+		for e.dmawait.head != nil && n < waitBatchSize {
+			w := e.dmawait.head
+			e.dmawait.remove(w)
+			if w.wakeup != nil {
+				e.wakeBatch[n] = w
+				n++
+			}
+		}
+		more := e.dmawait.head != nil
+		e.waitMu.Unlock()
+		e.wakeBatchLocked(n)
+		if !more {
+			return
+		}
+	}
+}
+
+// Poll runs one completion pass on the caller's goroutine and returns the number of txreqs it
+// completed (hfi1: sdma_make_progress, as the interrupt handler calls it). It also runs a
+// pending flush. In CompletePoll mode this is how txreqs complete; in CompleteInterrupt mode it
+// is harmless. It waits for a pass already running to end. Not from a callback.
+func (e *Engine) Poll() int {
+	if e.flushPending.Load() {
+		e.runFlush()
+	}
+	return e.makeProgress()
+}
+
+// ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
+// (hfi1: sdma_engine_progress_schedule, which forces the progress interrupt). The pass runs on
+// the caller's goroutine, unless one is running already. It reports whether it ran one.
+func (e *Engine) ProgressSchedule() bool {
+	if e.ring.InProcess() < e.ring.Size()/8 {
+		return false
+	}
+	if !e.headMu.TryLock() {
+		return false // a pass is running: it does what the forced one would
+	}
+	e.progressLocked()
+	e.headMu.Unlock()
+	return true
+}
+
+// runFlush completes the flush list aborted (hfi1: sdma_field_flush → sdma_flush's flushlist
+// part), inside a head write section as the kernel's flush worker holds head_lock.
+func (e *Engine) runFlush() {
+	e.headMu.Lock()
+	e.ring.BeginWrite()
+	e.flushLocked()
+	e.ring.EndWrite()
+	e.headMu.Unlock()
+}
+
+// flushLocked completes every txreq on the flush list with StatusAborted. headMu held.
+func (e *Engine) flushLocked() {
+	e.flushPending.Store(false)
+	for {
+		e.flushMu.Lock()
+		var l TxList
+		l.PushBackList(&e.flush)
+		e.flushMu.Unlock()
+		if l.Len() == 0 {
+			return
+		}
+		for tx := l.PopFront(); tx != nil; tx = l.PopFront() {
+			e.completeTx(tx, StatusAborted)
+		}
+	}
+}
+
+// swCleanLocked is the sw clean (hfi1: sdma_sw_clean_up_task + sdma_flush): the txreqs the
+// hardware finished complete with StatusOK, the rest of the ring and the flush list with
+// StatusAborted, and every parked waiter is woken. The ring's indices keep running: hwHead and
+// swHead move to the tail (the kernel resets all three to 0, which needs a quiescent ring; here
+// producers may be mid-reservation). hwMu held, so the hardware reads nothing being unmapped.
+func (e *Engine) swCleanLocked() {
+	r := e.ring
+	e.headMu.Lock()
+	r.BeginWrite()
+	e.stats.passes.Add(1)
+	e.walkLocked(r.HWHead(), StatusOK)
+	tail := r.Tail()
+	if r.HWHead() != tail {
+		r.SetHWHead(tail)
+	}
+	e.hw.head = tail
+	e.hw.sinceIntr = 0
+	e.hw.idle = true
+	e.walkLocked(tail, StatusAborted)
+	e.flushLocked()
+	r.EndWrite()
+	e.wakeAllLocked()
+	e.headMu.Unlock()
+}

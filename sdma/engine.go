@@ -1,0 +1,547 @@
+package sdma
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/ring"
+)
+
+// engine states in Engine.state: the states of hfi1's state machine that a software engine
+// needs today. A later recovery state machine (s00..s99, halt → sw clean → restart) refines
+// stateHalted into its s50/s30/s40 steps; Running() is s99.
+const (
+	stateRunning  int32 = iota // sdma_state_s99_running
+	stateHalted                // halted on an error (s50_hw_halt_wait and after): sends are flushed
+	stateDraining              // Device.Shutdown: sends refused, the ring is still processed
+	stateDown                  // Device.Close: sdma_state_s00_hw_down
+)
+
+// lineSize separates groups of fields written by different parties (two 64-byte cache lines, so
+// that the adjacent-line prefetcher does not couple them either).
+const lineSize = 128
+
+// Engine is one SDMA engine (hfi1: struct sdma_engine): a descriptor ring fed by any number of
+// goroutines, a hardware model consuming it, and the completion pass. It is safe for concurrent
+// use; each method says which side it belongs to.
+//
+// The ring's indices are free-running uint64s (see package ring); txRing records each txreq
+// against the ring slot of its last descriptor.
+type Engine struct {
+	// Read-mostly: set by newEngine, never written again, read by everyone.
+	dev      *Device
+	idx      int            // this_idx
+	ring     *ring.Ring     // descq with its indices and the head seqcount
+	mask     uint64         // ring size - 1 (sdma_mask)
+	descIntr int            // sdma_desct_intr
+	strategy WaitStrategy   // how the hardware goroutine idles
+	mode     CompletionMode // who runs the completion pass
+	manual   bool           // no hardware goroutine
+	sink     Sink           // where packets go
+	bell     chan struct{}  // doorbell to a parked hardware goroutine (cap 1)
+	stopCh   chan struct{}  // closed by stopGoroutine
+	done     chan struct{}  // closed when the hardware goroutine returns (nil if manual)
+
+	// txRing is the software shadow (hfi1: tx_ring): txRing[i&mask] is the txreq whose last
+	// descriptor is ring index i, or nil. Written by the producer that reserved i before it
+	// publishes the tail past i (plain store, published by the tail's store-release); read and
+	// cleared by the completion pass for i below hwHead (plain, after the hwHead load-acquire);
+	// the slot is a producer's again after the pass moves swHead past i (store-release).
+	txRing []*TxReq
+
+	_ [lineSize]byte
+
+	// state is the engine state (stateRunning, …). Written rarely (halt: hardware side; Shutdown
+	// and Close: atomic store); read by every Send before it reserves and after it publishes, so
+	// that a send racing a halt or close is cleaned up.
+	state atomic.Int32
+	// hwSleeping is set by the hardware goroutine just before it parks (seq-cst store, then it
+	// re-checks the tail) and cleared when it runs; read by producers after they publish (the
+	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
+	// the producer sees the flag or the goroutine sees the new tail.
+	hwSleeping atomic.Bool
+	// flushPending is set by a Send that put a txreq on the flush list (or published into a
+	// halted ring) and cleared by whoever then runs the flush; read by the hardware goroutine
+	// before it parks.
+	flushPending atomic.Bool
+	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
+	stopping atomic.Bool
+
+	_ [lineSize]byte
+
+	// hwMu makes one hardware model at a time: the engine's goroutine or a caller's Process.
+	// It also excludes the hardware while the sw clean unmaps what is left in the ring.
+	// Lock order: hwMu, then headMu, then waitMu; flushMu is a leaf.
+	hwMu sync.Mutex
+	hw   hwState // guarded by hwMu
+
+	_ [lineSize]byte
+
+	// headMu is the writer side of head_lock: one completion pass (or flush, or sw clean) at a
+	// time; the ring's seqcount is its sequence.
+	headMu    sync.Mutex
+	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
+
+	_ [lineSize]byte
+
+	// waitMu is sde->waitlock: it guards dmawait and every queued IOWait's list fields. A
+	// sleeper holds it across its Progress check and its queueing (the 2019 fix).
+	waitMu  sync.Mutex
+	dmawait waitList // parked iowaits in wake order; guarded by waitMu
+
+	// flushMu guards flush (sde->flushlist_lock / flushlist): txreqs sent while the engine was
+	// not running, completed aborted later by the flush.
+	flushMu sync.Mutex
+	flush   TxList
+
+	// haltCause is the recorded reason of the last halt, nil while none. Written by the
+	// hardware side when it halts (atomic store); read by HaltCause, Process.
+	haltCause atomic.Pointer[HaltError]
+	// sinkErr is the last failed delivery. Written by the hardware side; read by SinkError.
+	sinkErr atomic.Pointer[SinkError]
+
+	// Test hooks (unexported; nil/false outside tests). testSleepWindow runs in park between the
+	// Progress check and the queueing; testSkipWaitLock makes park check Progress without the
+	// wait lock, as kernels before the 2019 fix did. Set before the engine is used.
+	testSleepWindow  func()
+	testSkipWaitLock bool
+
+	stats counters
+}
+
+func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
+	r, err := ring.New(cfg.RingSize)
+	if err != nil {
+		return nil, configErr("RingSize", cfg.RingSize, err.Error())
+	}
+	e := &Engine{
+		dev:      dev,
+		idx:      idx,
+		ring:     r,
+		mask:     r.Mask(),
+		descIntr: cfg.DescIntr,
+		strategy: cfg.Wait,
+		mode:     cfg.Completion,
+		manual:   cfg.Manual,
+		sink:     dev.sink,
+		bell:     make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		txRing:   make([]*TxReq, r.Size()),
+	}
+	if !cfg.Manual {
+		e.done = make(chan struct{})
+	}
+	e.hw.init()
+	return e, nil
+}
+
+// Index returns the engine's index in its device (sde->this_idx).
+func (e *Engine) Index() int { return e.idx }
+
+// Device returns the engine's device (sde->dd).
+func (e *Engine) Device() *Device { return e.dev }
+
+// RingSize returns the number of ring slots (sde->descq_cnt); the ring holds one less.
+func (e *Engine) RingSize() int { return e.ring.Size() }
+
+// Empty reports whether the ring holds nothing: every reserved descriptor was completed
+// (hfi1: sdma_empty).
+func (e *Engine) Empty() bool { return e.ring.Empty() }
+
+// Running reports whether the engine accepts sends (hfi1: sdma_running, s99_running).
+func (e *Engine) Running() bool { return e.state.Load() == stateRunning }
+
+// DescqFreeCnt returns the descriptors that can be reserved now (hfi1: sdma_descq_freecnt).
+func (e *Engine) DescqFreeCnt() int { return e.ring.FreeCnt() }
+
+// DescqInProcess returns the ring size minus the free count (hfi1: sdma_descq_inprocess).
+func (e *Engine) DescqInProcess() int { return e.ring.InProcess() }
+
+// HeadSeq snapshots the head seqcount for a later Progress (hfi1: raw_seqcount_begin of
+// sde->head_lock, as sdma_check_progress takes it). It never waits; a pass in progress counts
+// as progress.
+func (e *Engine) HeadSeq() uint32 { return e.ring.HeadSeq() }
+
+// Progress reports whether a completion pass ran since seq was taken and tx now fits in the
+// ring (hfi1: sdma_progress). true: the sleeper should retry (ErrAgain); false: no progress, or
+// not enough, so park. Call it with the wait lock held (LockWait) to close the sleep window.
+func (e *Engine) Progress(seq uint32, tx *TxReq) bool {
+	if e.ring.HeadRetry(seq) {
+		return tx.NumDesc() <= e.ring.FreeCnt()
+	}
+	return false
+}
+
+// HaltCause returns why the engine halted, or nil while it has not.
+func (e *Engine) HaltCause() error {
+	if h := e.haltCause.Load(); h != nil {
+		return h
+	}
+	return nil
+}
+
+// SinkError returns the last failed delivery on this engine (a *SinkError), or nil.
+func (e *Engine) SinkError() error {
+	if s := e.sinkErr.Load(); s != nil {
+		return s
+	}
+	return nil
+}
+
+// Send submits tx to the ring (hfi1: sdma_send_txreq).
+//
+// Results, as the kernel's:
+//   - nil: tx is in flight; its callback runs once when it completes.
+//   - ErrInvalid (a *TxError): tx is unfinished (bytes missing), uninitialised, cleaned, already
+//     in flight, built for another device, or has more descriptors than the ring holds; nothing
+//     changed.
+//   - ErrBusy: no room and w is nil (or has no sleep callback); tx is still the caller's.
+//   - with room lacking and w's sleep set: whatever sleep returns — ErrBusy or ErrQueued (tx was
+//     parked by the sleeper), nil (the sleeper dropped tx) — after retrying while it says ErrAgain.
+//   - ErrNotRunning: the engine is halted; tx went to the flush list and completes later with
+//     StatusAborted (a caller may count it as sent, as verbs does).
+//   - ErrClosed: the device is shutting down or closed; tx is still the caller's.
+//
+// pktsSent tells the sleeper whether the caller sent packets in this burst (iowait_queue's
+// fairness). Any number of goroutines may Send to one engine at once: the fast path is a
+// lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
+// reservation order. Send does not allocate.
+func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
+	if err := tx.ready(); err != nil {
+		return err
+	}
+	if tx.dev != nil && tx.dev != e.dev {
+		return txErr("Send", ErrInvalid, "txreq built for another device")
+	}
+	n := tx.NumDesc()
+	if n > e.ring.Size()-1 {
+		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
+	}
+	if !tx.state.CompareAndSwap(txBuilding, txInFlight) {
+		return txErr("Send", ErrInvalid, "txreq sent concurrently")
+	}
+	tx.wait = w
+	for {
+		switch e.state.Load() {
+		case stateRunning:
+		case stateHalted:
+			e.flushTx(w, tx)
+			return ErrNotRunning
+		default:
+			tx.wait = nil
+			tx.state.Store(txBuilding)
+			return ErrClosed
+		}
+		start, err := e.ring.Reserve(n)
+		if err == nil {
+			e.submit(w, tx, start, n)
+			return nil
+		}
+		err = e.checkProgress(w, tx, n, pktsSent)
+		if err == ErrAgain {
+			continue
+		}
+		e.stats.ringFull.Add(1)
+		return err
+	}
+}
+
+// checkProgress is the no-room path (hfi1: sdma_check_progress). tx is in flight on entry; on
+// any result but ErrAgain it is the caller's (or the sleeper's) again.
+//
+// Unlike the kernel, the seqcount is snapshot before the free count is read: a completion pass
+// that ends between the two then still shows as progress to the sleeper, where the kernel's
+// order would let the sleeper park behind a pass that already freed the room.
+func (e *Engine) checkProgress(w *IOWait, tx *TxReq, n int, pktsSent bool) error {
+	seq := e.ring.HeadSeq()
+	if n <= e.ring.FreeCnt() {
+		return ErrAgain
+	}
+	tx.state.Store(txBuilding) // the sleeper may queue tx on its own list
+	if w == nil || w.sleep == nil {
+		return ErrBusy
+	}
+	err := w.sleep(e, w, tx, seq, pktsSent)
+	if err == ErrAgain && !tx.state.CompareAndSwap(txBuilding, txInFlight) {
+		return txErr("Send", ErrInvalid, "sleeper asked for a retry but kept the txreq")
+	}
+	return err
+}
+
+// submit writes tx's descriptors into its reservation, records it, and publishes (hfi1:
+// submit_tx + sdma_update_tail). The reservation is ours: nothing may fail between Reserve and
+// Publish, or the ring would block.
+func (e *Engine) submit(w *IOWait, tx *TxReq, start uint64, n int) {
+	ds, skip := tx.hwDescs()
+	e.ring.Write(start, ds, skip)
+	e.txRing[(start+uint64(n)-1)&e.mask] = tx
+	if w != nil {
+		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
+	}
+	_ = e.ring.Publish(start, n) // our own reservation: cannot fail
+	e.afterPublish()
+}
+
+// afterPublish runs after every Publish: the doorbell, and the clean-up of a send that raced a
+// halt or a close (it checked the state before reserving; the state changed before it published,
+// so the sw clean may have missed its descriptors).
+func (e *Engine) afterPublish() {
+	switch e.state.Load() {
+	case stateRunning, stateDraining:
+		if e.hwSleeping.Load() {
+			e.ringBell()
+		}
+	case stateHalted:
+		e.flushPending.Store(true)
+		e.ringBell()
+	case stateDown:
+		e.hwMu.Lock()
+		e.swCleanLocked()
+		e.hwMu.Unlock()
+	}
+}
+
+// ringBell wakes a parked hardware goroutine; it never blocks.
+func (e *Engine) ringBell() {
+	select {
+	case e.bell <- struct{}{}:
+	default:
+	}
+}
+
+// flushTx puts an in-flight tx on the flush list (hfi1: the unlock_noconn path of
+// sdma_send_txreq): it completes with StatusAborted when the flush runs.
+func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
+	if w != nil {
+		w.busy.Add(1)
+	}
+	e.flushMu.Lock()
+	e.flush.PushBack(tx)
+	e.flushMu.Unlock()
+	e.flushPending.Store(true)
+	e.ringBell()
+}
+
+// SendList submits the txreqs of l in order (hfi1: sdma_send_txlist) and returns how many it
+// took off the list: submitted, or flushed because the engine is halted. The rest stay at the
+// head of l. Descriptors are reserved for up to 32 txreqs at a time and the tail is published
+// after each such batch (SDMA_TAIL_UPDATE_THRESH). Errors as Send's, for the txreq at the head
+// of what is left: ErrInvalid stops at a txreq that is not ready (checked before the room,
+// where the kernel checks it after); no room runs w's sleeper with tx still on l (so the sleeper
+// must leave tx where it is: use DeferOrRetry, not ParkOrRetry), pktsSent being whether this
+// call submitted anything; ErrNotRunning after flushing every remaining ready txreq; ErrClosed.
+func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
+	count, submitted := 0, 0
+	var err error
+	for l.Len() > 0 && err == nil {
+		switch e.state.Load() {
+		case stateRunning:
+		case stateHalted:
+			for l.Len() > 0 {
+				tx := l.Front()
+				if err = e.take(tx); err != nil {
+					break
+				}
+				l.PopFront()
+				tx.wait = w
+				e.flushTx(w, tx)
+				count++
+			}
+			if err == nil {
+				err = ErrNotRunning
+			}
+			continue
+		default:
+			err = ErrClosed
+			continue
+		}
+		// Build a batch that fits the room seen now.
+		free := e.ring.FreeCnt()
+		total, k := 0, 0
+		for tx := l.Front(); tx != nil && k < tailUpdateBatch; tx = l.Next(tx) {
+			nd := tx.NumDesc()
+			if total+nd > free {
+				break
+			}
+			if terr := e.take(tx); terr != nil {
+				if k == 0 {
+					err = terr
+				}
+				break
+			}
+			total += nd
+			k++
+		}
+		if err != nil {
+			break
+		}
+		if k == 0 {
+			tx := l.Front()
+			if err = e.takeReady(tx); err != nil {
+				break
+			}
+			err = e.checkProgress(w, tx, tx.NumDesc(), submitted > 0)
+			if err == ErrAgain {
+				tx.state.Store(txBuilding)
+				err = nil
+				continue
+			}
+			if tx.state.Load() == txInFlight {
+				tx.state.Store(txBuilding)
+			}
+			e.stats.ringFull.Add(1)
+			break
+		}
+		start, rerr := e.ring.Reserve(total)
+		if rerr != nil { // another producer took the room: give the batch back and look again
+			for j, tx := 0, l.Front(); j < k; j, tx = j+1, l.Next(tx) {
+				tx.state.Store(txBuilding)
+			}
+			runtime.Gosched()
+			continue
+		}
+		idx := start
+		for j := 0; j < k; j++ {
+			tx := l.PopFront()
+			tx.wait = w
+			ds, skip := tx.hwDescs()
+			e.ring.Write(idx, ds, skip)
+			idx += uint64(len(ds))
+			e.txRing[(idx-1)&e.mask] = tx
+		}
+		if w != nil {
+			w.busy.Add(int32(k)) // iowait_sdma_add
+		}
+		_ = e.ring.Publish(start, total)
+		e.afterPublish()
+		submitted += k
+		count += k
+	}
+	if w != nil && submitted > 0 {
+		w.starved.Store(0) // iowait_starve_clear
+	}
+	return count, err
+}
+
+// take checks that tx may be sent to this engine and moves it to in flight.
+func (e *Engine) take(tx *TxReq) error {
+	if err := e.takeReady(tx); err != nil {
+		return err
+	}
+	if !tx.state.CompareAndSwap(txBuilding, txInFlight) {
+		return txErr("Send", ErrInvalid, "txreq sent concurrently")
+	}
+	return nil
+}
+
+// takeReady is take's checks without the state change.
+func (e *Engine) takeReady(tx *TxReq) error {
+	if err := tx.ready(); err != nil {
+		return err
+	}
+	if tx.dev != nil && tx.dev != e.dev {
+		return txErr("Send", ErrInvalid, "txreq built for another device")
+	}
+	if n := tx.NumDesc(); n > e.ring.Size()-1 {
+		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
+	}
+	return nil
+}
+
+// SendWait submits tx, waiting for room in the ring until ctx is done: the blocking send for Go
+// callers, built on the iowait protocol (the waiter parks on the engine's wait list and the
+// completion pass wakes it). It returns nil once tx is in flight, ctx's error if ctx ended first
+// (tx is then still the caller's), and Send's other errors (ErrInvalid, ErrNotRunning,
+// ErrClosed) as they are. On a Manual engine or one with CompletePoll, SendWait drives the
+// engine itself while it waits (Process and Poll). The fast path does not allocate.
+func (e *Engine) SendWait(ctx context.Context, tx *TxReq) error {
+	var bw *blockWaiter
+	defer func() {
+		if bw != nil {
+			blockWaiters.Put(bw)
+		}
+	}()
+	for {
+		seq := e.ring.HeadSeq() // before Send reads the room: any pass after it shows as progress
+		err := e.Send(nil, tx, true)
+		if err != ErrBusy {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.selfDriven() {
+			if e.drive() == 0 {
+				runtime.Gosched()
+			}
+			continue
+		}
+		if bw == nil {
+			bw = blockWaiters.Get().(*blockWaiter)
+		}
+		if err := e.parkBlocking(ctx, bw, tx, seq); err != nil {
+			return err
+		}
+	}
+}
+
+// selfDriven reports whether nothing but the caller makes this engine progress.
+func (e *Engine) selfDriven() bool { return e.manual || e.mode == CompletePoll }
+
+// drive runs what a self-driven engine needs: a hardware pass if manual, a completion pass if
+// polled. It returns the txreqs completed plus the packets processed.
+func (e *Engine) drive() int {
+	n := 0
+	if e.manual {
+		n, _ = e.Process()
+	}
+	if e.mode == CompletePoll {
+		n += e.Poll()
+	}
+	return n
+}
+
+// idleForShutdown reports whether the engine holds nothing more: ring and flush list empty.
+func (e *Engine) idleForShutdown() bool {
+	if !e.ring.Empty() {
+		return false
+	}
+	e.flushMu.Lock()
+	n := e.flush.Len()
+	e.flushMu.Unlock()
+	return n == 0
+}
+
+// stopAccepting moves a running (or draining) engine to st; a halted engine stays halted unless
+// st is stateDown.
+func (e *Engine) stopAccepting(st int32) {
+	for {
+		cur := e.state.Load()
+		if cur == stateDown || (cur == stateHalted && st != stateDown) || cur == st {
+			return
+		}
+		if e.state.CompareAndSwap(cur, st) {
+			return
+		}
+	}
+}
+
+// stopGoroutine stops the hardware goroutine, if any, and waits for it to return.
+func (e *Engine) stopGoroutine() {
+	if e.stopping.Swap(true) {
+		if e.done != nil {
+			<-e.done
+		}
+		return
+	}
+	close(e.stopCh)
+	if e.done != nil {
+		<-e.done
+	}
+}
+
+// Stats returns a snapshot of the engine's counters. Each counter is read atomically; the
+// snapshot as a whole is not (counters may move between reads).
+func (e *Engine) Stats() EngineStats { return e.stats.snapshot() }

@@ -1,0 +1,118 @@
+package sdma
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gosdma/gosdma/desc"
+)
+
+// Sentinel errors of the engine side of package sdma (the txreq side's are in errors.go).
+var (
+	ErrConfig = errors.New("sdma: invalid configuration")  // NewDevice refused a Config field
+	ErrSink   = errors.New("sdma: sink failed to deliver") // a Sink returned an error or panicked
+)
+
+// ConfigError names the Config field NewDevice refused. It matches ErrConfig and ErrInvalid.
+type ConfigError struct {
+	Field  string // e.g. "RingSize"
+	Value  any    // the value given
+	Reason string // what a valid value is
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("sdma: Config.%s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Is makes a *ConfigError match ErrConfig and ErrInvalid.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig || target == ErrInvalid }
+
+func configErr(field string, v any, reason string) error {
+	return &ConfigError{Field: field, Value: v, Reason: reason}
+}
+
+// HaltCause is why the hardware model halted an engine: the descriptor checks of the chip
+// (hfi1: the SEND_DMA_ENG_ERR_STATUS bits of ALL_SDMA_ENG_HALT_ERRS that a software engine can
+// meet).
+type HaltCause int
+
+const (
+	CauseNone          HaltCause = iota
+	CauseGenMismatch             // SDMA_GEN_MISMATCH: the slot's generation is not the ring pass's
+	CauseFirstDesc               // SDMA_FIRST_DESC: a packet does not open with FIRST, or FIRST inside one
+	CauseTooLong                 // SDMA_TOO_LONG: more than 16384 bytes read for one packet
+	CauseDescOverflow            // SDMA_PACKET_DESC_OVERFLOW: more than 64 descriptors in one packet
+	CauseWrongDW                 // SDMA_WRONG_DW: a packet that is not a whole number of dwords
+	CauseMemRead                 // SDMA_MEM_READ: Translate refused a descriptor's range (an IOMMU fault)
+	CauseHeaderSelect            // SDMA_HEADER_SELECT: an undefined AHG mode
+	CauseHeaderLength            // SDMA_HEADER_LENGTH: an AHG header length the entry cannot give
+	CauseHeaderAddress           // SDMA_HEADER_ADDRESS: an AHG update outside the header or an empty entry
+)
+
+var causeNames = [...]string{
+	CauseNone:          "none",
+	CauseGenMismatch:   "generation mismatch",
+	CauseFirstDesc:     "first descriptor",
+	CauseTooLong:       "packet too long",
+	CauseDescOverflow:  "packet descriptor overflow",
+	CauseWrongDW:       "wrong dword count",
+	CauseMemRead:       "memory read fault",
+	CauseHeaderSelect:  "AHG header select",
+	CauseHeaderLength:  "AHG header length",
+	CauseHeaderAddress: "AHG header address",
+}
+
+// String names the cause.
+func (c HaltCause) String() string {
+	if c >= 0 && int(c) < len(causeNames) {
+		return causeNames[c]
+	}
+	return fmt.Sprintf("HaltCause(%d)", int(c))
+}
+
+// HaltError is the recorded reason an engine halted: the descriptor the hardware model refused
+// and why. It matches ErrHalted, and wraps the mapper's *dma.Fault for CauseMemRead.
+type HaltError struct {
+	Engine int       // engine index
+	Cause  HaltCause // which check failed
+	Index  uint64    // ring index (free-running) of the offending descriptor
+	Desc   desc.Desc // the descriptor as the hardware read it
+	Detail string    // a sentence saying what was wrong
+	Err    error     // the underlying error (a *dma.Fault), or nil
+}
+
+func (e *HaltError) Error() string {
+	s := fmt.Sprintf("sdma: engine %d halted: %v at descriptor %#x (%#016x %#016x): %s",
+		e.Engine, e.Cause, e.Index, e.Desc.Qw0, e.Desc.Qw1, e.Detail)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Is makes a *HaltError match ErrHalted.
+func (e *HaltError) Is(target error) bool { return target == ErrHalted }
+
+// Unwrap returns the underlying error, if any.
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// SinkError records a failed delivery: the error a Sink returned, or the value it panicked with.
+// It matches ErrSink. A failed delivery does not halt the engine: the txreq completes normally.
+type SinkError struct {
+	Engine int   // engine index
+	Err    error // the error Deliver returned; nil if it panicked
+	Panic  any   // the value Deliver panicked with; nil if it returned an error
+}
+
+func (e *SinkError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("sdma: engine %d: sink: %v", e.Engine, e.Err)
+	}
+	return fmt.Sprintf("sdma: engine %d: sink panicked: %v", e.Engine, e.Panic)
+}
+
+// Is makes a *SinkError match ErrSink.
+func (e *SinkError) Is(target error) bool { return target == ErrSink }
+
+// Unwrap returns the error Deliver returned, if any.
+func (e *SinkError) Unwrap() error { return e.Err }

@@ -1,0 +1,362 @@
+package sdma
+
+import (
+	"encoding/binary"
+	"runtime"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
+)
+
+// The hardware model.
+//
+// Per engine, one consumer of the ring behaves as the chip's SDMA engine: it reads the published
+// descriptors [head, tail), checks each one as the chip would (the slot's generation, FIRST
+// opening and LAST closing a packet, at most 64 descriptors and 16384 bytes a packet, a whole
+// number of dwords, a defined AHG mode), reads memory only through the mapper's Translate, applies
+// AHG, hands each whole packet to the Sink as segments that alias the mapped memory (no copy),
+// advances its head, writes the head back to the ring (ring.SetHWHead, the chip's head_dma) when
+// a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
+// INT_REQ, every DescIntr descriptors (hfi1: sdma_set_desc_cnt), and when it goes idle.
+//
+// An interrupt runs the completion pass at once in CompleteInterrupt mode (the kernel's
+// sdma_engine_interrupt) and is only counted in CompletePoll mode.
+//
+// A descriptor the chip would reject halts the engine: the cause is recorded (HaltError), the
+// packets before it complete with StatusOK, everything after it in the ring and the flush list
+// completes with StatusAborted, and every parked waiter is woken (the sw clean).
+//
+// AHG. An engine has 32 AHG entries of up to 64 bytes. A packet whose first descriptor has mode
+// COPY stores the bytes of that first descriptor (its header fragment; at most 64 bytes) in the
+// entry its INDEX names, and is sent as it is. A packet with mode APPLY_UPDATE1..3 has a
+// zero-length first descriptor: the model copies HeaderDWs*4 bytes of the entry into a per-engine
+// scratch buffer, applies the update words (word 0 from the first descriptor's qw1 63:32, words
+// 1..8 from the edit descriptors, qw0 low, qw0 high, qw1 low, qw1 high; a word without the enable
+// bit is skipped; each replaces Bits bits at StartBit of little-endian header dword DWIndex with
+// the low bits of its value), and sends the result as the packet's first segment. The stored
+// entry is not changed. An empty entry, a header longer than the entry, or an update outside the
+// header halts the engine (CauseHeaderLength, CauseHeaderAddress); a mode above APPLY_UPDATE3
+// halts it with CauseHeaderSelect.
+
+// hwState is the chip's internal state. Guarded by Engine.hwMu.
+type hwState struct {
+	head      uint64   // the chip's head: the next descriptor to read (>= ring.HWHead())
+	sinceIntr int      // descriptors since the last count interrupt
+	idle      bool     // the idle interrupt for the current idle period was raised
+	segs      [][]byte // the packet being delivered; reused, cap MaxDesc+1
+	ahg       [desc.NumAHGEntries]ahgEntry
+	hdr       [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
+}
+
+// ahgEntry is one AHG header entry: n bytes of b are valid; n == 0 means never written.
+type ahgEntry struct {
+	n int
+	b [ahgEntryBytes]byte
+}
+
+func (h *hwState) init() {
+	h.segs = make([][]byte, 0, desc.MaxDesc+1)
+	h.idle = true
+}
+
+// Process runs one pass of the hardware model on the caller's goroutine: it processes every
+// packet published when it starts (at most a ring's worth), raising the interrupts they ask for,
+// and returns the number of packets delivered. If the engine halts during the pass, or was
+// already halted, the error is the *HaltError (matching ErrHalted) and the ring's remainder has
+// been completed aborted; on a closed device it is ErrClosed. Process is how a Manual engine is
+// driven; it is safe to call concurrently with anything (one hardware pass runs at a time), but
+// not from a txreq callback or a Sink.
+func (e *Engine) Process() (int, error) {
+	e.hwMu.Lock()
+	n, err := e.processLocked()
+	e.hwMu.Unlock()
+	return n, err
+}
+
+// processLocked is Process with hwMu held.
+func (e *Engine) processLocked() (int, error) {
+	switch e.state.Load() {
+	case stateRunning, stateDraining:
+	case stateHalted:
+		e.swCleanLocked() // publishes that raced the halt, and the flush list
+		return 0, e.HaltCause()
+	default:
+		e.swCleanLocked()
+		return 0, ErrClosed
+	}
+	if e.flushPending.Load() {
+		e.runFlush()
+	}
+	r := e.ring
+	head := e.hw.head
+	tail := r.Tail()
+	limit := head + uint64(r.Size())
+	pkts := 0
+	for head != tail && head != limit {
+		n, flags, h := e.packet(head, tail)
+		if h != nil {
+			e.halt(h)
+			return pkts, h
+		}
+		if n == 0 {
+			break // the packet's end is not published yet: wait for it, as the chip does
+		}
+		pkts++
+		head += n
+		e.hw.head = head
+		e.hw.idle = false
+		if flags&desc.HeadToHostFlag != 0 {
+			r.SetHWHead(head) // HEAD_TO_HOST: write the head back
+		}
+		e.hw.sinceIntr += int(n)
+		intr := flags&desc.IntReqFlag != 0
+		if e.hw.sinceIntr >= e.descIntr {
+			e.hw.sinceIntr = 0 // the count interrupt re-arms (sdma_set_desc_cnt)
+			intr = true
+		}
+		if intr {
+			e.interrupt()
+		}
+		if head == tail {
+			tail = r.Tail()
+		}
+	}
+	if head == tail && !e.hw.idle {
+		e.hw.idle = true
+		e.interrupt() // the idle interrupt (idle_mask)
+	}
+	return pkts, nil
+}
+
+// interrupt is an SDMA interrupt: the head is written back, and the completion pass runs in
+// CompleteInterrupt mode (hfi1: sdma_engine_interrupt). hwMu held.
+func (e *Engine) interrupt() {
+	e.stats.interrupts.Add(1)
+	if e.ring.HWHead() != e.hw.head {
+		e.ring.SetHWHead(e.hw.head)
+	}
+	if e.mode == CompleteInterrupt {
+		e.makeProgress()
+	}
+}
+
+// packet checks, gathers and delivers the packet that starts at ring index start. It returns
+// the number of descriptors it spans and the OR of its descriptors' qw1 interrupt flags; n == 0
+// means the packet's LAST is not published yet. A non-nil *HaltError means the chip rejects it.
+func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
+	r := e.ring
+	d0 := r.Slot(start)
+	if uint64(d0.Generation()) != r.Generation(start) {
+		return 0, 0, e.haltErr(CauseGenMismatch, start, d0, "generation "+itoa(d0.Generation())+", the slot's pass wants "+itoa(int(r.Generation(start))), nil)
+	}
+	if !d0.First() {
+		return 0, 0, e.haltErr(CauseFirstDesc, start, d0, "packet does not start with FIRST", nil)
+	}
+	mode := d0.HeaderMode()
+	if mode > desc.AHGApplyUpdate3 {
+		return 0, 0, e.haltErr(CauseHeaderSelect, start, d0, "AHG mode "+itoa(mode), nil)
+	}
+	segs := e.hw.segs[:0]
+	var words [desc.MaxAHGWords]uint32
+	nw := 0
+	if mode >= desc.AHGApplyUpdate1 {
+		words[0] = d0.Update1()
+		nw = 1
+		segs = append(segs, nil) // the header, built below
+	}
+	i := start + 1
+	for k := desc.EditDescs(mode); k > 0; k-- { // edit descriptors: raw update words, not stamped
+		if i == tail {
+			return 0, 0, nil
+		}
+		ed := r.Slot(i)
+		words[nw], words[nw+1] = uint32(ed.Qw0), uint32(ed.Qw0>>32)
+		words[nw+2], words[nw+3] = uint32(ed.Qw1), uint32(ed.Qw1>>32)
+		nw += 4
+		i++
+	}
+	bytes := 0
+	d, at := d0, start
+	for {
+		if at != start {
+			if at == tail {
+				return 0, 0, nil
+			}
+			d = r.Slot(at)
+			if uint64(d.Generation()) != r.Generation(at) {
+				return 0, 0, e.haltErr(CauseGenMismatch, at, d, "generation "+itoa(d.Generation())+", the slot's pass wants "+itoa(int(r.Generation(at))), nil)
+			}
+			if d.First() {
+				return 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
+			}
+		}
+		if at-start >= desc.MaxDesc {
+			return 0, 0, e.haltErr(CauseDescOverflow, at, d, "more than "+itoa(desc.MaxDesc)+" descriptors in one packet", nil)
+		}
+		if l := d.Len(); l > 0 {
+			if bytes += l; bytes > maxPacketBytes {
+				return 0, 0, e.haltErr(CauseTooLong, at, d, "packet reads more than "+itoa(maxPacketBytes)+" bytes", nil)
+			}
+			buf, err := e.dev.mapper.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
+			if err != nil {
+				return 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
+			}
+			segs = append(segs, buf)
+		}
+		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
+		if d.Last() {
+			break
+		}
+		if at == start {
+			at = i // past the edit descriptors
+		} else {
+			at++
+		}
+	}
+	n = at - start + 1
+	total := bytes
+	switch {
+	case mode == desc.AHGCopy:
+		if d0.Len() == 0 {
+			return 0, 0, e.haltErr(CauseHeaderLength, start, d0, "AHG COPY of an empty first descriptor", nil)
+		}
+		ent := &e.hw.ahg[d0.HeaderIndex()]
+		ent.n = copy(ent.b[:], segs[0])
+	case mode >= desc.AHGApplyUpdate1:
+		hdr, h := e.buildHeader(start, d0, words[:nw])
+		if h != nil {
+			return 0, 0, h
+		}
+		segs[0] = hdr
+		total += len(hdr)
+	}
+	if total&3 != 0 {
+		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, r.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
+	}
+	e.hw.segs = segs
+	e.deliver(segs)
+	clear(segs) // drop the references to the caller's memory
+	e.stats.packets.Add(1)
+	e.stats.descs.Add(n)
+	e.stats.bytes.Add(uint64(total))
+	return n, flags, nil
+}
+
+// buildHeader makes an APPLY_UPDATE packet's header in the scratch buffer.
+func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte, *HaltError) {
+	ent := &e.hw.ahg[d0.HeaderIndex()]
+	hlen := d0.HeaderDWs() * 4
+	if ent.n == 0 {
+		return nil, e.haltErr(CauseHeaderAddress, start, d0, "AHG entry "+itoa(d0.HeaderIndex())+" is empty", nil)
+	}
+	if hlen == 0 || hlen > ent.n {
+		return nil, e.haltErr(CauseHeaderLength, start, d0, "AHG header of "+itoa(hlen)+" bytes from an entry of "+itoa(ent.n), nil)
+	}
+	hdr := e.hw.hdr[:hlen]
+	copy(hdr, ent.b[:hlen])
+	for _, w := range words {
+		u := desc.DecodeAHG(w)
+		if !u.Enable {
+			continue
+		}
+		if int(u.DWIndex)*4 >= hlen {
+			return nil, e.haltErr(CauseHeaderAddress, start, d0, "AHG update of dword "+itoa(int(u.DWIndex))+" past a "+itoa(hlen)+"-byte header", nil)
+		}
+		if int(u.StartBit)+int(u.Bits) > 32 {
+			return nil, e.haltErr(CauseHeaderAddress, start, d0, "AHG update field runs past its dword", nil)
+		}
+		mask := uint32(1)<<u.Bits - 1
+		p := hdr[4*int(u.DWIndex):]
+		v := binary.LittleEndian.Uint32(p)
+		v = v&^(mask<<u.StartBit) | (uint32(u.Value)&mask)<<u.StartBit
+		binary.LittleEndian.PutUint32(p, v)
+	}
+	return hdr, nil
+}
+
+// deliver hands one packet to the sink; an error or a panic is recorded, not propagated.
+func (e *Engine) deliver(segs [][]byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.stats.sinkErrors.Add(1)
+			e.sinkErr.Store(&SinkError{Engine: e.idx, Panic: p})
+		}
+	}()
+	if err := e.sink.Deliver(e.idx, segs); err != nil {
+		e.stats.sinkErrors.Add(1)
+		e.sinkErr.Store(&SinkError{Engine: e.idx, Err: err})
+	}
+}
+
+func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, err error) *HaltError {
+	return &HaltError{Engine: e.idx, Cause: c, Index: idx, Desc: d, Detail: detail, Err: err}
+}
+
+// halt stops the engine on a rejected descriptor (hfi1: sdma_engine_error → e60_hw_halted →
+// s50_hw_halt_wait → the sw clean). The packets before it were delivered: their head is written
+// back so the clean completes them OK. hwMu held.
+func (e *Engine) halt(h *HaltError) {
+	clear(e.hw.segs[:cap(e.hw.segs)])
+	e.stats.faults.Add(1)
+	e.haltCause.Store(h)
+	for {
+		st := e.state.Load()
+		if st == stateDown || st == stateHalted || e.state.CompareAndSwap(st, stateHalted) {
+			break
+		}
+	}
+	if e.ring.HWHead() != e.hw.head {
+		e.ring.SetHWHead(e.hw.head)
+	}
+	e.swCleanLocked()
+}
+
+// run is the hardware-model goroutine of a non-manual engine.
+func (e *Engine) run() {
+	defer close(e.done)
+	spins := 0
+	for !e.stopping.Load() {
+		e.hwMu.Lock()
+		n, _ := e.processLocked()
+		e.hwMu.Unlock()
+		if n > 0 {
+			spins = 0
+			continue
+		}
+		switch e.strategy {
+		case WaitBusyPoll:
+			if spins++; spins&255 == 0 {
+				runtime.Gosched() // stay polite to the other goroutines on this P
+			}
+			continue
+		case WaitSpinPark:
+			if spins++; spins < spinLimit {
+				if spins&15 == 0 {
+					runtime.Gosched()
+				}
+				continue
+			}
+		}
+		spins = 0
+		e.park()
+	}
+}
+
+// spinLimit is how many empty passes WaitSpinPark makes before it parks (a few microseconds).
+const spinLimit = 128
+
+// park sleeps until the doorbell rings or the engine is stopped. The seq-cst store of hwSleeping
+// before the re-check of the tail pairs with the producer's tail store before its load of
+// hwSleeping (afterPublish): one of the two sees the other.
+func (e *Engine) park() {
+	e.hwSleeping.Store(true)
+	if e.ring.Tail() != e.ring.HWHead() || e.flushPending.Load() || e.stopping.Load() {
+		e.hwSleeping.Store(false)
+		return
+	}
+	select {
+	case <-e.bell:
+	case <-e.stopCh:
+	}
+	e.hwSleeping.Store(false)
+}

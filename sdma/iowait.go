@@ -1,0 +1,328 @@
+package sdma
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// WakeAvail is the reason passed to a wakeup callback when ring room became available, or when
+// the engine flushed its waiters (hfi1: SDMA_AVAIL_REASON).
+const WakeAvail = 0
+
+// SleepFunc is an iowait's sleep callback (hfi1: iowait->sleep), called by Send when the ring
+// has no room for tx. seq is a head seqcount snapshot taken before the room was found lacking;
+// pktsSent says whether the caller sent packets in this burst. tx is the caller's again for the
+// call (not in flight). It returns:
+//   - ErrAgain: progress was made (Progress(seq, tx) was true): Send retries with tx.
+//   - ErrBusy or ErrQueued: the waiter parked (QueueWait); Send returns that error. Whether tx
+//     was kept (verbs: on TxHead) or left to the caller (user_sdma) is the sleeper's business.
+//   - nil: the sleeper dropped tx (verbs, when the QP cannot send); Send returns nil.
+//
+// It runs on the sending goroutine. ParkOrRetry and DeferOrRetry implement the kernel's two
+// sleepers correctly; write your own only with the wait lock held across Progress and QueueWait.
+type SleepFunc func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error
+
+// IOWait is the wait state of a caller's QP-like object (hfi1: struct iowait): the sleep,
+// wakeup and drained callbacks, the count of txreqs in flight, and the link on an engine's wait
+// list. Embed one in your object and Init it. Methods are safe for concurrent use except Init.
+type IOWait struct {
+	// Callbacks: written by Init, read-only after.
+	sleep   SleepFunc
+	wakeup  func(w *IOWait, reason int)
+	drained func(w *IOWait)
+
+	// Wait-list fields: guarded by the wait lock of the engine whose dmawait holds w (on).
+	next, prev *IOWait
+	on         *Engine // the engine w is parked on (s_iowait.lock), nil if none
+	need       int     // descriptors w needs to resume (iowait_get_all_desc), set when queued
+	priority   int     // iowait priority at queueing time (iowait_get_priority)
+
+	// starved is the starved count (starved_cnt). Written by QueueWait (under the wait lock) and
+	// SendList (iowait_starve_clear); read by the wake ordering. Atomic: the two do not share a lock.
+	starved atomic.Int32
+	// basePrio is the priority set by SetPriority; read when w is queued.
+	basePrio atomic.Int32
+
+	// busy is sdma_busy: txreqs in flight. Incremented by Send before it publishes (or flushes),
+	// decremented by the completion; the decrement to zero wakes drainers.
+	busy atomic.Int32
+
+	// drainMu guards drainCh, the channel Drain waits on (closed and reset at busy == 0).
+	drainMu sync.Mutex
+	drainCh chan struct{}
+
+	// txHead holds the txreqs parked by ParkOrRetry (iowait_work.tx_head). The owner's: guard
+	// it with the same lock as the sends (verbs: qp->s_lock).
+	txHead TxList
+}
+
+// Init sets the callbacks and zeroes the counts (hfi1: iowait_init). sleep may be nil (Send then
+// returns ErrBusy when the ring is full); wakeup is called, on the completion goroutine, when w
+// is taken off the wait list because room became available (reason WakeAvail); drained is called
+// when the last txreq in flight completes. Callbacks must not block. Init must not be called
+// while w is queued or has txreqs in flight.
+func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
+	w.sleep, w.wakeup, w.drained = sleep, wakeup, drained
+	w.next, w.prev, w.on = nil, nil, nil
+	w.need, w.priority = 0, 0
+	w.starved.Store(0)
+	w.busy.Store(0)
+	w.txHead = TxList{}
+}
+
+// Busy returns the number of txreqs in flight for w (iowait_sdma_pending).
+func (w *IOWait) Busy() int { return int(w.busy.Load()) }
+
+// TxHead returns w's list of parked txreqs (iowait_work.tx_head): ParkOrRetry appends to it,
+// the owner resends from it after its wakeup. The owner guards it.
+func (w *IOWait) TxHead() *TxList { return &w.txHead }
+
+// SetPriority sets the priority w queues with (iowait's init_priority result); a txreq with
+// FlagVIP adds one when ParkOrRetry queues it. A waiter with priority > 0 is queued at the head
+// of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first.
+func (w *IOWait) SetPriority(p int) { w.basePrio.Store(int32(p)) }
+
+// Starved returns the starved count (iowait starved_cnt).
+func (w *IOWait) Starved() int { return int(w.starved.Load()) }
+
+// rank is the wake-order key (iowait_priority_update_top).
+func (w *IOWait) rank() int { return w.priority<<4 + int(w.starved.Load()) }
+
+// Waiting reports whether w is parked on this engine's wait list.
+func (e *Engine) Waiting(w *IOWait) bool {
+	e.waitMu.Lock()
+	ok := w.on == e
+	e.waitMu.Unlock()
+	return ok
+}
+
+// sdmaDec drops the busy count; at zero it wakes drainers and calls drained
+// (iowait_sdma_dec + iowait_drain_wakeup).
+func (w *IOWait) sdmaDec() {
+	if w.busy.Add(-1) != 0 {
+		return
+	}
+	w.drainMu.Lock()
+	if w.drainCh != nil {
+		close(w.drainCh)
+		w.drainCh = nil
+	}
+	w.drainMu.Unlock()
+	if w.drained != nil {
+		w.drained(w)
+	}
+}
+
+// Drain waits until w has no txreq in flight, or ctx is done (hfi1: iowait_sdma_drain).
+func (w *IOWait) Drain(ctx context.Context) error {
+	for {
+		w.drainMu.Lock()
+		if w.busy.Load() == 0 {
+			w.drainMu.Unlock()
+			return nil
+		}
+		if w.drainCh == nil {
+			w.drainCh = make(chan struct{})
+		}
+		ch := w.drainCh
+		w.drainMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitList is an intrusive doubly linked list of iowaits (sde->dmawait). Guarded by the
+// engine's waitMu.
+type waitList struct {
+	head, tail *IOWait
+	n          int
+}
+
+func (l *waitList) pushFront(w *IOWait) {
+	w.prev, w.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = w
+	} else {
+		l.tail = w
+	}
+	l.head = w
+	l.n++
+}
+
+func (l *waitList) pushBack(w *IOWait) {
+	w.next, w.prev = nil, l.tail
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+	l.n++
+}
+
+func (l *waitList) remove(w *IOWait) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.next, w.prev, w.on = nil, nil, nil
+	l.n--
+}
+
+// LockWait takes the engine's wait lock (hfi1: write_seqlock(&sde->waitlock)). A sleeper holds
+// it across Progress and QueueWait so that a completion pass either shows in the seqcount or
+// finds the waiter queued. Lock order: the caller's own lock, then the wait lock.
+func (e *Engine) LockWait() { e.waitMu.Lock() }
+
+// UnlockWait releases the wait lock.
+func (e *Engine) UnlockWait() { e.waitMu.Unlock() }
+
+// QueueWait parks w on the engine's wait list (hfi1: iowait_queue) with the wait lock held,
+// needing need descriptors to resume (0: as many as the first txreq on w's TxHead has). If
+// pktsSent the starved count is reset and w goes to the tail, else the count grows and w goes to
+// the head; a priority above 0 also puts it at the head. A w already parked (here or on another
+// engine) is left where it is; QueueWait reports whether it queued w.
+func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) bool {
+	if w.on != nil {
+		return false
+	}
+	if need <= 0 {
+		if tx := w.txHead.Front(); tx != nil {
+			need = tx.NumDesc()
+		}
+	}
+	w.need = need
+	w.priority = int(w.basePrio.Load())
+	e.queueLocked(w, pktsSent)
+	return true
+}
+
+func (e *Engine) queueLocked(w *IOWait, pktsSent bool) {
+	if pktsSent {
+		w.starved.Store(0)
+	} else {
+		w.starved.Add(1)
+	}
+	w.on = e
+	if w.priority > 0 || !pktsSent {
+		e.dmawait.pushFront(w)
+	} else {
+		e.dmawait.pushBack(w)
+	}
+	e.stats.sleeps.Add(1)
+}
+
+// ParkOrRetry is the verbs sleeper (hfi1: qp.c iowait_sleep), usable as an IOWait's SleepFunc:
+// under the wait lock it checks Progress(seq, tx) and returns ErrAgain if the ring moved enough;
+// otherwise it appends tx to w's TxHead, queues w if it is not queued yet, and returns ErrBusy.
+// The owner resends TxHead after its wakeup. Call it with the owner's lock held (the one that
+// guards TxHead). If the engine is not running it returns ErrAgain, so that Send flushes tx.
+func (e *Engine) ParkOrRetry(w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+	return e.sleepPark(w, tx, seq, pktsSent, true)
+}
+
+// DeferOrRetry is the user_sdma sleeper (hfi1: defer_packet_queue): as ParkOrRetry, but tx
+// stays where the caller has it (for SendList: at the head of its list). Use it with SendList.
+func (e *Engine) DeferOrRetry(w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+	return e.sleepPark(w, tx, seq, pktsSent, false)
+}
+
+// sleepPark is the sleep protocol with the 2019 fix: the Progress check and the queueing happen under
+// one hold of the wait lock, and descAvail takes the same lock after the pass moved swHead, so a
+// pass either shows as progress or finds w queued.
+func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep bool) error {
+	if !e.testSkipWaitLock {
+		e.waitMu.Lock()
+	}
+	if !e.Running() || e.Progress(seq, tx) {
+		if !e.testSkipWaitLock {
+			e.waitMu.Unlock()
+		}
+		return ErrAgain
+	}
+	if h := e.testSleepWindow; h != nil {
+		h() // a completion pass in the window between the check and the queueing
+	}
+	if e.testSkipWaitLock {
+		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
+	}
+	need := tx.NumDesc()
+	if keep {
+		if front := w.txHead.Front(); front != nil {
+			need = front.NumDesc()
+		}
+		w.txHead.PushBack(tx)
+	}
+	if w.on == nil {
+		w.need = need
+		w.priority = int(w.basePrio.Load())
+		if tx.flags&FlagVIP != 0 {
+			w.priority++
+		}
+		e.queueLocked(w, pktsSent)
+	}
+	e.waitMu.Unlock()
+	return ErrBusy
+}
+
+// blockWaiter is SendWait's waiter: an IOWait whose wakeup signals a channel.
+type blockWaiter struct {
+	w  IOWait
+	ch chan struct{} // cap 1: a wakeup that came before the wait is not lost
+}
+
+var blockWaiters = sync.Pool{New: func() any {
+	bw := &blockWaiter{ch: make(chan struct{}, 1)}
+	bw.w.Init(nil, func(*IOWait, int) {
+		select {
+		case bw.ch <- struct{}{}:
+		default:
+		}
+	}, nil)
+	return bw
+}}
+
+// parkBlocking parks bw until room for tx is signalled or ctx ends; nil means retry.
+func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, seq uint32) error {
+	select { // drop a stale signal from an earlier use
+	case <-bw.ch:
+	default:
+	}
+	e.waitMu.Lock()
+	if !e.Running() || e.Progress(seq, tx) {
+		e.waitMu.Unlock()
+		return nil
+	}
+	bw.w.need = tx.NumDesc()
+	bw.w.priority = 0
+	e.queueLocked(&bw.w, true)
+	e.waitMu.Unlock()
+	select {
+	case <-bw.ch:
+		return nil
+	case <-ctx.Done():
+	}
+	e.waitMu.Lock()
+	queued := bw.w.on == e
+	if queued {
+		e.dmawait.remove(&bw.w)
+	}
+	e.waitMu.Unlock()
+	if !queued {
+		// We were woken with room set aside for us that we will not use: pass it on.
+		e.headMu.Lock()
+		e.descAvail(e.ring.FreeCnt())
+		e.headMu.Unlock()
+	}
+	return ctx.Err()
+}
