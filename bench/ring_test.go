@@ -103,7 +103,7 @@ func benchRing(b *testing.B, mode string, bulk int) {
 		for got, spins := 0, 0; got < total; {
 			n := r.Dequeue(dst)
 			if n == 0 {
-				if spins++; spins&1023 == 0 {
+				if spins++; spins&63 == 0 {
 					runtime.Gosched() // the machine may have fewer free cores than goroutines
 				}
 				continue
@@ -117,7 +117,7 @@ func benchRing(b *testing.B, mode string, bulk int) {
 	}()
 	for i, spins := 0, 0; i < b.N; {
 		if _, err := r.EnqueueSP(src, 0); err != nil {
-			if spins++; spins&1023 == 0 {
+			if spins++; spins&63 == 0 {
 				runtime.Gosched()
 			}
 			continue
@@ -255,7 +255,7 @@ func benchMPSC(b *testing.B, producers, bulk int) {
 	for got, spins := 0, 0; got < total; {
 		n := r.Dequeue(dst)
 		if n == 0 {
-			if spins++; spins&1023 == 0 {
+			if spins++; spins&63 == 0 {
 				runtime.Gosched()
 			}
 			continue
