@@ -1,0 +1,202 @@
+package sdma_test
+
+import (
+	"fmt"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// printDescs prints what a txreq's descriptors say, without the (machine-dependent) addresses.
+func printDescs(tx *sdma.TxReq) {
+	names := [...]string{desc.MapNone: "none", desc.MapSingle: "single", desc.MapPage: "page", 3: "?"}
+	ds := tx.Descs()
+	skip := 0
+	if len(ds) > 0 {
+		skip = desc.EditDescs(ds[0].HeaderMode())
+	}
+	for i, d := range ds {
+		if i >= 1 && i <= skip {
+			fmt.Printf("desc %d: AHG edit descriptor, update words %d..%d\n", i, 4*i-3, 4*i)
+			continue
+		}
+		fmt.Printf("desc %d: %5d bytes map=%-6s first=%-5v last=%-5v h2h=%-5v intreq=%v",
+			i, d.Len(), names[d.Generation()], d.First(), d.Last(), d.HeadToHost(), d.IntReq())
+		if m := d.HeaderMode(); m != desc.AHGNoAHG && i == 0 {
+			fmt.Printf(" ahg mode=%d entry=%d dws=%d", m, d.HeaderIndex(), d.HeaderDWs())
+		}
+		fmt.Println()
+	}
+}
+
+// A packet from two heap buffers: each is mapped (MapSingle) as one descriptor, and the add that
+// completes the 10 bytes closes the packet with a 2-byte pad descriptor.
+func ExampleTxReq_AddKVAddr() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	hdr := []byte("HDR:")
+	payload := []byte("hello!")
+
+	var tx sdma.TxReq
+	if err := tx.Init(sdma.FlagUrgent, len(hdr)+len(payload), func(tx *sdma.TxReq, st sdma.Status) {
+		fmt.Println("completed:", st)
+	}); err != nil {
+		panic(err)
+	}
+	if err := tx.AddKVAddr(dev, hdr); err != nil {
+		panic(err) // tx was cleaned: Init it again before reuse
+	}
+	if err := tx.AddKVAddr(dev, payload); err != nil {
+		panic(err)
+	}
+	printDescs(&tx)
+
+	// Not sent in this example: Clean undoes the mappings.
+	if err := tx.Clean(); err != nil {
+		panic(err)
+	}
+	fmt.Println("after Clean:", tx.NumDesc(), "descriptors")
+	// Output:
+	// desc 0:     4 bytes map=single first=true  last=false h2h=false intreq=false
+	// desc 1:     6 bytes map=single first=false last=false h2h=false intreq=false
+	// desc 2:     2 bytes map=none   first=false last=true  h2h=true  intreq=true
+	// after Clean: 0 descriptors
+}
+
+// Page-backed memory added page by page, as user_sdma does: AddPage takes a range that must lie
+// inside the page.
+func ExampleTxReq_AddPage() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	pages, err := dma.AllocPages(2)
+	if err != nil {
+		panic(err)
+	}
+	defer pages.Close()
+	p0, _ := pages.Page(0)
+	p1, _ := pages.Page(1)
+
+	var tx sdma.TxReq
+	if err := tx.Init(0, 96+32, nil); err != nil {
+		panic(err)
+	}
+	// 96 bytes at the end of page 0 and 32 at the start of page 1.
+	if err := tx.AddPage(dev, p0, dma.PageSize-96, 96); err != nil {
+		panic(err)
+	}
+	if err := tx.AddPage(dev, p1, 0, 32); err != nil {
+		panic(err)
+	}
+	printDescs(&tx)
+
+	// A range crossing the page's end is refused, and the failed add cleans the txreq.
+	var bad sdma.TxReq
+	_ = bad.Init(0, 64, nil)
+	fmt.Println(bad.AddPage(dev, p0, dma.PageSize-32, 64))
+
+	_ = tx.Clean()
+	// Output:
+	// desc 0:    96 bytes map=page   first=true  last=false h2h=false intreq=false
+	// desc 1:    32 bytes map=page   first=false last=true  h2h=true  intreq=false
+	// sdma: AddPage: range 4064+64 crosses the page's end (4096)
+}
+
+// With FlagUseAHG the chip builds the header from an AHG entry: the first descriptor is a
+// zero-length header descriptor carrying the update words (here 3, so one edit descriptor
+// follows), and tlen counts the payload only.
+func ExampleTxReq_InitAHG() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	// Patch a 16-bit field at bits 0..15 of dword 3, and two more fields.
+	var words []uint32
+	for _, f := range []struct {
+		val          uint16
+		dw, start, n uint8
+	}{{0x1234, 3, 0, 16}, {7, 5, 16, 8}, {1, 6, 31, 1}} {
+		w, err := desc.AHGUpdate(f.val, f.dw, f.start, f.n)
+		if err != nil {
+			panic(err)
+		}
+		words = append(words, w)
+	}
+
+	var tx sdma.TxReq
+	const entry, headerLen = 5, 40
+	if err := tx.InitAHG(sdma.FlagUseAHG, 256, entry, words, headerLen, nil); err != nil {
+		panic(err)
+	}
+	if err := tx.AddKVAddr(dev, make([]byte, 256)); err != nil {
+		panic(err)
+	}
+	printDescs(&tx)
+	_ = tx.Clean()
+	// Output:
+	// desc 0:     0 bytes map=none   first=true  last=false h2h=false intreq=false ahg mode=3 entry=5 dws=10
+	// desc 1: AHG edit descriptor, update words 1..4
+	// desc 2:   256 bytes map=single first=false last=true  h2h=true  intreq=false
+}
+
+// The splitting adds take any byte range and cut it at page boundaries, so callers cannot build
+// a descriptor that crosses a page: AddPages for page-backed memory (MapPage per piece), AddBytes
+// for heap memory (MapSingle per piece).
+func ExampleTxReq_AddPages() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	region, err := dma.AllocPages(4)
+	if err != nil {
+		panic(err)
+	}
+	defer region.Close()
+
+	var tx sdma.TxReq
+	// 10000 bytes starting 100 bytes before the end of page 0: four pieces.
+	if err := tx.Init(0, 10000, nil); err != nil {
+		panic(err)
+	}
+	if err := tx.AddPages(dev, region, dma.PageSize-100, 10000); err != nil {
+		panic(err)
+	}
+	printDescs(&tx)
+	_ = tx.Clean()
+	// Output:
+	// desc 0:   100 bytes map=page   first=true  last=false h2h=false intreq=false
+	// desc 1:  4096 bytes map=page   first=false last=false h2h=false intreq=false
+	// desc 2:  4096 bytes map=page   first=false last=false h2h=false intreq=false
+	// desc 3:  1708 bytes map=page   first=false last=true  h2h=true  intreq=false
+}
+
+// AddBytes splits heap memory at the page boundaries of its address; how many pieces a buffer
+// takes depends on where the Go heap put it, so this example only counts bytes.
+func ExampleTxReq_AddBytes() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	buf := make([]byte, 9000)
+
+	var tx sdma.TxReq
+	if err := tx.Init(0, len(buf), nil); err != nil {
+		panic(err)
+	}
+	if err := tx.AddBytes(dev, buf); err != nil {
+		panic(err)
+	}
+	total, within := 0, true
+	for _, d := range tx.Descs() {
+		total += d.Len()
+		within = within && d.Len() <= dma.PageSize
+	}
+	fmt.Println("bytes:", total, "pieces within a page:", within, "closed:", tx.Remaining() == 0)
+	_ = tx.Clean()
+	// Output:
+	// bytes: 9000 pieces within a page: true closed: true
+}
