@@ -1,0 +1,373 @@
+package sdma
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fillRing sends two-descriptor packets (6 bytes + pad) until the ring refuses one, and returns
+// how many it sent. The refused txreq is cleaned.
+func fillRing(t *testing.T, dev *Device, e *Engine, cb Callback) int {
+	t.Helper()
+	n := 0
+	for {
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), cb)
+		if err := e.Send(nil, tx, false); err != nil {
+			require.ErrorIs(t, err, ErrBusy)
+			require.NoError(t, tx.Clean())
+			return n
+		}
+		n++
+	}
+}
+
+// runSleepWindow drives the 2019 sleep-window race deterministically: the ring is full and every
+// packet in it has been processed by the hardware but not completed (CompletePoll), a verbs-style
+// sleeper (ParkOrRetry) finds no progress, and the test hook runs a completion pass — which frees
+// the whole ring and is the last pass anybody runs — between that check and the queueing. It
+// reports whether the sleeper was woken.
+func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	sent := fillRing(t, dev, e, c.cb)
+	n, err := e.Process()
+	require.NoError(t, err)
+	require.Equal(t, sent, n)
+
+	var once sync.Once
+	var passDone sync.WaitGroup
+	e.testSkipWaitLock = skipWaitLock
+	e.testSleepWindow = func() {
+		once.Do(func() {
+			done := make(chan struct{})
+			passDone.Add(1)
+			go func() {
+				defer passDone.Done()
+				e.Poll()
+				close(done)
+			}()
+			// Without the wait lock the pass ends here. With it, the pass frees the ring and then
+			// blocks in descAvail on the wait lock this sleeper holds: give it time to get there.
+			select {
+			case <-done:
+			case <-time.After(50 * time.Millisecond):
+			}
+		})
+	}
+	woken := make(chan struct{}, 1)
+	var w IOWait
+	w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+		return e.ParkOrRetry(w, tx, seq, pktsSent)
+	}, func(*IOWait, int) { woken <- struct{}{} }, nil)
+
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	require.ErrorIs(t, e.Send(&w, &tx, true), ErrBusy)
+	require.Same(t, &tx, w.TxHead().Front(), "the verbs sleeper keeps the txreq")
+	passDone.Wait()
+	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
+	require.Equal(t, 63, e.DescqFreeCnt(), "the ring is free: nobody will run another pass")
+
+	select {
+	case <-woken:
+	case <-time.After(300 * time.Millisecond):
+		// Lost wakeup: the sleeper waits for a pass that will never come.
+		e.LockWait()
+		if e.dmawait.head == &w {
+			e.dmawait.remove(&w)
+		}
+		e.UnlockWait()
+		require.NoError(t, w.TxHead().PopFront().Clean())
+		return false
+	}
+	resend := w.TxHead().PopFront()
+	require.Same(t, &tx, resend)
+	require.NoError(t, e.Send(&w, resend, true))
+	_, err = e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	require.EqualValues(t, sent+1, c.n.Load())
+	return true
+}
+
+func TestSleepWindowWaitLockClosesRace(t *testing.T) {
+	assert.True(t, runSleepWindow(t, false), "with the wait lock the pass finds the sleeper queued")
+}
+
+// TestSleepWindowWithoutWaitLockLosesWakeup is the same run with the wait lock removed from the
+// Progress check (the pre-2019 kernel): the wakeup is lost. This shows the test above would fail.
+func TestSleepWindowWithoutWaitLockLosesWakeup(t *testing.T) {
+	assert.False(t, runSleepWindow(t, true), "without the wait lock the sleeper must hang")
+}
+
+// stressQP is a verbs-like sender: a lock (qp->s_lock), an IOWait whose sleeper is ParkOrRetry
+// and whose wakeup signals the sending goroutine.
+type stressQP struct {
+	id   uint32
+	mu   sync.Mutex
+	w    IOWait
+	wake chan struct{}
+}
+
+func newStressQP(id uint32) *stressQP {
+	q := &stressQP{id: id, wake: make(chan struct{}, 1)}
+	q.w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+		return e.ParkOrRetry(w, tx, seq, pktsSent)
+	}, func(*IOWait, int) {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}, nil)
+	return q
+}
+
+// stressPacket lays out a packet: qp id, sequence number, then a pattern of the two.
+func stressPacket(qp, seq uint32, n int) []byte {
+	b := make([]byte, n)
+	binary.LittleEndian.PutUint32(b, qp)
+	binary.LittleEndian.PutUint32(b[4:], seq)
+	for i := 8; i < n; i++ {
+		b[i] = byte(qp*31 + seq*7 + uint32(i))
+	}
+	return b
+}
+
+// stressSink checks that every packet arrives byte-identical, once, and in order per QP.
+type stressSink struct {
+	t    *testing.T
+	mu   sync.Mutex
+	next map[uint32]uint32
+	n    atomic.Int64
+}
+
+func (s *stressSink) Deliver(_ int, segs [][]byte) error {
+	var p []byte
+	for _, b := range segs {
+		p = append(p, b...)
+	}
+	qp := binary.LittleEndian.Uint32(p)
+	seq := binary.LittleEndian.Uint32(p[4:])
+	n := 8 + int(seq%97)
+	want := padded(stressPacket(qp, seq, n))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next[qp] != seq {
+		s.t.Errorf("qp %d: packet %d arrived, want %d", qp, seq, s.next[qp])
+	}
+	s.next[qp] = seq + 1
+	if string(p) != string(want) {
+		s.t.Errorf("qp %d packet %d: bytes differ", qp, seq)
+	}
+	s.n.Add(1)
+	return nil
+}
+
+type stressKind string
+
+const (
+	kindKernel   stressKind = "kernel"   // Send + ParkOrRetry, resend after wakeup
+	kindBlocking stressKind = "blocking" // SendWait
+	kindList     stressKind = "list"     // SendList + DeferOrRetry
+)
+
+func runStress(t *testing.T, engines int, mode CompletionMode, kinds []stressKind) {
+	engTestNoLeak(t)
+	perQP := 3000
+	if testing.Short() {
+		perQP = 400
+	}
+	m := engTestIOMMU(t)
+	sink := &stressSink{t: t, next: map[uint32]uint32{}}
+	dev, err := NewDevice(Config{Mapper: m, Engines: engines, RingSize: 64, Completion: mode, Sink: sink})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var c completions
+	var wg sync.WaitGroup
+	stopPoll := make(chan struct{})
+	var pollers sync.WaitGroup
+	if mode == CompletePoll {
+		for i := 0; i < engines; i++ {
+			pollers.Add(1)
+			go func(e *Engine) {
+				defer pollers.Done()
+				for {
+					select {
+					case <-stopPoll:
+						return
+					default:
+					}
+					if e.Poll() == 0 {
+						runtime.Gosched()
+					}
+				}
+			}(dev.Engine(i))
+		}
+	}
+	producers := 4
+	total := producers * perQP
+	for p := 0; p < producers; p++ {
+		kind := kinds[p%len(kinds)]
+		q := newStressQP(uint32(p))
+		e := dev.SelectEngine(q.id, uint8(p))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			build := func(seq uint32) *TxReq {
+				tx := new(TxReq)
+				buf := stressPacket(q.id, seq, 8+int(seq%97))
+				if err := tx.Init(0, len(buf), c.cb); err != nil {
+					t.Error(err)
+					return nil
+				}
+				// Two adds: header and payload, as a verbs packet.
+				if err := tx.AddKVAddr(dev, buf[:8]); err != nil {
+					t.Error(err)
+					return nil
+				}
+				if len(buf) > 8 {
+					if err := tx.AddKVAddr(dev, buf[8:]); err != nil {
+						t.Error(err)
+						return nil
+					}
+				}
+				return tx
+			}
+			switch kind {
+			case kindBlocking:
+				for seq := 0; seq < perQP; seq++ {
+					tx := build(uint32(seq))
+					if err := e.SendWait(ctx, tx); err != nil {
+						t.Errorf("SendWait: %v", err)
+						return
+					}
+				}
+			case kindKernel:
+				pkts := false
+				for seq := 0; seq < perQP; seq++ {
+					tx := build(uint32(seq))
+					for {
+						q.mu.Lock()
+						err := e.Send(&q.w, tx, pkts)
+						q.mu.Unlock()
+						if err == nil {
+							pkts = true
+							break
+						}
+						if err != ErrBusy {
+							t.Errorf("Send: %v", err)
+							return
+						}
+						select {
+						case <-q.wake:
+						case <-ctx.Done():
+							t.Errorf("qp %d: no wakeup (lost?)", q.id)
+							return
+						}
+						pkts = false
+						q.mu.Lock()
+						tx = q.w.TxHead().PopFront()
+						q.mu.Unlock()
+					}
+				}
+			case kindList:
+				q.w.sleep = func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+					return e.DeferOrRetry(w, tx, seq, pktsSent)
+				}
+				var l TxList
+				for seq := 0; seq < perQP || l.Len() > 0; {
+					for l.Len() < 8 && seq < perQP {
+						l.PushBack(build(uint32(seq)))
+						seq++
+					}
+					q.mu.Lock()
+					_, err := e.SendList(&q.w, &l)
+					q.mu.Unlock()
+					if err == ErrBusy {
+						select {
+						case <-q.wake:
+						case <-ctx.Done():
+							t.Errorf("qp %d: no wakeup (lost?)", q.id)
+							return
+						}
+					} else if err != nil {
+						t.Errorf("SendList: %v", err)
+						return
+					}
+				}
+			}
+			if err := q.w.Drain(ctx); err != nil {
+				t.Errorf("Drain: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopPoll)
+	pollers.Wait()
+	require.NoError(t, dev.Close())
+	assert.EqualValues(t, total, sink.n.Load(), "every packet delivered")
+	assert.EqualValues(t, total, c.n.Load(), "every txreq completed")
+	assert.Zero(t, c.dup.Load(), "none twice")
+	for tx, st := range c.seen {
+		if st != StatusOK {
+			t.Errorf("txreq %p: status %d", tx, st)
+		}
+	}
+	assert.Empty(t, m.Live(), "IOMMU leak report after Close")
+	var s EngineStats
+	for i := 0; i < engines; i++ {
+		es := dev.Engine(i).Stats()
+		s.Packets += es.Packets
+		s.Sleeps += es.Sleeps
+		s.Wakeups += es.Wakeups
+	}
+	assert.EqualValues(t, total, s.Packets)
+	t.Logf("sleeps %d wakeups %d", s.Sleeps, s.Wakeups)
+}
+
+func TestStress(t *testing.T) {
+	for _, engines := range []int{1, 2} {
+		for _, mode := range []CompletionMode{CompleteInterrupt, CompletePoll} {
+			t.Run(fmt.Sprintf("engines=%d/completion=%v", engines, mode), func(t *testing.T) {
+				runStress(t, engines, mode, []stressKind{kindKernel, kindBlocking, kindList})
+			})
+		}
+	}
+}
+
+func TestIOWaitDrain(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var drained atomic.Int32
+	var w IOWait
+	w.Init(nil, nil, func(*IOWait) { drained.Add(1) })
+	var txs [3]TxReq
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 16), nil)
+		require.NoError(t, e.Send(&w, &txs[i], false))
+	}
+	assert.Equal(t, 3, w.Busy())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	assert.ErrorIs(t, w.Drain(ctx), context.DeadlineExceeded)
+	cancel()
+	done := make(chan error)
+	go func() { done <- w.Drain(context.Background()) }()
+	_, err := e.Process()
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	assert.Zero(t, w.Busy())
+	assert.EqualValues(t, 1, drained.Load())
+}
