@@ -13,7 +13,7 @@
 //
 //	descq, descq_cnt, sdma_mask, sdma_shift    Ring, Size, Mask, Shift
 //	descq_tail, sdma_update_tail               Tail, Publish
-//	submit_tx (copy + add_gen)                 Write (WriteBatch stamping, AHG skip)
+//	submit_tx (copy + add_gen)                 Reserve + Write (per-slot stamping, AHG skip)
 //	*head_dma (the chip's head write-back)     HWHead, SetHWHead
 //	descq_head                                 SwHead, SetSwHead
 //	head_lock's seqcount                       BeginWrite, EndWrite, HeadSeq, HeadRetry, SeqCount
