@@ -11,11 +11,11 @@ import (
 
 // benchTx is txreq-sized: a header, a few inline descriptors, caller fields.
 type benchTx struct {
-	hdr   [4]uint64
-	descs [8][2]uint64
-	cb    func()
-	seq   uint64
-	_     [2]uint64
+	_   [4]uint64    // header
+	_   [8][2]uint64 // inline descriptors
+	_   func()       // callback
+	seq uint64
+	_   [2]uint64
 }
 
 // holder makes new(benchTx) escape without a shared hot word: each goroutine stores into its own
