@@ -92,7 +92,7 @@ func (e *Engine) processLocked() (int, error) {
 	tail := r.Tail()
 	limit := head + uint64(r.Size())
 	pkts := 0
-	for head != tail && head != limit {
+	for head != tail && head != limit && !e.stopping.Load() {
 		n, flags, h := e.packet(head, tail)
 		if h != nil {
 			e.halt(h)

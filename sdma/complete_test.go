@@ -1,0 +1,355 @@
+package sdma
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/dma"
+)
+
+func TestCloseAbortsInFlight(t *testing.T) {
+	engTestNoLeak(t)
+	m := engTestIOMMU(t)
+	dev, err := NewDevice(Config{Mapper: m, Manual: true, Completion: CompletePoll, RingSize: 64})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var c completions
+	var done, pending [3]TxReq
+	for i := range done {
+		engTestBuild(t, dev, &done[i], 0, make([]byte, 8), c.cb)
+		require.NoError(t, e.Send(nil, &done[i], false))
+	}
+	_, err = e.Process() // delivered, not yet completed (polled)
+	require.NoError(t, err)
+	for i := range pending {
+		engTestBuild(t, dev, &pending[i], 0, make([]byte, 8), c.cb)
+		require.NoError(t, e.Send(nil, &pending[i], false))
+	}
+	assert.Zero(t, c.n.Load())
+	require.NoError(t, dev.Close())
+	require.NoError(t, dev.Close(), "idempotent")
+	for i := range done {
+		st, ok := c.status(&done[i])
+		assert.True(t, ok)
+		assert.Equal(t, StatusOK, st, "delivered before Close")
+		st, ok = c.status(&pending[i])
+		assert.True(t, ok)
+		assert.Equal(t, StatusAborted, st, "never delivered")
+	}
+	assert.Empty(t, m.Live(), "Close unmapped everything, pad included")
+	var tx TxReq
+	require.NoError(t, tx.Init(0, 8, nil))
+	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
+	assert.ErrorIs(t, e.Send(nil, &tx, false), ErrClosed)
+	assert.NoError(t, tx.Clean(), "refused by a closed engine: still the caller's")
+	assert.Empty(t, m.Live())
+}
+
+func TestCloseWakesBlockedSender(t *testing.T) {
+	engTestNoLeak(t)
+	// The sink blocks the hardware goroutine so the ring stays full.
+	release := make(chan struct{})
+	var first atomic.Bool
+	sink := SinkFunc(func(int, [][]byte) error {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		return nil
+	})
+	dev, err := NewDevice(Config{RingSize: 64, Sink: sink})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var c completions
+	for {
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), c.cb)
+		if err := e.Send(nil, tx, false); err != nil {
+			require.NoError(t, tx.Clean())
+			break
+		}
+	}
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	res := make(chan error)
+	go func() { res <- e.SendWait(context.Background(), &tx) }()
+	time.Sleep(10 * time.Millisecond)
+	closed := make(chan error)
+	go func() { closed <- dev.Close() }()
+	time.Sleep(10 * time.Millisecond)
+	close(release)
+	require.NoError(t, <-closed)
+	err = <-res
+	if err == nil {
+		// It got room before Close stopped sends: then it completed like the rest.
+		_, ok := c.status(&tx)
+		assert.True(t, ok)
+	} else {
+		assert.ErrorIs(t, err, ErrClosed)
+		require.NoError(t, tx.Clean())
+	}
+	assert.Zero(t, c.dup.Load())
+}
+
+func TestShutdownDrains(t *testing.T) {
+	engTestNoLeak(t)
+	for _, manual := range []bool{false, true} {
+		dev, cs := engTestDevice(t, Config{Manual: manual, RingSize: 256})
+		e := dev.Engine(0)
+		var c completions
+		const n = 50
+		for i := 0; i < n; i++ {
+			tx := new(TxReq)
+			engTestBuild(t, dev, tx, 0, engTestPattern(20, byte(i)), c.cb)
+			require.NoError(t, e.Send(nil, tx, false))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, dev.Shutdown(ctx))
+		cancel()
+		assert.EqualValues(t, n, c.n.Load())
+		for _, st := range c.seen {
+			assert.Equal(t, StatusOK, st)
+		}
+		assert.Equal(t, n, cs.Count())
+	}
+}
+
+func TestShutdownDeadlineAborts(t *testing.T) {
+	engTestNoLeak(t)
+	sink := SinkFunc(func(int, [][]byte) error { time.Sleep(time.Millisecond); return nil })
+	dev, err := NewDevice(Config{RingSize: 256, Sink: sink})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var c completions
+	const n = 100
+	for i := 0; i < n; i++ {
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 8), c.cb)
+		require.NoError(t, e.Send(nil, tx, false))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, dev.Shutdown(ctx), context.DeadlineExceeded)
+	assert.EqualValues(t, n, c.n.Load(), "every txreq completed once Shutdown returned")
+	assert.Zero(t, c.dup.Load())
+	ok, aborted := 0, 0
+	for _, st := range c.seen {
+		if st == StatusOK {
+			ok++
+		} else {
+			aborted++
+		}
+	}
+	assert.NotZero(t, ok)
+	assert.NotZero(t, aborted)
+}
+
+func TestSendList(t *testing.T) {
+	dev, cs := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	var l TxList
+	txs := make([]TxReq, 40)
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, engTestPattern(8, byte(i)), c.cb) // 1 descriptor each
+		l.PushBack(&txs[i])
+	}
+	n, err := e.SendList(nil, &l)
+	require.NoError(t, err)
+	assert.Equal(t, 40, n)
+	assert.Zero(t, l.Len())
+	_, err = e.Process()
+	require.NoError(t, err)
+	got := cs.Packets(0)
+	require.Len(t, got, 40)
+	for i := range got {
+		assert.Equal(t, engTestPattern(8, byte(i)), got[i])
+	}
+
+	// A list longer than the room: 63 go, the rest stay at the head, ErrBusy without a wait.
+	cs.Reset()
+	txs = make([]TxReq, 70)
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb)
+		l.PushBack(&txs[i])
+	}
+	n, err = e.SendList(nil, &l)
+	assert.ErrorIs(t, err, ErrBusy)
+	assert.Equal(t, 63, n)
+	assert.Equal(t, 7, l.Len())
+	assert.Same(t, &txs[63], l.Front())
+	_, err = e.Process()
+	require.NoError(t, err)
+
+	// An unfinished txreq stops the list there.
+	var bad TxReq
+	require.NoError(t, bad.Init(0, 8, nil))
+	l.PushBack(&bad)
+	n, err = e.SendList(nil, &l)
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.Equal(t, 7, n)
+	assert.Same(t, &bad, l.Front())
+	require.NoError(t, bad.Clean())
+	l.PopFront()
+	_, err = e.Process()
+	require.NoError(t, err)
+	assert.EqualValues(t, 40+70, c.n.Load())
+}
+
+func TestSendListHaltedFlushes(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: engTestIOMMU(t)})
+	e := dev.Engine(0)
+	var c completions
+	var bad TxReq
+	require.NoError(t, bad.Init(0, 8, c.cb))
+	require.NoError(t, bad.AddDAddr(dev, dma.Addr(0x7000_0000), 8))
+	require.NoError(t, e.Send(nil, &bad, false))
+	_, err := e.Process()
+	require.ErrorIs(t, err, ErrHalted)
+	var w IOWait
+	w.Init(nil, nil, nil)
+	var l TxList
+	txs := make([]TxReq, 5)
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb)
+		l.PushBack(&txs[i])
+	}
+	n, err := e.SendList(&w, &l)
+	assert.ErrorIs(t, err, ErrNotRunning)
+	assert.Equal(t, 5, n)
+	assert.Zero(t, l.Len())
+	assert.Equal(t, 5, w.Busy())
+	e.Poll()
+	assert.Zero(t, w.Busy())
+	for i := range txs {
+		st, _ := c.status(&txs[i])
+		assert.Equal(t, StatusAborted, st)
+	}
+}
+
+func TestProgressSemantics(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	fillRing(t, dev, e, nil)
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), nil)
+	seq := e.HeadSeq()
+	assert.False(t, e.Progress(seq, &tx), "no pass since seq")
+	e.Poll() // a pass, but the hardware has not moved: no room
+	assert.False(t, e.Progress(seq, &tx), "a pass ran, but tx still does not fit")
+	_, err := e.Process()
+	require.NoError(t, err)
+	assert.False(t, e.Progress(e.HeadSeq(), &tx))
+	e.Poll()
+	assert.True(t, e.Progress(seq, &tx), "a pass ran and freed room")
+	require.NoError(t, tx.Clean())
+}
+
+func TestProgressSchedule(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	for i := 0; i < 3; i++ { // 6 descriptors in process: below 64/8
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), c.cb)
+		require.NoError(t, e.Send(nil, tx, false))
+	}
+	_, err := e.Process()
+	require.NoError(t, err)
+	assert.False(t, e.ProgressSchedule())
+	tx := new(TxReq)
+	engTestBuild(t, dev, tx, 0, make([]byte, 6), c.cb)
+	require.NoError(t, e.Send(nil, tx, false))
+	_, err = e.Process()
+	require.NoError(t, err)
+	assert.Equal(t, 9, e.DescqInProcess())
+	assert.True(t, e.ProgressSchedule())
+	assert.EqualValues(t, 4, c.n.Load())
+	assert.Equal(t, 63, e.DescqFreeCnt())
+}
+
+func TestIdleEngineParks(t *testing.T) {
+	engTestNoLeak(t)
+	dev, _ := engTestDevice(t, Config{})
+	e := dev.Engine(0)
+	require.Eventually(t, e.hwSleeping.Load, 5*time.Second, time.Millisecond, "an idle spin-park engine parks")
+	var c completions
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), c.cb)
+	require.NoError(t, e.Send(nil, &tx, false))
+	require.Eventually(t, func() bool { return c.n.Load() == 1 }, 5*time.Second, time.Millisecond, "the doorbell woke it")
+	require.Eventually(t, e.hwSleeping.Load, 5*time.Second, time.Millisecond)
+	require.NoError(t, dev.Close())
+}
+
+func TestSendWaitContext(t *testing.T) {
+	engTestNoLeak(t)
+	release := make(chan struct{})
+	var first atomic.Bool
+	sink := SinkFunc(func(int, [][]byte) error {
+		if first.CompareAndSwap(false, true) {
+			<-release
+		}
+		return nil
+	})
+	dev, err := NewDevice(Config{RingSize: 64, Sink: sink})
+	require.NoError(t, err)
+	defer func() { close(release); require.NoError(t, dev.Close()) }()
+	e := dev.Engine(0)
+	for {
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), nil)
+		if err := e.Send(nil, tx, false); err != nil {
+			require.NoError(t, tx.Clean())
+			break
+		}
+	}
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, e.SendWait(ctx, &tx), context.DeadlineExceeded)
+	e.LockWait()
+	assert.Nil(t, e.dmawait.head, "no waiter left behind")
+	e.UnlockWait()
+	require.NoError(t, tx.Clean())
+}
+
+func TestZeroAllocsPerPacket(t *testing.T) {
+	if txTestRace {
+		t.Skip("the race detector allocates")
+	}
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 256, Sink: &DiscardSink{}})
+	e := dev.Engine(0)
+	hdr := make([]byte, 40)
+	payload := make([]byte, 1000)
+	var tx TxReq
+	done := 0
+	cb := func(*TxReq, Status) { done++ }
+	one := func() {
+		if err := tx.Init(0, len(hdr)+len(payload), cb); err != nil {
+			panic(err)
+		}
+		if err := tx.AddKVAddr(dev, hdr); err != nil {
+			panic(err)
+		}
+		if err := tx.AddKVAddr(dev, payload); err != nil {
+			panic(err)
+		}
+		if err := e.Send(nil, &tx, false); err != nil {
+			panic(err)
+		}
+		if _, err := e.Process(); err != nil {
+			panic(err)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		one()
+	}
+	assert.Zero(t, testing.AllocsPerRun(1000, one), "init + 2 adds + send + hardware + completion")
+	assert.Equal(t, 1100+1, done)
+}
