@@ -31,15 +31,13 @@ type haltRig struct {
 	c        completions
 	good     TxReq
 	after    TxReq
-	woken    chan struct{}
-	w        IOWait
 	captured *CaptureSink
 }
 
 func newHaltRig(t *testing.T, ringSize int) *haltRig {
 	m := engTestIOMMU(t)
 	dev, cs := engTestDevice(t, Config{Mapper: m, Manual: true, RingSize: ringSize})
-	r := &haltRig{dev: dev, e: dev.Engine(0), captured: cs, woken: make(chan struct{}, 1)}
+	r := &haltRig{dev: dev, e: dev.Engine(0), captured: cs}
 	engTestBuild(t, dev, &r.good, 0, engTestPattern(12, 1), r.c.cb)
 	require.NoError(t, r.e.Send(nil, &r.good, false))
 	t.Cleanup(func() {
