@@ -3,10 +3,586 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
-// runClient runs the benchmark. (The run loop lands with the sdma engine.)
+// perfTx is sdmaperf's txreq: sdma.TxReq first, as the hfi1 API prescribes, then what the
+// completion callback needs to account for the packet.
+type perfTx struct {
+	sdma.TxReq
+	p     *producer     // the producer that sent it
+	start time.Duration // submit time, on the run's monotonic clock
+	size  int           // packet bytes
+	slot  int32         // the payload slot the packet's fragments live in
+}
+
+// txOf gets from the *sdma.TxReq a callback receives back to its perfTx (container_of).
+var txOf = alloc.OuterFunc[perfTx, sdma.TxReq]()
+
+// producer is one sending goroutine and the state its completions update.
+//
+// Ownership: the producer goroutine owns everything but the fields marked otherwise. The
+// callback runs on its engine's completion pass, one pass at a time per engine, and a producer
+// sends to one engine only, so the callback's writes to hist are serialised; the producer reads
+// hist only after it drained its slots, which the callbacks gave back after their writes.
+//
+// Payload memory comes in depth slots, and the slot is the flow-control token: a packet in
+// flight holds one, so at most depth are in flight and no two packets in flight share memory.
+// (The txreq objects come from the -alloc allocator and are independent of the slots: a pool
+// may drop idle objects, never payload memory.)
+type producer struct {
+	id    int
+	run   *sizeRun
+	eng   *sdma.Engine
+	alloc alloc.Allocator[perfTx]
+	slots chan int32    // free payload slots: taken by the producer, given back by the callback
+	cb    sdma.Callback // made once: Init must not allocate per packet
+
+	// Payload memory, slot i: bufs[i] (-mem kvaddr), or pages[i*frags : (i+1)*frags], one page
+	// per fragment (-mem page).
+	bufs   [][]byte
+	region *dma.Region
+	pages  []dma.Page
+
+	// Written by the callback (atomics: the sampler reads them while the run goes on).
+	okPackets atomic.Uint64
+	okBytes   atomic.Uint64
+	aborted   atomic.Uint64
+	hist      *hdrhistogram.Histogram // callback only, see above
+
+	// Producer-owned counters.
+	mapErrors uint64
+	spins     uint64
+	err       error
+
+	_ [64]byte
+}
+
+// sizeRun is the shared state of one packet size's run.
+type sizeRun struct {
+	cfg       Config
+	size      int
+	dev       *sdma.Device
+	base      time.Time   // the run's clock: durations since base
+	measuring atomic.Bool // false during warm-up: completions are not recorded
+	stop      atomic.Bool // set when the duration is over
+}
+
+// now returns the time since the run's base on the monotonic clock.
+func (r *sizeRun) now() time.Duration { return time.Since(r.base) }
+
+// complete is every packet's completion callback (on the engine's completion pass).
+func (p *producer) complete(t *sdma.TxReq, st sdma.Status) {
+	tx := txOf(t)
+	if st == sdma.StatusOK {
+		if p.run.measuring.Load() {
+			_ = p.hist.RecordValue(int64(p.run.now() - tx.start))
+			p.okBytes.Add(uint64(tx.size))
+			p.okPackets.Add(1)
+		}
+	} else {
+		p.aborted.Add(1)
+	}
+	slot := tx.slot
+	_ = p.alloc.Put(tx)
+	p.slots <- slot // never blocks: the channel has room for every slot
+}
+
+// newAllocator builds the -alloc allocator of perfTx for depth packets in flight.
+func newAllocator(kind string, depth int) (alloc.Allocator[perfTx], error) {
+	switch kind {
+	case "slab":
+		return alloc.NewSlab(alloc.SlabConfig[perfTx]{ObjectsPerSlab: min(depth, 256)})
+	case "list":
+		return alloc.NewList[perfTx](depth, nil)
+	case "pool":
+		return alloc.NewPool[perfTx](nil), nil
+	}
+	return nil, fmt.Errorf("unknown allocator %q", kind)
+}
+
+// fragments returns the lengths of the frags fragments of a size-byte packet: as equal as can be.
+func fragments(size, frags int) []int {
+	out := make([]int, frags)
+	for i := range out {
+		out[i] = size / frags
+		if i < size%frags {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// take waits for a free payload slot (room for one more packet in flight). In poll mode the
+// producer runs its engine's completion passes itself while it waits.
+func (p *producer) take(ctx context.Context) (int32, bool) {
+	select {
+	case slot := <-p.slots:
+		return slot, true
+	default:
+	}
+	if p.run.cfg.Completion == "poll" {
+		for {
+			p.eng.Poll()
+			select {
+			case slot := <-p.slots:
+				return slot, true
+			default:
+			}
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			runtime.Gosched()
+		}
+	}
+	select {
+	case slot := <-p.slots:
+		return slot, true
+	case <-ctx.Done():
+		return 0, false
+	}
+}
+
+// drain waits until every packet of the producer completed (every slot back).
+func (p *producer) drain() {
+	got := make([]int32, 0, cap(p.slots))
+	for range cap(p.slots) {
+		slot, _ := p.take(context.Background())
+		got = append(got, slot)
+	}
+	for _, slot := range got {
+		p.slots <- slot
+	}
+}
+
+// send builds and sends one packet. It reports false when the producer must stop.
+func (p *producer) send(ctx context.Context, frags []int) bool {
+	slot, ok := p.take(ctx)
+	if !ok {
+		return false
+	}
+	tx, err := p.alloc.Get()
+	if err != nil {
+		p.slots <- slot
+		p.err = fmt.Errorf("allocator: %w", err)
+		return false
+	}
+	tx.p, tx.size, tx.slot = p, p.run.size, slot
+	dev := p.run.dev
+	if err := tx.Init(0, p.run.size, p.cb); err != nil {
+		return p.fail(tx, err)
+	}
+	off := 0
+	for i, n := range frags {
+		if p.region != nil {
+			err = tx.AddPage(dev, p.pages[int(slot)*len(frags)+i], 0, n)
+		} else {
+			err = tx.AddKVAddr(dev, p.bufs[slot][off:off+n])
+		}
+		off += n
+		if err != nil {
+			if errors.Is(err, sdma.ErrMapping) { // an injected (or real) mapping failure: drop the packet
+				p.mapErrors++
+				_ = p.alloc.Put(tx)
+				p.slots <- slot
+				return true
+			}
+			return p.fail(tx, err)
+		}
+	}
+	tx.start = p.run.now()
+	if p.run.cfg.Send == "block" {
+		err = p.eng.SendWait(ctx, &tx.TxReq)
+	} else {
+		for {
+			err = p.eng.Send(nil, &tx.TxReq, true)
+			if err != sdma.ErrBusy {
+				break
+			}
+			p.spins++
+			if p.run.cfg.Completion == "poll" {
+				p.eng.Poll()
+			}
+			if ctx.Err() != nil {
+				err = ctx.Err()
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	switch {
+	case err == nil, errors.Is(err, sdma.ErrNotRunning):
+		return true // in flight, or flushed: the callback gives the token back
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		_ = tx.Clean()
+		_ = p.alloc.Put(tx)
+		p.slots <- slot
+		return false
+	}
+	return p.fail(tx, err)
+}
+
+// fail records err, gives tx and its token back and stops the producer.
+func (p *producer) fail(tx *perfTx, err error) bool {
+	slot := tx.slot
+	_ = tx.Clean()
+	_ = p.alloc.Put(tx)
+	p.slots <- slot
+	p.err = fmt.Errorf("producer %d: %w", p.id, err)
+	return false
+}
+
+// runClient runs every size and prints the report.
 func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	return errors.New("the run loop is not written yet")
+	rep := Report{Tool: "sdmaperf", Config: cfg}
+
+	var sink sdma.Sink
+	var udp *udpsink.Sink
+	var recv *udpsink.Receiver
+	recvDone := make(chan struct{})
+	var recvRep udpsink.Report
+	var recvErr error
+	if cfg.Sink == "udp" {
+		addr := cfg.UDPAddr
+		if addr == "" {
+			var err error
+			recv, err = udpsink.Listen(udpsink.ReceiverConfig{Idle: 10 * time.Second})
+			if err != nil {
+				return err
+			}
+			defer recv.Close()
+			addr = recv.Addr().String()
+			go func() { defer close(recvDone); recvRep, recvErr = recv.Run(ctx) }()
+		}
+		var err error
+		udp, err = udpsink.New(udpsink.Config{Addr: addr, Engines: cfg.Engines})
+		if err != nil {
+			return err
+		}
+		sink = udp
+	}
+
+	if !cfg.JSON {
+		writeHeader(stdout, cfg)
+	}
+	var runErr error
+	for _, size := range cfg.Sizes {
+		res, err := runSize(ctx, cfg, size, sink, stderr)
+		if err != nil {
+			runErr = fmt.Errorf("%d bytes: %w", size, err)
+			break
+		}
+		rep.Results = append(rep.Results, res)
+	}
+
+	if udp != nil {
+		if err := udp.Close(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("udp sink: %w", err)
+		}
+		if recv != nil {
+			select {
+			case <-recvDone:
+			case <-time.After(5 * time.Second):
+				recv.Close()
+				<-recvDone
+			}
+			if recvErr != nil && runErr == nil {
+				runErr = fmt.Errorf("receiver: %w", recvErr)
+			}
+			rep.Receiver = &recvRep
+		}
+	}
+
+	if cfg.JSON {
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		writeTables(stdout, cfg, rep.Results)
+		if rep.Receiver != nil {
+			fmt.Fprintln(stdout, indent(rep.Receiver.String()))
+			fmt.Fprintln(stdout, rule)
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if !cfg.Faults.Any() {
+		for _, r := range rep.Results {
+			if len(r.HaltCauses) > 0 {
+				return fmt.Errorf("%d bytes: an engine halted with no fault injected: %s", r.Bytes, r.HaltCauses[0])
+			}
+		}
+	}
+	if rep.Receiver != nil {
+		return checkReceiver(rep.Receiver, stderr)
+	}
+	return nil
+}
+
+// newMapper builds the -mapper mapper, wrapped in a fault injector when -faults asks.
+func newMapper(cfg Config) (dma.Mapper, *dma.FaultInjector, error) {
+	var m dma.Mapper
+	switch cfg.Mapper {
+	case "iommu":
+		im, err := dma.NewIOMMU(dma.IOMMUConfig{})
+		if err != nil {
+			return nil, nil, err
+		}
+		m = im
+	default:
+		m = dma.NewDirect()
+	}
+	if !cfg.Faults.Any() {
+		return m, nil, nil
+	}
+	fi := dma.NewFaultInjector(m)
+	return fi, fi, nil
+}
+
+// engineOptions maps the flags to the device's strategy and completion mode.
+func engineOptions(cfg Config) (sdma.WaitStrategy, sdma.CompletionMode) {
+	w := sdma.WaitSpinPark
+	switch cfg.Wait {
+	case "busy-poll":
+		w = sdma.WaitBusyPoll
+	case "park":
+		w = sdma.WaitPark
+	}
+	c := sdma.CompleteInterrupt
+	if cfg.Completion == "poll" {
+		c = sdma.CompletePoll
+	}
+	return w, c
+}
+
+// runSize runs one packet size on a fresh device and returns its result.
+func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr io.Writer) (Result, error) {
+	res := Result{Bytes: size}
+	mapper, inj, err := newMapper(cfg)
+	if err != nil {
+		return res, err
+	}
+	wait, mode := engineOptions(cfg)
+	dev, err := sdma.NewDevice(sdma.Config{
+		Mapper: mapper, Engines: cfg.Engines, RingSize: cfg.Ring, Wait: wait, Completion: mode, Sink: sink,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer dev.Close()
+	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
+		if cfg.Faults.MapFraction > 0 {
+			inj.FailFraction(cfg.Faults.MapFraction, cfg.Faults.Seed)
+		}
+		if cfg.Faults.MapNth > 0 {
+			inj.FailNth(cfg.Faults.MapNth)
+		}
+	}
+
+	run := &sizeRun{cfg: cfg, size: size, dev: dev, base: time.Now()}
+	frags := fragments(size, cfg.Frags)
+	ps := make([]*producer, cfg.Producers)
+	for i := range ps {
+		a, err := newAllocator(cfg.Alloc, cfg.Depth)
+		if err != nil {
+			return res, err
+		}
+		p := &producer{id: i, run: run, eng: dev.Engine(i % cfg.Engines), alloc: a,
+			slots: make(chan int32, cfg.Depth), hist: newHistogram()}
+		p.cb = p.complete
+		for slot := range int32(cfg.Depth) {
+			p.slots <- slot
+		}
+		if cfg.Mem == "page" {
+			p.region, err = dma.AllocPages(cfg.Depth * cfg.Frags)
+			if err != nil {
+				return res, err
+			}
+			defer p.region.Close()
+			p.pages = make([]dma.Page, cfg.Depth*cfg.Frags)
+			for j := range p.pages {
+				if p.pages[j], err = p.region.Page(j); err != nil {
+					return res, err
+				}
+			}
+			fill(p.region.Bytes(), i)
+		} else {
+			mem := make([]byte, cfg.Depth*size)
+			fill(mem, i)
+			p.bufs = make([][]byte, cfg.Depth)
+			for j := range p.bufs {
+				p.bufs[j] = mem[j*size : (j+1)*size : (j+1)*size]
+			}
+		}
+		ps[i] = p
+	}
+
+	// Warm-up: every producer sends cfg.Warmup packets, unmeasured, and waits for them.
+	if cfg.Warmup > 0 {
+		if err := together(ps, func(p *producer) {
+			for range cfg.Warmup {
+				if !p.send(ctx, frags) {
+					break
+				}
+			}
+			p.drain()
+		}); err != nil {
+			return res, err
+		}
+	}
+	for _, p := range ps {
+		p.mapErrors = 0
+		p.aborted.Store(0)
+	}
+	var injStart uint64
+	if inj != nil {
+		injStart = inj.Injected() + inj.Faults()
+	}
+	engStart := engineTotals(dev)
+
+	// Measure.
+	var quota []int
+	if cfg.Iterations > 0 {
+		quota = make([]int, len(ps))
+		for i := range quota {
+			quota[i] = cfg.Iterations / len(ps)
+			if i < cfg.Iterations%len(ps) {
+				quota[i]++
+			}
+		}
+	}
+	total := func() (packets, bytes uint64) {
+		for _, p := range ps {
+			packets += p.okPackets.Load()
+			bytes += p.okBytes.Load()
+		}
+		return
+	}
+	expected := cfg.Duration
+	if cfg.Iterations > 0 {
+		expected = time.Duration(cfg.Iterations) * time.Microsecond // a guess: show a bar only on big runs
+	}
+	bar := newProgress(cfg, size, stderr, expected)
+	samplerDone := make(chan struct{})
+	samplerStop := make(chan struct{})
+	var peak float64 // MiB/s of the best interval, written by the sampler, read after samplerDone
+	start := time.Now()
+	run.measuring.Store(true)
+	go func() {
+		defer close(samplerDone)
+		const interval = 50 * time.Millisecond
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		lastT, lastB := start, uint64(0)
+		for {
+			select {
+			case <-samplerStop:
+				return
+			case now := <-t.C:
+				pk, b := total()
+				if dt := now.Sub(lastT).Seconds(); dt > 0 {
+					rate := float64(b-lastB) / mib / dt
+					peak = max(peak, rate)
+					bar.update(pk, now.Sub(start), rate)
+				}
+				lastT, lastB = now, b
+				if cfg.Iterations == 0 && now.Sub(start) >= cfg.Duration {
+					run.stop.Store(true)
+				}
+			}
+		}
+	}()
+	var stopTimer *time.Timer
+	if cfg.Iterations == 0 {
+		stopTimer = time.AfterFunc(cfg.Duration, func() { run.stop.Store(true) })
+	}
+	err = together(ps, func(p *producer) {
+		if quota != nil {
+			for range quota[p.id] {
+				if !p.send(ctx, frags) {
+					break
+				}
+			}
+		} else {
+			for !run.stop.Load() {
+				if !p.send(ctx, frags) {
+					break
+				}
+			}
+		}
+		p.drain()
+	})
+	res.Elapsed = time.Since(start)
+	run.measuring.Store(false)
+	if stopTimer != nil {
+		stopTimer.Stop()
+	}
+	close(samplerStop)
+	<-samplerDone
+	bar.finish()
+	if err != nil {
+		return res, err
+	}
+
+	pk, b := total()
+	res.Iterations = pk
+	res.BWPeak = peak
+	res.rates(b)
+	hist := newHistogram()
+	for _, p := range ps {
+		hist.Merge(p.hist)
+		res.MapErrors += p.mapErrors
+		res.Aborted += p.aborted.Load()
+	}
+	res.Latency = latencyOf(hist)
+	for i := range dev.NumEngines() {
+		if err := dev.Engine(i).HaltCause(); err != nil {
+			res.HaltCauses = append(res.HaltCauses, err.Error())
+		}
+	}
+	if inj != nil {
+		res.Faults = inj.Injected() + inj.Faults() - injStart
+	}
+	d := engineTotals(dev).sub(engStart)
+	res.RingFull = d.ringFull // every Send that found no room, SendWait's and spinning retries alike
+	res.Halts = d.halts
+	res.SinkErrors = d.sinkErrors
+	return res, ctx.Err()
+}
+
+// together runs f on every producer in its own goroutine and waits; it returns the first
+// producer error.
+func together(ps []*producer, f func(*producer)) error {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(p) }()
+	}
+	wg.Wait()
+	for _, p := range ps {
+		if p.err != nil {
+			return p.err
+		}
+	}
+	return nil
+}
+
+// fill writes a recognisable pattern: producer id and offset.
+func fill(b []byte, id int) {
+	for i := range b {
+		b[i] = byte(i) ^ byte(id*37)
+	}
 }

@@ -11,18 +11,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/ring"
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
 // Limits the flags are checked against.
 const (
-	maxPacket     = 16383 // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
-	maxSweepSize  = 8192  // the largest power of two that fits in a packet
-	minSweepSize  = 8     // the smallest swept size
-	maxFrags      = 256   // past 63 descriptors the library coalesces; more is only slower
-	maxEngines    = 16    // hfi1 has 16 SDMA engines per device
-	maxProducers  = 1024  //
+	maxPacket     = 16383   // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
+	maxSweepSize  = 8192    // the largest power of two that fits in a packet
+	minSweepSize  = 8       // the smallest swept size
+	maxFrags      = 256     // past 63 descriptors the library coalesces; more is only slower
+	maxEngines    = 16      // hfi1 has 16 SDMA engines per device
+	maxProducers  = 1024    //
+	maxDepth      = 4096    // packets in flight per producer
+	maxPayloadMem = 1 << 30 // payload memory over all producers' packets in flight
 	defaultUDP    = "127.0.0.1:18515"
 	defaultSweepD = 250 * time.Millisecond
 )
@@ -171,7 +174,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
 	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
-	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t); lat mode uses 1")
+	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t), each with its own payload memory; lat mode uses 1")
 	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
 	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
@@ -333,6 +336,10 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		cfg.Sizes = []int{size}
 	}
 
+	if big := cfg.Sizes[len(cfg.Sizes)-1]; cfg.Mem == "page" && cfg.Frags*dma.PageSize < big {
+		return usagef("-mem page puts each fragment in its own %d-byte page: %d bytes need -frags %d or more", dma.PageSize, big, (big+dma.PageSize-1)/dma.PageSize)
+	}
+
 	// Length of each size's run.
 	if cfg.Iterations < 0 {
 		return usagef("-n %d: want a positive packet count, or 0 to run for -D", cfg.Iterations)
@@ -364,8 +371,17 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		}
 		cfg.Depth = 1
 	}
-	if cfg.Depth < 1 || cfg.Depth > 1<<16 {
-		return usagef("-depth %d: want 1..65536 packets in flight per producer", cfg.Depth)
+	if cfg.Depth < 1 || cfg.Depth > maxDepth {
+		return usagef("-depth %d: want 1..%d packets in flight per producer", cfg.Depth, maxDepth)
+	}
+	// Every packet in flight has payload memory of its own: producers × depth slots.
+	slot := cfg.Sizes[len(cfg.Sizes)-1]
+	if cfg.Mem == "page" {
+		slot = cfg.Frags * dma.PageSize
+	}
+	if mem := int64(cfg.Producers) * int64(cfg.Depth) * int64(slot); mem > maxPayloadMem {
+		return usagef("-producers %d × -depth %d × %d bytes = %d MiB of payload memory; the limit is %d MiB",
+			cfg.Producers, cfg.Depth, slot, mem>>20, maxPayloadMem>>20)
 	}
 	if cfg.Ring < ring.MinSize || cfg.Ring > ring.MaxSize || cfg.Ring&(cfg.Ring-1) != 0 {
 		return usagef("-ring %d: want a power of two, %d..%d", cfg.Ring, ring.MinSize, ring.MaxSize)

@@ -62,12 +62,13 @@ type Result struct {
 	BWAvg      float64         `json:"bw_avg_mib_s"`
 	MsgRate    float64         `json:"msg_rate_mpps"`
 	Latency    Latency         `json:"latency"`
-	RingFull   uint64          `json:"ring_full"`   // sends that found the ring full
-	Faults     uint64          `json:"faults"`      // mapping failures injected plus device faults
-	MapErrors  uint64          `json:"map_errors"`  // packets dropped because an Add failed
-	Aborted    uint64          `json:"aborted"`     // packets completed with StatusAborted
-	SinkErrors uint64          `json:"sink_errors"` // Deliver errors the engine recorded
-	Halts      uint64          `json:"halts"`       // engine halts
+	RingFull   uint64          `json:"ring_full"`             // sends that found the ring full
+	Faults     uint64          `json:"faults"`                // mapping failures injected plus device faults
+	MapErrors  uint64          `json:"map_errors"`            // packets dropped because an Add failed
+	Aborted    uint64          `json:"aborted"`               // packets completed with StatusAborted
+	SinkErrors uint64          `json:"sink_errors"`           // Deliver errors the engine recorded
+	Halts      uint64          `json:"halts"`                 // engine halts
+	HaltCauses []string        `json:"halt_causes,omitempty"` // why each halted engine halted
 	Receiver   *udpsink.Report `json:"receiver,omitempty"`
 }
 
@@ -76,6 +77,9 @@ type Report struct {
 	Tool    string   `json:"tool"`
 	Config  Config   `json:"config"`
 	Results []Result `json:"results"`
+	// Receiver is what the in-process UDP receiver saw over the whole run (-sink udp without
+	// -udp-addr); an external receiver (-server) reports on its own.
+	Receiver *udpsink.Report `json:"receiver,omitempty"`
 }
 
 // writeJSON prints r as one indented JSON object.
@@ -139,12 +143,9 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 	}
 	fmt.Fprintln(w, rule)
 	for _, r := range results {
-		if r.Receiver != nil {
-			fmt.Fprintf(w, " %d bytes: receiver %s\n", r.Bytes, r.Receiver)
+		for _, c := range r.HaltCauses {
+			fmt.Fprintf(w, " %d bytes: %s\n", r.Bytes, c)
 		}
-	}
-	if cfg.Sink == "udp" {
-		fmt.Fprintln(w, rule)
 	}
 }
 
@@ -152,6 +153,10 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 func writeText(w io.Writer, r Report) {
 	writeHeader(w, r.Config)
 	writeTables(w, r.Config, r.Results)
+	if r.Receiver != nil {
+		fmt.Fprintln(w, indent(r.Receiver.String()))
+		fmt.Fprintln(w, rule)
+	}
 }
 
 // rates fills the bandwidth and message rate of r from bytes, packets and the elapsed time.

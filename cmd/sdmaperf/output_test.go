@@ -76,7 +76,7 @@ func TestTextOutput(t *testing.T) {
 
 func TestJSONOutputParses(t *testing.T) {
 	rep := sampleReport(t, "-faults", "map=0.5")
-	rep.Results[0].Receiver = &udpsink.Report{Packets: 7, Ended: true}
+	rep.Receiver = &udpsink.Report{Packets: 7, Ended: true}
 	var out bytes.Buffer
 	require.NoError(t, writeJSON(&out, rep))
 	var back map[string]any
@@ -90,7 +90,7 @@ func TestJSONOutputParses(t *testing.T) {
 	assert.EqualValues(t, 250000, res["iterations"])
 	assert.Contains(t, res, "bw_peak_mib_s")
 	assert.Contains(t, res["latency"], "p99_9_us")
-	assert.EqualValues(t, 7, res["receiver"].(map[string]any)["packets"])
+	assert.EqualValues(t, 7, back["receiver"].(map[string]any)["packets"])
 }
 
 func TestNoProgressWhenNotATerminal(t *testing.T) {

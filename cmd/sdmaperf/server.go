@@ -10,8 +10,25 @@ import (
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
-// errReceiverSaw is returned when the receiver saw loss, duplicates or corruption.
-var errReceiverSaw = errors.New("receiver saw lost, duplicated or corrupted packets")
+// errReceiverSaw is returned when the receiver saw duplicated, reordered or corrupted packets.
+// Loss alone is reported, not an error: loopback UDP drops datagrams when the receiver's buffer
+// is full, which a bandwidth run can cause.
+var errReceiverSaw = errors.New("receiver saw duplicated, reordered or corrupted packets")
+
+// checkReceiver turns a receiver's report into the tool's verdict: an error for corruption, a
+// warning on stderr for loss.
+func checkReceiver(rep *udpsink.Report, stderr io.Writer) error {
+	if rep.Dups != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
+		return fmt.Errorf("%w: %s", errReceiverSaw, rep)
+	}
+	if rep.Lost != 0 {
+		fmt.Fprintf(stderr, "sdmaperf: warning: the receiver lost %d of %d packets (a full socket receive buffer: see net.core.rmem_max)\n", rep.Lost, rep.Lost+rep.Packets-rep.Dups)
+	}
+	if !rep.Ended {
+		fmt.Fprintln(stderr, "sdmaperf: warning: the receiver saw no end-of-run marker")
+	}
+	return nil
+}
 
 // runServer is sdmaperf -server: receive one run over loopback UDP, check it, report.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
@@ -37,10 +54,7 @@ func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	if rep.Packets == 0 && !rep.Ended {
 		return fmt.Errorf("no packets arrived in %v", cfg.Idle)
 	}
-	if rep.Lost != 0 || rep.Dups != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
-		return errReceiverSaw
-	}
-	return nil
+	return checkReceiver(&rep, stderr)
 }
 
 // writeReceiverReport prints the receiver's per-engine table.

@@ -191,20 +191,26 @@ func (s *Sink) Stats() Stats {
 const endRepeats = 3
 
 // Close sends the end-of-run markers (each engine's packet count, three times, a millisecond
-// apart) and closes the socket. It must not run concurrently with Deliver. The markers are best
+// apart; errors sending the repeats are ignored) and closes the socket. It must not run concurrently with Deliver. The markers are best
 // effort: an error sending them is returned, after the socket is closed.
 func (s *Sink) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
 	var first error
-	for r := 0; r < endRepeats && first == nil; r++ {
+rounds:
+	for r := 0; r < endRepeats; r++ {
 		if r > 0 {
 			time.Sleep(time.Millisecond)
 		}
 		for i := range s.engines {
-			if err := s.sendEnd(i); err != nil && first == nil {
-				first = err
+			if err := s.sendEnd(i); err != nil {
+				// Only the first round's errors count: a receiver that got that round
+				// stops, and the repeats then come back as ECONNREFUSED.
+				if r == 0 {
+					first = err
+				}
+				break rounds
 			}
 		}
 	}

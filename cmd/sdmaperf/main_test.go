@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runTool runs sdmaperf in-process and returns its exit status and output.
+func runTool(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// runJSON runs sdmaperf with -json, demands success, and decodes the report.
+func runJSON(t *testing.T, args ...string) Report {
+	t.Helper()
+	code, out, errOut := runTool(t, append(args, "-json")...)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	var rep Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	return rep
+}
+
+func TestRunBandwidth(t *testing.T) {
+	rep := runJSON(t, "-n", "2000", "-warmup", "10", "-size", "1024", "-frags", "3")
+	require.Len(t, rep.Results, 1)
+	r := rep.Results[0]
+	assert.Equal(t, 1024, r.Bytes)
+	assert.EqualValues(t, 2000, r.Iterations)
+	assert.Positive(t, r.BWAvg)
+	assert.GreaterOrEqual(t, r.BWPeak, r.BWAvg)
+	assert.Positive(t, r.MsgRate)
+	assert.EqualValues(t, 2000, r.Latency.Count)
+	assert.LessOrEqual(t, r.Latency.P50, r.Latency.P99)
+	assert.LessOrEqual(t, r.Latency.P99, r.Latency.Max)
+	assert.Zero(t, r.Aborted)
+	assert.Zero(t, r.Halts)
+	assert.Equal(t, ModeBW, rep.Config.Mode)
+}
+
+func TestRunLatencyTable(t *testing.T) {
+	code, out, errOut := runTool(t, "-mode", "lat", "-n", "300", "-warmup", "5", "-size", "64", "-frags", "1")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "Send Latency Test")
+	assert.Contains(t, out, "p99.9[us]")
+	assert.Regexp(t, `(?m)^ 64 +300 `, out)
+	assert.Empty(t, errOut, "no progress line when stderr is not a terminal")
+}
+
+// TestRunEveryOption runs a sweep over the other choice of every option at once.
+func TestRunEveryOption(t *testing.T) {
+	rep := runJSON(t, "-sweep", "-size", "128", "-n", "400", "-warmup", "0", "-engines", "2", "-producers", "3",
+		"-frags", "2", "-mem", "page", "-mapper", "iommu", "-alloc", "list", "-depth", "8",
+		"-wait", "park", "-send", "spin", "-completion", "poll", "-ring", "64")
+	require.Len(t, rep.Results, 5) // 8, 16, 32, 64, 128
+	for i, r := range rep.Results {
+		assert.Equal(t, 8<<i, r.Bytes)
+		assert.EqualValues(t, 400, r.Iterations, "%d bytes", r.Bytes)
+		assert.Zero(t, r.Aborted)
+	}
+	rep = runJSON(t, "-n", "300", "-alloc", "pool", "-wait", "busy-poll", "-producers", "2")
+	assert.EqualValues(t, 300, rep.Results[0].Iterations)
+}
+
+func TestRunMapFaults(t *testing.T) {
+	rep := runJSON(t, "-n", "1000", "-warmup", "0", "-faults", "map=0.1,seed=3", "-size", "512")
+	r := rep.Results[0]
+	assert.Positive(t, r.MapErrors)
+	assert.Equal(t, r.MapErrors, r.Faults, "every injected mapping failure dropped one packet")
+	assert.EqualValues(t, 1000, r.Iterations+r.MapErrors)
+	assert.Equal(t, 0.1, rep.Config.Faults.MapFraction)
+}
+
+func TestRunUDPInProcess(t *testing.T) {
+	rep := runJSON(t, "-sink", "udp", "-n", "300", "-warmup", "10", "-size", "256", "-frags", "4", "-engines", "2", "-producers", "2")
+	require.NotNil(t, rep.Receiver)
+	rr := rep.Receiver
+	assert.True(t, rr.Ended)
+	assert.Zero(t, rr.Dups)
+	assert.Zero(t, rr.BadChecksum)
+	assert.Zero(t, rr.BadFrames)
+	assert.EqualValues(t, 320, rr.Packets+rr.Lost, "every packet sent is received or counted lost")
+	assert.Len(t, rr.Engines, 2)
+}
+
+// freeUDPPort returns a loopback UDP port that was free a moment ago.
+func freeUDPPort(t *testing.T) string {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	addr := c.LocalAddr().String()
+	require.NoError(t, c.Close())
+	return addr
+}
+
+func TestServerAndClient(t *testing.T) {
+	addr := freeUDPPort(t)
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := runTool(t, "-server", "-udp-addr", addr, "-idle", "10s", "-json")
+		done <- result{code, out, errOut}
+	}()
+	// Wait for the server to listen: its bind makes ours fail.
+	require.Eventually(t, func() bool {
+		c, err := net.ListenPacket("udp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 5*time.Second, 5*time.Millisecond)
+
+	code, out, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "100", "-frags", "3")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "udp ("+addr+")")
+
+	var srv result
+	select {
+	case srv = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop at the end-of-run marker")
+	}
+	require.Equal(t, exitOK, srv.code, srv.errOut)
+	var rr struct {
+		Packets, Bytes, Lost uint64
+		Ended                bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(srv.out), &rr), srv.out)
+	assert.True(t, rr.Ended)
+	assert.EqualValues(t, 200, rr.Packets+rr.Lost)
+	assert.EqualValues(t, 100*rr.Packets, rr.Bytes, "each payload is the 100-byte packet")
+}
+
+func TestServerStopsWhenIdle(t *testing.T) {
+	start := time.Now()
+	code, _, errOut := runTool(t, "-server", "-udp-addr", freeUDPPort(t), "-idle", "50ms")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, errOut, "no packets arrived")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestClientRefusesNonLoopback(t *testing.T) {
+	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", "198.51.100.1:"+strconv.Itoa(18515))
+	assert.Equal(t, exitUsage, code)
+	assert.True(t, strings.Contains(errOut, "not a loopback address"), errOut)
+}
