@@ -315,6 +315,8 @@ func runStress(t *testing.T, engines int, mode CompletionMode, kinds []stressKin
 		}()
 	}
 	wg.Wait()
+	// SendWait has no IOWait to drain: wait for the last completions before closing.
+	require.Eventually(t, func() bool { return c.n.Load() == int64(total) }, 30*time.Second, time.Millisecond)
 	close(stopPoll)
 	pollers.Wait()
 	require.NoError(t, dev.Close())
