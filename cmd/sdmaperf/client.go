@@ -406,25 +406,30 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 		for slot := range int32(cfg.Depth) {
 			p.slots <- slot
 		}
+		nslots := cfg.Depth
+		if cfg.Shared {
+			nslots = 1
+		}
 		if cfg.Mem == "page" {
-			p.region, err = dma.AllocPages(cfg.Depth * cfg.Frags)
+			p.region, err = dma.AllocPages(nslots * cfg.Frags)
 			if err != nil {
 				return res, err
 			}
 			defer p.region.Close()
 			p.pages = make([]dma.Page, cfg.Depth*cfg.Frags)
 			for j := range p.pages {
-				if p.pages[j], err = p.region.Page(j); err != nil {
+				if p.pages[j], err = p.region.Page(j % (nslots * cfg.Frags)); err != nil {
 					return res, err
 				}
 			}
 			fill(p.region.Bytes(), i)
 		} else {
-			mem := make([]byte, cfg.Depth*size)
+			mem := make([]byte, nslots*size)
 			fill(mem, i)
 			p.bufs = make([][]byte, cfg.Depth)
 			for j := range p.bufs {
-				p.bufs[j] = mem[j*size : (j+1)*size : (j+1)*size]
+				k := j % nslots
+				p.bufs[j] = mem[k*size : (k+1)*size : (k+1)*size]
 			}
 		}
 		ps[i] = p

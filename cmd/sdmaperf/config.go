@@ -43,9 +43,10 @@ type Config struct {
 	Mode       Mode          `json:"mode"`
 	Engines    int           `json:"engines"`
 	Producers  int           `json:"producers"`
-	Sizes      []int         `json:"sizes"` // packet sizes in bytes, one run each
-	Frags      int           `json:"frags"` // fragments (Add calls) per packet
-	Mem        string        `json:"mem"`   // kvaddr | page: how fragments are added
+	Sizes      []int         `json:"sizes"`            // packet sizes in bytes, one run each
+	Frags      int           `json:"frags"`            // fragments (Add calls) per packet
+	Mem        string        `json:"mem"`              // kvaddr | page: how fragments are added
+	Shared     bool          `json:"shared,omitempty"` // every packet maps the same payload memory
 	Iterations int           `json:"iterations,omitempty"`
 	Duration   time.Duration `json:"duration_ns,omitempty"`
 	Warmup     int           `json:"warmup"`             // packets sent per producer before measuring
@@ -171,6 +172,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&raw.sweep, "sweep", false, fmt.Sprintf("run every power of two from %d bytes up to -size (like perftest -a)", minSweepSize))
 	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
 	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer) or page (AddPage of dma.AllocPages memory)")
+	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
 	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
@@ -378,6 +380,9 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 	slot := cfg.Sizes[len(cfg.Sizes)-1]
 	if cfg.Mem == "page" {
 		slot = cfg.Frags * dma.PageSize
+	}
+	if cfg.Shared {
+		slot = 0
 	}
 	if mem := int64(cfg.Producers) * int64(cfg.Depth) * int64(slot); mem > maxPayloadMem {
 		return usagef("-producers %d × -depth %d × %d bytes = %d MiB of payload memory; the limit is %d MiB",

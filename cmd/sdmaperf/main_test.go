@@ -162,3 +162,11 @@ func TestClientRefusesNonLoopback(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.True(t, strings.Contains(errOut, "not a loopback address"), errOut)
 }
+
+// TestRunSharedPayload maps one payload buffer for every packet in flight (overlapping live
+// mappings). With the IOMMU each mapping has its own bus address.
+func TestRunSharedPayload(t *testing.T) {
+	rep := runJSON(t, "-shared", "-mapper", "iommu", "-n", "1000", "-warmup", "0", "-size", "2048", "-depth", "32")
+	assert.EqualValues(t, 1000, rep.Results[0].Iterations)
+	assert.True(t, rep.Config.Shared)
+}

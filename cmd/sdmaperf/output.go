@@ -113,7 +113,11 @@ func writeHeader(w io.Writer, cfg Config) {
 	fmt.Fprintf(w, "%*s\n", 38+len(title)/2, title)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Engine(s)", fmt.Sprint(cfg.Engines), "Producers", cfg.Producers)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Ring size", fmt.Sprint(cfg.Ring), "Fragments", cfg.Frags)
-	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Mapper", cfg.Mapper, "Memory", cfg.Mem)
+	mem := cfg.Mem
+	if cfg.Shared {
+		mem += ", shared"
+	}
+	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Mapper", cfg.Mapper, "Memory", mem)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %d\n", "Allocator", cfg.Alloc, "Depth", cfg.Depth)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Engine wait", cfg.Wait, "Completion", cfg.Completion)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Ring full", cfg.Send, "Mode", cfg.Mode)

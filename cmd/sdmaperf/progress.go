@@ -22,6 +22,7 @@ func isTerminal(w io.Writer) bool {
 // progress is the live progress line of one size's run, or nothing: every method is a no-op on
 // a nil *progress, which is what newProgress returns unless the run is long and stderr a terminal.
 type progress struct {
+	size     int
 	bar      *progressbar.ProgressBar
 	byPacket bool // the bar counts packets (-n); otherwise milliseconds (-D)
 }
@@ -32,7 +33,7 @@ func newProgress(cfg Config, size int, stderr io.Writer, expected time.Duration)
 	if !cfg.Progress || !isTerminal(stderr) || expected < progressMin {
 		return nil
 	}
-	p := &progress{byPacket: cfg.Iterations > 0}
+	p := &progress{size: size, byPacket: cfg.Iterations > 0}
 	max := int64(cfg.Duration / time.Millisecond)
 	if p.byPacket {
 		max = int64(cfg.Iterations)
@@ -53,7 +54,7 @@ func (p *progress) update(packets uint64, elapsed time.Duration, mibps float64) 
 	if p == nil {
 		return
 	}
-	p.bar.Describe(fmt.Sprintf("%10.2f MiB/sec", mibps))
+	p.bar.Describe(fmt.Sprintf("%6d bytes %10.2f MiB/sec", p.size, mibps))
 	if p.byPacket {
 		_ = p.bar.Set64(int64(packets))
 	} else {
