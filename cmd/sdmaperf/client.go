@@ -326,6 +326,11 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 			}
 		}
 	}
+	for _, r := range rep.Results {
+		if r.SinkErrors > 0 {
+			return fmt.Errorf("%d bytes: %d deliveries to the sink failed, the last: %s", r.Bytes, r.SinkErrors, r.SinkError)
+		}
+	}
 	if rep.Receiver != nil {
 		return checkReceiver(rep.Receiver, stderr)
 	}
@@ -556,6 +561,9 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	for i := range dev.NumEngines() {
 		if err := dev.Engine(i).HaltCause(); err != nil {
 			res.HaltCauses = append(res.HaltCauses, err.Error())
+		}
+		if err := dev.Engine(i).SinkError(); err != nil && res.SinkError == "" {
+			res.SinkError = err.Error()
 		}
 	}
 	if inj != nil {

@@ -170,3 +170,9 @@ func TestRunSharedPayload(t *testing.T) {
 	assert.EqualValues(t, 1000, rep.Results[0].Iterations)
 	assert.True(t, rep.Config.Shared)
 }
+
+func TestClientWithoutServerFails(t *testing.T) {
+	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", freeUDPPort(t), "-n", "200", "-warmup", "0", "-size", "64", "-frags", "1")
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, errOut, "connection refused")
+}

@@ -69,6 +69,7 @@ type Result struct {
 	SinkErrors uint64          `json:"sink_errors"`           // Deliver errors the engine recorded
 	Halts      uint64          `json:"halts"`                 // engine halts
 	HaltCauses []string        `json:"halt_causes,omitempty"` // why each halted engine halted
+	SinkError  string          `json:"sink_error,omitempty"`  // the last failed delivery
 	Receiver   *udpsink.Report `json:"receiver,omitempty"`
 }
 
