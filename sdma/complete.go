@@ -98,7 +98,7 @@ func (e *Engine) descAvail(avail int) {
 		}
 		avail -= w.need
 		e.dmawait.remove(w)
-		e.wakeBatch[n] = w
+		e.wakeBatch[n], e.wakeRank[n] = w, w.rank()
 		n++
 		w = next
 	}
@@ -106,15 +106,16 @@ func (e *Engine) descAvail(avail int) {
 	e.wakeBatchLocked(n)
 }
 
-// wakeBatchLocked calls the wakeups of wakeBatch[:n], top priority first, and clears the batch.
-// headMu held.
+// wakeBatchLocked calls the wakeups of wakeBatch[:n], top priority first (by the ranks taken
+// under the wait lock: once off the list a waiter may be queued again and its fields rewritten),
+// and clears the batch. headMu held.
 func (e *Engine) wakeBatchLocked(n int) {
 	if n == 0 {
 		return
 	}
 	top := 0
 	for i := 1; i < n; i++ {
-		if e.wakeBatch[i].rank() > e.wakeBatch[top].rank() {
+		if e.wakeRank[i] > e.wakeRank[top] {
 			top = i
 		}
 	}
@@ -138,7 +139,7 @@ func (e *Engine) wakeAllLocked() {
 			w := e.dmawait.head
 			e.dmawait.remove(w)
 			if w.wakeup != nil {
-				e.wakeBatch[n] = w
+				e.wakeBatch[n], e.wakeRank[n] = w, w.rank()
 				n++
 			}
 		}

@@ -83,6 +83,7 @@ type Engine struct {
 	// time; the ring's seqcount is its sequence.
 	headMu    sync.Mutex
 	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
+	wakeRank  [waitBatchSize]int     // their wake-order keys, taken under waitMu; guarded by headMu
 
 	_ [lineSize]byte
 

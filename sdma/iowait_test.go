@@ -373,3 +373,75 @@ func TestIOWaitDrain(t *testing.T) {
 	assert.Zero(t, w.Busy())
 	assert.EqualValues(t, 1, drained.Load())
 }
+
+func TestDescAvailOrderBatchAndStop(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	var order []int
+	mk := func(id int) *IOWait {
+		w := new(IOWait)
+		w.Init(nil, func(*IOWait, int) { order = append(order, id) }, nil)
+		return w
+	}
+	free := func() {
+		t.Helper()
+		fillRing(t, dev, e, nil)
+		_, err := e.Process()
+		require.NoError(t, err)
+	}
+
+	// 25 waiters needing 2 each: one pass wakes 20 (SDMA_WAIT_BATCH_SIZE), in queue order.
+	free()
+	ws := make([]*IOWait, 25)
+	e.LockWait()
+	for i := range ws {
+		ws[i] = mk(i)
+		require.True(t, e.QueueWait(ws[i], 2, true))
+	}
+	assert.False(t, e.QueueWait(ws[0], 2, true), "already queued")
+	e.UnlockWait()
+	e.Poll()
+	require.Len(t, order, 20)
+	for i := range order {
+		assert.Equal(t, i, order[i])
+	}
+	assert.True(t, e.Waiting(ws[20]))
+	e.LockWait()
+	for _, w := range ws[20:] {
+		e.dmawait.remove(w)
+	}
+	e.UnlockWait()
+
+	// Stop at the first waiter that does not fit, even if a later one would.
+	order = nil
+	free()
+	a, b, c := mk(1), mk(2), mk(3)
+	e.LockWait()
+	e.QueueWait(a, 10, true)
+	e.QueueWait(b, 60, true)
+	e.QueueWait(c, 2, true)
+	e.UnlockWait()
+	e.Poll()
+	assert.Equal(t, []int{1}, order)
+	assert.True(t, e.Waiting(b))
+	assert.True(t, e.Waiting(c))
+	e.LockWait()
+	e.dmawait.remove(b)
+	e.dmawait.remove(c)
+	e.UnlockWait()
+
+	// A waiter that sent nothing, or has priority, goes to the head; the highest
+	// priority<<4 + starved count of a batch is woken first.
+	order = nil
+	free()
+	p, q, r := mk(1), mk(2), mk(3)
+	r.SetPriority(1)
+	e.LockWait()
+	e.QueueWait(p, 2, true)  // tail
+	e.QueueWait(q, 2, false) // head, starved 1
+	e.QueueWait(r, 2, true)  // head (priority)
+	e.UnlockWait()
+	assert.Equal(t, 1, q.Starved())
+	e.Poll()
+	assert.Equal(t, []int{3, 2, 1}, order, "list order r, q, p; r ranks highest (16 > 1 > 0)")
+}
