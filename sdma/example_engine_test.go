@@ -111,8 +111,9 @@ func ExampleEngine_SendWait() {
 	}
 	e := dev.Engine(0)
 	var wg sync.WaitGroup
-	payload := make([]byte, 1024)
+	buf := make([]byte, 1000*1024)
 	for i := 0; i < 1000; i++ {
+		payload := buf[i*1024 : (i+1)*1024]
 		tx := new(sdma.TxReq)
 		wg.Add(1)
 		_ = tx.Init(0, len(payload), func(_ *sdma.TxReq, st sdma.Status) {
