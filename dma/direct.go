@@ -25,11 +25,13 @@ func NewDirect() *Direct {
 	return d
 }
 
-// assign makes the record's bus address its CPU address and publishes it.
-func (d *Direct) assign(r *record) error {
-	r.addr = Addr(sliceAddr(r.buf))
+// assign makes the record's bus address its CPU address and publishes it. r must not be read
+// after insert: an unmap of the same buffer may claim it at once.
+func (d *Direct) assign(r *record) (Addr, error) {
+	addr := Addr(sliceAddr(r.buf))
+	r.addr = addr
 	d.tab.insert(r)
-	return nil
+	return addr, nil
 }
 
 var _ Mapper = (*Direct)(nil)

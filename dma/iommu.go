@@ -101,20 +101,22 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 }
 
 // assign allocates IOVA granules for r (alloc_iova) and publishes r in the page table
-// (iommu_map), both under mu so that no two mappings get the same granules.
-func (m *IOMMU) assign(r *record) error {
+// (iommu_map), both under mu so that no two mappings get the same granules. It returns the
+// address.
+func (m *IOMMU) assign(r *record) (Addr, error) {
 	off := uint64(sliceAddr(r.buf)) & (1<<m.shift - 1)
 	n := (off+uint64(len(r.buf))-1)>>m.shift + 1
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	start, ok := m.findFree(n)
 	if !ok {
-		return fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
+		return 0, fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
 	}
-	r.addr = Addr(start<<m.shift | off)
-	m.tab.insert(r)
+	addr := Addr(start<<m.shift | off)
+	r.addr = addr
+	m.tab.insert(r) // r is not read after this (see record)
 	m.cursor = start + n
-	return nil
+	return addr, nil
 }
 
 // findFree returns the first run of n free granules at or after the cursor, wrapping once to

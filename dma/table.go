@@ -14,6 +14,11 @@ import (
 // written by the mapping goroutine before the record is published into the table (under a stripe
 // lock) and not changed until it has been removed from every stripe again; readers only look at
 // it while holding a stripe's read lock, so the stripe locks order every access.
+//
+// Publication hands the record over: once it is on its first page (which insert does last) any
+// unmap of an identical mapping may claim it, remove it and recycle it (Direct's mappings of the
+// same buffer are interchangeable), so the mapping goroutine must not read it again; mapBuf takes
+// the address from assign. Claim (removal from the first page) likewise hands it to the claimer.
 type record struct {
 	addr   Addr      // bus address of buf[0]
 	buf    []byte    // the mapped bytes; keeps Go heap memory alive while mapped
@@ -69,10 +74,13 @@ func (t *table) pages(r *record) (first, last uint64) {
 	return uint64(r.addr) >> t.shift, uint64(r.end()-1) >> t.shift
 }
 
-// insert publishes r on every page it touches.
+// insert publishes r on every page it touches, the first page last: claim looks for r on its first
+// page only, so r must not be claimable before it is on all of them (else an unmap of an
+// identical mapping could claim it, find it on no further page, recycle it, and insert would then
+// add the recycled record to the remaining pages). The caller does not touch r after insert.
 func (t *table) insert(r *record) {
 	first, last := t.pages(r)
-	for pg := first; ; pg++ {
+	for pg := last; ; pg-- {
 		s := t.stripe(pg)
 		s.mu.Lock()
 		pl := s.m[pg]
@@ -88,7 +96,7 @@ func (t *table) insert(r *record) {
 		}
 		pl.recs = append(pl.recs, r)
 		s.mu.Unlock()
-		if pg == last {
+		if pg == first {
 			return
 		}
 	}
@@ -218,9 +226,11 @@ func (t *table) occupant(pg uint64) uint64 {
 // core is what Direct and IOMMU share: the mapping table, record recycling, counters, the
 // Mapper methods. assign gives a record its bus address and publishes it.
 type core struct {
-	tab    table
-	assign func(r *record) error // Direct: identity; IOMMU: IOVA allocation. Immutable.
-	inj    *injector             // fault injection on map calls (IOMMU config); nil for none. Immutable.
+	tab table
+	// assign gives r its bus address, publishes r and returns the address, which it read before
+	// publishing (see record). Direct: identity; IOMMU: IOVA allocation. Immutable.
+	assign func(r *record) (Addr, error)
+	inj    *injector // fault injection on map calls (IOMMU config); nil for none. Immutable.
 
 	// live counts published records: incremented after publication, decremented after removal,
 	// by mappers; read by LiveCount. Plain counter, no ordering role.
@@ -231,7 +241,7 @@ type core struct {
 	recs sync.Pool
 }
 
-func (c *core) init(shift uint, assign func(*record) error) {
+func (c *core) init(shift uint, assign func(*record) (Addr, error)) {
 	c.tab.init(shift)
 	c.assign = assign
 	c.recs.New = func() any { return new(record) }
@@ -260,12 +270,16 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, in
 	}
 	r := c.recs.Get().(*record)
 	r.buf, r.dir, r.kind, r.region = buf, dir, kind, region
-	if err := c.assign(r); err != nil {
+	// Once assign has published r, r belongs to the table: an unmap of an identical mapping
+	// (Direct: the same buffer mapped again) may claim and recycle it at once, so the address
+	// comes from assign, never from r.
+	addr, err := c.assign(r)
+	if err != nil {
 		c.recycle(r)
 		return 0, err
 	}
 	c.live.Add(1)
-	return r.addr, nil
+	return addr, nil
 }
 
 func (c *core) recycle(r *record) {

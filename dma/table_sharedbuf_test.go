@@ -1,0 +1,154 @@
+package dma
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Regression tests for a shared buffer mapped by several packets in flight with Direct: the map
+// call read the record's bus address after publishing the record. Direct's mappings of the same
+// buffer are identical, so any unmap of that buffer may claim any of them, including the one
+// just published; a concurrent unmap (the completion side) could claim and recycle it before the
+// map returned, and MapSingle returned 0 (the recycled record) or the address of whatever buffer
+// the pooled record was handed to next. The engine then halted on a descriptor with bus address 0.
+
+// TestDirectSharedBufUnmapRacesMap is the deterministic form: the assign hook runs exactly in the
+// window between publication and the map's return, and there unmaps two earlier identical
+// mappings (what a completion goroutine may do) and maps another buffer (which may reuse the
+// recycled record).
+func TestDirectSharedBufUnmapRacesMap(t *testing.T) {
+	d := NewDirect()
+	buf := pattern(2048, 3)
+	other := pattern(2048, 5)
+	want := Addr(sliceAddr(buf))
+	for range 2 { // two packets in flight with the same buffer
+		a, err := d.MapSingle(buf, ToDevice)
+		require.NoError(t, err)
+		require.Equal(t, want, a)
+	}
+
+	orig := d.core.assign
+	var otherAddr Addr
+	d.core.assign = func(r *record) (Addr, error) {
+		a, err := orig(r)
+		d.core.assign = orig // once: the calls below are the "other goroutine"
+		// The two earlier packets complete: two unmaps of the identical mapping.
+		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
+		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
+		// Another map, which may get the recycled record from the pool.
+		otherAddr, _ = d.MapSingle(other, ToDevice)
+		return a, err
+	}
+	a, err := d.MapSingle(buf, ToDevice)
+	require.NoError(t, err)
+	require.Equal(t, want, a, "MapSingle must return the buffer's own address (bus address = virtual address)")
+	require.Equal(t, Addr(sliceAddr(other)), otherAddr)
+	require.Equal(t, 2, d.LiveCount())
+
+	got, err := d.Translate(a, len(buf), ToDevice)
+	require.NoError(t, err)
+	require.Equal(t, buf, got)
+	require.NoError(t, d.UnmapSingle(a, len(buf), ToDevice))
+	require.NoError(t, d.UnmapSingle(otherAddr, len(other), ToDevice))
+	require.Zero(t, d.LiveCount())
+	require.Empty(t, d.Live())
+}
+
+// TestSharedBufConcurrentMapUnmap is the stress form, shaped like the send path: one goroutine
+// maps pieces of one buffer for every packet, another unmaps them as packets complete, with up to
+// depth packets in flight. Every returned address must be the right one and translate to the
+// right bytes while mapped, and once all is unmapped the page table must hold nothing. The
+// multipage shape has pieces that span pages and overlap each other.
+func TestSharedBufConcurrentMapUnmap(t *testing.T) {
+	dur := 500 * time.Millisecond
+	if testing.Short() {
+		dur = 150 * time.Millisecond
+	}
+	big := make([]byte, 5*PageSize)
+	shapes := []struct {
+		name   string
+		pieces [][]byte
+	}{
+		{"halves", func() [][]byte { b := pattern(4096, 9); return [][]byte{b[:2048], b[2048:]} }()},
+		{"multipage", [][]byte{big[100 : 100+2*PageSize+50], big[PageSize+7 : 4*PageSize+500], big[3:]}},
+	}
+	for _, sh := range shapes {
+		t.Run(sh.name, func(t *testing.T) {
+			impls(t, func(t *testing.T, m testMapper) {
+				sharedBufStress(t, m, sh.pieces, dur)
+			})
+		})
+	}
+}
+
+func sharedBufStress(t *testing.T, m testMapper, pieces [][]byte, dur time.Duration) {
+	const depth = 64
+	inflight := make(chan []Addr, depth)
+	var wg sync.WaitGroup
+	wg.Go(func() { // the completion side
+		for p := range inflight {
+			for i, a := range p {
+				assert.NoError(t, m.UnmapSingle(a, len(pieces[i]), ToDevice))
+			}
+		}
+	})
+	closed := false
+	defer func() { // also on a failed require: stop the completion side
+		if !closed {
+			close(inflight)
+			wg.Wait()
+		}
+	}()
+	_, direct := m.(*Direct)
+	deadline := time.Now().Add(dur)
+	n := 0
+	for ; time.Now().Before(deadline) && !t.Failed(); n++ {
+		p := make([]Addr, len(pieces))
+		for i, h := range pieces {
+			a, err := m.MapSingle(h, ToDevice)
+			require.NoError(t, err)
+			if direct {
+				require.Equal(t, Addr(sliceAddr(h)), a, "packet %d piece %d", n, i)
+			}
+			got, err := m.Translate(a, len(h), ToDevice) // the device reads it
+			require.NoError(t, err, "packet %d piece %d", n, i)
+			require.Equal(t, &h[0], &got[0], "packet %d piece %d: bytes of another buffer", n, i)
+			p[i] = a
+		}
+		inflight <- p
+	}
+	close(inflight)
+	closed = true
+	wg.Wait()
+	t.Logf("%d packets", n)
+	require.Zero(t, m.LiveCount())
+	require.Empty(t, m.Live())
+	requireTableEmpty(t, m)
+}
+
+// requireTableEmpty checks that no page of the mapper's table lists a record: a record left on
+// some page after its unmap is a stale pointer into the record pool.
+func requireTableEmpty(t *testing.T, m testMapper) {
+	t.Helper()
+	var tab *table
+	switch m := m.(type) {
+	case *Direct:
+		tab = &m.tab
+	case *IOMMU:
+		tab = &m.tab
+	default:
+		t.Fatalf("unknown mapper %T", m)
+	}
+	for i := range tab.stripes {
+		s := &tab.stripes[i]
+		s.mu.RLock()
+		for pg, pl := range s.m {
+			t.Errorf("page %#x still lists %d records after every unmap", pg, len(pl.recs))
+		}
+		s.mu.RUnlock()
+	}
+}
