@@ -205,27 +205,31 @@ func (e *Engine) flushLocked() {
 	}
 }
 
-// swCleanLocked is the sw clean (hfi1: sdma_sw_clean_up_task + sdma_flush): the txreqs the
-// hardware finished complete with StatusOK, the rest of the ring and the flush list with
-// StatusAborted, and every parked waiter is woken. The ring's indices keep running: hwHead and
-// swHead move to the tail (the kernel resets all three to 0, which needs a quiescent ring; here
-// producers may be mid-reservation). hwMu held, so the hardware reads nothing being unmapped.
+// swCleanLocked is the sw clean (hfi1: sdma_sw_clean_up_task + sdma_flush): it waits for the
+// producers past the gate (quiesce), completes the txreqs the hardware finished with StatusOK
+// (sdma_make_progress), the rest of the ring and the flush list with StatusAborted, resets the
+// ring's indices to 0 (descq_tail = descq_head = 0, *head_dma = 0; the generation restarts with
+// them), and wakes every parked waiter. The engine is not in s99 (the gate's running bit is clear)
+// or is closing. hwMu held, so the hardware reads nothing being unmapped.
 func (e *Engine) swCleanLocked() {
+	e.quiesce()
 	r := e.ring
 	e.headMu.Lock()
 	r.BeginWrite()
 	e.stats.passes.Add(1)
 	e.walkLocked(r.HWHead(), StatusOK)
-	tail := r.Tail()
+	tail := r.Tail() // == the reservation index: quiesce saw every reservation published
 	if r.HWHead() != tail {
 		r.SetHWHead(tail)
 	}
-	e.hw.head = tail
-	e.hw.sinceIntr = 0
-	e.hw.idle = true
 	e.walkLocked(tail, StatusAborted)
 	e.flushLocked()
 	r.EndWrite()
+	// Quiescent: no producer past the gate, no hardware pass (hwMu), no completion pass (headMu).
+	r.Reset(0)
+	e.hw.head = 0
+	e.hw.sinceIntr = 0
+	e.hw.idle = true
 	e.wakeAllLocked()
 	e.headMu.Unlock()
 }

@@ -95,6 +95,9 @@ type Config struct {
 	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
 	// min(Engines, 8).
 	NumVLs int
+	// Faults is every engine's initial fault plan (Engine.SetFaults); the zero value injects
+	// nothing. Each engine adds its index to the seed.
+	Faults FaultPlan
 	// VLEngines optionally gives the number of engines of each VL (hfi1: sdma_map_init's
 	// vl_engines); len(VLEngines) must be NumVLs, each at least 1, the sum at most Engines. nil
 	// spreads the engines evenly, extras to the highest VLs, as the kernel does.
@@ -152,6 +155,12 @@ func NewDevice(cfg Config) (*Device, error) {
 		dev.engines[i] = e
 	}
 	dev.vlMap = buildVLMap(dev.engines, cfg.NumVLs, cfg.VLEngines)
+	for _, e := range dev.engines {
+		e.setFaultsLocked(cfg.Faults) // no goroutine yet: nothing else holds hwMu
+		e.hwMu.Lock()
+		e.raise(E30GoRunning, "NewDevice", nil) // sdma_start: s00 → s10 → s15 → s99
+		e.hwMu.Unlock()
+	}
 	if !cfg.Manual {
 		for _, e := range dev.engines {
 			go e.run()
@@ -189,6 +198,9 @@ func (cfg *Config) normalize() error {
 	case CompleteInterrupt, CompletePoll:
 	default:
 		return configErr("Completion", cfg.Completion, "want CompleteInterrupt or CompletePoll")
+	}
+	if err := cfg.Faults.validate(); err != nil {
+		return err
 	}
 	if cfg.NumVLs == 0 {
 		cfg.NumVLs = min(cfg.Engines, MaxVLs)
@@ -311,14 +323,15 @@ func (dev *Device) Close() error {
 	dev.closeOnce.Do(func() {
 		dev.state.Store(devClosed)
 		for _, e := range dev.engines {
-			e.stopAccepting(stateDown)
+			e.stopAccepting(gateDown)
 		}
 		for _, e := range dev.engines {
 			e.stopGoroutine()
 		}
 		for _, e := range dev.engines {
 			e.hwMu.Lock()
-			e.swCleanLocked()
+			e.raise(E00GoHwDown, "Close", nil)
+			e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list
 			e.hwMu.Unlock()
 		}
 		dev.closeErr = dev.mapper.FreeCoherent(dev.pad)
@@ -335,7 +348,7 @@ func (dev *Device) Shutdown(ctx context.Context) error {
 	var drainErr error
 	if dev.state.CompareAndSwap(devOpen, devDraining) {
 		for _, e := range dev.engines {
-			e.stopAccepting(stateDraining)
+			e.stopAccepting(gateDraining)
 		}
 		for wait := time.Microsecond; ; {
 			busy := false

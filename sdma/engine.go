@@ -9,14 +9,13 @@ import (
 	"github.com/gosdma/gosdma/ring"
 )
 
-// engine states in Engine.state: the states of hfi1's state machine that a software engine
-// needs today. A later recovery state machine (s00..s99, halt → sw clean → restart) refines
-// stateHalted into its s50/s30/s40 steps; Running() is s99.
+// Bits of Engine.gate, the producers' one-word view of the engine: the state machine's "state ==
+// s99" and the device's life cycle. Send's fast path runs only when the gate is exactly
+// gateRunning.
 const (
-	stateRunning  int32 = iota // sdma_state_s99_running
-	stateHalted                // halted on an error (s50_hw_halt_wait and after): sends are flushed
-	stateDraining              // Device.Shutdown: sends refused, the ring is still processed
-	stateDown                  // Device.Close: sdma_state_s00_hw_down
+	gateRunning  int32 = 1 << iota // the state machine is in s99_running (sdma_running)
+	gateDraining                   // Device.Shutdown: sends refused, the ring is still processed
+	gateDown                       // Device.Close: sends refused, the engine is going down
 )
 
 // lineSize separates groups of fields written by different parties (two 64-byte cache lines, so
@@ -53,10 +52,12 @@ type Engine struct {
 
 	_ [lineSize]byte
 
-	// state is the engine state (stateRunning, …). Written rarely (halt: hardware side; Shutdown
-	// and Close: atomic store); read by every Send before it reserves and after it publishes, so
-	// that a send racing a halt or close is cleaned up.
-	state atomic.Int32
+	// gate is the atomic mirror of the state machine for producers (gateRunning | gateDraining |
+	// gateDown bits). The running bit is written under hwMu and stMu by the state machine (And
+	// when it leaves s99, before any clean-up; Or when it enters s99, after sdma_hw_start_up);
+	// Shutdown and Close Or in their bits. Read by every Send after it raised inflight (seq-cst:
+	// the Dekker pair with quiesce, see inflight) and by the hardware model and the sleepers.
+	gate atomic.Int32
 	// hwSleeping is set by the hardware goroutine just before it parks (seq-cst store, then it
 	// re-checks the tail) and cleared when it runs; read by producers after they publish (the
 	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
@@ -68,6 +69,16 @@ type Engine struct {
 	flushPending atomic.Bool
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
 	stopping atomic.Bool
+
+	_ [lineSize]byte
+
+	// inflight counts producers between their gate check and their Publish (the kernel's
+	// tail_lock hold). A producer adds 1, then loads gate (both seq-cst); the sw clean clears the
+	// gate's running bit, then waits for inflight to drop to 0 (quiesce). So either the producer
+	// sees the engine not running and backs off without touching the ring, or the clean waits for
+	// its Publish: after quiesce every reservation is published and none can start, which is
+	// what ring.Reset needs. Written (atomic add) by every Send/SendList; read by quiesce.
+	inflight atomic.Int64
 
 	_ [lineSize]byte
 
@@ -97,8 +108,14 @@ type Engine struct {
 	flushMu sync.Mutex
 	flush   TxList
 
-	// haltCause is the recorded reason of the last halt, nil while none. Written by the
-	// hardware side when it halts (atomic store); read by HaltCause, Process.
+	// stMu is the state lock (the kernel holds tail_lock and head_lock in sdma_process_event).
+	// sm is written with both hwMu and stMu held (raise); read under either (State, History,
+	// the hardware model). stMu is taken after hwMu and is never held across a call out.
+	stMu sync.Mutex
+	sm   stateMachine
+
+	// haltCause is the recorded reason of the last halt, nil while none. Written by the state
+	// machine when the engine enters s50_hw_halt_wait (atomic store); read by HaltCause.
 	haltCause atomic.Pointer[HaltError]
 	// sinkErr is the last failed delivery. Written by the hardware side; read by SinkError.
 	sinkErr atomic.Pointer[SinkError]
@@ -152,7 +169,7 @@ func (e *Engine) RingSize() int { return e.ring.Size() }
 func (e *Engine) Empty() bool { return e.ring.Empty() }
 
 // Running reports whether the engine accepts sends (hfi1: sdma_running, s99_running).
-func (e *Engine) Running() bool { return e.state.Load() == stateRunning }
+func (e *Engine) Running() bool { return e.gate.Load()&(gateRunning|gateDown) == gateRunning }
 
 // DescqFreeCnt returns the descriptors that can be reserved now (hfi1: sdma_descq_freecnt).
 func (e *Engine) DescqFreeCnt() int { return e.ring.FreeCnt() }
@@ -225,21 +242,23 @@ func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 	}
 	tx.wait = w
 	for {
-		switch e.state.Load() {
-		case stateRunning:
-		case stateHalted:
+		e.inflight.Add(1)
+		if g := e.gate.Load(); g != gateRunning {
+			e.inflight.Add(-1)
+			if g&(gateDraining|gateDown) != 0 {
+				tx.wait = nil
+				tx.state.Store(txBuilding)
+				return ErrClosed
+			}
 			e.flushTx(w, tx)
 			return ErrNotRunning
-		default:
-			tx.wait = nil
-			tx.state.Store(txBuilding)
-			return ErrClosed
 		}
 		start, err := e.ring.Reserve(n)
 		if err == nil {
 			e.submit(w, tx, start, n)
 			return nil
 		}
+		e.inflight.Add(-1)
 		err = e.checkProgress(w, tx, n, pktsSent)
 		if err == ErrAgain {
 			continue
@@ -271,9 +290,9 @@ func (e *Engine) checkProgress(w *IOWait, tx *TxReq, n int, pktsSent bool) error
 	return err
 }
 
-// submit writes tx's descriptors into its reservation, records it, and publishes (hfi1:
-// submit_tx + sdma_update_tail). The reservation is ours: nothing may fail between Reserve and
-// Publish, or the ring would block.
+// submit writes tx's descriptors into its reservation, records it, publishes (hfi1: submit_tx +
+// sdma_update_tail) and leaves the producers' in-flight count. The reservation is ours: nothing
+// may fail between Reserve and Publish, or the ring would block.
 func (e *Engine) submit(w *IOWait, tx *TxReq, start uint64, n int) {
 	ds, skip := tx.hwDescs()
 	e.ring.Write(start, ds, skip)
@@ -282,25 +301,15 @@ func (e *Engine) submit(w *IOWait, tx *TxReq, start uint64, n int) {
 		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
 	}
 	_ = e.ring.Publish(start, n) // our own reservation: cannot fail
+	e.inflight.Add(-1)
 	e.afterPublish()
 }
 
-// afterPublish runs after every Publish: the doorbell, and the clean-up of a send that raced a
-// halt or a close (it checked the state before reserving; the state changed before it published,
-// so the sw clean may have missed its descriptors).
+// afterPublish runs after every Publish: the doorbell. (A send that raced a halt or a close
+// needs nothing here: the sw clean waited for its Publish, see inflight, and aborted it.)
 func (e *Engine) afterPublish() {
-	switch e.state.Load() {
-	case stateRunning, stateDraining:
-		if e.hwSleeping.Load() {
-			e.ringBell()
-		}
-	case stateHalted:
-		e.flushPending.Store(true)
+	if e.hwSleeping.Load() {
 		e.ringBell()
-	case stateDown:
-		e.hwMu.Lock()
-		e.swCleanLocked()
-		e.hwMu.Unlock()
 	}
 }
 
@@ -337,9 +346,9 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 	count, submitted := 0, 0
 	var err error
 	for l.Len() > 0 && err == nil {
-		switch e.state.Load() {
-		case stateRunning:
-		case stateHalted:
+		switch g := e.gate.Load(); {
+		case g == gateRunning:
+		case g&(gateDraining|gateDown) == 0:
 			for l.Len() > 0 {
 				tx := l.Front()
 				if err = e.take(tx); err != nil {
@@ -395,12 +404,22 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 			e.stats.ringFull.Add(1)
 			break
 		}
-		start, rerr := e.ring.Reserve(total)
-		if rerr != nil { // another producer took the room: give the batch back and look again
+		e.inflight.Add(1)
+		var rerr error
+		start := uint64(0)
+		if e.gate.Load() != gateRunning {
+			rerr = ErrNotRunning // the loop's head flushes or refuses
+		} else {
+			start, rerr = e.ring.Reserve(total)
+		}
+		if rerr != nil { // another producer took the room, or the engine stopped: give the batch back and look again
+			e.inflight.Add(-1)
 			for j, tx := 0, l.Front(); j < k; j, tx = j+1, l.Next(tx) {
 				tx.state.Store(txBuilding)
 			}
-			runtime.Gosched()
+			if rerr == ring.ErrFull {
+				runtime.Gosched()
+			}
 			continue
 		}
 		idx := start
@@ -416,6 +435,7 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 			w.busy.Add(int32(k)) // iowait_sdma_add
 		}
 		_ = e.ring.Publish(start, total)
+		e.inflight.Add(-1)
 		e.afterPublish()
 		submitted += k
 		count += k
@@ -515,19 +535,9 @@ func (e *Engine) idleForShutdown() bool {
 	return n == 0
 }
 
-// stopAccepting moves a running (or draining) engine to st; a halted engine stays halted unless
-// st is stateDown.
-func (e *Engine) stopAccepting(st int32) {
-	for {
-		cur := e.state.Load()
-		if cur == stateDown || (cur == stateHalted && st != stateDown) || cur == st {
-			return
-		}
-		if e.state.CompareAndSwap(cur, st) {
-			return
-		}
-	}
-}
+// stopAccepting sets a life-cycle bit of the gate (gateDraining or gateDown): from then on
+// Send refuses with ErrClosed.
+func (e *Engine) stopAccepting(bit int32) { e.gate.Or(bit) }
 
 // stopGoroutine stops the hardware goroutine, if any, and waits for it to return.
 func (e *Engine) stopGoroutine() {

@@ -11,6 +11,8 @@ import (
 var (
 	ErrConfig = errors.New("sdma: invalid configuration")  // NewDevice refused a Config field
 	ErrSink   = errors.New("sdma: sink failed to deliver") // a Sink returned an error or panicked
+	// ErrInjected is the error of a delivery that a FaultSink failed on purpose.
+	ErrInjected = errors.New("sdma: injected fault")
 )
 
 // ConfigError names the Config field NewDevice refused. It matches ErrConfig and ErrInvalid.
@@ -31,47 +33,52 @@ func configErr(field string, v any, reason string) error {
 	return &ConfigError{Field: field, Value: v, Reason: reason}
 }
 
-// HaltCause is why the hardware model halted an engine: the descriptor checks of the chip
-// (hfi1: the SEND_DMA_ENG_ERR_STATUS bits of ALL_SDMA_ENG_HALT_ERRS that a software engine can
-// meet).
+// HaltCause is why the hardware model halted an engine: the descriptor checks of the chip and an
+// explicit halt (hfi1: the SEND_DMA_ENG_ERR_STATUS bits of ALL_SDMA_ENG_HALT_ERRS that a software
+// engine can meet). Each halt is counted by cause in EngineStats.Halts.
 type HaltCause int
 
 const (
-	CauseNone          HaltCause = iota
-	CauseGenMismatch             // SDMA_GEN_MISMATCH: the slot's generation is not the ring pass's
-	CauseFirstDesc               // SDMA_FIRST_DESC: a packet does not open with FIRST, or FIRST inside one
-	CauseTooLong                 // SDMA_TOO_LONG: more than 16384 bytes read for one packet
-	CauseDescOverflow            // SDMA_PACKET_DESC_OVERFLOW: more than 64 descriptors in one packet
-	CauseWrongDW                 // SDMA_WRONG_DW: a packet that is not a whole number of dwords
-	CauseMemRead                 // SDMA_MEM_READ: Translate refused a descriptor's range (an IOMMU fault)
-	CauseHeaderSelect            // SDMA_HEADER_SELECT: an undefined AHG mode
-	CauseHeaderLength            // SDMA_HEADER_LENGTH: an AHG header length the entry cannot give
-	CauseHeaderAddress           // SDMA_HEADER_ADDRESS: an AHG update outside the header or an empty entry
+	CauseNone           HaltCause = iota
+	CauseGenMismatch              // SDMA_GEN_MISMATCH: the slot's generation is not the ring pass's
+	CauseFirstDesc                // SDMA_FIRST_DESC: a packet does not open with FIRST, or FIRST inside one
+	CauseTooLong                  // SDMA_TOO_LONG: more than 16384 bytes read for one packet
+	CauseDescOverflow             // SDMA_PACKET_DESC_OVERFLOW: more than 64 descriptors in one packet
+	CauseWrongDW                  // SDMA_WRONG_DW: a packet that is not a whole number of dwords
+	CauseMemRead                  // SDMA_MEM_READ: Translate refused a descriptor's range (an IOMMU fault)
+	CauseHeaderSelect             // SDMA_HEADER_SELECT: an undefined AHG mode
+	CauseHeaderLength             // SDMA_HEADER_LENGTH: an AHG header length the entry cannot give
+	CauseHeaderAddress            // SDMA_HEADER_ADDRESS: an AHG update outside the header or an empty entry
+	CauseLengthMismatch           // SDMA_LENGTH_MISMATCH: the bytes read for a descriptor are not its length
+	CauseHalt                     // SDMA_HALT: an explicit halt (InjectHalt, an e60/e90 event, a FaultPlan)
+	NumHaltCauses                 // the number of causes, CauseNone included (the size of EngineStats.Halts)
 )
 
 var causeNames = [...]string{
-	CauseNone:          "none",
-	CauseGenMismatch:   "generation mismatch",
-	CauseFirstDesc:     "first descriptor",
-	CauseTooLong:       "packet too long",
-	CauseDescOverflow:  "packet descriptor overflow",
-	CauseWrongDW:       "wrong dword count",
-	CauseMemRead:       "memory read fault",
-	CauseHeaderSelect:  "AHG header select",
-	CauseHeaderLength:  "AHG header length",
-	CauseHeaderAddress: "AHG header address",
+	CauseNone:           "none",
+	CauseGenMismatch:    "generation mismatch",
+	CauseFirstDesc:      "first descriptor",
+	CauseTooLong:        "packet too long",
+	CauseDescOverflow:   "packet descriptor overflow",
+	CauseWrongDW:        "wrong dword count",
+	CauseMemRead:        "memory read fault",
+	CauseHeaderSelect:   "AHG header select",
+	CauseHeaderLength:   "AHG header length",
+	CauseHeaderAddress:  "AHG header address",
+	CauseLengthMismatch: "length mismatch",
+	CauseHalt:           "explicit halt",
 }
 
 // String names the cause.
 func (c HaltCause) String() string {
-	if c >= 0 && int(c) < len(causeNames) {
+	if c >= 0 && c < NumHaltCauses {
 		return causeNames[c]
 	}
 	return fmt.Sprintf("HaltCause(%d)", int(c))
 }
 
 // HaltError is the recorded reason an engine halted: the descriptor the hardware model refused
-// and why. It matches ErrHalted, and wraps the mapper's *dma.Fault for CauseMemRead.
+// (or stood at, for an injected halt) and why. It matches ErrHalted, and wraps the mapper's *dma.Fault for CauseMemRead.
 type HaltError struct {
 	Engine int       // engine index
 	Cause  HaltCause // which check failed

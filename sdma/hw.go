@@ -24,7 +24,8 @@ import (
 //
 // A descriptor the chip would reject halts the engine: the cause is recorded (HaltError), the
 // packets before it complete with StatusOK, everything after it in the ring and the flush list
-// completes with StatusAborted, and every parked waiter is woken (the sw clean).
+// completes with StatusAborted, every parked waiter is woken (the sw clean), and the engine
+// restarts with its ring at index 0 (see recover.go).
 //
 // AHG. An engine has 32 AHG entries of up to 64 bytes. A packet whose first descriptor has mode
 // COPY stores the bytes of that first descriptor (its header fragment; at most 64 bytes) in the
@@ -40,10 +41,11 @@ import (
 
 // hwState is the chip's internal state. Guarded by Engine.hwMu.
 type hwState struct {
-	head      uint64   // the chip's head: the next descriptor to read (>= ring.HWHead())
-	sinceIntr int      // descriptors since the last count interrupt
-	idle      bool     // the idle interrupt for the current idle period was raised
-	segs      [][]byte // the packet being delivered; reused, cap MaxDesc+1
+	faults    faultState // the fault plan (SetFaults)
+	head      uint64     // the chip's head: the next descriptor to read (>= ring.HWHead())
+	sinceIntr int        // descriptors since the last count interrupt
+	idle      bool       // the idle interrupt for the current idle period was raised
+	segs      [][]byte   // the packet being delivered; reused, cap MaxDesc+1
 	ahg       [desc.NumAHGEntries]ahgEntry
 	hdr       [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
 }
@@ -59,13 +61,14 @@ func (h *hwState) init() {
 	h.idle = true
 }
 
-// Process runs one pass of the hardware model on the caller's goroutine: it processes every
-// packet published when it starts (at most a ring's worth), raising the interrupts they ask for,
-// and returns the number of packets delivered. If the engine halts during the pass, or was
-// already halted, the error is the *HaltError (matching ErrHalted) and the ring's remainder has
-// been completed aborted; on a closed device it is ErrClosed. Process is how a Manual engine is
-// driven; it is safe to call concurrently with anything (one hardware pass runs at a time), but
-// not from a txreq callback or a Sink.
+// Process runs one pass of the hardware model on the caller's goroutine: it runs a pending flush,
+// then processes every packet published when it starts (at most a ring's worth), raising the
+// interrupts they ask for, and returns the number of packets delivered. If the engine halts
+// during the pass, the error is the *HaltError (matching ErrHalted): by then the engine has
+// recovered (the ring's remainder completed aborted, the ring restarted) and the next Process
+// goes on. An engine that is not in s99 returns ErrNotRunning, a closed device ErrClosed. Process
+// is how a Manual engine is driven; it is safe to call concurrently with anything (one hardware
+// pass runs at a time), but not from a txreq callback, a wakeup or a Sink.
 func (e *Engine) Process() (int, error) {
 	e.hwMu.Lock()
 	n, err := e.processLocked()
@@ -75,17 +78,14 @@ func (e *Engine) Process() (int, error) {
 
 // processLocked is Process with hwMu held.
 func (e *Engine) processLocked() (int, error) {
-	switch e.state.Load() {
-	case stateRunning, stateDraining:
-	case stateHalted:
-		e.swCleanLocked() // publishes that raced the halt, and the flush list
-		return 0, e.HaltCause()
-	default:
-		e.swCleanLocked()
+	if e.flushPending.Load() {
+		e.runFlush() // the flush worker (sdma_field_flush), in any state
+	}
+	if e.gate.Load()&gateDown != 0 {
 		return 0, ErrClosed
 	}
-	if e.flushPending.Load() {
-		e.runFlush()
+	if e.sm.cur != S99Running { // the chip consumes only while running
+		return 0, ErrNotRunning
 	}
 	r := e.ring
 	head := e.hw.head
@@ -93,6 +93,12 @@ func (e *Engine) processLocked() (int, error) {
 	limit := head + uint64(r.Size())
 	pkts := 0
 	for head != tail && head != limit && !e.stopping.Load() {
+		if e.hw.faults.active {
+			if h := e.plannedHalt(); h != nil {
+				e.halt(h)
+				return pkts, h
+			}
+		}
 		n, flags, h := e.packet(head, tail)
 		if h != nil {
 			e.halt(h)
@@ -105,6 +111,7 @@ func (e *Engine) processLocked() (int, error) {
 		head += n
 		e.hw.head = head
 		e.hw.idle = false
+		e.hw.faults.seen += n
 		if flags&desc.HeadToHostFlag != 0 {
 			r.SetHWHead(head) // HEAD_TO_HOST: write the head back
 		}
@@ -201,6 +208,9 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 			if err != nil {
 				return 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
 			}
+			if len(buf) != l {
+				return 0, 0, e.haltErr(CauseLengthMismatch, at, d, "read "+itoa(len(buf))+" bytes for a "+itoa(l)+"-byte descriptor", nil)
+			}
 			segs = append(segs, buf)
 		}
 		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
@@ -292,23 +302,16 @@ func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, er
 	return &HaltError{Engine: e.idx, Cause: c, Index: idx, Desc: d, Detail: detail, Err: err}
 }
 
-// halt stops the engine on a rejected descriptor (hfi1: sdma_engine_error → e60_hw_halted →
-// s50_hw_halt_wait → the sw clean). The packets before it were delivered: their head is written
-// back so the clean completes them OK. hwMu held.
+// halt stops the engine on a rejected descriptor or an injected halt (hfi1: sdma_engine_error →
+// e60_hw_halted), which runs the recovery: s50_hw_halt_wait, the sw clean (s30), the hw clean
+// (s40) and back to s99. The packets before the halt were delivered: their head is written back
+// so that the clean completes them OK. hwMu held.
 func (e *Engine) halt(h *HaltError) {
 	clear(e.hw.segs[:cap(e.hw.segs)])
-	e.stats.faults.Add(1)
-	e.haltCause.Store(h)
-	for {
-		st := e.state.Load()
-		if st == stateDown || st == stateHalted || e.state.CompareAndSwap(st, stateHalted) {
-			break
-		}
-	}
 	if e.ring.HWHead() != e.hw.head {
 		e.ring.SetHWHead(e.hw.head)
 	}
-	e.swCleanLocked()
+	e.raise(E60HwHalted, h.Cause.String(), h)
 }
 
 // run is the hardware-model goroutine of a non-manual engine.

@@ -58,7 +58,6 @@ func (r *haltRig) finish(t *testing.T, cause HaltCause) *HaltError {
 	assert.Equal(t, cause, h.Cause, "%v", err)
 	assert.Equal(t, 1, n, "the good packet before the bad one was sent")
 	assert.Equal(t, 1, r.captured.Count())
-	assert.False(t, r.e.Running())
 	assert.Equal(t, h, r.e.HaltCause())
 	st, ok := r.c.status(&r.good)
 	assert.True(t, ok)
@@ -67,20 +66,49 @@ func (r *haltRig) finish(t *testing.T, cause HaltCause) *HaltError {
 	assert.True(t, ok)
 	assert.Equal(t, StatusAborted, st, "behind the halt: aborted")
 	assert.True(t, r.e.Empty())
-	assert.EqualValues(t, 1, r.e.Stats().Faults)
+	stats := r.e.Stats()
+	assert.EqualValues(t, 1, stats.Faults)
+	assert.EqualValues(t, 1, stats.Halts[cause])
+	assert.EqualValues(t, 1, stats.Recoveries)
+	assertHaltPath(t, r.e, h.Cause.String())
 
-	// A halted engine flushes: the send "succeeds" as -ECOMM and completes aborted later.
+	// Recovered: the ring restarted at index 0 (generation 0) and a new packet goes through.
+	assert.True(t, r.e.Running())
+	assert.Zero(t, r.e.ring.Tail())
 	var late TxReq
-	engTestBuild(t, r.dev, &late, 0, make([]byte, 4), r.c.cb)
-	require.ErrorIs(t, r.e.Send(nil, &late, false), ErrNotRunning)
-	_, ok = r.c.status(&late)
-	assert.False(t, ok, "not completed inside Send")
-	_, err = r.e.Process()
-	assert.ErrorIs(t, err, ErrHalted)
+	engTestBuild(t, r.dev, &late, 0, engTestPattern(4, 3), r.c.cb)
+	require.NoError(t, r.e.Send(nil, &late, false))
+	assert.Zero(t, r.e.ring.Slot(0).Generation())
+	n, err = r.e.Process()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
 	st, ok = r.c.status(&late)
 	assert.True(t, ok)
-	assert.Equal(t, StatusAborted, st)
+	assert.Equal(t, StatusOK, st)
+	assert.Equal(t, engTestPattern(4, 3), r.captured.Packets(0)[1])
 	return h
+}
+
+// assertHaltPath checks that the engine's last four transitions are the kernel's halt recovery,
+// s99 → s50 → s30 → s40 → s99, the first caused by cause.
+func assertHaltPath(t *testing.T, e *Engine, cause string) {
+	t.Helper()
+	h := e.History()
+	require.GreaterOrEqual(t, len(h), 4)
+	h = h[len(h)-4:]
+	want := []Transition{
+		{From: S99Running, To: S50HwHaltWait, Event: E60HwHalted, Cause: cause},
+		{From: S50HwHaltWait, To: S30SwCleanUpWait, Event: E15HwHaltDone},
+		{From: S30SwCleanUpWait, To: S40HwCleanUpWait, Event: E40SwCleaned},
+		{From: S40HwCleanUpWait, To: S99Running, Event: E25HwCleanUpDone},
+	}
+	for i := range want {
+		assert.Equal(t, want[i].From, h[i].From, "%d: %v", i, h[i])
+		assert.Equal(t, want[i].To, h[i].To, "%d: %v", i, h[i])
+		assert.Equal(t, want[i].Event, h[i].Event, "%d: %v", i, h[i])
+	}
+	assert.Equal(t, cause, h[0].Cause)
+	assert.Equal(t, S99Running, e.State())
 }
 
 func TestHaltMappingFault(t *testing.T) {
@@ -125,8 +153,8 @@ func TestHaltTooLong(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.e.ring.Enqueue([]desc.Desc{rawDesc(uint64(a), 16380, true, false), rawDesc(uint64(a)+16380, 8, false, true)}, 0)
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.dev.Mapper().UnmapSingle(a, len(buf), dma.ToDevice)) })
 	r.finish(t, CauseTooLong)
-	require.NoError(t, r.dev.Mapper().UnmapSingle(a, len(buf), dma.ToDevice))
 }
 
 func TestHaltDescOverflow(t *testing.T) {
@@ -146,8 +174,8 @@ func TestHaltWrongDW(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.e.ring.Enqueue([]desc.Desc{rawDesc(uint64(a), 5, true, true)}, 0)
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, r.dev.Mapper().UnmapSingle(a, 5, dma.ToDevice)) })
 	r.finish(t, CauseWrongDW)
-	require.NoError(t, r.dev.Mapper().UnmapSingle(a, 5, dma.ToDevice))
 }
 
 func TestHaltAHGHeaderSelect(t *testing.T) {
@@ -196,12 +224,13 @@ func TestHaltWakesWaiters(t *testing.T) {
 	default:
 		t.Fatal("the sw clean did not wake the parked waiter")
 	}
-	// The woken sender resends: the engine is halted, so the txreq is flushed.
-	require.ErrorIs(t, e.Send(&w, w.TxHead().PopFront(), true), ErrNotRunning)
-	_, _ = e.Process()
+	// The woken sender resends: the engine recovered, so the txreq goes through.
+	require.NoError(t, e.Send(&w, w.TxHead().PopFront(), true))
+	_, err = e.Process()
+	require.NoError(t, err)
 	st, ok := c.status(&tx)
 	assert.True(t, ok)
-	assert.Equal(t, StatusAborted, st)
+	assert.Equal(t, StatusOK, st)
 	assert.Zero(t, w.Busy())
 }
 

@@ -244,7 +244,7 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 	if !e.testSkipWaitLock {
 		e.waitMu.Lock()
 	}
-	if !e.Running() || e.Progress(seq, tx) {
+	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
 		if !e.testSkipWaitLock {
 			e.waitMu.Unlock()
 		}
@@ -299,7 +299,7 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	default:
 	}
 	e.waitMu.Lock()
-	if !e.Running() || e.Progress(seq, tx) {
+	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
 		e.waitMu.Unlock()
 		return nil
 	}

@@ -14,16 +14,22 @@ type EngineStats struct {
 	Passes     uint64 // completion passes (each bumps the head seqcount)
 	Completed  uint64 // txreqs completed with StatusOK
 	Aborted    uint64 // txreqs completed with StatusAborted
-	Faults     uint64 // halts on a descriptor the chip rejects
+	Faults     uint64 // halts of the engine, all causes (the sum of Halts)
 	SinkErrors uint64 // deliveries that failed or panicked
+	Recoveries uint64 // returns to s99_running after a halt (s40_hw_clean_up_wait → s99)
+
+	// Halts counts the halts by cause (the chip's halt error bits), indexed by HaltCause.
+	Halts [NumHaltCauses]uint64
 }
 
 // counters are the engine's live counters. Each is an atomic add by the side named, and an
 // atomic load by Stats. Hardware side (hwMu): packets, descs, bytes, interrupts, faults,
-// sinkErrors. Completion side (headMu): passes, completed, aborted, wakeups. Producers (slow
+// sinkErrors, halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups. Producers (slow
 // paths only): ringFull, sleeps. The groups sit on separate cache lines.
 type counters struct {
 	packets, descs, bytes, interrupts, faults, sinkErrors atomic.Uint64
+	recoveries                                            atomic.Uint64
+	halts                                                 [NumHaltCauses]atomic.Uint64
 	_                                                     [lineSize]byte
 	passes, completed, aborted, wakeups                   atomic.Uint64
 	_                                                     [lineSize]byte
@@ -31,7 +37,7 @@ type counters struct {
 }
 
 func (c *counters) snapshot() EngineStats {
-	return EngineStats{
+	s := EngineStats{
 		Packets:    c.packets.Load(),
 		Descs:      c.descs.Load(),
 		Bytes:      c.bytes.Load(),
@@ -44,5 +50,10 @@ func (c *counters) snapshot() EngineStats {
 		Aborted:    c.aborted.Load(),
 		Faults:     c.faults.Load(),
 		SinkErrors: c.sinkErrors.Load(),
+		Recoveries: c.recoveries.Load(),
 	}
+	for i := range c.halts {
+		s.Halts[i] = c.halts[i].Load()
+	}
+	return s
 }

@@ -1,0 +1,355 @@
+package sdma
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Faults and recovery: the state machine of state.go wired into the engine.
+//
+// Every event goes through raise, with hwMu held, so the hardware model is not running while the
+// engine changes state. raise applies the table cell under stMu and then carries out its actions
+// on the caller's goroutine, feeding the events they produce back in, until the engine rests in a
+// state that waits for the outside (s99, s20, s00, s80, s82). The kernel runs the same steps in
+// its err_halt_worker, sw-clean tasklet and hw-clean tasklet; a software engine has no chip to wait
+// for, so each step's "done" event follows at once:
+//
+//	actErrHaltWorker  the hardware model consumes only in s99, so it has stopped: e15
+//	actSwCleanUp      the sw clean (swCleanLocked): e40
+//	actHwCleanUp      nothing to clean in a software chip: e25
+//	actHwStartUp      sdma_hw_start_up: the hardware head and generation restart with the ring at 0
+//	entering s10, s60 the SendDmaCtrl halt op: the hardware halts, e60
+//	entering s99      sdma_flush of the flush list, then waiters are woken (sdma_desc_avail)
+//
+// A halt of the hardware model (a descriptor the chip rejects, an injected fault, InjectHalt, an
+// explicit e60 or e90) therefore runs s99 → s50 → s30 → s40 → s99 inside the call that caused it:
+// the packets the hardware finished complete OK, the rest of the ring and the flush list complete
+// aborted, every parked waiter is woken, the ring restarts at index 0 (generation 0) and the
+// engine runs again.
+
+// evItem is a queued event of raise.
+type evItem struct {
+	ev    Event
+	cause string
+	halt  *HaltError // the hardware's reason for an e60, or nil
+}
+
+// raise feeds ev to the state machine and carries out what the table asks until the engine
+// rests (hfi1: sdma_process_event, with the workers and tasklets it schedules run at once). h is
+// the hardware's halt record for an e60 (nil otherwise: an explicit event). hwMu held.
+func (e *Engine) raise(ev Event, cause string, h *HaltError) {
+	var q [8]evItem // the chains are short: an event queues at most two more
+	q[0] = evItem{ev, cause, h}
+	for head, tail := 0, 1; head != tail; head++ {
+		it := q[head%len(q)]
+		for _, nx := range e.apply(it) {
+			if nx.ev == numEvents {
+				break
+			}
+			q[tail%len(q)] = nx
+			tail++
+		}
+	}
+}
+
+// apply is one step of raise: the table cell, then its actions. It returns the events the actions
+// raise (numEvents marks an unused entry). hwMu held.
+func (e *Engine) apply(it evItem) (next [2]evItem) {
+	next[0].ev, next[1].ev = numEvents, numEvents
+	e.stMu.Lock()
+	from := e.sm.cur
+	acts, entered := e.sm.step(it.ev, it.cause)
+	to := e.sm.cur
+	if from == S99Running && to != S99Running {
+		// Producers stop at the gate before anything is cleaned up (quiesce waits for the
+		// ones already past it).
+		e.gate.And(^gateRunning)
+	}
+	e.stMu.Unlock()
+
+	if to == S50HwHaltWait && from != S50HwHaltWait {
+		e.recordHalt(it)
+	}
+	n := 0
+	push := func(ev Event, cause string) {
+		next[n] = evItem{ev: ev, cause: cause}
+		n++
+	}
+	if acts&actProgress != 0 {
+		e.makeProgress() // the final sdma_make_progress of an e60 in s99
+	}
+	if acts&actErrHaltWorker != 0 {
+		push(E15HwHaltDone, "hardware halted") // sdma_err_halt_wait: the model already stopped
+	}
+	if acts&actSwCleanUp != 0 {
+		e.swCleanLocked()
+		push(E40SwCleaned, "sw clean done")
+	}
+	if acts&actHwCleanUp != 0 {
+		push(E25HwCleanUpDone, "hw clean done")
+	}
+	if acts&actHwStartUp != 0 {
+		e.hwStartUp()
+	}
+	if to != from && (to == S10HwStartUpHaltWait || to == S60IdleHaltWait) {
+		push(E60HwHalted, "halt op") // SendDmaCtrl halt on entering s10 or s60: the chip halts
+	}
+	if entered {
+		if from == S40HwCleanUpWait {
+			e.stats.recoveries.Add(1)
+		}
+		e.gate.Or(gateRunning)
+		e.headMu.Lock()
+		e.ring.BeginWrite()
+		e.flushLocked() // sdma_flush on entering s99 (the ring is empty after the start-up)
+		e.ring.EndWrite()
+		e.wakeAllLocked() // sdma_flush's wakeups, and sdma_desc_avail for the room of a fresh ring
+		e.headMu.Unlock()
+	}
+	return next
+}
+
+// recordHalt counts a halt by cause and records it (entering s50_hw_halt_wait). hwMu held.
+func (e *Engine) recordHalt(it evItem) {
+	h := it.halt
+	if h == nil {
+		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head, Desc: e.ring.Slot(e.hw.head),
+			Detail: "explicit " + it.ev.String() + ": " + it.cause}
+	}
+	e.haltCause.Store(h)
+	e.stats.faults.Add(1)
+	if h.Cause >= 0 && h.Cause < NumHaltCauses {
+		e.stats.halts[h.Cause].Add(1)
+	}
+}
+
+// hwStartUp restarts the hardware model (hfi1: sdma_hw_start_up: sdma_setlengen restarts the
+// generation with a tail of 0, *head_dma = 0, the count interrupt re-armed). The sw clean left
+// the ring empty at index 0; an engine that never ran is there too. hwMu held.
+func (e *Engine) hwStartUp() {
+	r := e.ring
+	if r.Tail() != 0 || !r.Empty() {
+		e.swCleanLocked() // not reached by the table's paths; keeps the restart safe regardless
+	}
+	e.hw.head = r.Tail()
+	e.hw.sinceIntr = 0
+	e.hw.idle = true
+}
+
+// quiesce waits until no producer is between its gate check and its Publish. The caller has
+// cleared the gate's running bit (or set gateDown) first, so no new producer gets past the gate.
+func (e *Engine) quiesce() {
+	for i := 0; e.inflight.Load() != 0; i++ {
+		if i < 64 {
+			continue
+		}
+		runtime.Gosched()
+	}
+}
+
+// State returns the engine's state (hfi1: sde->state.current_state).
+func (e *Engine) State() State {
+	e.stMu.Lock()
+	s := e.sm.cur
+	e.stMu.Unlock()
+	return s
+}
+
+// History returns the engine's recent state transitions, oldest first, each with the event and
+// the cause that moved it (at most the last 32). The slice is new and the caller's.
+func (e *Engine) History() []Transition {
+	e.stMu.Lock()
+	defer e.stMu.Unlock()
+	return e.sm.history(make([]Transition, 0, min(e.sm.nhist, historyLen)))
+}
+
+// Event raises ev on the engine, with cause recorded in the history (hfi1: sdma_process_event),
+// and returns once the engine rests again: the table in the package documentation says what each
+// event does in each state. An explicit E60HwHalted or E90SwHalted in s99 halts the engine with
+// CauseHalt and recovers it; E70GoIdle takes a running engine through the idle halt to s20;
+// E80HwFreeze/E85LinkDown move it to s80, E81HwFrozen cleans it (s82), E82HwUnfreeze restarts
+// it; E00GoHwDown stops it (s00) and E30GoRunning starts it. Sends while the engine is not in s99
+// go to the flush list (ErrNotRunning) and complete aborted.
+//
+// Errors: ErrInvalid for an unknown event, ErrClosed once the device is closing. Event waits for
+// a hardware pass in progress; it must not be called from a txreq callback, a wakeup or a Sink.
+func (e *Engine) Event(ev Event, cause string) error {
+	if ev >= numEvents {
+		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
+	}
+	e.hwMu.Lock()
+	defer e.hwMu.Unlock()
+	if e.gate.Load()&gateDown != 0 {
+		return ErrClosed
+	}
+	e.raise(ev, cause, nil)
+	return nil
+}
+
+// Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
+// aborted, waiters are woken, and sends get ErrNotRunning until Start.
+func (e *Engine) Stop() error { return e.Event(E00GoHwDown, "Stop") }
+
+// Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
+// from s20 at once, to s99.
+func (e *Engine) Start() error { return e.Event(E30GoRunning, "Start") }
+
+// InjectHalt makes the hardware model halt now, before its next packet, with cause c (as the chip
+// sets an ENG_ERR_STATUS halt bit), and returns after the engine recovered. It is the explicit
+// form of a FaultPlan halt. A halt of an engine that is not running does nothing but say so:
+// ErrNotRunning. ErrInvalid for an unknown cause or CauseNone; ErrClosed once closing.
+func (e *Engine) InjectHalt(c HaltCause) error {
+	if c <= CauseNone || c >= NumHaltCauses {
+		return txErr("InjectHalt", ErrInvalid, "unknown halt cause "+c.String())
+	}
+	e.hwMu.Lock()
+	defer e.hwMu.Unlock()
+	if e.gate.Load()&gateDown != 0 {
+		return ErrClosed
+	}
+	if e.sm.cur != S99Running {
+		return ErrNotRunning
+	}
+	e.halt(e.injectedHalt(c, "injected by InjectHalt"))
+	return nil
+}
+
+// injectedHalt builds the record of an injected halt at the hardware's head. hwMu held.
+func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
+	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head, Desc: e.ring.Slot(e.hw.head), Detail: detail}
+}
+
+// FaultPlan injects halts into an engine's hardware model (Config.Faults, Engine.SetFaults). The
+// zero value injects nothing. Mapping faults are injected through the mapper (dma.FaultInjector),
+// sink failures and stalls through the sink (FaultSink).
+type FaultPlan struct {
+	// HaltAt, if positive, halts the engine once, at the first packet that starts at or after
+	// the HaltAt-th descriptor the hardware model reads from then on (1: the next packet), with
+	// HaltCause (CauseHalt if CauseNone).
+	HaltAt    int
+	HaltCause HaltCause
+	// HaltRate is the probability, drawn per packet, that the hardware halts before it with a
+	// cause chosen at random among the halt causes; 0..1.
+	HaltRate float64
+	// Seed seeds HaltRate's draws (each engine adds its index).
+	Seed uint64
+}
+
+// validate checks p's fields.
+func (p FaultPlan) validate() error {
+	if p.HaltAt < 0 {
+		return configErr("Faults.HaltAt", p.HaltAt, "want 0 (never) or the descriptor count to halt at")
+	}
+	if p.HaltCause < CauseNone || p.HaltCause >= NumHaltCauses {
+		return configErr("Faults.HaltCause", p.HaltCause, "want a HaltCause")
+	}
+	if !(p.HaltRate >= 0 && p.HaltRate <= 1) {
+		return configErr("Faults.HaltRate", p.HaltRate, "want a probability, 0..1")
+	}
+	return nil
+}
+
+// faultState is a FaultPlan being carried out. Guarded by hwMu.
+type faultState struct {
+	active    bool   // any fault planned: the hardware model looks at the rest
+	haltAt    uint64 // descriptors to read before the planned halt; 0: none planned
+	seen      uint64 // descriptors read since the plan was set
+	haltCause HaltCause
+	threshold uint64 // a draw below it halts; 0: no random halts
+	rng       uint64 // splitmix64 state
+}
+
+// SetFaults replaces the engine's fault plan (p's zero value stops injecting). ErrInvalid (a
+// *ConfigError) for a bad plan.
+func (e *Engine) SetFaults(p FaultPlan) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	e.hwMu.Lock()
+	e.setFaultsLocked(p)
+	e.hwMu.Unlock()
+	return nil
+}
+
+func (e *Engine) setFaultsLocked(p FaultPlan) {
+	f := faultState{haltAt: uint64(p.HaltAt), haltCause: p.HaltCause, rng: p.Seed + uint64(e.idx)}
+	if f.haltCause == CauseNone {
+		f.haltCause = CauseHalt
+	}
+	if p.HaltRate > 0 {
+		f.threshold = uint64(p.HaltRate * (1 << 63))
+		if p.HaltRate >= 1 {
+			f.threshold = 1<<63 + 1
+		}
+	}
+	f.active = f.haltAt > 0 || f.threshold > 0
+	e.hw.faults = f
+}
+
+// plannedHalt is the fault plan's check before the packet at ring index head: a halt record, or
+// nil. hwMu held.
+func (e *Engine) plannedHalt() *HaltError {
+	f := &e.hw.faults
+	if f.haltAt > 0 && f.seen+1 >= f.haltAt {
+		f.haltAt = 0
+		f.active = f.threshold > 0
+		return e.injectedHalt(f.haltCause, "injected by FaultPlan.HaltAt")
+	}
+	if f.threshold > 0 {
+		f.rng += 0x9e3779b97f4a7c15
+		x := splitmix(f.rng)
+		if x>>1 < f.threshold {
+			c := CauseNone + 1 + HaltCause(splitmix(x)%uint64(NumHaltCauses-1))
+			return e.injectedHalt(c, "injected by FaultPlan.HaltRate")
+		}
+	}
+	return nil
+}
+
+// splitmix is splitmix64's output function.
+func splitmix(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// FaultSink wraps a Sink and makes chosen deliveries fail (with ErrInjected, recorded against the
+// engine as a SinkError; the txreq still completes OK, as a packet lost on the wire) or stall
+// (sleep before delivering: a slow wire, which backs the ring up). Decisions are drawn per
+// delivery from Seed, lock-free. Safe for concurrent use if the wrapped sink is. Set the fields
+// before the device uses it.
+type FaultSink struct {
+	Sink      Sink          // the wrapped sink; nil means drop successful deliveries
+	FailRate  float64       // probability that a delivery fails, 0..1
+	StallRate float64       // probability that a delivery stalls first, 0..1
+	Stall     time.Duration // how long a stall lasts
+	Seed      uint64
+
+	n       atomic.Uint64 // deliveries so far, the draw index (atomic add by each delivering engine)
+	failed  atomic.Uint64 // deliveries failed (statistic; atomic add, read by Failed)
+	stalled atomic.Uint64 // deliveries stalled (statistic; atomic add, read by Stalled)
+}
+
+// Deliver draws, maybe stalls, and fails or delivers.
+func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
+	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
+	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
+		s.stalled.Add(1)
+		time.Sleep(s.Stall)
+	}
+	if s.FailRate > 0 && float64(splitmix(x)>>11)/(1<<53) < s.FailRate {
+		s.failed.Add(1)
+		return ErrInjected
+	}
+	if s.Sink == nil {
+		return nil
+	}
+	return s.Sink.Deliver(engine, segs)
+}
+
+// Failed returns the number of deliveries the sink failed on purpose.
+func (s *FaultSink) Failed() uint64 { return s.failed.Load() }
+
+// Stalled returns the number of deliveries it stalled.
+func (s *FaultSink) Stalled() uint64 { return s.stalled.Load() }
