@@ -1,0 +1,305 @@
+package sdma
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// transitions formats the history's last n transitions as "from-event->to" strings.
+func lastTransitions(e *Engine, n int) []string {
+	h := e.History()
+	if len(h) > n {
+		h = h[len(h)-n:]
+	}
+	out := make([]string, len(h))
+	for i, t := range h {
+		out[i] = t.From.String()[:3] + "-" + t.Event.String()[:3] + "->" + t.To.String()[:3]
+	}
+	return out
+}
+
+func TestEngineStartsThroughStartUp(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	assert.Equal(t, S99Running, e.State())
+	assert.True(t, e.Running())
+	assert.Equal(t, []string{"s00-e30->s10", "s10-e15->s15", "s15-e25->s99"}, lastTransitions(e, 10))
+	assert.Equal(t, "NewDevice", e.History()[0].Cause)
+	assert.Zero(t, e.Stats().Faults, "the start-up halt (s10) is not an error")
+}
+
+// inFlight sends n one-packet txreqs of 8 bytes and returns them.
+func inFlight(t *testing.T, dev *Device, e *Engine, c *completions, n int) []*TxReq {
+	t.Helper()
+	txs := make([]*TxReq, n)
+	for i := range txs {
+		txs[i] = new(TxReq)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c.cb)
+		require.NoError(t, e.Send(nil, txs[i], false))
+	}
+	return txs
+}
+
+func assertStatus(t *testing.T, c *completions, txs []*TxReq, want Status) {
+	t.Helper()
+	for i, tx := range txs {
+		st, ok := c.status(tx)
+		if assert.True(t, ok, "txreq %d not completed", i) {
+			assert.Equal(t, want, st, "txreq %d", i)
+		}
+	}
+}
+
+func TestStopAbortsAndFlushesStart(t *testing.T) {
+	m := engTestIOMMU(t)
+	dev, cs := engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: m})
+	e := dev.Engine(0)
+	var c completions
+	txs := inFlight(t, dev, e, &c, 5)
+	woken := make(chan int, 1)
+	var w IOWait
+	w.Init(nil, func(_ *IOWait, r int) { woken <- r }, nil)
+	require.True(t, e.QueueWait(&w, 1, true))
+
+	require.NoError(t, e.Stop())
+	assert.Equal(t, S00HwDown, e.State())
+	assert.False(t, e.Running())
+	assertStatus(t, &c, txs, StatusAborted)
+	assert.Len(t, m.Live(), 1, "every mapping undone by the clean; the device pad stays")
+	assert.Zero(t, cs.Count())
+	select {
+	case <-woken:
+	default:
+		t.Fatal("Stop did not wake the parked waiter")
+	}
+	assert.Equal(t, []string{"s99-e00->s00"}, lastTransitions(e, 1))
+
+	// Stopped: sends go to the flush list and complete aborted by the next flush.
+	late := inFlightErr(t, dev, e, &c, 3, ErrNotRunning)
+	_, err := e.Process()
+	assert.ErrorIs(t, err, ErrNotRunning)
+	assertStatus(t, &c, late, StatusAborted)
+	_, err = e.Process()
+	assert.ErrorIs(t, err, ErrNotRunning)
+
+	require.NoError(t, e.Start())
+	assert.Equal(t, S99Running, e.State())
+	assert.Equal(t, []string{"s00-e30->s10", "s10-e15->s15", "s15-e25->s99"}, lastTransitions(e, 3), "start-up path")
+	again := inFlight(t, dev, e, &c, 2)
+	n, err := e.Process()
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	assertStatus(t, &c, again, StatusOK)
+	assert.Equal(t, 2, cs.Count())
+	assert.Zero(t, c.dup.Load())
+	assert.EqualValues(t, 2+5+3, c.n.Load())
+}
+
+// inFlightErr sends n txreqs that Send must refuse with want (ErrNotRunning: flushed).
+func inFlightErr(t *testing.T, dev *Device, e *Engine, c *completions, n int, want error) []*TxReq {
+	t.Helper()
+	txs := make([]*TxReq, n)
+	for i := range txs {
+		txs[i] = new(TxReq)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c.cb)
+		require.ErrorIs(t, e.Send(nil, txs[i], false), want)
+	}
+	return txs
+}
+
+// TestFlushRunsWithoutTheCaller: on an engine with a goroutine, a send to a stopped engine
+// completes aborted without anyone calling Process or Poll (the kernel's flush worker).
+func TestFlushRunsWithoutTheCaller(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{RingSize: 64, Wait: WaitPark})
+	e := dev.Engine(0)
+	require.NoError(t, e.Stop())
+	var c completions
+	for _, st := range []Event{E00GoHwDown, E10GoHwStart} { // s00, then s20
+		require.NoError(t, e.Event(st, "test"))
+		txs := inFlightErr(t, dev, e, &c, 2, ErrNotRunning)
+		require.Eventually(t, func() bool {
+			_, ok0 := c.status(txs[0])
+			_, ok1 := c.status(txs[1])
+			return ok0 && ok1
+		}, 5*time.Second, time.Millisecond)
+		assertStatus(t, &c, txs, StatusAborted)
+	}
+	assert.Equal(t, S20Idle, e.State())
+	require.NoError(t, e.Start())
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), c.cb)
+	require.NoError(t, e.Send(nil, &tx, false))
+	require.Eventually(t, func() bool { _, ok := c.status(&tx); return ok }, 5*time.Second, time.Millisecond)
+	assertStatus(t, &c, []*TxReq{&tx}, StatusOK)
+}
+
+func TestIdleEventGoesThroughIdleHalt(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	txs := inFlight(t, dev, e, &c, 3)
+	require.NoError(t, e.Event(E70GoIdle, "test"))
+	assert.Equal(t, S20Idle, e.State(), "go_s99_running was cleared in s60")
+	assert.Equal(t, []string{"s99-e70->s60", "s60-e15->s30", "s30-e40->s40", "s40-e25->s20"}, lastTransitions(e, 4))
+	assertStatus(t, &c, txs, StatusAborted)
+	assert.Zero(t, e.Stats().Faults, "an idle halt is not an error")
+	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
+	require.NoError(t, e.Event(E30GoRunning, "test"))
+	assert.Equal(t, S99Running, e.State())
+	assert.EqualValues(t, 4, c.n.Load(), "entering s99 flushed the txreq sent while idle")
+}
+
+func TestFreezeAndLinkDown(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	txs := inFlight(t, dev, e, &c, 2)
+	require.NoError(t, e.Event(E80HwFreeze, "test"))
+	assert.Equal(t, S80HwFreeze, e.State())
+	_, ok := c.status(txs[0])
+	assert.False(t, ok, "a freeze alone cleans nothing")
+	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
+	require.NoError(t, e.Event(E81HwFrozen, "test"))
+	assert.Equal(t, S82FreezeSwClean, e.State())
+	assertStatus(t, &c, txs, StatusAborted)
+	require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+	assert.Equal(t, S99Running, e.State())
+
+	require.NoError(t, e.Event(E85LinkDown, "test"))
+	assert.Equal(t, S80HwFreeze, e.State())
+	require.NoError(t, e.Event(E81HwFrozen, "test"))
+	require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+	assert.Equal(t, S20Idle, e.State(), "link down cleared go_s99_running")
+	require.NoError(t, e.Start())
+	assert.Equal(t, S99Running, e.State())
+	ok2 := inFlight(t, dev, e, &c, 1)
+	_, err := e.Process()
+	require.NoError(t, err)
+	assertStatus(t, &c, ok2, StatusOK)
+	assert.Zero(t, e.Stats().Faults)
+}
+
+func TestInjectHaltEveryCause(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: engTestIOMMU(t)})
+	e := dev.Engine(0)
+	var c completions
+	for cause := CauseNone + 1; cause < NumHaltCauses; cause++ {
+		txs := inFlight(t, dev, e, &c, 2)
+		require.NoError(t, e.InjectHalt(cause))
+		assertStatus(t, &c, txs, StatusAborted)
+		assertHaltPath(t, e, cause.String())
+		var h *HaltError
+		require.ErrorAs(t, e.HaltCause(), &h)
+		assert.Equal(t, cause, h.Cause)
+		assert.EqualValues(t, 1, e.Stats().Halts[cause])
+	}
+	st := e.Stats()
+	assert.EqualValues(t, NumHaltCauses-1, st.Faults)
+	assert.EqualValues(t, NumHaltCauses-1, st.Recoveries)
+	assert.Zero(t, st.Halts[CauseNone])
+
+	require.ErrorIs(t, e.InjectHalt(CauseNone), ErrInvalid)
+	require.ErrorIs(t, e.InjectHalt(NumHaltCauses), ErrInvalid)
+	require.NoError(t, e.Stop())
+	require.ErrorIs(t, e.InjectHalt(CauseHalt), ErrNotRunning)
+}
+
+func TestExplicitHaltEvents(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	for _, ev := range []Event{E60HwHalted, E90SwHalted} {
+		require.NoError(t, e.Event(ev, "operator"))
+		assert.Equal(t, S99Running, e.State())
+		h := e.History()
+		assert.Equal(t, ev, h[len(h)-4].Event)
+		assert.Equal(t, "operator", h[len(h)-4].Cause)
+	}
+	assert.EqualValues(t, 2, e.Stats().Halts[CauseHalt])
+	require.ErrorIs(t, e.Event(numEvents, ""), ErrInvalid)
+	require.NoError(t, dev.Close())
+	require.ErrorIs(t, e.Event(E30GoRunning, ""), ErrClosed)
+	require.ErrorIs(t, e.InjectHalt(CauseHalt), ErrClosed)
+	assert.Equal(t, S00HwDown, e.State())
+	assert.Equal(t, "Close", e.History()[len(e.History())-1].Cause)
+}
+
+func TestFaultPlanHaltAt(t *testing.T) {
+	dev, cs := engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: engTestIOMMU(t)})
+	e := dev.Engine(0)
+	var c completions
+	// Six-byte packets: two descriptors each (data + pad). Descriptor 5 is the third packet's first.
+	require.NoError(t, e.SetFaults(FaultPlan{HaltAt: 5, HaltCause: CauseGenMismatch}))
+	txs := make([]*TxReq, 5)
+	for i := range txs {
+		txs[i] = new(TxReq)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(6, byte(i)), c.cb)
+		require.NoError(t, e.Send(nil, txs[i], false))
+	}
+	n, err := e.Process()
+	var h *HaltError
+	require.ErrorAs(t, err, &h)
+	assert.Equal(t, CauseGenMismatch, h.Cause)
+	assert.EqualValues(t, 4, h.Index, "the halt is at the third packet's first descriptor")
+	assert.Equal(t, 2, n)
+	assertStatus(t, &c, txs[:2], StatusOK)
+	assertStatus(t, &c, txs[2:], StatusAborted)
+	assert.Equal(t, 2, cs.Count())
+	// Once only.
+	more := inFlight(t, dev, e, &c, 4)
+	_, err = e.Process()
+	require.NoError(t, err)
+	assertStatus(t, &c, more, StatusOK)
+
+	// Every packet halts at rate 1; the engine still recovers each time.
+	require.NoError(t, e.SetFaults(FaultPlan{HaltRate: 1, Seed: 1}))
+	for i := 0; i < 20; i++ {
+		tx := inFlight(t, dev, e, &c, 1)
+		_, err = e.Process()
+		require.ErrorIs(t, err, ErrHalted)
+		assertStatus(t, &c, tx, StatusAborted)
+	}
+	st := e.Stats()
+	assert.EqualValues(t, 21, st.Faults)
+	assert.EqualValues(t, 21, st.Recoveries)
+	var sum uint64
+	for _, v := range st.Halts {
+		sum += v
+	}
+	assert.Equal(t, st.Faults, sum)
+	require.NoError(t, e.SetFaults(FaultPlan{}))
+	_, err = e.Process()
+	require.NoError(t, err)
+
+	for _, bad := range []FaultPlan{{HaltAt: -1}, {HaltRate: 2}, {HaltCause: NumHaltCauses}, {HaltRate: -0.5}} {
+		err := e.SetFaults(bad)
+		assert.ErrorIs(t, err, ErrInvalid, "%+v", bad)
+		var ce *ConfigError
+		assert.True(t, errors.As(err, &ce))
+	}
+	_, err = NewDevice(Config{Faults: FaultPlan{HaltRate: 3}})
+	assert.ErrorIs(t, err, ErrConfig)
+}
+
+func TestFaultSink(t *testing.T) {
+	cs := &CaptureSink{}
+	fs := &FaultSink{Sink: cs, FailRate: 0.5, StallRate: 0.1, Stall: time.Microsecond, Seed: 9}
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Sink: fs})
+	e := dev.Engine(0)
+	var c completions
+	for i := 0; i < 10; i++ {
+		txs := inFlight(t, dev, e, &c, 4)
+		_, err := e.Process()
+		require.NoError(t, err)
+		assertStatus(t, &c, txs, StatusOK)
+	}
+	assert.NotZero(t, fs.Failed())
+	assert.NotZero(t, fs.Stalled())
+	assert.EqualValues(t, 40, uint64(cs.Count())+fs.Failed())
+	assert.Equal(t, fs.Failed(), e.Stats().SinkErrors)
+	assert.ErrorIs(t, e.SinkError(), ErrInjected)
+	assert.Zero(t, e.Stats().Faults, "a failed delivery does not halt")
+}
