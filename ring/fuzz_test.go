@@ -66,6 +66,37 @@ func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, s
 			require.Equal(t, want, r.slots, "impl %s size %d start %#x n %d skip %d", name, size, start, cnt, skip)
 		}
 		require.True(t, slices.Equal(orig, ds), "impl %s modified its input", name)
+
+		// EnqueueSP writes and publishes in one call (one assembly call on amd64): the same
+		// bytes, and reserved and the tail at start+n.
+		sp, err := NewAt(size, start)
+		require.NoError(t, err)
+		fill(sp.slots)
+		restore, err = SetImplementation(name)
+		require.NoError(t, err)
+		got, err := sp.EnqueueSP(ds, skip)
+		restore()
+		require.NoError(t, err)
+		require.Equal(t, start, got)
+		if !slices.Equal(want, sp.slots) {
+			require.Equal(t, want, sp.slots, "EnqueueSP impl %s size %d start %#x n %d skip %d", name, size, start, cnt, skip)
+		}
+		require.Equal(t, start+uint64(cnt), sp.Tail(), "EnqueueSP impl %s: tail", name)
+		require.Equal(t, cnt, sp.Used(), "EnqueueSP impl %s: reserved", name)
+
+		// Dequeue gives back exactly what the model wrote, in order, and frees the ring.
+		out := make([]desc.Desc, cnt)
+		restore, err = SetImplementation(name)
+		require.NoError(t, err)
+		m := sp.Dequeue(out)
+		restore()
+		require.Equal(t, cnt, m)
+		for k := range cnt {
+			if i := (start + uint64(k)) & uint64(size-1); out[k] != want[i] {
+				require.Equal(t, want[i], out[k], "Dequeue impl %s index %#x", name, start+uint64(k))
+			}
+		}
+		require.True(t, sp.Empty())
 	}
 }
 

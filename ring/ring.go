@@ -91,6 +91,13 @@ type Ring struct {
 	// it have been processed by the hardware model. Written by the hardware model (SetHWHead,
 	// Dequeue: atomic store-release); read by the completion pass (HWHead: load-acquire).
 	hwHead atomic.Uint64
+	// tailCache is Dequeue's last view of tail, kept on the consumer's line so that Dequeue
+	// loads the producers' tail line only when what it saw last time cannot fill the request
+	// (the consumer-side twin of headCache). Plain field: read and written only by Dequeue (one at a
+	// time, by its contract) and by New/Reset (quiescent). It is a lower bound of tail; Dequeue
+	// reloads whenever it says nothing is available or is inconsistent with hwHead (another
+	// consumer API moved hwHead past it, or Reset moved every index).
+	tailCache uint64
 
 	_ [lineSize]byte
 
@@ -140,6 +147,7 @@ func (r *Ring) setIndices(start uint64) {
 	r.tail.Store(start)
 	r.hwHead.Store(start)
 	r.swHead.Store(start)
+	r.tailCache = start
 }
 
 // Size returns the number of slots (hfi1: descq_cnt). The capacity is Size()-1.
@@ -183,7 +191,9 @@ func (r *Ring) Reserve(n int) (start uint64, err error) {
 				// between the two loads. Reload.
 				continue
 			}
-			r.headCache.Store(head)
+			if head != r.headCache.Load() {
+				r.headCache.Store(head) // seq-cst store (XCHG on amd64): only on change
+			}
 			if capacity-used < un {
 				if r.reserved.Load() != res {
 					continue // the view changed under us; look again before saying full
@@ -286,26 +296,50 @@ func (r *Ring) publish(start uint64, n int) {
 // EnqueueSP is Enqueue for a single producer: no CAS and no ordered wait. It must not run
 // concurrently with any other EnqueueSP, Enqueue, Reserve or Publish on the same ring (the
 // kernel's tail_lock provides that exclusion; here the caller does). Errors as for Reserve.
+//
+// Ordering: the tail store that publishes the batch is a store-release (on amd64, outside -race
+// builds, a plain MOV at the end of the assembly batch writer: under x86-TSO the slot stores
+// before it are visible to any core that sees the new tail). It is not a sequentially consistent
+// store, unlike Publish's: a caller that follows EnqueueSP with a load of its own "consumer
+// asleep?" flag, against a consumer that stores the flag and then loads the tail (a Dekker-style
+// doorbell), needs a sequentially consistent operation in between (any sync/atomic
+// read-modify-write, or a lock). sdma's doorbell uses Publish, which keeps its seq-cst store.
 func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
 	n := len(ds)
-	if err := r.checkBatch("EnqueueSP", n); err != nil {
-		return 0, err
-	}
 	un := uint64(n)
+	if un-1 >= r.mask { // n < 1 or n > Size()-1; the test inlines, the error path does not
+		return 0, r.checkBatch("EnqueueSP", n)
+	}
 	start := r.reserved.Load() // == tail: no other producer
-	if r.mask-(start-r.headCache.Load()) < un {
+	if cached := r.headCache.Load(); r.mask-(start-cached) < un {
 		head := r.swHead.Load()
-		r.headCache.Store(head)
+		if head != cached {
+			r.headCache.Store(head) // seq-cst store (XCHG on amd64): only on change
+		}
 		if r.mask-(start-head) < un {
 			return 0, ErrFull
 		}
 	}
-	r.Write(start, ds, skip)
-	// reserved first, so that reserved >= tail for concurrent readers (Publish's check).
-	r.reserved.Store(start + un)
-	// Store-release: publishes [start, start+n) to the hardware model.
-	r.tail.Store(start + un)
+	if skip < 0 {
+		skip = 0
+	} else if skip > n-1 {
+		skip = n - 1
+	}
+	// Writes [start, start+n), then stores reserved (first, so that reserved >= tail for
+	// concurrent readers: Publish's check, FreeCnt) and the tail, the store-release that
+	// publishes the batch to the hardware model.
+	writePublishSP(r, start, ds, skip)
 	return start, nil
+}
+
+// writePublishSPGo is the portable writePublishSP: the Go writer, then two sync/atomic stores.
+// It is the only path under the race detector, which does not see assembly stores.
+func writePublishSPGo(r *Ring, start uint64, ds []desc.Desc, skip int) {
+	writeBatch(r.slots, r.mask, r.shift, start, ds, skip)
+	end := start + uint64(len(ds))
+	r.reserved.Store(end)
+	// Store-release (seq-cst here): publishes [start, end) to the hardware model.
+	r.tail.Store(end)
 }
 
 func (r *Ring) checkBatch(op string, n int) error {
@@ -424,24 +458,60 @@ func (r *Ring) Reset(start uint64) {
 // Dequeue is a single-consumer convenience that plays both the hardware model and the completion
 // pass: it copies up to len(dst) published descriptors into dst, then advances hwHead and swHead
 // (the latter inside a head seqcount write section) past them, and returns how many it copied.
-// It must not run concurrently with another Dequeue, SetHWHead or completion pass. It does not
-// allocate.
+// It must not run concurrently with another Dequeue, SetHWHead, completion pass or Reset;
+// successive calls from different goroutines must be ordered by the caller. It does not allocate.
+//
+// Ordering (amd64 outside -race: one assembly call does the copy and the four stores as plain
+// MOVs, no locked instruction; elsewhere sync/atomic):
+//
+//   - The tail load (or the cached tail, which was such a load) is a load-acquire: the slot reads
+//     that follow see the producers' descriptors (x86-TSO does not reorder loads with loads).
+//   - hwHead := h+n, seq++, swHead := h+n, seq++ are stores in that program order. x86-TSO makes
+//     every store a store-release and keeps them in order for every observer, so: the slot reads
+//     happen before any of them (loads are not reordered with later stores), and a producer that
+//     sees the new swHead may reuse the slots; and a reader that loads swHead and then the count
+//     (HeadSeq/HeadRetry after FreeCnt) and sees the new swHead sees at least the odd count, as
+//     the kernel's write_seqcount_begin (seq++; smp_wmb()) guarantees. The count's increments are
+//     plain read-modify-writes because there is one writer at a time (Dequeue's contract).
+//   - None of these stores is sequentially consistent: a later load in the caller may complete
+//     before they are visible to other cores. Nothing in the ring needs more (no party waits for
+//     hwHead or swHead with a Dekker-style flag); a caller that builds such a protocol on Dequeue
+//     must add a seq-cst operation, as sdma's completion pass gets one from its locks.
 func (r *Ring) Dequeue(dst []desc.Desc) int {
-	h := r.hwHead.Load()
-	avail := r.tail.Load() - h // load-acquire: the slots below the tail are written
+	h := r.hwHead.Load() // our own index
 	n := uint64(len(dst))
+	// The cached tail is used only when it covers the whole request: then the result,
+	// len(dst) descriptors, is also what a fresh tail load would give, so Dequeue still returns
+	// exactly min(len(dst), descriptors published when it was called) (its linearization point
+	// can be any moment of the call; the tail only grows). Otherwise, or when hwHead was moved
+	// past the cache (avail > size-1), load the producers' line.
+	avail := r.tailCache - h
+	if avail < n || avail > r.mask {
+		t := r.tail.Load() // load-acquire: the slots below the tail are written
+		r.tailCache = t
+		avail = t - h
+	}
 	if avail < n {
 		n = avail
 	}
 	if n == 0 {
 		return 0
 	}
+	dequeueBatch(r, h, dst[:n])
+	return int(n)
+}
+
+// dequeueGo is the portable dequeueBatch: copy [h, h+len(dst)) into dst, then the four
+// sync/atomic stores. Preconditions: 1 <= len(dst) <= Size()-1, hwHead == h, and
+// [h, h+len(dst)) published (below a tail the caller loaded).
+func dequeueGo(r *Ring, h uint64, dst []desc.Desc) {
+	n := uint64(len(dst))
 	from := h & r.mask
 	if k := uint64(r.size) - from; k < n {
 		copy(dst[:k], r.slots[from:])
-		copy(dst[k:n], r.slots[:n-k])
+		copy(dst[k:], r.slots[:n-k])
 	} else {
-		copy(dst[:n], r.slots[from:from+n])
+		copy(dst, r.slots[from:from+n])
 	}
 	// Store-release: hands [h, h+n) to the completion pass.
 	r.hwHead.Store(h + n)
@@ -449,7 +519,6 @@ func (r *Ring) Dequeue(dst []desc.Desc) int {
 	// Store-release: hands the slots back to producers. Our reads above happen before it.
 	r.swHead.Store(h + n)
 	r.seq.EndWrite()
-	return int(n)
 }
 
 // backoff spins for the first iterations and then yields the processor: the wait of an ordered

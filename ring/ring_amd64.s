@@ -2,28 +2,32 @@
 
 #include "textflag.h"
 
-// Batch writers for Ring.Write (hfi1: submit_tx's copy loop with add_gen). See ring_amd64.go for
-// the contract and preconditions. One call writes a whole batch, wrap included.
+// Batch writers for Ring.Write and Ring.EnqueueSP (hfi1: submit_tx's copy loop with add_gen,
+// then sdma_update_tail), and the copy-and-release for Ring.Dequeue. See ring_amd64.go for the
+// contracts and preconditions. One call handles a whole batch, wrap included.
 //
-// Registers, both functions:
+// Writer registers, both functions:
 //	DI  base: slot 0 of the ring
 //	SI  src: the next source descriptor
 //	AX  byte offset of the current slot in the ring: ((start+k) & mask) * 16
 //	R8  ring size in bytes: (mask+1) * 16, where AX wraps to 0
+//	R9  start (kept to the end: start+n is the index published)
 //	CX  k, the index of the descriptor in the batch (after the initial shift)
 //	DX  n
 //	R10 skip
 //	R11 generation << 2 for the current ring pass: ((start+k) >> shift & 3) << 2
 //
-// Memory ordering: these functions contain no fences and need none. They only store to slots that
-// the caller owns (reserved, not yet published). The caller publishes them afterwards with an
-// atomic store of the tail; under x86-TSO stores are not reordered with other stores, and the Go
-// compiler does not move memory operations across this call, so every slot store here is visible
-// before the tail store that follows the call (the store-release of Publish). No load here
-// depends on another thread's stores.
-
-// func writeBatchAVX(base *desc.Desc, mask uint64, shift uint, start uint64, src *desc.Desc, n int, skip int)
-TEXT ·writeBatchAVX(SB), NOSPLIT, $0-56
+// Memory ordering, writers: no fence, and none is needed. x86-TSO (Intel SDM vol. 3A §9.2.2;
+// AMD APM vol. 2 §7.2) keeps stores in program order for every observer and makes each plain
+// store a store-release. The slot stores only touch slots the caller owns (reserved, not yet
+// published). For Write the caller publishes them afterwards with an atomic store of the tail
+// (the Go compiler does not move memory operations across this call). For EnqueueSP the writer
+// itself ends with MOVQ start+n -> reserved, then MOVQ start+n -> tail: every slot store is
+// visible before the tail store to any core that loads the tail (the hardware model's
+// load-acquire). These stores are not sequentially consistent (no LOCK/XCHG/MFENCE): a later
+// load by this core may be satisfied before they leave the store buffer; see EnqueueSP.
+// func writeBatchAVX(base *desc.Desc, mask uint64, shift uint, start uint64, src *desc.Desc, n int, skip int, reserved, tail *atomic.Uint64)
+TEXT ·writeBatchAVX(SB), NOSPLIT, $0-72
 	MOVQ base+0(FP), DI
 	MOVQ mask+8(FP), R8
 	MOVQ shift+16(FP), CX
@@ -93,10 +97,24 @@ avx_next:
 	// there is no dirty upper state; VZEROUPPER is kept as cheap insurance against SSE
 	// transition penalties in the caller.
 	VZEROUPPER
+
+	// Publish (EnqueueSP only: reserved != nil): end = start+n to reserved, then to tail, plain
+	// MOVs after every slot store. Under x86-TSO the tail store is the store-release that
+	// publishes [start, end) to the consumer; reserved goes first so that reserved >= tail holds
+	// for any observer (Publish's window check, FreeCnt). No fence: see the top of this file.
+	MOVQ  reserved+56(FP), BX
+	TESTQ BX, BX
+	JEQ   avx_done
+	ADDQ  DX, R9
+	MOVQ  R9, (BX)             // reserved = end
+	MOVQ  tail+64(FP), BX
+	MOVQ  R9, (BX)             // tail = end: store-release of the batch
+
+avx_done:
 	RET
 
-// func writeBatchMOVQ(base *desc.Desc, mask uint64, shift uint, start uint64, src *desc.Desc, n int, skip int)
-TEXT ·writeBatchMOVQ(SB), NOSPLIT, $0-56
+// func writeBatchMOVQ(base *desc.Desc, mask uint64, shift uint, start uint64, src *desc.Desc, n int, skip int, reserved, tail *atomic.Uint64)
+TEXT ·writeBatchMOVQ(SB), NOSPLIT, $0-72
 	MOVQ base+0(FP), DI
 	MOVQ mask+8(FP), R8
 	MOVQ shift+16(FP), CX
@@ -149,4 +167,99 @@ movq_store:
 movq_next:
 	CMPQ CX, DX
 	JCS  movq_loop
+
+	// Publish (EnqueueSP only: reserved != nil): end = start+n to reserved, then to tail, plain
+	// MOVs after every slot store. Under x86-TSO the tail store is the store-release that
+	// publishes [start, end) to the consumer; reserved goes first so that reserved >= tail holds
+	// for any observer (Publish's window check, FreeCnt). No fence: see the top of this file.
+	MOVQ  reserved+56(FP), BX
+	TESTQ BX, BX
+	JEQ   movq_done
+	ADDQ  DX, R9
+	MOVQ  R9, (BX)             // reserved = end
+	MOVQ  tail+64(FP), BX
+	MOVQ  R9, (BX)             // tail = end: store-release of the batch
+
+movq_done:
+	RET
+
+// func dequeueAsm(base *desc.Desc, mask uint64, h uint64, dst *desc.Desc, n int, hwHead *atomic.Uint64, seq *atomic.Uint32, swHead *atomic.Uint64)
+//
+// Registers:
+//	SI  base: slot 0 of the ring
+//	DI  dst: the next destination descriptor
+//	AX  byte offset of the current slot: ((h+k) & mask) * 16
+//	R8  ring size in bytes, where AX wraps to 0
+//	R9  h, then h+n
+//	CX  descriptors left to copy
+//	DX  n
+//
+// Memory ordering: the caller loaded the tail (a plain MOV, load-acquire under x86-TSO) before
+// this call, and loads are not reordered with older loads, so every slot load here sees the
+// producer's descriptor. The four index stores that follow are plain MOVs: x86-TSO does not
+// reorder a store with older loads, so the slot loads complete before any producer can see
+// swHead move past them (and reuse the slots); and stores become visible in program order, so
+// whoever sees the new swHead sees the odd seqcount written before it (write_seqcount_begin's
+// seq++; smp_wmb(), where smp_wmb is a compiler barrier on x86), and whoever sees the final even
+// count sees swHead. No LOCK prefix: the count has one writer at a time (Dequeue's contract), so
+// its increments need not be atomic read-modify-writes, only single-copy atomic 32-bit stores.
+TEXT ·dequeueAsm(SB), NOSPLIT, $0-64
+	MOVQ base+0(FP), SI
+	MOVQ mask+8(FP), R8
+	MOVQ h+16(FP), R9
+	MOVQ dst+24(FP), DI
+	MOVQ n+32(FP), DX
+
+	// AX = (h & mask) * 16; R8 = (mask + 1) * 16.
+	MOVQ R9, AX
+	ANDQ R8, AX
+	SHLQ $4, AX
+	INCQ R8
+	SHLQ $4, R8
+	MOVQ DX, CX
+
+	// Two descriptors per iteration while both lie before the end of the ring.
+deq_pair:
+	CMPQ CX, $2
+	JCS  deq_one
+	LEAQ 32(AX), BX
+	CMPQ BX, R8
+	JHI  deq_one
+	MOVOU (SI)(AX*1), X0
+	MOVOU 16(SI)(AX*1), X1
+	MOVOU X0, (DI)
+	MOVOU X1, 16(DI)
+	ADDQ  $32, DI
+	SUBQ  $2, CX
+	MOVQ  BX, AX
+	CMPQ  AX, R8
+	JNE   deq_pair
+	XORQ  AX, AX // wrapped to slot 0
+	JMP   deq_pair
+
+deq_one:
+	TESTQ CX, CX
+	JEQ   deq_release
+	MOVOU (SI)(AX*1), X0
+	MOVOU X0, (DI)
+	ADDQ  $16, DI
+	DECQ  CX
+	ADDQ  $16, AX
+	CMPQ  AX, R8
+	JNE   deq_pair
+	XORQ  AX, AX // wrapped to slot 0
+	JMP   deq_pair
+
+deq_release:
+	ADDQ DX, R9
+	MOVQ hwHead+40(FP), BX
+	MOVQ R9, (BX)          // hwHead = h+n: [h, h+n) to the completion pass
+	MOVQ seq+48(FP), BX
+	MOVL (BX), CX
+	INCL CX
+	MOVL CX, (BX)          // seq odd: write section open (BeginWrite)
+	MOVQ swHead+56(FP), R10
+	MOVQ R9, (R10)         // swHead = h+n: the slots back to producers, store-release
+	INCL CX
+	MOVL CX, (BX)          // seq even: write section closed (EndWrite)
 	RET

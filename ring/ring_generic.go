@@ -16,3 +16,11 @@ func setImpl(name string) (restore func(), ok bool) {
 func writeBatch(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc.Desc, skip int) {
 	writeGo(slots, mask, shift, start, ds, skip)
 }
+
+// writePublishSP is EnqueueSP's worker: the Go writer and sync/atomic stores.
+func writePublishSP(r *Ring, start uint64, ds []desc.Desc, skip int) {
+	writePublishSPGo(r, start, ds, skip)
+}
+
+// dequeueBatch is Dequeue's worker: the Go copy and sync/atomic stores.
+func dequeueBatch(r *Ring, h uint64, dst []desc.Desc) { dequeueGo(r, h, dst) }

@@ -367,6 +367,7 @@ func TestLayout(t *testing.T) {
 	// Fields on the same line as their group leader.
 	assert.Equal(t, offs["reserved"]/64, unsafe.Offsetof(Ring{}.headCache)/64, "headCache shares the producers' line")
 	assert.Equal(t, offs["swHead"]/64, unsafe.Offsetof(Ring{}.seq)/64, "seq shares swHead's line")
+	assert.Equal(t, offs["hwHead"]/64, unsafe.Offsetof(Ring{}.tailCache)/64, "tailCache shares the consumer's hwHead line")
 	for a, oa := range offs {
 		for b, ob := range offs {
 			if a >= b {
@@ -418,5 +419,78 @@ func TestAllocs(t *testing.T) {
 			require.NoError(t, err)
 		}
 		assert.Zero(t, testing.AllocsPerRun(200, func() { _, _ = r.Enqueue(ds, 0) }), "ErrFull")
+	})
+}
+
+// TestDequeueIndicesAndSeq checks, per implementation, what Dequeue's single assembly call does
+// besides the copy: hwHead and swHead move together, the head seqcount gains exactly one write
+// section per non-empty Dequeue, and wraps of the slot array and of 2^64 are crossed in the
+// middle of a batch.
+func TestDequeueIndicesAndSeq(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, start := range []uint64{0, 64 - 3, 1<<32 - 5, ^uint64(0) - 40} {
+			r, err := NewAt(64, start)
+			require.NoError(t, err)
+			dst := make([]desc.Desc, 63)
+			next := start // index of the next descriptor to come out
+			for round := range 40 {
+				n := 1 + round*7%63
+				s, err := r.EnqueueSP(batch(uint64(round)<<8, n), 0)
+				require.NoError(t, err)
+				require.Equal(t, s+uint64(n), r.Tail())
+				seq := r.Seq().Count()
+				m := 1 + round*5%n
+				got := r.Dequeue(dst[:m])
+				require.Equal(t, m, got)
+				assert.Equal(t, seq+2, r.Seq().Count(), "one write section per Dequeue")
+				for k := range m {
+					i := next + uint64(k)
+					require.Equal(t, stamped(mk(uint64(round)<<8+uint64(k)), r.Generation(i)), dst[k], "start %#x index %#x", start, i)
+				}
+				next += uint64(m)
+				assert.Equal(t, next, r.HWHead())
+				assert.Equal(t, next, r.SwHead())
+				// The rest of the batch, with a larger dst than there is to take.
+				rest := n - m
+				require.Equal(t, rest, r.Dequeue(dst))
+				next += uint64(rest)
+				require.Zero(t, r.Dequeue(dst))
+				assert.True(t, r.Empty())
+			}
+		}
+	})
+}
+
+// TestDequeueTailCache: Dequeue's cached tail must not survive another consumer API moving
+// hwHead past it, or a Reset, and must not make Dequeue return less than is published.
+func TestDequeueTailCache(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := New(64)
+		require.NoError(t, err)
+		dst := make([]desc.Desc, 8)
+		_, err = r.EnqueueSP(batch(0, 10), 0)
+		require.NoError(t, err)
+		require.Equal(t, 2, r.Dequeue(dst[:2])) // caches tail = 10
+		// More is published; a request the cache cannot fill loads the tail again.
+		_, err = r.Enqueue(batch(10, 10), 0)
+		require.NoError(t, err)
+		require.Equal(t, 8, r.Dequeue(dst))
+		require.Equal(t, 8, r.Dequeue(dst))
+		assert.Equal(t, mk(17), dst[7].WithGeneration(3))
+		// The hardware-model API takes the rest (hwHead past the cache), then more arrives.
+		got := drain(t, r)
+		require.Len(t, got, 2)
+		_, err = r.EnqueueSP(batch(20, 5), 0)
+		require.NoError(t, err)
+		require.Equal(t, 5, r.Dequeue(dst))
+		assert.Equal(t, stamped(mk(24), 0), dst[4])
+		// Reset below the cache: Dequeue sees an empty ring, then the new batch.
+		r.Reset(3)
+		require.Zero(t, r.Dequeue(dst))
+		_, err = r.EnqueueSP(batch(30, 4), 0)
+		require.NoError(t, err)
+		require.Equal(t, 4, r.Dequeue(dst))
+		assert.Equal(t, stamped(mk(30), 0), dst[0])
+		assert.Equal(t, uint64(7), r.SwHead())
 	})
 }
