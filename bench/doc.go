@@ -1,9 +1,19 @@
 // Package bench holds gosdma's benchmarks, kept apart from the library packages so that their
 // baselines (channels, other queue libraries) do not become dependencies of the library.
 //
+// Each benchmark runs its baseline in the same run, under benchstat-style names:
+//
+//	BenchmarkRingSPSC           the ring (impl=asm|go) against a buffered chan and Workiva's RingBuffer
+//	BenchmarkPacketPath         a packet's whole way on each allocator and mapper against a copy of its bytes
+//	BenchmarkPacketPathParallel its RunParallel twin, two engines
+//	BenchmarkPayload            payload bandwidth into a copying sink against copy
+//	BenchmarkLatency            submit-to-completion p50/p99 against a cache-line ping-pong
+//
 // Run them briefly on a shared machine, for example
 //
 //	go test -run '^$' -bench . -benchtime 200ms ./bench
 //
-// and compare with the C references with bench/compare.sh.
+// The README's performance table is made by bench/report, which runs the suite and prints every
+// figure beside its baseline with their ratio (go run ./bench/report). Compare the ring with the C
+// reference with bench/compare.sh.
 package bench

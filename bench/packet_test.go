@@ -171,7 +171,7 @@ func BenchmarkPayload(b *testing.B) {
 // ping-pong between two goroutines with atomics (impl=pingpong: one round trip), in the same run.
 // It reports the p50 and p99 in ns from an HDR histogram.
 func BenchmarkLatency(b *testing.B) {
-	report := func(b *testing.B, h *hdrhistogram.Histogram) {
+	quantiles := func(b *testing.B, h *hdrhistogram.Histogram) {
 		b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
 		b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
 	}
@@ -207,7 +207,7 @@ func BenchmarkLatency(b *testing.B) {
 			}
 			_ = h.RecordValue(int64(time.Since(start)))
 		}
-		report(b, h)
+		quantiles(b, h)
 	})
 	b.Run("impl=pingpong", func(b *testing.B) {
 		var line struct {
@@ -239,6 +239,7 @@ func BenchmarkLatency(b *testing.B) {
 		}()
 		h := hdrhistogram.New(1, int64(time.Second), 3)
 		var i uint64
+		b.ReportAllocs()
 		for b.Loop() {
 			i++
 			start := time.Now()
@@ -251,6 +252,6 @@ func BenchmarkLatency(b *testing.B) {
 			_ = h.RecordValue(int64(time.Since(start)))
 		}
 		close(stop)
-		report(b, h)
+		quantiles(b, h)
 	})
 }

@@ -1,0 +1,355 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// The packet-path benchmarks send a 296-byte packet (a 40-byte header and a 256-byte payload, as
+// BenchmarkPacket does) the way a sender that owns its txreqs does:
+//
+//	Get          a pathTx from the allocator under test (alloc=slab|list|pool)
+//	Init         the embedded sdma.TxReq, with the completion callback
+//	AddKVAddr ×2 the header and the payload, mapped by the mapper under test (mapper=direct|iommu)
+//	Send         onto the engine's ring
+//	Process      the hardware model reads the descriptors, translates the bus addresses, delivers
+//	Poll         the completion pass unmaps and calls back; the callback goes from the
+//	             *sdma.TxReq back to the *pathTx with alloc.OuterFunc and Puts it
+//
+// hw=inline runs Process and Poll on the benchmark goroutine (a Manual engine in CompletePoll
+// mode), one packet at a time; hw=goroutine lets the engine's busy-polling goroutine do the
+// hardware and the completions, with up to pathWindow packets in flight (the List's capacity is
+// the window: Get fails with ErrEmpty when all are in flight).
+//
+// impl=copy is the baseline of the same run: a copy of the packet's 296 bytes (header, then
+// payload) into a buffer, the least any path that moves the packet must do. b.SetBytes counts the
+// packet's bytes everywhere, so MB/s compare directly. One op is one packet; ns/pkt says so.
+const (
+	pathHdrLen     = 40
+	pathPayloadLen = 256
+	pathPktLen     = pathHdrLen + pathPayloadLen
+	pathWindow     = 128 // hw=goroutine: packets in flight at most
+)
+
+// pathTx is a caller's txreq: sdma.TxReq first, as the hfi1 API prescribes and alloc.Outer needs,
+// then the packet's own buffers, so that no two txreqs in flight map the same memory (hfi1's
+// verbs_txreq carries its header the same way).
+type pathTx struct {
+	sdma.TxReq
+	hdr     [pathHdrLen]byte
+	payload [pathPayloadLen]byte
+}
+
+// pathTxOf gets from the *sdma.TxReq a callback receives back to its *pathTx.
+var pathTxOf = alloc.OuterFunc[pathTx, sdma.TxReq]()
+
+// pathAllocs are the allocators under test. n is the most objects in use at once.
+var pathAllocs = []struct {
+	name string
+	make func(n int) (alloc.Allocator[pathTx], error)
+}{
+	{"slab", func(int) (alloc.Allocator[pathTx], error) {
+		return alloc.NewSlab(alloc.SlabConfig[pathTx]{ObjectsPerSlab: 64})
+	}},
+	{"list", func(n int) (alloc.Allocator[pathTx], error) { return alloc.NewList[pathTx](n, nil) }},
+	{"pool", func(int) (alloc.Allocator[pathTx], error) { return alloc.NewPool[pathTx](nil), nil }},
+}
+
+// pathMappers are the mappers under test.
+var pathMappers = []struct {
+	name string
+	make func() (dma.Mapper, error)
+}{
+	{"direct", func() (dma.Mapper, error) { return dma.NewDirect(), nil }},
+	{"iommu", func() (dma.Mapper, error) { return dma.NewIOMMU(dma.IOMMUConfig{}) }},
+}
+
+// pathCounter counts one engine's completions on its own cache line: in the parallel twin two
+// engines' completion passes would otherwise share one.
+type pathCounter struct {
+	done   atomic.Int64 // completions with StatusOK whose Put succeeded
+	failed atomic.Int64 // completions with another status, or a refused Put
+	_      cpu.CacheLinePad
+}
+
+// pathRig is one device under test with its allocator and one callback per engine.
+type pathRig struct {
+	dev   *sdma.Device
+	a     alloc.Allocator[pathTx]
+	cbs   []sdma.Callback // cbs[i] counts into counts[i]; built once, so Init does not allocate
+	count []pathCounter
+}
+
+func newPathRig(b testing.TB, cfg sdma.Config, m dma.Mapper, a alloc.Allocator[pathTx]) *pathRig {
+	cfg.Mapper = m
+	cfg.Sink = &sdma.DiscardSink{}
+	dev, err := sdma.NewDevice(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = dev.Close() })
+	r := &pathRig{dev: dev, a: a, count: make([]pathCounter, dev.NumEngines())}
+	r.cbs = make([]sdma.Callback, dev.NumEngines())
+	for i := range r.cbs {
+		c := &r.count[i]
+		r.cbs[i] = func(tx *sdma.TxReq, st sdma.Status) {
+			if err := a.Put(pathTxOf(tx)); err != nil || st != sdma.StatusOK {
+				c.failed.Add(1)
+				return
+			}
+			c.done.Add(1)
+		}
+	}
+	return r
+}
+
+// build gets a pathTx and builds its packet for engine i; it returns alloc.ErrEmpty as is.
+func (r *pathRig) build(i int) (*pathTx, error) {
+	t, err := r.a.Get()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Init(0, pathPktLen, r.cbs[i]); err != nil {
+		_ = r.a.Put(t)
+		return nil, err
+	}
+	// A failed add has cleaned the txreq already: it only has to go back.
+	if err := t.AddKVAddr(r.dev, t.hdr[:]); err != nil {
+		_ = r.a.Put(t)
+		return nil, err
+	}
+	if err := t.AddKVAddr(r.dev, t.payload[:]); err != nil {
+		_ = r.a.Put(t)
+		return nil, err
+	}
+	return t, nil
+}
+
+// inline sends one packet on engine i and drives it to completion on the caller's goroutine.
+func (r *pathRig) inline(i int) error {
+	t, err := r.build(i)
+	if err != nil {
+		return err
+	}
+	e := r.dev.Engine(i)
+	if err := e.Send(nil, &t.TxReq, false); err != nil {
+		_ = t.Clean()
+		_ = r.a.Put(t)
+		return err
+	}
+	if _, err := e.Process(); err != nil {
+		return err
+	}
+	e.Poll()
+	return nil
+}
+
+// check fails b unless every one of n packets completed OK and went back to the allocator.
+func (r *pathRig) check(b testing.TB, n int) {
+	var done, failed int64
+	for i := range r.count {
+		done += r.count[i].done.Load()
+		failed += r.count[i].failed.Load()
+	}
+	if done != int64(n) || failed != 0 {
+		b.Fatalf("%d packets: %d completed and went back, %d failed", n, done, failed)
+	}
+}
+
+func reportPkt(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pkt")
+}
+
+// pathCopy is the impl=copy baseline's memory: a packet's buffers and the buffer it is copied
+// into, on the heap (newPathCopy publishes it), as the benchmarked packets' buffers are; the
+// compiler could drop copies into a stack buffer that nothing reads.
+type pathCopy struct {
+	src pathTx
+	dst [pathPktLen]byte
+}
+
+var pathCopyEscape atomic.Pointer[pathCopy]
+
+func newPathCopy() *pathCopy {
+	c := new(pathCopy)
+	for i := range c.src.payload {
+		c.src.payload[i] = byte(i)
+	}
+	pathCopyEscape.Store(c)
+	return c
+}
+
+// packet copies the header, then the payload, as a sink copying the two segments would.
+func (c *pathCopy) packet() {
+	n := copy(c.dst[:], c.src.hdr[:])
+	copy(c.dst[n:], c.src.payload[:])
+}
+
+// benchPathCopy is the impl=copy baseline.
+func benchPathCopy(b *testing.B) {
+	c := newPathCopy()
+	b.SetBytes(pathPktLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.packet()
+	}
+	reportPkt(b)
+}
+
+// BenchmarkPacketPath: one goroutine, one packet's whole way per op, on each allocator and
+// mapper, against a copy of the packet's bytes in the same run. Steady state allocates nothing.
+func BenchmarkPacketPath(b *testing.B) {
+	b.Run("alloc=none/mapper=none/impl=copy", benchPathCopy)
+	for _, al := range pathAllocs {
+		for _, mp := range pathMappers {
+			b.Run(fmt.Sprintf("alloc=%s/mapper=%s/hw=inline", al.name, mp.name), func(b *testing.B) {
+				r := makePathRig(b, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
+				b.SetBytes(pathPktLen)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := r.inline(0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportPkt(b)
+				r.check(b, b.N)
+			})
+		}
+	}
+	// One variant with the engine's own goroutine, on the allocator whose fixed capacity makes
+	// the window.
+	b.Run("alloc=list/mapper=direct/hw=goroutine", func(b *testing.B) {
+		r := makePathRig(b, sdma.Config{RingSize: 1024, Wait: sdma.WaitBusyPoll}, pathAllocs[1].make, pathMappers[0].make, pathWindow)
+		e := r.dev.Engine(0)
+		b.SetBytes(pathPktLen)
+		b.ReportAllocs()
+		for b.Loop() {
+			t, err := r.build(0)
+			for ; errors.Is(err, alloc.ErrEmpty); t, err = r.build(0) {
+				runtime.Gosched() // all pathWindow in flight: let the engine's goroutine run
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				err := e.Send(nil, &t.TxReq, false)
+				if err == nil {
+					break
+				}
+				if err != sdma.ErrBusy {
+					b.Fatal(err)
+				}
+				runtime.Gosched()
+			}
+		}
+		r.drain(b.N)
+		reportPkt(b)
+		r.check(b, b.N)
+	})
+}
+
+// drain waits until n packets completed (or failed).
+func (r *pathRig) drain(n int) {
+	for {
+		var seen int64
+		for i := range r.count {
+			seen += r.count[i].done.Load() + r.count[i].failed.Load()
+		}
+		if seen >= int64(n) {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func makePathRig(b testing.TB, cfg sdma.Config, newAlloc func(int) (alloc.Allocator[pathTx], error), newMapper func() (dma.Mapper, error), n int) *pathRig {
+	a, err := newAlloc(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := newMapper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newPathRig(b, cfg, m, a)
+}
+
+// BenchmarkPacketPathParallel is the RunParallel twin of BenchmarkPacketPath's hw=inline cases:
+// two Manual engines on one device (one mapper, one allocator), each goroutine driving the engine
+// it was given round robin, so that the allocator and the mapper are shared under contention.
+// Its impl=copy runs the copy on every goroutine at once.
+func BenchmarkPacketPathParallel(b *testing.B) {
+	const engines = 2
+	b.Run("alloc=none/mapper=none/impl=copy", func(b *testing.B) {
+		b.SetBytes(pathPktLen)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			c := newPathCopy()
+			for pb.Next() {
+				c.packet()
+			}
+		})
+		reportPkt(b)
+	})
+	for _, al := range pathAllocs {
+		for _, mp := range pathMappers {
+			b.Run(fmt.Sprintf("alloc=%s/mapper=%s/hw=inline", al.name, mp.name), func(b *testing.B) {
+				cfg := sdma.Config{Manual: true, Completion: sdma.CompletePoll, Engines: engines}
+				r := makePathRig(b, cfg, al.make, mp.make, 64*runtime.GOMAXPROCS(0))
+				var next atomic.Int64
+				b.SetBytes(pathPktLen)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(next.Add(1)-1) % engines
+					for pb.Next() {
+						if err := r.inline(i); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				reportPkt(b)
+				r.check(b, b.N)
+			})
+		}
+	}
+}
+
+// TestPacketPathAllocs asserts what BenchmarkPacketPath shows: once warm, a packet's whole way
+// allocates nothing, on every allocator and mapper.
+func TestPacketPathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool (Pool, the mappers' records) drop items: allocation counts vary")
+	}
+	for _, al := range pathAllocs {
+		for _, mp := range pathMappers {
+			t.Run(fmt.Sprintf("alloc=%s/mapper=%s", al.name, mp.name), func(t *testing.T) {
+				r := makePathRig(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
+				send := func() {
+					if err := r.inline(0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				const warm, runs = 100, 200
+				for range warm {
+					send()
+				}
+				if n := testing.AllocsPerRun(runs, send); n != 0 {
+					t.Errorf("%v allocations per packet", n)
+				}
+				r.check(t, warm+runs+1) // AllocsPerRun runs send once more to warm up
+			})
+		}
+	}
+}
