@@ -1,0 +1,108 @@
+// Command report runs gosdma's benchmark suite (package bench) and prints the README's
+// performance table: every gosdma figure beside the baseline measured in the same run, and their
+// ratio, under a caption naming the command and the machine.
+//
+//	go run ./bench/report                        # runs the suite: -benchtime 100ms, -count 1
+//	go run ./bench/report -benchtime 1s -count 5 # longer, medians of 5
+//	go test -run '^$' -bench . ./bench | go run ./bench/report -in -
+//
+// The suite's output goes to stderr as it runs; the Markdown goes to stdout.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+func main() {
+	benchtime := flag.String("benchtime", "100ms", "go test -benchtime")
+	count := flag.Int("count", 1, "go test -count: each figure is the median of this many runs")
+	bench := flag.String("bench", ".", "go test -bench")
+	in := flag.String("in", "", "read `go test -bench` output from this file (- for stdin) instead of running the suite")
+	flag.Parse()
+	if err := run(*in, *bench, *benchtime, *count); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, bench, benchtime string, count int) error {
+	var (
+		out io.Reader
+		m   meta
+	)
+	switch in {
+	case "":
+		args := []string{"test", "-run", "^$", "-bench", bench, "-benchtime=" + benchtime, fmt.Sprintf("-count=%d", count), "./bench"}
+		dir, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
+		cmd.Stderr = os.Stderr
+		fmt.Fprintf(os.Stderr, "report: running %s in %s\n", shellJoin(append([]string{"go"}, args...)), dir)
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("the benchmark run failed: %w", err)
+		}
+		out = &buf
+		m = meta{command: shellJoin(append([]string{"go"}, args...)), count: count, goVer: runtime.Version(), numCPU: runtime.NumCPU()}
+	case "-":
+		out = os.Stdin
+		m = meta{command: "benchmark output read from stdin"}
+	default:
+		f, err := os.Open(in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+		m = meta{command: "benchmark output read from " + in}
+	}
+	s, err := parse(out)
+	if err != nil {
+		return err
+	}
+	n, err := write(os.Stdout, s, m)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("none of the table's benchmarks are in the run")
+	}
+	return err
+}
+
+// moduleRoot is the directory of the go.mod of the module report is run in.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the gosdma module: run from its checkout")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// shellJoin quotes args for a POSIX shell where they need it.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=./,:", r))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
