@@ -23,6 +23,60 @@
 // sleepers (the kernel's verbs and user_sdma ones, with the 2019 sleep-window fix). SendWait is
 // the blocking send for Go callers, on a context.Context.
 //
+// # States and recovery
+//
+// Each engine runs the kernel's state machine (hfi1: __sdma_process_event): eleven states, fourteen
+// events, and this table, which is the code's stateTable cell for cell (a test checks it). Rows
+// are states, columns events; a cell gives the next state ("up": s99 if go_s99_running is set,
+// else s20), "+g"/"-g" when it sets or clears go_s99_running, and after a colon the work it
+// starts: H err_halt_worker (wait for the halt, then e15), S sw clean (complete what the hardware
+// finished OK, abort the rest of the ring and the flush list, wake every waiter, reset the ring to
+// index 0, then e40), C hw clean (then e25), U sdma_hw_start_up (the generation restarts with the
+// ring), T sw tear-down, F freeze notify, D unfreeze done, P a final completion pass. "." does
+// nothing.
+//
+//	    e00     e10     e15     e25     e30     e40     e50     e60     e70     e80     e81     e82     e85     e90
+//	s00 .       s10     .       .       s10+g   :T      .       .       .       .       .       .       .       .
+//	s10 s00:T   .       s15:C   .       +g      .       .       :H      -g      .       .       .       .       .
+//	s15 s00:T   .       .       up:U    +g      .       .       .       -g      .       .       .       .       .
+//	s20 s00:T   .       .       .       s99+g   .       .       s50:H   .       s80:F   .       .       s80:F   .
+//	s30 s00     .       .       .       +g      s40:C   .       .       -g      .       .       .       -g      .
+//	s40 s00:S   .       .       up:U    +g      .       .       .       -g      .       .       .       -g      .
+//	s50 s00:S   .       s30:S   .       +g      .       .       :H      -g      .       .       .       -g      .
+//	s60 s00:S   .       s30:S   .       +g      .       .       :H      -g      .       .       .       .       .
+//	s80 s00:S   .       .       .       +g      .       .       .       -g      .       s82:S   .       .       .
+//	s82 s00:S   .       .       .       +g      :D      .       .       -g      .       .       up:U    .       .
+//	s99 s00:S   .       .       .       .       .       .       s50:HP  s60     s80:F   .       .       s80-g:F s50:H
+//
+// The states: s00 hw_down, s10 hw_start_up_halt_wait, s15 hw_start_up_clean_wait, s20 idle, s30
+// sw_clean_up_wait, s40 hw_clean_up_wait, s50 hw_halt_wait, s60 idle_halt_wait, s80 hw_freeze, s82
+// freeze_sw_clean, s99 running. Entering s10 or s60 halts the hardware (it raises e60); entering
+// s00 or s60 clears go_s99_running and entering s99 sets it; entering s99 from another state
+// flushes the flush list and wakes the waiters (sdma_flush, sdma_desc_avail).
+//
+// A software chip has nothing to wait for, so each step's "done" event follows at once, on the
+// goroutine that raised the first event: the engine's own goroutine (or Process) for a halt the
+// hardware model detects, the caller for Engine.Event, Stop, Start and InjectHalt, Close for e00.
+// A halt therefore runs s99 → s50 → s30 → s40 → s99 before that call returns: the txreqs the
+// hardware had finished complete OK, every other one in the ring or on the flush list completes
+// StatusAborted exactly once, every mapping is undone, every parked waiter is woken, and new sends
+// go through a ring restarted at index 0, generation 0. State and History (the last 32 transitions
+// with their causes) show the way; EngineStats counts halts by HaltCause and recoveries.
+//
+// Sends while the engine is not in s99 go to the flush list and return ErrNotRunning; the txreq
+// completes StatusAborted when the flush runs (on the engine's goroutine, or the next Process or
+// Poll of a manual engine), as the kernel's flush worker does. Producers are not locked out by a
+// lock: Send reads an atomic mirror of "state == s99", and the sw clean waits for the producers
+// already past that check to publish before it aborts and resets the ring.
+//
+// # Fault injection
+//
+// Every failure path is reachable on purpose: a FaultPlan (Config.Faults, Engine.SetFaults)
+// halts the hardware model at a chosen descriptor with a chosen cause, or at random with random
+// causes; Engine.InjectHalt halts it now; dma.FaultInjector wrapped around the mapper fails map
+// calls (Add returns ErrMapping) or Translate (a CauseMemRead halt); a FaultSink fails or stalls
+// deliveries; Engine.Event raises idle, freeze, unfreeze, link-down, stop and start.
+//
 // # Kernel names
 //
 //	kernel                                           Go
@@ -38,7 +92,12 @@
 //	sdma_make_progress (interrupt or polled)         the completion pass; (*Engine).Poll
 //	sdma_desc_avail, SDMA_WAIT_BATCH_SIZE            wake-up in the pass, 20 waiters at most
 //	sdma_engine_interrupt                            an interrupt of the hardware model
-//	sdma_sw_clean_up_task, sdma_flush                the sw clean (halt, Close)
+//	sdma_sw_clean_up_task, sdma_flush                the sw clean (halt, Stop, freeze, Close)
+//	enum sdma_states, enum sdma_events               State (S00HwDown..S99Running), Event (E00..E90)
+//	sdma_process_event, sdma_state.current_state     (*Engine).Event, (*Engine).State, History
+//	sdma_engine_error, ALL_SDMA_ENG_HALT_ERRS        a halt of the hardware model, HaltCause
+//	sdma_hw_start_up, sdma_setlengen                 the restart: ring at index 0, generation 0
+//	sdma_start, sdma_event_e00_go_hw_down            (*Engine).Start, (*Engine).Stop
 //	struct iowait, iowait_init                       IOWait, (*IOWait).Init
 //	iowait_sdma_drain, iowait_sdma_pending           (*IOWait).Drain(ctx), (*IOWait).Busy
 //	iowait_queue, sde->waitlock                      (*Engine).QueueWait, LockWait, UnlockWait

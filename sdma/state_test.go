@@ -1,6 +1,8 @@
 package sdma
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -148,5 +150,89 @@ func TestStateTableHasNoAccidentalCells(t *testing.T) {
 				assert.Equal(t, E00GoHwDown, e, "%v + %v moves to s00", s, e)
 			}
 		}
+	}
+}
+
+// renderStateTable renders stateTable as the package documentation shows it: one row per
+// state, one column per event. A cell is the next state (sNN, or "up" for s99 if go_s99_running
+// else s20), "+g"/"-g" if it sets/clears go_s99_running, and after a colon the actions: H
+// err_halt_worker, S sw clean, C hw clean, U hw start-up, T sw tear-down, F freeze notify, D
+// unfreeze done, P a final progress pass. "." is a cell that does nothing.
+func renderStateTable() string {
+	letters := []struct {
+		a stateAction
+		c byte
+	}{{actErrHaltWorker, 'H'}, {actSwCleanUp, 'S'}, {actHwCleanUp, 'C'}, {actHwStartUp, 'U'},
+		{actSwTearDown, 'T'}, {actFreezeNotify, 'F'}, {actUnfreezeDone, 'D'}, {actProgress, 'P'}}
+	cell := func(c transition) string {
+		s := ""
+		switch c.to {
+		case stay:
+		case startUp:
+			s = "up"
+		default:
+			s = c.to.String()[:3]
+		}
+		switch c.run {
+		case runSet:
+			s += "+g"
+		case runClear:
+			s += "-g"
+		}
+		if c.act != 0 {
+			s += ":"
+			for _, l := range letters {
+				if c.act&l.a != 0 {
+					s += string(l.c)
+				}
+			}
+		}
+		if s == "" {
+			s = "."
+		}
+		return s
+	}
+	const w = 8
+	pad := func(s string) string {
+		for len(s) < w {
+			s += " "
+		}
+		return s
+	}
+	out := pad("")[:4]
+	for ev := E00GoHwDown; ev < numEvents; ev++ {
+		out += pad(ev.String()[:3])
+	}
+	out = trimRight(out) + "\n"
+	for st := S00HwDown; st < numStates; st++ {
+		line := st.String()[:3] + " "
+		for ev := E00GoHwDown; ev < numEvents; ev++ {
+			line += pad(cell(stateTable[st][ev]))
+		}
+		out += trimRight(line) + "\n"
+	}
+	return out
+}
+
+func trimRight(s string) string {
+	for len(s) > 0 && s[len(s)-1] == ' ' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// TestDocStateTable checks that the table in the package documentation (doc.go) is stateTable.
+func TestDocStateTable(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	var doc strings.Builder
+	for _, l := range strings.Split(string(src), "\n") {
+		if rest, ok := strings.CutPrefix(l, "//\t"); ok {
+			doc.WriteString(rest + "\n")
+		}
+	}
+	want := renderStateTable()
+	if !strings.Contains(doc.String(), want) {
+		t.Errorf("doc.go's state table is not stateTable; the table is:\n%s", want)
 	}
 }
