@@ -327,7 +327,7 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 		}
 	}
 	for _, r := range rep.Results {
-		if r.SinkErrors > 0 {
+		if r.SinkErrors > r.SinkFailed { // beyond the ones -faults sinkfail asked for
 			return fmt.Errorf("%d bytes: %d deliveries to the sink failed, the last: %s", r.Bytes, r.SinkErrors, r.SinkError)
 		}
 	}
@@ -381,8 +381,14 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 		return res, err
 	}
 	wait, mode := engineOptions(cfg)
+	var fsink *sdma.FaultSink
+	if cfg.Faults.SinkFail > 0 {
+		fsink = &sdma.FaultSink{Sink: sink, FailRate: cfg.Faults.SinkFail, Seed: uint64(cfg.Faults.Seed)}
+		sink = fsink
+	}
 	dev, err := sdma.NewDevice(sdma.Config{
 		Mapper: mapper, Engines: cfg.Engines, RingSize: cfg.Ring, Wait: wait, Completion: mode, Sink: sink,
+		Faults: sdma.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)},
 	})
 	if err != nil {
 		return res, err
@@ -462,6 +468,10 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 		injStart = inj.Injected() + inj.Faults()
 	}
 	engStart := engineTotals(dev)
+	var sinkFailStart uint64
+	if fsink != nil {
+		sinkFailStart = fsink.Failed()
+	}
 
 	// Measure.
 	var quota []int
@@ -572,7 +582,12 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	d := engineTotals(dev).sub(engStart)
 	res.RingFull = d.ringFull // every Send that found no room, SendWait's and spinning retries alike
 	res.Halts = d.halts
+	res.HaltsBy = d.haltsByCause()
+	res.Recoveries = d.recoveries
 	res.SinkErrors = d.sinkErrors
+	if fsink != nil {
+		res.SinkFailed = fsink.Failed() - sinkFailStart
+	}
 	return res, ctx.Err()
 }
 

@@ -70,13 +70,17 @@ type Config struct {
 
 // FaultSpec is the parsed -faults flag.
 type FaultSpec struct {
-	MapFraction float64 `json:"map,omitempty"`     // fraction of DMA map calls that fail
-	MapNth      int     `json:"map_nth,omitempty"` // the Nth map call fails
-	Seed        int64   `json:"seed,omitempty"`    // seed for the fraction generator
+	MapFraction float64 `json:"map,omitempty"`      // fraction of DMA map calls that fail
+	MapNth      int     `json:"map_nth,omitempty"`  // the Nth map call fails
+	HaltRate    float64 `json:"halt,omitempty"`     // per packet: the engine halts (random cause) and recovers
+	SinkFail    float64 `json:"sinkfail,omitempty"` // fraction of deliveries the sink fails
+	Seed        int64   `json:"seed,omitempty"`     // seed for the fraction generators
 }
 
 // Any reports whether any fault is asked for.
-func (f FaultSpec) Any() bool { return f.MapFraction > 0 || f.MapNth > 0 }
+func (f FaultSpec) Any() bool {
+	return f.MapFraction > 0 || f.MapNth > 0 || f.HaltRate > 0 || f.SinkFail > 0
+}
 
 // String formats the spec as the flag takes it.
 func (f FaultSpec) String() string {
@@ -87,6 +91,12 @@ func (f FaultSpec) String() string {
 	if f.MapNth > 0 {
 		parts = append(parts, "mapnth="+strconv.Itoa(f.MapNth))
 	}
+	if f.HaltRate > 0 {
+		parts = append(parts, "halt="+strconv.FormatFloat(f.HaltRate, 'g', -1, 64))
+	}
+	if f.SinkFail > 0 {
+		parts = append(parts, "sinkfail="+strconv.FormatFloat(f.SinkFail, 'g', -1, 64))
+	}
 	if f.Seed != 0 {
 		parts = append(parts, "seed="+strconv.FormatInt(f.Seed, 10))
 	}
@@ -96,7 +106,8 @@ func (f FaultSpec) String() string {
 	return strings.Join(parts, ",")
 }
 
-// parseFaults parses "map=0.01,mapnth=5,seed=7"; "" and "none" mean no faults.
+// parseFaults parses "map=0.01,mapnth=5,halt=0.001,sinkfail=0.01,seed=7"; "" and "none" mean no
+// faults.
 func parseFaults(s string) (FaultSpec, error) {
 	var f FaultSpec
 	if s == "" || s == "none" {
@@ -105,7 +116,7 @@ func parseFaults(s string) (FaultSpec, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return f, fmt.Errorf("-faults: %q is not key=value (keys: map, mapnth, seed)", kv)
+			return f, fmt.Errorf("-faults: %q is not key=value (keys: map, mapnth, halt, sinkfail, seed)", kv)
 		}
 		switch k {
 		case "map":
@@ -120,6 +131,16 @@ func parseFaults(s string) (FaultSpec, error) {
 				return f, fmt.Errorf("-faults: mapnth=%s: want the number (from 1) of the map call that fails", v)
 			}
 			f.MapNth = n
+		case "halt", "sinkfail":
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(x >= 0 && x <= 1) {
+				return f, fmt.Errorf("-faults: %s=%s: want a probability per packet, 0 to 1", k, v)
+			}
+			if k == "halt" {
+				f.HaltRate = x
+			} else {
+				f.SinkFail = x
+			}
 		case "seed":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -127,7 +148,7 @@ func parseFaults(s string) (FaultSpec, error) {
 			}
 			f.Seed = n
 		default:
-			return f, fmt.Errorf("-faults: unknown fault %q (known: map=FRACTION, mapnth=N, seed=N)", k)
+			return f, fmt.Errorf("-faults: unknown fault %q (known: map=FRACTION, mapnth=N, halt=RATE, sinkfail=RATE, seed=N)", k)
 		}
 	}
 	return f, nil
@@ -185,7 +206,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
-	fs.StringVar(&raw.faults, "faults", "none", "fault injection, comma-separated: map=FRACTION (that fraction of DMA map calls fail), mapnth=N (the Nth fails), seed=N")
+	fs.StringVar(&raw.faults, "faults", "none", "fault injection, comma-separated: map=FRACTION (that fraction of DMA map calls fail), mapnth=N (the Nth fails), halt=RATE (per packet, the engine halts with a random cause and recovers), sinkfail=RATE (that fraction of deliveries fail), seed=N")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")

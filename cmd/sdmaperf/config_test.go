@@ -81,6 +81,10 @@ func TestFaultSpec(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FaultSpec{MapFraction: 0.01, MapNth: 3, Seed: 9}, f)
 	assert.Equal(t, "map=0.01,mapnth=3,seed=9", f.String())
+	f, err = parseFaults("halt=0.001,sinkfail=0.5,seed=2")
+	require.NoError(t, err)
+	assert.Equal(t, FaultSpec{HaltRate: 0.001, SinkFail: 0.5, Seed: 2}, f)
+	assert.Equal(t, "halt=0.001,sinkfail=0.5,seed=2", f.String())
 	f, err = parseFaults("none")
 	require.NoError(t, err)
 	assert.False(t, f.Any())
@@ -132,6 +136,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-faults", "map=2"}, "-faults: map=2: want a fraction"},
 		{[]string{"-faults", "halt"}, `-faults: "halt" is not key=value`},
 		{[]string{"-faults", "disk=1"}, `unknown fault "disk"`},
+		{[]string{"-faults", "halt=1.5"}, "-faults: halt=1.5: want a probability"},
+		{[]string{"-faults", "sinkfail=x"}, "-faults: sinkfail=x: want a probability"},
 		{[]string{"-faults", "seed=4"}, "without a fault to seed"},
 		{[]string{"-idle", "1s"}, "-idle applies to -server only"},
 		{[]string{"-server", "-size", "64"}, "-size does not apply to -server"},

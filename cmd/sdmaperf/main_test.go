@@ -176,3 +176,26 @@ func TestClientWithoutServerFails(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Contains(t, errOut, "connection refused")
 }
+
+func TestRunHaltAndSinkFaults(t *testing.T) {
+	rep := runJSON(t, "-n", "3000", "-warmup", "0", "-faults", "halt=0.01,sinkfail=0.02,seed=5", "-size", "256", "-engines", "2", "-producers", "2")
+	r := rep.Results[0]
+	assert.Positive(t, r.Halts, "halts were injected")
+	assert.Equal(t, r.Halts, r.Recoveries, "every halt recovered and the run went on")
+	var byCause uint64
+	for _, n := range r.HaltsBy {
+		byCause += n
+	}
+	assert.Equal(t, r.Halts, byCause)
+	assert.Positive(t, r.Aborted, "packets in flight at a halt are aborted")
+	assert.EqualValues(t, 3000, r.Iterations+r.Aborted, "every packet completed, OK or aborted")
+	assert.Positive(t, r.SinkFailed)
+	assert.Equal(t, r.SinkFailed, r.SinkErrors)
+	assert.Equal(t, 0.01, rep.Config.Faults.HaltRate)
+	assert.Equal(t, 0.02, rep.Config.Faults.SinkFail)
+
+	code, out, errOut := runTool(t, "-n", "500", "-warmup", "0", "-faults", "halt=0.05,seed=2", "-size", "64")
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "recoveries")
+	assert.Contains(t, out, " halts: ")
+}

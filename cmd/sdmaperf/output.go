@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -55,22 +56,25 @@ func newHistogram() *hdrhistogram.Histogram {
 
 // Result is one packet size's run.
 type Result struct {
-	Bytes      int             `json:"bytes"`
-	Iterations uint64          `json:"iterations"` // packets completed OK
-	Elapsed    time.Duration   `json:"elapsed_ns"`
-	BWPeak     float64         `json:"bw_peak_mib_s"` // best sampling interval
-	BWAvg      float64         `json:"bw_avg_mib_s"`
-	MsgRate    float64         `json:"msg_rate_mpps"`
-	Latency    Latency         `json:"latency"`
-	RingFull   uint64          `json:"ring_full"`             // sends that found the ring full
-	Faults     uint64          `json:"faults"`                // mapping failures injected plus device faults
-	MapErrors  uint64          `json:"map_errors"`            // packets dropped because an Add failed
-	Aborted    uint64          `json:"aborted"`               // packets completed with StatusAborted
-	SinkErrors uint64          `json:"sink_errors"`           // Deliver errors the engine recorded
-	Halts      uint64          `json:"halts"`                 // engine halts
-	HaltCauses []string        `json:"halt_causes,omitempty"` // why each halted engine halted
-	SinkError  string          `json:"sink_error,omitempty"`  // the last failed delivery
-	Receiver   *udpsink.Report `json:"receiver,omitempty"`
+	Bytes      int               `json:"bytes"`
+	Iterations uint64            `json:"iterations"` // packets completed OK
+	Elapsed    time.Duration     `json:"elapsed_ns"`
+	BWPeak     float64           `json:"bw_peak_mib_s"` // best sampling interval
+	BWAvg      float64           `json:"bw_avg_mib_s"`
+	MsgRate    float64           `json:"msg_rate_mpps"`
+	Latency    Latency           `json:"latency"`
+	RingFull   uint64            `json:"ring_full"`                // sends that found the ring full
+	Faults     uint64            `json:"faults"`                   // mapping failures injected plus device faults
+	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed
+	Aborted    uint64            `json:"aborted"`                  // packets completed with StatusAborted
+	SinkErrors uint64            `json:"sink_errors"`              // Deliver errors the engine recorded
+	Halts      uint64            `json:"halts"`                    // engine halts
+	HaltsBy    map[string]uint64 `json:"halts_by_cause,omitempty"` // engine halts by cause
+	Recoveries uint64            `json:"recoveries"`               // returns to running after a halt
+	SinkFailed uint64            `json:"sink_failed,omitempty"`    // deliveries failed on purpose (-faults sinkfail)
+	HaltCauses []string          `json:"halt_causes,omitempty"`    // the last halt of each engine that halted
+	SinkError  string            `json:"sink_error,omitempty"`     // the last failed delivery
+	Receiver   *udpsink.Report   `json:"receiver,omitempty"`
 }
 
 // Report is the whole output of a client run.
@@ -142,14 +146,22 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg)
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, " %-8s %-11s %-9s %-11s %-9s %-12s %-7s\n", "#bytes", "ring-full", "faults", "map-errors", "aborted", "sink-errors", "halts")
+	fmt.Fprintf(w, " %-8s %-11s %-9s %-11s %-9s %-12s %-7s %-10s\n", "#bytes", "ring-full", "faults", "map-errors", "aborted", "sink-errors", "halts", "recoveries")
 	for _, r := range results {
-		fmt.Fprintf(w, " %-8d %-11d %-9d %-11d %-9d %-12d %-7d\n", r.Bytes, r.RingFull, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts)
+		fmt.Fprintf(w, " %-8d %-11d %-9d %-11d %-9d %-12d %-7d %-10d\n", r.Bytes, r.RingFull, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts, r.Recoveries)
 	}
 	fmt.Fprintln(w, rule)
 	for _, r := range results {
+		causes := make([]string, 0, len(r.HaltsBy))
+		for c := range r.HaltsBy {
+			causes = append(causes, c)
+		}
+		sort.Strings(causes)
+		for _, c := range causes {
+			fmt.Fprintf(w, " %d bytes: %d halts: %s\n", r.Bytes, r.HaltsBy[c], c)
+		}
 		for _, c := range r.HaltCauses {
-			fmt.Fprintf(w, " %d bytes: %s\n", r.Bytes, c)
+			fmt.Fprintf(w, " %d bytes: last: %s\n", r.Bytes, c)
 		}
 	}
 }
