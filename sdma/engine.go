@@ -63,8 +63,7 @@ type Engine struct {
 	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
 	// the producer sees the flag or the goroutine sees the new tail.
 	hwSleeping atomic.Bool
-	// flushPending is set by a Send that put a txreq on the flush list (or published into a
-	// halted ring) and cleared by whoever then runs the flush; read by the hardware goroutine
+	// flushPending is set by a Send that put a txreq on the flush list and cleared by whoever then runs the flush; read by the hardware goroutine
 	// before it parks.
 	flushPending atomic.Bool
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
@@ -192,7 +191,8 @@ func (e *Engine) Progress(seq uint32, tx *TxReq) bool {
 	return false
 }
 
-// HaltCause returns why the engine halted, or nil while it has not.
+// HaltCause returns why the engine last halted (the *HaltError recorded on entering
+// s50_hw_halt_wait), or nil if it never did. It stays set after the engine recovers.
 func (e *Engine) HaltCause() error {
 	if h := e.haltCause.Load(); h != nil {
 		return h
@@ -218,8 +218,9 @@ func (e *Engine) SinkError() error {
 //   - ErrBusy: no room and w is nil (or has no sleep callback); tx is still the caller's.
 //   - with room lacking and w's sleep set: whatever sleep returns — ErrBusy or ErrQueued (tx was
 //     parked by the sleeper), nil (the sleeper dropped tx) — after retrying while it says ErrAgain.
-//   - ErrNotRunning: the engine is halted; tx went to the flush list and completes later with
-//     StatusAborted (a caller may count it as sent, as verbs does).
+//   - ErrNotRunning: the engine is not in s99 (stopped, idle, frozen, or recovering from a halt);
+//     tx went to the flush list and completes later with StatusAborted (a caller may count it
+//     as sent, as verbs does).
 //   - ErrClosed: the device is shutting down or closed; tx is still the caller's.
 //
 // pktsSent tells the sleeper whether the caller sent packets in this burst (iowait_queue's
@@ -335,7 +336,7 @@ func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
 }
 
 // SendList submits the txreqs of l in order (hfi1: sdma_send_txlist) and returns how many it
-// took off the list: submitted, or flushed because the engine is halted. The rest stay at the
+// took off the list: submitted, or flushed because the engine is not running. The rest stay at the
 // head of l. Descriptors are reserved for up to 32 txreqs at a time and the tail is published
 // after each such batch (SDMA_TAIL_UPDATE_THRESH). Errors as Send's, for the txreq at the head
 // of what is left: ErrInvalid stops at a txreq that is not ready (checked before the room,
