@@ -259,3 +259,48 @@ func TestZeroAllocs(t *testing.T) {
 		assert.Zero(t, n)
 	})
 }
+
+// TestResetPanics: a reset hook that panics undoes the Put. The object is neither lost (it can be
+// put back again once the hook behaves) nor handed out half reset, and the counters are unchanged.
+func TestResetPanics(t *testing.T) {
+	fail := true
+	reset := func(o *obj) {
+		if fail {
+			panic("reset failed")
+		}
+		resetObj(o)
+	}
+	s, err := alloc.NewSlab(alloc.SlabConfig[obj]{ObjectsPerSlab: 2, MaxSlabs: 1, Reset: reset})
+	require.NoError(t, err)
+	l, err := alloc.NewList(2, reset)
+	require.NoError(t, err)
+	for name, a := range map[string]alloc.Allocator[obj]{"slab": s, "list": l, "pool": alloc.NewPool(reset)} {
+		t.Run("impl="+name, func(t *testing.T) {
+			fail = true
+			o, err := a.Get()
+			require.NoError(t, err)
+			o.val = 5
+			before := a.(interface{ Stats() alloc.Stats }).Stats()
+			assert.PanicsWithValue(t, "reset failed", func() { _ = a.Put(o) })
+			assert.Equal(t, before, a.(interface{ Stats() alloc.Stats }).Stats(), "counters unchanged")
+			// Still the caller's: the other object comes out, never o.
+			o2, err := a.Get()
+			require.NoError(t, err)
+			require.NotSame(t, o, o2)
+			fail = false
+			require.NoError(t, a.Put(o), "the undone Put can be done again")
+			require.NoError(t, a.Put(o2))
+			require.ErrorIs(t, a.Put(o), alloc.ErrDoublePut)
+			// Both objects are free again, clean.
+			x, err := a.Get()
+			require.NoError(t, err)
+			y, err := a.Get()
+			require.NoError(t, err)
+			require.NotSame(t, x, y)
+			assert.Zero(t, x.val)
+			assert.Zero(t, y.val)
+			require.NoError(t, a.Put(x))
+			require.NoError(t, a.Put(y))
+		})
+	}
+}

@@ -25,7 +25,9 @@
 // the Put synchronizes before the Get that next returns the same object, so the next owner sees
 // every write the previous owner made (including the reset hook's). Each allocator runs its reset
 // hook on Put, after checking the object and before it can be handed out again, so a re-used
-// object comes back clean.
+// object comes back clean. If the hook panics, the Put is undone before the panic goes on: the
+// object is still the caller's (in use), neither lost to the allocator nor half reset and handed
+// out.
 //
 // Every object carries an atomic state word. Putting back an object that is already free returns
 // a [*PutError] matching [ErrDoublePut]; putting back nil or an object the allocator did not hand

@@ -54,7 +54,7 @@ type Pool[T any] struct {
 }
 
 // NewPool returns an empty Pool. reset, if not nil, runs on every object Put gives back, before it
-// can be handed out again.
+// can be handed out again (if it panics, the Put is undone: the object stays in use).
 func NewPool[T any](reset func(*T)) *Pool[T] {
 	p := &Pool[T]{reset: reset}
 	p.reg.Store(new([]chunkRef[T]))
@@ -116,7 +116,7 @@ func (p *Pool[T]) Put(x *T) error {
 		return &PutError{Allocator: "pool", Addr: addrOf(x), Err: ErrDoublePut}
 	}
 	if p.reset != nil {
-		p.reset(&c.obj)
+		runReset(p.reset, &c.obj, &c.state, nil)
 	}
 	p.free.Put(c)
 	return nil

@@ -15,6 +15,7 @@ type SlabConfig[T any] struct {
 	// Init, if not nil, runs once on every object when its slab is created (kmem_cache's ctor).
 	Init func(*T)
 	// Reset, if not nil, runs on every object Put gives back, before it can be handed out again.
+	// If it panics, the Put is undone (the object stays in use) and the panic goes on.
 	Reset func(*T)
 }
 

@@ -129,10 +129,28 @@ func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
 	}
 	s.count.put()
 	if reset != nil {
-		reset(&c.obj)
+		runReset(reset, &c.obj, &c.state, &s.count)
 	}
 	s.pushChain(i, c)
 	return nil
+}
+
+// runReset runs the caller's reset hook on obj, whose state word the Put has just turned free. If
+// the hook panics, the Put did not happen: runReset marks the object in use again (and counts it
+// back in, if count is not nil) before the panic goes on, so the object is neither lost to the
+// allocator nor refused as a double put; the caller still owns it and may put it back once more.
+func runReset[T any](reset func(*T), obj *T, state *atomic.Uint32, count *counters) {
+	done := false
+	defer func() {
+		if !done {
+			state.Store(stateInUse)
+			if count != nil {
+				count.got()
+			}
+		}
+	}()
+	reset(obj)
+	done = true
 }
 
 // find returns the cell whose object p points to, and its index, or nil if p is not one.
