@@ -35,6 +35,11 @@ func impls(t *testing.T, f func(t *testing.T, m testMapper)) {
 		require.NoError(t, err)
 		f(t, m)
 	})
+	t.Run("impl=iommu256", func(t *testing.T) { // granules smaller than a page
+		m, err := NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 36})
+		require.NoError(t, err)
+		f(t, m)
+	})
 }
 
 func pattern(n int, seed byte) []byte {
@@ -370,6 +375,41 @@ func TestIOMMUAddresses(t *testing.T) {
 		require.NoError(t, m.UnmapPage(l.Addr, l.Size, l.Dir))
 	}
 	require.Zero(t, m.LiveCount())
+}
+
+// TestIOMMUSmallGranuleCoherent: with granules smaller than a page, coherent memory still gets a
+// page-aligned bus address (dma_alloc_coherent), so pool blocks aligned up to PageSize are aligned
+// on the bus too; and an aligned run that does not fit is ErrMapping.
+func TestIOMMUSmallGranuleCoherent(t *testing.T) {
+	m, err := NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 13}) // 32 granules, 2 pages
+	require.NoError(t, err)
+	a, err := m.MapSingle(make([]byte, 300), ToDevice) // moves the cursor off a page boundary
+	require.NoError(t, err)
+	c, err := m.AllocCoherent(100)
+	require.NoError(t, err)
+	require.EqualValues(t, PageSize, c.Addr(), "granule 0 is never used: the first page-aligned run is page 1")
+	_, err = m.AllocCoherent(1)
+	require.ErrorIs(t, err, ErrMapping, "no second page-aligned run")
+	b, err := m.MapSingle(make([]byte, 10), ToDevice) // an unaligned mapping still fits
+	require.NoError(t, err)
+	require.NoError(t, m.FreeCoherent(c))
+	require.NoError(t, m.UnmapSingle(a, 300, ToDevice))
+	require.NoError(t, m.UnmapSingle(b, 10, ToDevice))
+
+	m, err = NewIOMMU(IOMMUConfig{PageSize: 256})
+	require.NoError(t, err)
+	for _, align := range []int{512, PageSize} {
+		_, err = m.MapSingle(make([]byte, 1), ToDevice)
+		require.NoError(t, err)
+		p, err := NewPool(m, "aligned", 100, align)
+		require.NoError(t, err)
+		for range 2*PageSize/align + 1 { // into a second chunk
+			blk, err := p.Alloc()
+			require.NoError(t, err)
+			require.Zero(t, uint64(blk.Addr)%uint64(align), "bus address %#x aligned to %d", blk.Addr, align)
+			require.Zero(t, sliceAddr(blk.Bytes)%uintptr(align))
+		}
+	}
 }
 
 func TestIOMMUNoReuseAfterUnmap(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 type IOMMUConfig struct {
 	// PageSize is the IOVA granule (the IOMMU page size): a power of two, at least 256. 0 means
 	// 4096. Bus addresses keep the CPU address's offset within a granule, as the kernel's
-	// iommu_dma_map_page does, so alignment below the granule is preserved.
+	// iommu_dma_map_page does, so alignment below the granule is preserved. Coherent memory
+	// (AllocCoherent, hence Pool chunks) gets a PageSize-aligned bus address whatever the granule.
 	PageSize int
 	// IOVABits is the width of the IOVA space: bus addresses are below 1<<IOVABits. 0 means 48.
 	// Small values let tests exhaust the space.
@@ -106,9 +107,15 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 func (m *IOMMU) assign(r *record) (Addr, error) {
 	off := uint64(sliceAddr(r.buf)) & (1<<m.shift - 1)
 	n := (off+uint64(len(r.buf))-1)>>m.shift + 1
+	align := uint64(1)
+	if r.kind == KindCoherent && m.shift < directShift {
+		// dma_alloc_coherent's handle is page-aligned whatever the IOMMU granule (Pool relies
+		// on it for blocks aligned up to PageSize); the CPU side is page-aligned already.
+		align = 1 << (directShift - m.shift)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	start, ok := m.findFree(n)
+	start, ok := m.findFree(n, align)
 	if !ok {
 		return 0, fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
 	}
@@ -119,21 +126,25 @@ func (m *IOMMU) assign(r *record) (Addr, error) {
 	return addr, nil
 }
 
-// findFree returns the first run of n free granules at or after the cursor, wrapping once to
-// granule 1. A granule is free if no record touches it in the page table; on an occupied granule
-// the search jumps past the mapping there. Called with mu held: only mu holders insert, so a run
-// found free stays free until published. Unmaps may run concurrently, which only frees granules.
-func (m *IOMMU) findFree(n uint64) (uint64, bool) {
+// findFree returns the first run of n free granules starting at a multiple of align (a power of
+// two) at or after the cursor, wrapping once to granule 1. A granule is free if no record touches
+// it in the page table; on an occupied granule the search jumps past the mapping there. Called
+// with mu held: only mu holders insert, so a run found free stays free until published. Unmaps
+// may run concurrently, which only frees granules.
+func (m *IOMMU) findFree(n, align uint64) (uint64, bool) {
 	if n >= m.spacePages {
 		return 0, false
 	}
 	c := m.cursor
 	for scanned := uint64(0); scanned <= m.spacePages; {
-		if c >= m.spacePages || n > m.spacePages-c {
+		up := (c + align - 1) &^ (align - 1) // c <= spacePages here
+		if up >= m.spacePages || n > m.spacePages-up {
 			scanned += m.spacePages - c
 			c = 1
 			continue
 		}
+		scanned += up - c
+		c = up
 		next := uint64(0)
 		for pg := c; pg < c+n; pg++ {
 			if next = m.tab.occupant(pg); next != 0 {

@@ -410,8 +410,9 @@ func (c *core) LiveCount() int { return int(c.live.Load()) }
 // while it runs may or may not appear.
 func (c *core) Live() []Mapping { return c.tab.live() }
 
-// AllocCoherent allocates size bytes of zeroed, page-aligned memory outside the Go heap, mapped
-// bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Small sizes still take a page.
+// AllocCoherent allocates size bytes of zeroed memory outside the Go heap, mapped
+// bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Both its CPU address and its bus
+// address are PageSize-aligned. Small sizes still take a page.
 func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if size <= 0 || size > int(^uint(0)>>1)-PageSize {
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
