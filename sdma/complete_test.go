@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/desc"
 )
 
 func TestCloseAbortsInFlight(t *testing.T) {
@@ -277,6 +279,69 @@ func TestIdleEngineParks(t *testing.T) {
 	require.Eventually(t, func() bool { return c.n.Load() == 1 }, 5*time.Second, time.Millisecond, "the doorbell woke it")
 	require.Eventually(t, e.hwSleeping.Load, 5*time.Second, time.Millisecond)
 	require.NoError(t, dev.Close())
+}
+
+// hwPasses reads the hardware model's pass count.
+func hwPasses(e *Engine) uint64 {
+	e.hwMu.Lock()
+	defer e.hwMu.Unlock()
+	return e.hw.passes
+}
+
+// requireParkedAndStill waits for the hardware goroutine to park, then checks that it stays
+// parked: over 50ms it makes no more passes than one stale doorbell can cause (a spin of
+// spinLimit passes). A goroutine that spun would make thousands. (On a starved machine a
+// spinning goroutine might make few passes: then the test passes wrongly, never fails wrongly.)
+func requireParkedAndStill(t *testing.T, e *Engine, what string) {
+	t.Helper()
+	require.Eventually(t, e.hwSleeping.Load, 10*time.Second, time.Millisecond, "%s: the goroutine parks", what)
+	p0 := hwPasses(e)
+	time.Sleep(50 * time.Millisecond)
+	p1 := hwPasses(e)
+	assert.LessOrEqual(t, p1-p0, uint64(spinLimit+2), "%s: the goroutine spins instead of parking", what)
+}
+
+// TestIdleEngineDoesNotSpin: an idle engine, one holding a packet whose LAST is not published,
+// and a frozen engine holding descriptors all park their hardware goroutine instead of burning
+// a core; the doorbell (a publish, a state change) wakes it.
+func TestIdleEngineDoesNotSpin(t *testing.T) {
+	engTestNoLeak(t)
+	for _, ws := range []WaitStrategy{WaitSpinPark, WaitPark} {
+		t.Run(ws.String(), func(t *testing.T) {
+			dev, cs := engTestDevice(t, Config{RingSize: 64, Wait: ws})
+			e := dev.Engine(0)
+			requireParkedAndStill(t, e, "idle")
+
+			// A packet whose FIRST is published but not its LAST: the chip waits for the rest.
+			_, err := e.ring.Enqueue([]desc.Desc{rawDesc(0, 0, true, false)}, 0)
+			require.NoError(t, err)
+			e.afterPublish()
+			requireParkedAndStill(t, e, "incomplete packet")
+			assert.Zero(t, cs.Count())
+			_, err = e.ring.Enqueue([]desc.Desc{rawDesc(uint64(dev.padAddr()), 4, false, true)}, 0)
+			require.NoError(t, err)
+			e.afterPublish()
+			require.Eventually(t, func() bool { return cs.Count() == 1 }, 10*time.Second, time.Millisecond, "the doorbell woke it")
+			requireParkedAndStill(t, e, "idle again")
+
+			// Frozen with descriptors in the ring: nothing to do until the state changes.
+			_, err = e.ring.Enqueue([]desc.Desc{rawDesc(0, 0, true, false)}, 0)
+			require.NoError(t, err)
+			require.NoError(t, e.Event(E80HwFreeze, "test"))
+			e.afterPublish()
+			requireParkedAndStill(t, e, "frozen")
+			require.NoError(t, e.Event(E81HwFrozen, "test"))
+			require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+			require.Equal(t, S99Running, e.State())
+			var c completions
+			var tx TxReq
+			engTestBuild(t, dev, &tx, 0, engTestPattern(8, 1), c.cb)
+			require.NoError(t, e.Send(nil, &tx, false))
+			require.Eventually(t, func() bool { return c.n.Load() == 1 }, 10*time.Second, time.Millisecond)
+			requireParkedAndStill(t, e, "after the freeze")
+			require.NoError(t, dev.Close())
+		})
+	}
 }
 
 func TestSendWaitContext(t *testing.T) {

@@ -45,9 +45,16 @@ type hwState struct {
 	head      uint64     // the chip's head: the next descriptor to read (>= ring.HWHead())
 	sinceIntr int        // descriptors since the last count interrupt
 	idle      bool       // the idle interrupt for the current idle period was raised
-	segs      [][]byte   // the packet being delivered; reused, cap MaxDesc+1
-	ahg       [desc.NumAHGEntries]ahgEntry
-	hdr       [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
+	// waitTail is the tail the last pass stopped at: until the ring's tail moves past it (or a
+	// flush, a stop or a state change comes), another pass can do nothing. The hardware
+	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
+	waitTail uint64
+	// passes counts hardware passes (processLocked calls); tests read it to prove that an idle
+	// engine parks instead of spinning.
+	passes uint64
+	segs   [][]byte // the packet being delivered; reused, cap MaxDesc+1
+	ahg    [desc.NumAHGEntries]ahgEntry
+	hdr    [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
 }
 
 // ahgEntry is one AHG header entry: n bytes of b are valid; n == 0 means never written.
@@ -78,18 +85,22 @@ func (e *Engine) Process() (int, error) {
 
 // processLocked is Process with hwMu held.
 func (e *Engine) processLocked() (int, error) {
+	e.hw.passes++
 	if e.flushPending.Load() {
 		e.runFlush() // the flush worker (sdma_field_flush), in any state
 	}
+	r := e.ring
 	if e.gate.Load()&gateDown != 0 {
+		e.hw.waitTail = r.Tail()
 		return 0, ErrClosed
 	}
 	if e.sm.cur != S99Running { // the chip consumes only while running
+		e.hw.waitTail = r.Tail() // a state change rings the doorbell (apply)
 		return 0, ErrNotRunning
 	}
-	r := e.ring
 	head := e.hw.head
 	tail := r.Tail()
+	e.hw.waitTail = ^uint64(0)
 	limit := head + uint64(r.Size())
 	pkts := 0
 	for head != tail && head != limit && !e.stopping.Load() {
@@ -105,7 +116,10 @@ func (e *Engine) processLocked() (int, error) {
 			return pkts, h
 		}
 		if n == 0 {
-			break // the packet's end is not published yet: wait for it, as the chip does
+			// The packet's end is not published yet: wait for it, as the chip does. Nothing
+			// changes until the tail moves, so the goroutine may park on this tail.
+			e.hw.waitTail = tail
+			break
 		}
 		pkts++
 		head += n
@@ -128,9 +142,12 @@ func (e *Engine) processLocked() (int, error) {
 			tail = r.Tail()
 		}
 	}
-	if head == tail && !e.hw.idle {
-		e.hw.idle = true
-		e.interrupt() // the idle interrupt (idle_mask)
+	if head == tail {
+		e.hw.waitTail = tail
+		if !e.hw.idle {
+			e.hw.idle = true
+			e.interrupt() // the idle interrupt (idle_mask)
+		}
 	}
 	return pkts, nil
 }
@@ -321,6 +338,7 @@ func (e *Engine) run() {
 	for !e.stopping.Load() {
 		e.hwMu.Lock()
 		n, _ := e.processLocked()
+		waitTail := e.hw.waitTail
 		e.hwMu.Unlock()
 		if n > 0 {
 			spins = 0
@@ -341,19 +359,23 @@ func (e *Engine) run() {
 			}
 		}
 		spins = 0
-		e.park()
+		e.park(waitTail)
 	}
 }
 
 // spinLimit is how many empty passes WaitSpinPark makes before it parks (a few microseconds).
 const spinLimit = 128
 
-// park sleeps until the doorbell rings or the engine is stopped. The seq-cst store of hwSleeping
-// before the re-check of the tail pairs with the producer's tail store before its load of
-// hwSleeping (afterPublish): one of the two sees the other.
-func (e *Engine) park() {
+// park sleeps until the doorbell rings or the engine is stopped. waitTail is the tail the last
+// pass stopped at (hwState.waitTail): the goroutine parks while the tail is still there, which
+// covers an empty ring, a packet whose LAST is not published yet, and a ring held while the
+// engine is not running (frozen, say) — none of them can progress until a producer publishes,
+// a flush is queued, or an event changes the state, and each of those rings the doorbell. The
+// seq-cst store of hwSleeping before the re-check of the tail pairs with the producer's tail
+// store before its load of hwSleeping (afterPublish): one of the two sees the other.
+func (e *Engine) park(waitTail uint64) {
 	e.hwSleeping.Store(true)
-	if e.ring.Tail() != e.ring.HWHead() || e.flushPending.Load() || e.stopping.Load() {
+	if e.ring.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
 		e.hwSleeping.Store(false)
 		return
 	}

@@ -106,6 +106,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 		e.ring.EndWrite()
 		e.wakeAllLocked() // sdma_flush's wakeups, and sdma_desc_avail for the room of a fresh ring
 		e.headMu.Unlock()
+		e.ringBell() // a hardware goroutine parked while the engine was not running looks again
 	}
 	return next
 }
