@@ -131,3 +131,52 @@ func TestPoolRegistryPrunes(t *testing.T) {
 	assert.Less(t, after, before)
 	require.NoError(t, p.Put(o))
 }
+
+// TestPoolForeignInCollectedChunk: once the garbage collector has taken a chunk, its memory may
+// hold an unrelated object at the very address a cell had, while the registry still lists the
+// chunk's range (entries are pruned only when the next chunk is added). Put must refuse such an
+// object as foreign: the weak pointer, not the address range, decides.
+func TestPoolForeignInCollectedChunk(t *testing.T) {
+	p := NewPool[int64](nil)
+	func() {
+		held := make([]*int64, 0, 64*poolChunk)
+		for range cap(held) {
+			o, _ := p.Get()
+			held = append(held, o)
+		}
+		for _, o := range held {
+			require.NoError(t, p.Put(o))
+		}
+	}()
+	for range 3 {
+		runtime.GC() // the sync.Pool's primary and victim caches go, then the chunks
+	}
+	stale := map[uintptr]bool{}
+	for _, r := range *p.reg.Load() {
+		if r.w.Value() == nil {
+			stale[r.base] = true
+		}
+	}
+	if len(stale) == 0 {
+		t.Skip("the garbage collector took no chunk")
+	}
+	// Unrelated objects of the chunk's size and layout, from the same size class: some land
+	// where collected chunks were. Each looks like a free cell of ours (state 0).
+	hits := 0
+	var keep []*chunk[int64]
+	for range 1 << 14 {
+		f := new(chunk[int64])
+		keep = append(keep, f)
+		if base, _ := rangeOf(f.cells[:]); stale[base] {
+			hits++
+			for k := range f.cells {
+				require.ErrorIs(t, p.Put(&f.cells[k].obj), ErrForeign)
+			}
+		}
+	}
+	runtime.KeepAlive(keep)
+	t.Logf("%d stale chunks, %d reused by foreign objects", len(stale), hits)
+	if hits == 0 {
+		t.Skip("no foreign object landed in a collected chunk's memory")
+	}
+}
