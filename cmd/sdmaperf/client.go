@@ -62,6 +62,14 @@ type producer struct {
 	aborted   atomic.Uint64
 	hist      *hdrhistogram.Histogram // callback only, see above
 
+	// -send sleep: the producer's iowait (hfi1: struct iowait of a QP). Its sleep is
+	// ParkOrRetry; its TxHead holds the one packet parked on a full ring and is touched only by
+	// the producer goroutine (ParkOrRetry runs inside the producer's Send), so no lock guards it.
+	// Its wakeup runs on the engine's completion pass and signals woken (cap 1: a wakeup that
+	// comes before the producer waits is not lost); the producer receives from woken.
+	iow   sdma.IOWait
+	woken chan struct{}
+
 	// Producer-owned counters.
 	mapErrors uint64
 	spins     uint64
@@ -203,9 +211,12 @@ func (p *producer) send(ctx context.Context, frags []int) bool {
 		}
 	}
 	tx.start = p.run.now()
-	if p.run.cfg.Send == "block" {
+	switch p.run.cfg.Send {
+	case "block":
 		err = p.eng.SendWait(ctx, &tx.TxReq)
-	} else {
+	case "sleep":
+		err = p.sendSleep(ctx, &tx.TxReq)
+	default:
 		for {
 			err = p.eng.Send(nil, &tx.TxReq, true)
 			if err != sdma.ErrBusy {
@@ -232,6 +243,69 @@ func (p *producer) send(ctx context.Context, frags []int) bool {
 		return false
 	}
 	return p.fail(tx, err)
+}
+
+// initIOWait sets up the producer's iowait for -send sleep (hfi1: iowait_init in the QP's
+// setup): sleep is the engine's ParkOrRetry (qp.c iowait_sleep), wakeup signals woken
+// (hfi1_qp_wakeup), no drained callback (drain waits on the payload slots instead).
+func (p *producer) initIOWait() {
+	p.woken = make(chan struct{}, 1)
+	p.iow.Init((*sdma.Engine).ParkOrRetry, func(*sdma.IOWait, int) {
+		select {
+		case p.woken <- struct{}{}:
+		default:
+		}
+	}, nil)
+}
+
+// sendSleep submits tx as a verbs QP does (hfi1: hfi1_verbs_send_dma → sdma_send_txreq with the
+// QP's iowait): when the ring has no room, Send calls the iowait's sleeper, ParkOrRetry, which
+// under the engine's wait lock either retries (the ring moved) or appends tx to TxHead and
+// queues the iowait on the engine's wait list, and Send returns ErrBusy. The completion pass
+// that frees enough descriptors takes the iowait off the list and calls its wakeup
+// (sdma_desc_avail → hfi1_qp_wakeup); the producer then resends from TxHead (the QP's
+// hfi1_do_send after the wakeup), with pktsSent false, as the kernel's resend has sent nothing
+// yet in its burst. It returns Send's result, or ctx's error with tx taken back off TxHead.
+func (p *producer) sendSleep(ctx context.Context, tx *sdma.TxReq) error {
+	err := p.eng.Send(&p.iow, tx, true)
+	for err == sdma.ErrBusy {
+		if !p.awaitWake(ctx) {
+			p.iow.TxHead().PopFront() // tx: the caller cleans it up. The iowait may stay queued:
+			return ctx.Err()          // its late wakeup only fills woken.
+		}
+		tx = p.iow.TxHead().PopFront()
+		if tx == nil {
+			return errors.New("-send sleep: woken with no packet parked on TxHead")
+		}
+		err = p.eng.Send(&p.iow, tx, false)
+	}
+	return err
+}
+
+// awaitWake waits for the iowait's wakeup, running the completion passes itself in poll mode
+// (nothing else would). It reports false if ctx ended first.
+func (p *producer) awaitWake(ctx context.Context) bool {
+	if p.run.cfg.Completion == "poll" {
+		for {
+			select {
+			case <-p.woken:
+				return true
+			default:
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			if p.eng.Poll() == 0 {
+				runtime.Gosched()
+			}
+		}
+	}
+	select {
+	case <-p.woken:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // fail records err, gives tx and its token back and stops the producer.
@@ -414,6 +488,9 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 		p := &producer{id: i, run: run, eng: dev.Engine(i % cfg.Engines), alloc: a,
 			slots: make(chan int32, cfg.Depth), hist: newHistogram()}
 		p.cb = p.complete
+		if cfg.Send == "sleep" {
+			p.initIOWait()
+		}
 		for slot := range int32(cfg.Depth) {
 			p.slots <- slot
 		}
@@ -581,6 +658,7 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	}
 	d := engineTotals(dev).sub(engStart)
 	res.RingFull = d.ringFull // every Send that found no room, SendWait's and spinning retries alike
+	res.Sleeps, res.Wakeups = d.sleeps, d.wakeups
 	res.Halts = d.halts
 	res.HaltsBy = d.haltsByCause()
 	res.Recoveries = d.recoveries

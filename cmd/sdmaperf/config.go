@@ -55,7 +55,7 @@ type Config struct {
 	Mapper     string        `json:"mapper"`             // direct | iommu
 	Alloc      string        `json:"alloc"`              // slab | list | pool
 	Wait       string        `json:"wait"`               // spin-park | busy-poll | park: how an idle engine waits
-	Send       string        `json:"send"`               // block | spin: what a producer does when the ring is full
+	Send       string        `json:"send"`               // block | sleep | spin: what a producer does when the ring is full
 	Completion string        `json:"completion"`         // irq | poll: who runs the completion pass
 	Sink       string        `json:"sink"`               // discard | udp
 	UDPAddr    string        `json:"udp_addr,omitempty"` // "" with -sink udp: in-process receiver
@@ -202,7 +202,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
 	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
 	fs.StringVar(&raw.wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
-	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol) or spin (retry Send at once)")
+	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol), sleep (the kernel's verbs sleeper: Send with the producer's IOWait, whose sleep is ParkOrRetry (hfi1: qp.c iowait_sleep); the packet parks on the iowait's TxHead and is resent after the wakeup) or spin (retry Send at once)")
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
@@ -318,7 +318,7 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		{"mapper", cfg.Mapper, []string{"direct", "iommu"}},
 		{"alloc", cfg.Alloc, []string{"slab", "list", "pool"}},
 		{"wait", cfg.Wait, []string{"spin-park", "busy-poll", "park"}},
-		{"send", cfg.Send, []string{"block", "spin"}},
+		{"send", cfg.Send, []string{"block", "sleep", "spin"}},
 		{"completion", cfg.Completion, []string{"irq", "poll"}},
 		{"sink", cfg.Sink, []string{"discard", "udp"}},
 	} {

@@ -124,7 +124,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-mapper", "mmu"}, `-mapper "mmu": want one of direct, iommu`},
 		{[]string{"-alloc", "arena"}, `-alloc "arena": want one of slab, list, pool`},
 		{[]string{"-wait", "sleep"}, `-wait "sleep": want one of spin-park, busy-poll, park`},
-		{[]string{"-send", "drop"}, `-send "drop": want one of block, spin`},
+		{[]string{"-send", "drop"}, `-send "drop": want one of block, sleep, spin`},
 		{[]string{"-ring", "65536"}, "-ring 65536: want a power of two, 64..32768"},
 		{[]string{"-completion", "napi"}, `-completion "napi"`},
 		{[]string{"-mem", "huge"}, `-mem "huge"`},

@@ -5,11 +5,13 @@ import "github.com/gosdma/gosdma/sdma"
 // engTotals are the engine counters sdmaperf reports, summed over a device's engines.
 type engTotals struct {
 	ringFull, halts, sinkErrors, recoveries uint64
+	sleeps, wakeups                         uint64
 	byCause                                 [sdma.NumHaltCauses]uint64
 }
 
 func (a engTotals) sub(b engTotals) engTotals {
-	d := engTotals{a.ringFull - b.ringFull, a.halts - b.halts, a.sinkErrors - b.sinkErrors, a.recoveries - b.recoveries, a.byCause}
+	d := engTotals{a.ringFull - b.ringFull, a.halts - b.halts, a.sinkErrors - b.sinkErrors, a.recoveries - b.recoveries,
+		a.sleeps - b.sleeps, a.wakeups - b.wakeups, a.byCause}
 	for i := range d.byCause {
 		d.byCause[i] -= b.byCause[i]
 	}
@@ -25,6 +27,8 @@ func engineTotals(dev *sdma.Device) engTotals {
 		t.halts += s.Faults // every halt, whatever its cause
 		t.sinkErrors += s.SinkErrors
 		t.recoveries += s.Recoveries
+		t.sleeps += s.Sleeps
+		t.wakeups += s.Wakeups
 		for c, n := range s.Halts {
 			t.byCause[c] += n
 		}

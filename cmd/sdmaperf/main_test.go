@@ -78,6 +78,36 @@ func TestRunEveryOption(t *testing.T) {
 	assert.EqualValues(t, 300, rep.Results[0].Iterations)
 }
 
+// TestRunSendSleep runs the kernel-style sleeper (-send sleep: Send with an IOWait whose sleep is
+// ParkOrRetry, resend from TxHead after the wakeup). With -completion poll nothing completes
+// while the producer sends, so a ring of 64 (21 packets of 3 descriptors) fills before -depth 64
+// packets are in flight: the producer must park and be woken, every time, and no packet may be
+// lost or sent twice.
+func TestRunSendSleep(t *testing.T) {
+	rep := runJSON(t, "-send", "sleep", "-completion", "poll", "-ring", "64", "-depth", "64",
+		"-n", "2000", "-warmup", "0", "-size", "256", "-frags", "2")
+	r := rep.Results[0]
+	assert.EqualValues(t, 2000, r.Iterations)
+	assert.EqualValues(t, 2000, r.Latency.Count)
+	assert.Positive(t, r.RingFull, "the ring filled")
+	assert.Positive(t, r.Sleeps, "the producer parked on the wait list")
+	assert.Equal(t, r.Sleeps, r.Wakeups, "every park was woken")
+	assert.Equal(t, "sleep", rep.Config.Send)
+
+	// The engine's own completion goroutine wakes the sleepers; producers share engines.
+	rep = runJSON(t, "-send", "sleep", "-ring", "64", "-depth", "64", "-engines", "2", "-producers", "4",
+		"-n", "4000", "-warmup", "10", "-size", "512", "-frags", "4", "-alloc", "list")
+	assert.EqualValues(t, 4000, rep.Results[0].Iterations)
+	assert.Zero(t, rep.Results[0].Aborted)
+
+	// Halts: a parked packet is resent into a halted engine and flushed (aborted), never lost.
+	rep = runJSON(t, "-send", "sleep", "-ring", "64", "-depth", "64", "-n", "3000", "-warmup", "0",
+		"-size", "256", "-faults", "halt=0.01,seed=4")
+	r = rep.Results[0]
+	assert.Positive(t, r.Halts)
+	assert.EqualValues(t, 3000, r.Iterations+r.Aborted, "every packet completed, OK or aborted")
+}
+
 func TestRunMapFaults(t *testing.T) {
 	rep := runJSON(t, "-n", "1000", "-warmup", "0", "-faults", "map=0.1,seed=3", "-size", "512")
 	r := rep.Results[0]

@@ -64,6 +64,8 @@ type Result struct {
 	MsgRate    float64           `json:"msg_rate_mpps"`
 	Latency    Latency           `json:"latency"`
 	RingFull   uint64            `json:"ring_full"`                // sends that found the ring full
+	Sleeps     uint64            `json:"sleeps"`                   // waiters parked on an engine's wait list (-send block, sleep)
+	Wakeups    uint64            `json:"wakeups"`                  // waiters the completion passes woke
 	Faults     uint64            `json:"faults"`                   // mapping failures injected plus device faults
 	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed
 	Aborted    uint64            `json:"aborted"`                  // packets completed with StatusAborted
@@ -146,9 +148,9 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg)
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, " %-8s %-11s %-9s %-11s %-9s %-12s %-7s %-10s\n", "#bytes", "ring-full", "faults", "map-errors", "aborted", "sink-errors", "halts", "recoveries")
+	fmt.Fprintf(w, " %-8s %-11s %-9s %-9s %-9s %-11s %-9s %-12s %-7s %s\n", "#bytes", "ring-full", "sleeps", "wakeups", "faults", "map-errors", "aborted", "sink-errors", "halts", "recoveries")
 	for _, r := range results {
-		fmt.Fprintf(w, " %-8d %-11d %-9d %-11d %-9d %-12d %-7d %-10d\n", r.Bytes, r.RingFull, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts, r.Recoveries)
+		fmt.Fprintf(w, " %-8d %-11d %-9d %-9d %-9d %-11d %-9d %-12d %-7d %d\n", r.Bytes, r.RingFull, r.Sleeps, r.Wakeups, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts, r.Recoveries)
 	}
 	fmt.Fprintln(w, rule)
 	for _, r := range results {
