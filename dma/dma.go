@@ -70,7 +70,8 @@ type Mapper interface {
 	MapSG(sg []SG, dir Direction) (int, error)
 	// UnmapSG undoes MapSG (dma_unmap_sg).
 	UnmapSG(sg []SG, dir Direction) error
-	// SyncForCPU hands a mapped range back to the CPU (dma_sync_single_for_cpu).
+	// SyncForCPU hands a mapped range back to the CPU (dma_sync_single_for_cpu). dir must be the
+	// mapping's direction, or the mapping bidirectional; else ErrNotMapped (ErrInvalid: bad dir).
 	SyncForCPU(addr Addr, size int, dir Direction) error
 	// SyncForDevice hands a mapped range to the device (dma_sync_single_for_device).
 	SyncForDevice(addr Addr, size int, dir Direction) error

@@ -298,6 +298,18 @@ func TestInvalidAndUnmapErrors(t *testing.T) {
 		require.ErrorIs(t, m.UnmapSingle(a+1, 63, ToDevice), ErrNotMapped, "not the start")
 		require.ErrorIs(t, m.SyncForCPU(a, 64, FromDevice), ErrNotMapped, "sync against the direction")
 		require.ErrorIs(t, m.SyncForDevice(a, 65, ToDevice), ErrNotMapped, "sync past the end")
+		require.ErrorIs(t, m.SyncForDevice(a, 64, Bidirectional), ErrNotMapped, "bidirectional sync of a to-device mapping")
+		require.ErrorIs(t, m.SyncForCPU(a, 64, Direction(9)), ErrInvalid, "not a direction")
+		require.ErrorIs(t, m.SyncForDevice(a, 0, ToDevice), ErrNotMapped, "empty")
+
+		// A bidirectional mapping may be synced in any direction (dma-debug's check_sync).
+		bi, err := m.MapSingle(buf, Bidirectional)
+		require.NoError(t, err)
+		for _, d := range []Direction{ToDevice, FromDevice, Bidirectional} {
+			require.NoError(t, m.SyncForCPU(bi, 64, d), "%v", d)
+			require.NoError(t, m.SyncForDevice(bi+1, 63, d), "%v", d)
+		}
+		require.NoError(t, m.UnmapSingle(bi, 64, Bidirectional))
 		require.Equal(t, 1, m.LiveCount(), "failed unmaps change nothing")
 		_, err = m.Translate(a, 64, ToDevice)
 		require.NoError(t, err)

@@ -158,7 +158,8 @@ func (t *table) removeRest(r *record) {
 // lookup returns the bytes behind [addr, addr+size) if one live record holds the whole range and
 // allows access, else the reason it does not. It takes one stripe read lock and does not
 // allocate. The result is a subslice of the record's own buffer: nothing outside the mapping is
-// ever reachable through it. If exact, access must equal the mapping's direction (sync checks).
+// ever reachable through it. If exact (sync checks, dma-debug's check_sync), access must equal the
+// mapping's direction unless the mapping is bidirectional.
 func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byte, string) {
 	end := addr + Addr(size)
 	if size <= 0 || end < addr {
@@ -179,7 +180,7 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 				}
 				continue
 			}
-			if exact && r.dir != access || !exact && !r.dir.Allows(access) {
+			if exact && r.dir != Bidirectional && r.dir != access || !exact && !r.dir.Allows(access) {
 				reason = ReasonDirection
 				continue
 			}
@@ -365,14 +366,19 @@ func (c *core) UnmapSG(sg []SG, dir Direction) error {
 }
 
 func (c *core) sync(addr Addr, size int, dir Direction, what string) error {
+	if !dir.Valid() {
+		return fmt.Errorf("dma: %s [%#x,+%d) %v: %w", what, uint64(addr), size, dir, ErrInvalid)
+	}
 	if _, reason := c.tab.lookup(addr, size, dir, true); reason != "" {
 		return fmt.Errorf("dma: %s [%#x,+%d) %v: %s: %w", what, uint64(addr), size, dir, reason, ErrNotMapped)
 	}
 	return nil
 }
 
-// SyncForCPU checks that [addr, addr+size) lies in one live mapping made with direction dir; the
-// memory model here is cache-coherent, so there is nothing else to do.
+// SyncForCPU (dma_sync_single_for_cpu) checks that [addr, addr+size) lies in one live mapping
+// made with direction dir, or made bidirectional (dma-debug's check_sync); otherwise it fails
+// with ErrNotMapped, and an invalid dir is ErrInvalid. The memory model here is cache-coherent,
+// so there is nothing else to do.
 func (c *core) SyncForCPU(addr Addr, size int, dir Direction) error {
 	return c.sync(addr, size, dir, "sync_single_for_cpu")
 }
