@@ -97,8 +97,8 @@ func (e *Engine) descAvail(avail int) {
 			break
 		}
 		avail -= w.need
+		e.wakeBatch[n], e.wakeRank[n] = w, w.rank() // before remove gives w's fields back
 		e.dmawait.remove(w)
-		e.wakeBatch[n], e.wakeRank[n] = w, w.rank()
 		n++
 		w = next
 	}
@@ -137,11 +137,11 @@ func (e *Engine) wakeAllLocked() {
 		n := 0
 		for e.dmawait.head != nil && n < waitBatchSize {
 			w := e.dmawait.head
-			e.dmawait.remove(w)
 			if w.wakeup != nil {
-				e.wakeBatch[n], e.wakeRank[n] = w, w.rank()
+				e.wakeBatch[n], e.wakeRank[n] = w, w.rank() // before remove gives w's fields back
 				n++
 			}
+			e.dmawait.remove(w)
 		}
 		more := e.dmawait.head != nil
 		e.waitMu.Unlock()

@@ -32,11 +32,18 @@ type IOWait struct {
 	wakeup  func(w *IOWait, reason int)
 	drained func(w *IOWait)
 
-	// Wait-list fields: guarded by the wait lock of the engine whose dmawait holds w (on).
+	// on is the engine w is parked on (s_iowait.lock), nil if none. It is the ownership of the
+	// wait-list fields below: an engine claims w with a CompareAndSwap(nil, e) under its own wait
+	// lock (queueLocked) and gives it back with a Store(nil) under the same lock (remove), after
+	// its last write to them. Read (atomic load) by QueueWait, the sleepers and Waiting, which may
+	// hold another engine's wait lock: a w parked on engine A and sent on engine B is never
+	// queued twice, and its links are never written by two locks.
+	on atomic.Pointer[Engine]
+	// Wait-list fields: written and read under the wait lock of the engine in on, and by the
+	// queueing engine once its CAS of on succeeded.
 	next, prev *IOWait
-	on         *Engine // the engine w is parked on (s_iowait.lock), nil if none
-	need       int     // descriptors w needs to resume (iowait_get_all_desc), set when queued
-	priority   int     // iowait priority at queueing time (iowait_get_priority)
+	need       int // descriptors w needs to resume (iowait_get_all_desc), set when queued
+	priority   int // iowait priority at queueing time (iowait_get_priority)
 
 	// starved is the starved count (starved_cnt). Written by QueueWait (under the wait lock) and
 	// SendList (iowait_starve_clear); read by the wake ordering. Atomic: the two do not share a lock.
@@ -64,7 +71,8 @@ type IOWait struct {
 // while w is queued or has txreqs in flight.
 func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
 	w.sleep, w.wakeup, w.drained = sleep, wakeup, drained
-	w.next, w.prev, w.on = nil, nil, nil
+	w.next, w.prev = nil, nil
+	w.on.Store(nil)
 	w.need, w.priority = 0, 0
 	w.starved.Store(0)
 	w.busy.Store(0)
@@ -92,7 +100,7 @@ func (w *IOWait) rank() int { return w.priority<<4 + int(w.starved.Load()) }
 // Waiting reports whether w is parked on this engine's wait list.
 func (e *Engine) Waiting(w *IOWait) bool {
 	e.waitMu.Lock()
-	ok := w.on == e
+	ok := w.on.Load() == e
 	e.waitMu.Unlock()
 	return ok
 }
@@ -175,8 +183,9 @@ func (l *waitList) remove(w *IOWait) {
 	} else {
 		l.tail = w.prev
 	}
-	w.next, w.prev, w.on = nil, nil, nil
+	w.next, w.prev = nil, nil
 	l.n--
+	w.on.Store(nil) // last: hands the link fields back (see IOWait.on)
 }
 
 // LockWait takes the engine's wait lock (hfi1: write_seqlock(&sde->waitlock)). A sleeper holds
@@ -191,35 +200,36 @@ func (e *Engine) UnlockWait() { e.waitMu.Unlock() }
 // needing need descriptors to resume (0: as many as the first txreq on w's TxHead has). If
 // pktsSent the starved count is reset and w goes to the tail, else the count grows and w goes to
 // the head; a priority above 0 also puts it at the head. A w already parked (here or on another
-// engine) is left where it is; QueueWait reports whether it queued w.
+// engine) is left where it is; QueueWait reports whether it queued w. The check and the claim are
+// one atomic step, so two engines never both queue w.
 func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) bool {
-	if w.on != nil {
-		return false
-	}
 	if need <= 0 {
 		if tx := w.txHead.Front(); tx != nil {
 			need = tx.NumDesc()
 		}
 	}
-	w.need = need
-	w.priority = int(w.basePrio.Load())
-	e.queueLocked(w, pktsSent)
-	return true
+	return e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent)
 }
 
-func (e *Engine) queueLocked(w *IOWait, pktsSent bool) {
+// queueLocked claims w for this engine's wait list (on: nil → e) and queues it with need and
+// prio; false, with nothing changed, if w is parked already (here or elsewhere). waitMu held.
+func (e *Engine) queueLocked(w *IOWait, need, prio int, pktsSent bool) bool {
+	if !w.on.CompareAndSwap(nil, e) {
+		return false
+	}
+	w.need, w.priority = need, prio
 	if pktsSent {
 		w.starved.Store(0)
 	} else {
 		w.starved.Add(1)
 	}
-	w.on = e
-	if w.priority > 0 || !pktsSent {
+	if prio > 0 || !pktsSent {
 		e.dmawait.pushFront(w)
 	} else {
 		e.dmawait.pushBack(w)
 	}
 	e.stats.sleeps.Add(1)
+	return true
 }
 
 // ParkOrRetry is the verbs sleeper (hfi1: qp.c iowait_sleep), usable as an IOWait's SleepFunc:
@@ -263,14 +273,11 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 		}
 		w.txHead.PushBack(tx)
 	}
-	if w.on == nil {
-		w.need = need
-		w.priority = int(w.basePrio.Load())
-		if tx.flags&FlagVIP != 0 {
-			w.priority++
-		}
-		e.queueLocked(w, pktsSent)
+	prio := int(w.basePrio.Load())
+	if tx.flags&FlagVIP != 0 {
+		prio++
 	}
+	e.queueLocked(w, need, prio, pktsSent) // no-op if w is parked already (if not queued)
 	e.waitMu.Unlock()
 	return ErrBusy
 }
@@ -303,9 +310,7 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 		e.waitMu.Unlock()
 		return nil
 	}
-	bw.w.need = tx.NumDesc()
-	bw.w.priority = 0
-	e.queueLocked(&bw.w, true)
+	e.queueLocked(&bw.w, tx.NumDesc(), 0, true) // bw is SendWait's own: never parked here
 	e.waitMu.Unlock()
 	select {
 	case <-bw.ch:
@@ -313,7 +318,7 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	case <-ctx.Done():
 	}
 	e.waitMu.Lock()
-	queued := bw.w.on == e
+	queued := bw.w.on.Load() == e
 	if queued {
 		e.dmawait.remove(&bw.w)
 	}

@@ -445,3 +445,59 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	e.Poll()
 	assert.Equal(t, []int{3, 2, 1}, order, "list order r, q, p; r ranks highest (16 > 1 > 0)")
 }
+
+// TestIOWaitParkedOnOneEngineAtATime: one IOWait queued concurrently on two engines' wait lists
+// (a QP whose packets go to two engines) is never on both: the claim of its link is one atomic
+// step, and under -race no access to its wait-list fields is unsynchronised.
+func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, Engines: 2, RingSize: 64})
+	var w IOWait
+	w.Init(nil, func(*IOWait, int) {}, nil)
+	a, b := dev.Engine(0), dev.Engine(1)
+	a.LockWait()
+	require.True(t, a.QueueWait(&w, 1, true))
+	a.UnlockWait()
+	b.LockWait()
+	assert.False(t, b.QueueWait(&w, 1, true), "parked on another engine: left there")
+	b.UnlockWait()
+	assert.True(t, a.Waiting(&w))
+	assert.False(t, b.Waiting(&w))
+	a.LockWait()
+	a.dmawait.remove(&w)
+	a.UnlockWait()
+
+	rounds := 20000
+	if testing.Short() {
+		rounds = 2000
+	}
+	var holders atomic.Int64
+	var queued [2]atomic.Int64
+	var wg sync.WaitGroup
+	for i, e := range []*Engine{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				e.LockWait()
+				if e.QueueWait(&w, 1, r&1 == 0) {
+					queued[i].Add(1)
+					if h := holders.Add(1); h != 1 {
+						t.Errorf("w is on %d wait lists", h)
+					}
+				}
+				e.UnlockWait()
+				runtime.Gosched()
+				e.LockWait()
+				if w.on.Load() == e {
+					holders.Add(-1)
+					e.dmawait.remove(&w)
+				}
+				e.UnlockWait()
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Zero(t, holders.Load())
+	assert.NotZero(t, queued[0].Load()+queued[1].Load())
+	assert.Zero(t, a.dmawait.n+b.dmawait.n)
+}
