@@ -34,9 +34,13 @@ func fill(slots []desc.Desc) {
 // identical slot arrays (the whole ring, including untouched slots).
 func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, seed []byte) {
 	size := MinSize << (sizeLog % 10) // 64..32768
-	r, err := NewAt(size, 0)
+	r, err := NewAt(size, start)
 	require.NoError(t, err)
 	cnt := 1 + int(n)%(size-1)
+	// Write demands a reservation; the ring's indices start at start, so it is [start, +cnt).
+	s, err := r.Reserve(cnt)
+	require.NoError(t, err)
+	require.Equal(t, start, s)
 	ds := make([]desc.Desc, cnt)
 	for k := range ds {
 		var b [16]byte

@@ -3,8 +3,10 @@ package ring
 import (
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gosdma/gosdma/desc"
+	"golang.org/x/sys/cpu"
 )
 
 // Index encoding.
@@ -42,10 +44,12 @@ const (
 	DefaultSize = 2048
 )
 
-// lineSize is the padding unit between groups of fields written by different parties: 128 bytes,
-// two 64-byte cache lines, so that the adjacent-line prefetcher of Intel CPUs does not couple them
-// either.
-const lineSize = 128
+// lineSize is the padding unit between groups of fields written by different parties: the
+// platform's cache line as golang.org/x/sys/cpu knows it (cpu.CacheLinePad: 64 bytes on amd64,
+// 128 on arm64, 256 on s390x), and at least 128 bytes, two 64-byte lines, so that the
+// adjacent-line prefetcher of Intel CPUs does not couple them either. TestLayout checks the
+// offsets against the line size klauspost/cpuid/v2 reads from the running CPU.
+const lineSize = max(128, unsafe.Sizeof(cpu.CacheLinePad{}))
 
 // Ring is a power-of-two ring of 16-byte descriptors with free-running indices.
 //
@@ -211,10 +215,17 @@ func (r *Ring) Reserve(n int) (start uint64, err error) {
 // slot's generation, except the skip AHG edit descriptors that follow the first, which keep their
 // raw qw1 (hfi1: submit_tx: ds[0] stamped, ds[1..skip] raw, the rest stamped; skip is
 // desc.EditDescs(mode) of the first descriptor's header mode). skip is clamped to
-// [0, len(ds)-1]. The caller must own the range (Reserve) and not yet have published it.
+// [0, len(ds)-1]. The caller must own the range (Reserve) and not yet have published it; a
+// reservation may be filled by several Writes (sdma writes one txreq at a time).
 //
 // On amd64 the whole batch is written by one assembly call (wrap handled, 16-byte aligned stores
-// when the CPU has AVX). Write panics if len(ds) > Size()-1, which no reservation can cover.
+// when the CPU has AVX). Write panics, before writing anything, with an *Error matching ErrTooBig
+// if len(ds) > Size()-1, which no reservation can cover, and with one matching ErrNotReserved if
+// [start, start+len(ds)) is not inside the reserved, unpublished window [Tail(), reserved): such
+// a Write would overwrite slots the hardware model may be reading, or slots another producer may
+// reserve next. Both are programmer errors (like SetHWHead's). The check costs two atomic loads
+// (plain MOVs on amd64) and cannot reject a legitimate Write: the owner's range stays above the
+// tail until the owner publishes it, and below reserved since its own Reserve.
 func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
 	n := len(ds)
 	if n == 0 {
@@ -223,6 +234,19 @@ func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
 	if n > r.size-1 {
 		panic(errorf("Write", ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1))
 	}
+	// Load tail before reserved, so that t <= res (the tail never passes reserved).
+	t := r.tail.Load()
+	res := r.reserved.Load()
+	if start-t > res-t || res-start < uint64(n) {
+		panic(errorf("Write", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res))
+	}
+	r.write(start, ds, skip)
+}
+
+// write is Write without the checks: for Enqueue, whose range is its own fresh reservation.
+// Preconditions: 1 <= len(ds) <= Size()-1, the caller owns [start, start+len(ds)).
+func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
+	n := len(ds)
 	if skip < 0 {
 		skip = 0
 	} else if skip > n-1 {
@@ -279,7 +303,7 @@ func (r *Ring) Enqueue(ds []desc.Desc, skip int) (start uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	r.Write(start, ds, skip)
+	r.write(start, ds, skip)
 	// Our own reservation is always publishable; the error cannot occur.
 	r.publish(start, len(ds))
 	return start, nil

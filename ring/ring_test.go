@@ -3,13 +3,16 @@ package ring
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/gosdma/gosdma/desc"
+	"github.com/klauspost/cpuid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
 )
 
 // forEachImpl runs f once per Write implementation available here (cryptotest's
@@ -135,7 +138,9 @@ func TestFullAndCapacity(t *testing.T) {
 	})
 }
 
-func TestBadInput(t *testing.T) {
+func TestBadInput(t *testing.T) { forEachImpl(t, testBadInput) }
+
+func testBadInput(t *testing.T) {
 	r, err := New(64)
 	require.NoError(t, err)
 	for _, n := range []int{64, 65, 1000} {
@@ -192,6 +197,93 @@ func TestBadInput(t *testing.T) {
 
 	_, err = SetImplementation("nope")
 	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// TestWriteOutsideReservation: a Write of slots that are not reserved, or already published,
+// panics with ErrNotReserved before touching a slot, and the ring goes on working.
+func TestWriteOutsideReservation(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, start := range []uint64{0, 64 - 2, ^uint64(0) - 1} {
+			r, err := NewAt(64, start)
+			require.NoError(t, err)
+			fill(r.slots)
+			before := append([]desc.Desc(nil), r.slots...)
+			one := batch(0xabc, 1)
+
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(start, one, 0) }) // nothing reserved
+			s, err := r.Reserve(4)
+			require.NoError(t, err)
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s, batch(1, 5), 0) })   // past the end
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+3, batch(1, 2), 0) }) // straddles the end
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+4, one, 0) })         // just past
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s-1, one, 0) })         // below the tail
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s-64, one, 0) })        // same slot, a pass before
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+64, one, 0) })        // same slot, a pass after
+			requirePanicIs(t, ErrTooBig, func() { r.Write(s, batch(1, 64), 0) })
+			require.Equal(t, before, r.slots, "refused Writes touched no slot")
+
+			// Sub-ranges of the reservation, in any order, are fine (sdma fills one txreq at a time).
+			r.Write(s+2, batch(12, 2), 0)
+			r.Write(s, batch(10, 2), 0)
+			require.NoError(t, r.Publish(s, 4))
+			requirePanicIs(t, ErrNotReserved, func() { r.Write(s, one, 0) }) // already published
+			dst := make([]desc.Desc, 8)
+			require.Equal(t, 4, r.Dequeue(dst))
+			for k := range 4 {
+				assert.Equal(t, stamped(mk(10+uint64(k)), r.Generation(s+uint64(k))), dst[k])
+			}
+			assert.True(t, r.Empty())
+		}
+	})
+}
+
+// TestNoSlotBeforePublication: reservations are published in reservation order. A later
+// reservation that is written and published first stays invisible to the hardware model (Tail,
+// Dequeue) until every earlier one is published; a reserved, written, unpublished range is never
+// handed out.
+func TestNoSlotBeforePublication(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := NewAt(64, 64-3) // the reservations straddle a generation change
+		require.NoError(t, err)
+		base := r.Tail()
+		a, err := r.Reserve(3)
+		require.NoError(t, err)
+		b, err := r.Reserve(4)
+		require.NoError(t, err)
+		require.Equal(t, a+3, b)
+
+		r.Write(b, batch(20, 4), 0)
+		published := make(chan error, 1)
+		go func() { published <- r.Publish(b, 4) }() // waits for a
+
+		dst := make([]desc.Desc, 16)
+		// Whenever we look, b's slots are not visible: a is not published yet. (The loop gives
+		// the goroutine many chances to run; it cannot make the test fail by being slow.)
+		for range 200 {
+			require.Equal(t, base, r.Tail(), "tail moved past an unpublished reservation")
+			require.Zero(t, r.Dequeue(dst))
+			select {
+			case err := <-published:
+				t.Fatalf("Publish of b returned before a was published: %v", err)
+			default:
+			}
+			runtime.Gosched()
+		}
+		r.Write(a, batch(10, 3), 0)
+		require.Zero(t, r.Dequeue(dst), "written but unpublished")
+		require.NoError(t, r.Publish(a, 3))
+		require.NoError(t, <-published)
+		require.Equal(t, b+4, r.Tail())
+		require.Equal(t, 7, r.Dequeue(dst))
+		for k := range 7 {
+			v := uint64(10 + k)
+			if k >= 3 {
+				v = uint64(20 + k - 3)
+			}
+			assert.Equal(t, stamped(mk(v), r.Generation(a+uint64(k))), dst[k], "k=%d", k)
+		}
+		assert.True(t, r.Empty())
+	})
 }
 
 func requirePanicIs(t *testing.T, target error, f func()) {
@@ -356,33 +448,65 @@ func TestSeqCount(t *testing.T) {
 	assert.Equal(t, uint32(2), <-done)
 }
 
+// TestLayout asserts the offsets of the index groups against line sizes taken outside the code
+// under test: the running CPU's (klauspost/cpuid/v2), the platform's (golang.org/x/sys/cpu) and
+// the 128 bytes of an Intel adjacent-line prefetch pair.
 func TestLayout(t *testing.T) {
-	offs := map[string]uintptr{
-		"slots(read-mostly)": unsafe.Offsetof(Ring{}.slots),
-		"reserved":           unsafe.Offsetof(Ring{}.reserved),
-		"tail":               unsafe.Offsetof(Ring{}.tail),
-		"hwHead":             unsafe.Offsetof(Ring{}.hwHead),
-		"swHead":             unsafe.Offsetof(Ring{}.swHead),
+	line := uintptr(128)
+	if l := uintptr(cpuid.CPU.CacheLine); l > line {
+		line = l
 	}
-	// Fields on the same line as their group leader.
-	assert.Equal(t, offs["reserved"]/64, unsafe.Offsetof(Ring{}.headCache)/64, "headCache shares the producers' line")
-	assert.Equal(t, offs["swHead"]/64, unsafe.Offsetof(Ring{}.seq)/64, "seq shares swHead's line")
-	assert.Equal(t, offs["hwHead"]/64, unsafe.Offsetof(Ring{}.tailCache)/64, "tailCache shares the consumer's hwHead line")
+	if l := unsafe.Sizeof(cpu.CacheLinePad{}); l > line {
+		line = l
+	}
+	t.Logf("cpuid cache line %d, x/sys/cpu line %d: groups must be %d bytes apart",
+		cpuid.CPU.CacheLine, unsafe.Sizeof(cpu.CacheLinePad{}), line)
+	var r Ring
+	offs := map[string]uintptr{
+		"slots(read-mostly)": unsafe.Offsetof(r.slots),
+		"reserved":           unsafe.Offsetof(r.reserved),
+		"tail":               unsafe.Offsetof(r.tail),
+		"hwHead":             unsafe.Offsetof(r.hwHead),
+		"swHead":             unsafe.Offsetof(r.swHead),
+	}
+	// The read-mostly fields, then one group per writer, in this order.
+	order := []string{"slots(read-mostly)", "reserved", "tail", "hwHead", "swHead"}
+	for i := 1; i < len(order); i++ {
+		assert.Less(t, offs[order[i-1]], offs[order[i]], "%s before %s", order[i-1], order[i])
+	}
+	// Fields in their group leader's group: nothing else lies between them.
+	groupOf := map[string]uintptr{
+		"headCache": unsafe.Offsetof(r.headCache), // the producers' group, with reserved
+		"tailCache": unsafe.Offsetof(r.tailCache), // the consumer's group, with hwHead
+		"seq":       unsafe.Offsetof(r.seq),       // the completion group, with swHead
+	}
+	leader := map[string]string{"headCache": "reserved", "tailCache": "hwHead", "seq": "swHead"}
+	for f, o := range groupOf {
+		l := offs[leader[f]]
+		assert.Less(t, o-l, uintptr(64), "%s within one line of %s", f, leader[f])
+		offs[f] = o
+	}
+	// Every field of one group at least a line from every field of another, wherever the Ring
+	// is allocated: distinct lines and distinct prefetch pairs.
+	group := func(name string) string {
+		if l, ok := leader[name]; ok {
+			return l
+		}
+		return name
+	}
 	for a, oa := range offs {
 		for b, ob := range offs {
-			if a >= b {
+			if group(a) == group(b) {
 				continue
 			}
-			d := int(oa) - int(ob)
-			if d < 0 {
-				d = -d
+			d := oa - ob
+			if ob > oa {
+				d = ob - oa
 			}
-			// At least lineSize apart: distinct 64-byte lines and distinct 128-byte
-			// prefetch pairs wherever the Ring is allocated.
-			assert.GreaterOrEqual(t, d, lineSize, "%s and %s", a, b)
+			assert.GreaterOrEqual(t, d, line, "%s and %s", a, b)
 		}
 	}
-	assert.GreaterOrEqual(t, unsafe.Sizeof(Ring{})-unsafe.Offsetof(Ring{}.seq), uintptr(lineSize), "tail padding")
+	assert.GreaterOrEqual(t, unsafe.Sizeof(r)-unsafe.Offsetof(r.seq), line, "tail padding: the next object stays off seq's line")
 }
 
 func TestAllocs(t *testing.T) {

@@ -200,3 +200,67 @@ func TestStressSPSCDequeue(t *testing.T) {
 		assert.True(t, r.Empty())
 	})
 }
+
+// TestSeqCountConcurrent: one writer updates two words inside write sections (a = v, then b = v,
+// with the pair briefly inconsistent); readers snapshot with Begin, read both words and ask
+// Retry. Under -race this must be clean, and every read the seqcount accepts must be consistent
+// (a == b) and never go backwards. A count that stopped flagging open or completed sections would
+// let the readers accept a torn pair.
+func TestSeqCountConcurrent(t *testing.T) {
+	writes := 20000
+	if testing.Short() {
+		writes = 3000
+	}
+	var sc SeqCount
+	var a, b atomic.Uint64
+	var done atomic.Bool
+	const readers = 3
+	accepted := make([]int, readers)
+	var wg sync.WaitGroup
+	for rd := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := uint64(0)
+			for {
+				finished := done.Load() // read before the snapshot: one last look after the writer ends
+				s := sc.Begin()
+				va, vb := a.Load(), b.Load()
+				if !sc.Retry(s) {
+					if va != vb || va < last {
+						t.Errorf("reader %d accepted a=%d b=%d after %d (seq %d)", rd, va, vb, last, s)
+						return
+					}
+					last = va
+					accepted[rd]++
+				}
+				if s2 := sc.BeginWait(); s2&1 != 0 {
+					t.Errorf("BeginWait returned an odd count %d", s2)
+					return
+				}
+				if finished {
+					if last != uint64(writes) {
+						t.Errorf("reader %d: last accepted %d, want the final %d", rd, last, writes)
+					}
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+	for v := 1; v <= writes; v++ {
+		sc.BeginWrite()
+		a.Store(uint64(v))
+		if v%64 == 0 {
+			runtime.Gosched() // hold the section open for a while now and then
+		}
+		b.Store(uint64(v))
+		sc.EndWrite()
+	}
+	done.Store(true)
+	wg.Wait()
+	assert.Equal(t, uint32(2*writes), sc.Count())
+	for rd, n := range accepted {
+		assert.Positive(t, n, "reader %d accepted no read", rd)
+	}
+}
