@@ -1,6 +1,7 @@
 package alloc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -148,6 +149,23 @@ func TestConcurrentOwnership(t *testing.T) {
 			assert.Zero(t, s.InUse)
 			assert.Positive(t, s.HighWater)
 			assert.LessOrEqual(t, s.HighWater, int64(workers*hold))
+			// Nothing lost, nothing duplicated: every object the allocator owns is free, once,
+			// and can be had without growing.
+			seen := map[*obj]bool{}
+			for range s.Objects {
+				o, err := a.Get()
+				require.NoError(t, err)
+				require.False(t, seen[o], "object free twice")
+				seen[o] = true
+			}
+			assert.Equal(t, s.Slabs, st.Stats().Slabs, "all objects were free: no slab added")
+			if im.name == "list" {
+				_, err := a.Get()
+				require.ErrorIs(t, err, alloc.ErrEmpty)
+			}
+			for o := range seen {
+				require.NoError(t, a.Put(o))
+			}
 		}
 	})
 }
@@ -257,6 +275,21 @@ func TestZeroAllocs(t *testing.T) {
 			}
 		})
 		assert.Zero(t, n)
+	})
+	// List.GetCtx allocates only when it has to wait.
+	t.Run("impl=list/GetCtx", func(t *testing.T) {
+		l, err := alloc.NewList[obj](2, nil)
+		require.NoError(t, err)
+		ctx := context.Background()
+		assert.Zero(t, testing.AllocsPerRun(1000, func() {
+			o, err := l.GetCtx(ctx)
+			if err != nil {
+				panic(err)
+			}
+			if err := l.Put(o); err != nil {
+				panic(err)
+			}
+		}))
 	})
 }
 
