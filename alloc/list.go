@@ -13,9 +13,9 @@ import (
 //
 // List is safe for concurrent use.
 type List[T any] struct {
-	s     stack[T]
-	reset func(*T)
-	n     int
+	s     stack[T] // the free list and counters; its fields document their own writers
+	reset func(*T) // written by NewList, read-only after
+	n     int      // written by NewList, read-only after
 
 	// closed is set once by Close (store) and read by Get (load).
 	closed atomic.Bool

@@ -37,17 +37,21 @@ type chunkRef[T any] struct {
 // weak registry of the memory it allocated (objects come in chunks of 8), so Put tells its own
 // objects from foreign ones without keeping idle memory alive.
 //
+// [Pool.Stats] reports the objects and chunks Pool has allocated, but not the objects in use or
+// the high-water mark: those read 0, because counting them would make every Get and Put write one
+// shared word. Use a Slab or a List where those counts matter.
+//
 // Pool is safe for concurrent use. Get and Put are lock-free (as sync.Pool is) except when Get
 // allocates a chunk.
 type Pool[T any] struct {
-	free  sync.Pool // idle *poolCell[T], state free
-	reset func(*T)
+	free  sync.Pool // idle *poolCell[T], state free: Put by Put and newChunk, Get by Get
+	reset func(*T)  // written by NewPool, read-only after
 
 	// reg is the registry of live chunks, sorted by base. Replaced (copy on write) under mu when a
 	// chunk is added, dropping chunks the garbage collector took; loaded by Put.
 	reg    atomic.Pointer[[]chunkRef[T]]
-	mu     sync.Mutex
-	chunks atomic.Int64 // chunks ever allocated
+	mu     sync.Mutex   // serializes the registry's copy-on-write replacement in newChunk
+	chunks atomic.Int64 // chunks ever allocated: added to by newChunk, loaded by Stats
 
 	// Pool keeps no in-use counter: a word every Get and Put of every P writes would undo the
 	// per-P caching that makes sync.Pool scale.

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"math"
 	"sync"
 )
 
@@ -12,7 +13,8 @@ type SlabConfig[T any] struct {
 	// MaxSlabs caps the number of slabs; 0 means no cap (up to 2^32-2 objects in all). A Get
 	// that would need a slab past the cap returns ErrEmpty.
 	MaxSlabs int
-	// Init, if not nil, runs once on every object when its slab is created (kmem_cache's ctor).
+	// Init, if not nil, runs once on every object when its slab is created (the ctor argument of
+	// kmem_cache_create).
 	Init func(*T)
 	// Reset, if not nil, runs on every object Put gives back, before it can be handed out again.
 	// If it panics, the Put is undone (the object stays in use) and the panic goes on.
@@ -24,18 +26,21 @@ type SlabConfig[T any] struct {
 // re-use; slabs are never given back. Slab never hands out memory it does not own, and reports
 // objects in use and the high-water mark through [Slab.Stats].
 //
+// It is the Go form of the kmem_cache the hfi1 driver keeps its txreqs in (hfi1: verbs_txreq_cache
+// with get_txreq and hfi1_put_txreq; user_sdma's txreq_cache).
+//
 // Slab is safe for concurrent use. Get and Put are lock-free while a free object exists; growing
 // takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs.
 type Slab[T any] struct {
-	s     stack[T]
-	cfg   SlabConfig[T]
-	limit int64 // most objects, from MaxSlabs and the index space
+	s     stack[T]      // the free list and counters; its fields document their own writers
+	cfg   SlabConfig[T] // written by NewSlab, read-only after
+	limit int64         // most objects, from MaxSlabs and the index space; read-only after NewSlab
 
-	mu sync.Mutex // serializes grow
+	mu sync.Mutex // serializes grow: held by a Get that found no free object
 }
 
 // NewSlab returns an empty Slab (its first Get allocates the first slab). It returns an error if
-// the configuration is invalid.
+// the configuration is invalid (kernel: kmem_cache_create).
 func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 	if cfg.ObjectsPerSlab < 1 || int64(cfg.ObjectsPerSlab) >= nilIndex {
 		return nil, fmt.Errorf("alloc: NewSlab: ObjectsPerSlab %d out of range [1, %d)", cfg.ObjectsPerSlab, uint32(nilIndex))
@@ -54,7 +59,7 @@ func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 }
 
 // Get returns a free object, allocating a new slab if none is free. At MaxSlabs with no object
-// free it returns ErrEmpty.
+// free it returns ErrEmpty (kernel: kmem_cache_alloc).
 func (sl *Slab[T]) Get() (*T, error) {
 	if c := sl.s.pop(); c != nil {
 		return &c.obj, nil
@@ -77,7 +82,7 @@ func (sl *Slab[T]) growGet() (*T, error) {
 
 // Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]
 // matching ErrForeign if p is nil or not from this Slab, or ErrDoublePut if p is already free; the
-// Slab is unchanged then.
+// Slab is unchanged then (kernel: kmem_cache_free).
 func (sl *Slab[T]) Put(p *T) error { return sl.s.put(p, sl.cfg.Reset, "slab") }
 
 // Owns reports whether p points to an object of this Slab, free or in use.
@@ -93,7 +98,7 @@ func (sl *Slab[T]) Stats() Stats { return sl.s.stats() }
 func (sl *Slab[T]) Traits() Traits {
 	capacity := 0
 	if sl.cfg.MaxSlabs > 0 {
-		capacity = int(sl.limit)
+		capacity = int(min(sl.limit, math.MaxInt)) // on 32-bit platforms the limit may pass MaxInt
 	}
 	return Traits{Concurrent: true, LockFree: true, OnEmpty: EmptyGrow, Capacity: capacity}
 }
