@@ -305,10 +305,22 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	case <-bw.ch:
 	default:
 	}
-	e.waitMu.Lock()
+	// The same 2019 fix as sleepPark: the Progress check and the queueing under one hold of the
+	// wait lock (the test hooks are as there).
+	if !e.testSkipWaitLock {
+		e.waitMu.Lock()
+	}
 	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
-		e.waitMu.Unlock()
+		if !e.testSkipWaitLock {
+			e.waitMu.Unlock()
+		}
 		return nil
+	}
+	if h := e.testSleepWindow; h != nil {
+		h()
+	}
+	if e.testSkipWaitLock {
+		e.waitMu.Lock()
 	}
 	e.queueLocked(&bw.w, tx.NumDesc(), 0, true) // bw is SendWait's own: never parked here
 	e.waitMu.Unlock()

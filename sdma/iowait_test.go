@@ -57,8 +57,13 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 				e.Poll()
 				close(done)
 			}()
-			// Without the wait lock the pass ends here. With it, the pass frees the ring and then
-			// blocks in descAvail on the wait lock this sleeper holds: give it time to get there.
+			// Without the wait lock the pass ends here: wait for it. With it, the pass frees the
+			// ring and then blocks in descAvail on the wait lock this sleeper holds: give it time
+			// to get there (if it is late, it finds the sleeper queued all the same).
+			if skipWaitLock {
+				<-done
+				return
+			}
 			select {
 			case <-done:
 			case <-time.After(50 * time.Millisecond):
@@ -79,9 +84,13 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
 	require.Equal(t, 63, e.DescqFreeCnt(), "the ring is free: nobody will run another pass")
 
+	wait := 10 * time.Second // generous: with the wait lock the wakeup comes
+	if skipWaitLock {
+		wait = 300 * time.Millisecond // no pass will come: the wakeup is lost for good
+	}
 	select {
 	case <-woken:
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(wait):
 		// Lost wakeup: the sleeper waits for a pass that will never come.
 		e.LockWait()
 		if e.dmawait.head == &w {
@@ -109,6 +118,78 @@ func TestSleepWindowWaitLockClosesRace(t *testing.T) {
 // Progress check (the pre-2019 kernel): the wakeup is lost. This shows the test above would fail.
 func TestSleepWindowWithoutWaitLockLosesWakeup(t *testing.T) {
 	assert.False(t, runSleepWindow(t, true), "without the wait lock the sleeper must hang")
+}
+
+// runSleepWindowBlocking is runSleepWindow for SendWait's own parking (parkBlocking): the ring
+// is full and processed but not completed, SendWait's waiter finds no progress, and the last
+// completion pass runs in the window before it queues. It reports whether the waiter was woken
+// (parkBlocking returned nil) rather than left to its context's deadline.
+func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	sent := fillRing(t, dev, e, c.cb)
+	_, err := e.Process()
+	require.NoError(t, err)
+
+	var once sync.Once
+	var passDone sync.WaitGroup
+	e.testSkipWaitLock = skipWaitLock
+	e.testSleepWindow = func() {
+		once.Do(func() {
+			done := make(chan struct{})
+			passDone.Add(1)
+			go func() {
+				defer passDone.Done()
+				e.Poll()
+				close(done)
+			}()
+			if skipWaitLock { // as in runSleepWindow
+				<-done
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(50 * time.Millisecond):
+			}
+		})
+	}
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	seq := e.HeadSeq()
+	require.ErrorIs(t, e.Send(nil, &tx, true), ErrBusy)
+	bw := blockWaiters.Get().(*blockWaiter)
+	defer blockWaiters.Put(bw)
+	// SendWait drives a manual engine itself and never parks: call its parking step directly.
+	wait := 10 * time.Second // generous: with the wait lock the wakeup comes
+	if skipWaitLock {
+		wait = 300 * time.Millisecond // no pass will come: the wakeup is lost for good
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err = e.parkBlocking(ctx, bw, &tx, seq)
+	passDone.Wait()
+	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
+	e.LockWait()
+	assert.Nil(t, e.dmawait.head, "no waiter left behind")
+	e.UnlockWait()
+	if err != nil {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NoError(t, tx.Clean())
+		return false
+	}
+	e.testSleepWindow = nil
+	require.NoError(t, e.Send(nil, &tx, true), "woken with room")
+	_, err = e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	require.EqualValues(t, sent+1, c.n.Load())
+	return true
+}
+
+func TestSleepWindowSendWait(t *testing.T) {
+	assert.True(t, runSleepWindowBlocking(t, false), "with the wait lock the pass finds SendWait's waiter queued")
+	assert.False(t, runSleepWindowBlocking(t, true), "without it the wakeup is lost (the test can fail)")
 }
 
 // stressQP is a verbs-like sender: a lock (qp->s_lock), an IOWait whose sleeper is ParkOrRetry
