@@ -186,23 +186,26 @@ func (s *Sink) Stats() Stats {
 	return st
 }
 
-// endRepeats is how many times Close sends the end-of-run markers: they are datagrams too and
-// a full receive buffer drops them; the receiver ignores the repeats.
-const endRepeats = 3
+// endDelays are the pauses before each repeat of the end-of-run markers: they are datagrams
+// too, and a receive buffer still full of the run's last packets drops them, so Close sends
+// them again as the receiver drains it, for up to 85ms in all; the receiver ignores repeats.
+// A receiver that stopped and closed its socket turns the next repeat into ECONNREFUSED, which
+// ends the repeats early.
+var endDelays = [...]time.Duration{0, time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond, 64 * time.Millisecond}
 
-// Close sends the end-of-run markers (each engine's packet count, three times, a millisecond
-// apart; errors sending the repeats are ignored) and closes the socket. It must not run concurrently with Deliver. The markers are best
-// effort: an error sending them is returned, after the socket is closed.
+// Close sends the end-of-run markers (each engine's packet count, repeated len(endDelays) times
+// at growing intervals until the receiver is gone) and closes the socket. It must not run
+// concurrently with Deliver: call it after the device stopped delivering. The markers are best
+// effort: an error sending the first round is returned, after the socket is closed; errors
+// sending the repeats end them and are not returned.
 func (s *Sink) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
 	var first error
 rounds:
-	for r := 0; r < endRepeats; r++ {
-		if r > 0 {
-			time.Sleep(time.Millisecond)
-		}
+	for r, d := range endDelays {
+		time.Sleep(d)
 		for i := range s.engines {
 			if err := s.sendEnd(i); err != nil {
 				// Only the first round's errors count: a receiver that got that round
