@@ -81,11 +81,73 @@ func ExamplePool() {
 	pool := alloc.NewPool(func(tx *myTx) { *tx = myTx{} })
 	tx, _ := pool.Get() // never ErrEmpty: allocates when no idle object is left
 	tx.seq = 7
+	// Pool counts the objects it made (in chunks of 8), not those in use: InUse reads 0.
+	st := pool.Stats()
+	fmt.Println(st.Objects, st.InUse)
 	fmt.Println(pool.Put(tx))
 	fmt.Println(errors.Is(pool.Put(tx), alloc.ErrDoublePut))
+	fmt.Println(errors.Is(pool.Put(new(myTx)), alloc.ErrForeign))
 	// Output:
+	// 8 0
 	// <nil>
 	// true
+	// true
+}
+
+// Code written against Allocator works with any of the three; Traits says how each behaves.
+func ExampleAllocator() {
+	slab, _ := alloc.NewSlab(alloc.SlabConfig[myTx]{ObjectsPerSlab: 64})
+	list, _ := alloc.NewList[myTx](64, nil)
+	pool := alloc.NewPool[myTx](nil)
+	for _, a := range []alloc.Allocator[myTx]{slab, list, pool} {
+		tx, err := a.Get()
+		if err != nil {
+			panic(err)
+		}
+		tx.seq = 1
+		if err := a.Put(tx); err != nil {
+			panic(err)
+		}
+		tr := a.Traits()
+		fmt.Printf("concurrent=%v on empty=%v wait=%v capacity=%d shrinks=%v\n",
+			tr.Concurrent, tr.OnEmpty, tr.CanWait, tr.Capacity, tr.Shrinks)
+	}
+	// Output:
+	// concurrent=true on empty=grow wait=false capacity=0 shrinks=false
+	// concurrent=true on empty=fail wait=true capacity=64 shrinks=false
+	// concurrent=true on empty=grow wait=false capacity=0 shrinks=true
+}
+
+// Owns tells a Slab's (or a List's) own objects, free or in use, from any other pointer.
+func ExampleSlab_Owns() {
+	slab, _ := alloc.NewSlab(alloc.SlabConfig[myTx]{ObjectsPerSlab: 4})
+	tx, _ := slab.Get()
+	fmt.Println(slab.Owns(tx), slab.Owns(new(myTx)))
+	_ = slab.Put(tx)
+	fmt.Println(slab.Owns(tx)) // free, still the slab's
+	// Output:
+	// true false
+	// true
+}
+
+// Close ends a List: waiting GetCtx calls return ErrClosed, and objects still out may be put back.
+func ExampleList_Close() {
+	list, _ := alloc.NewList[myTx](1, nil)
+	tx, _ := list.Get()
+	waiting := make(chan error)
+	go func() {
+		_, err := list.GetCtx(context.Background()) // waits: the only object is out
+		waiting <- err
+	}()
+	_ = list.Close()
+	fmt.Println(<-waiting)
+	fmt.Println(list.Put(tx))
+	_, err := list.Get()
+	fmt.Println(err)
+	// Output:
+	// alloc: allocator closed
+	// <nil>
+	// alloc: allocator closed
 }
 
 // A completion callback receives the *sdma.TxReq; Outer gets back to the caller's type, which
@@ -102,8 +164,9 @@ func ExampleOuter() {
 	tx, _ := list.Get()
 	tx.seq = 42
 	tx.callback = complete
-	// ... sdma: tx.Init(...), tx.AddPage(...), engine.Send(&tx.TxReq) ...
-	tx.callback(&tx.txreq, 0) // the engine's completion pass calls back with the embedded txreq
+	// With gosdma: tx.TxReq.Init(flags, tlen, complete), tx.TxReq.AddPage(...),
+	// engine.Send(&tx.TxReq); the engine's completion pass then calls complete(&tx.TxReq, status).
+	tx.callback(&tx.txreq, 0) // here the example calls back itself, with the embedded txreq
 	// Output:
 	// seq 42 status 0
 }
