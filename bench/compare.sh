@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # compare.sh: runs the DPDK rte_ring reference (bench/dpdk/rte_ring_ref.c), gosdma's ring
 # benchmarks and the machine's physical anchors (bench/dpdk/limits.c: a cache-line round trip
 # between two cores, memcpy bandwidth) in one go, and prints, per mode and bulk, gosdma's ns/desc
@@ -11,13 +11,20 @@
 # is the best of its rounds: the machine may be shared, and noise only ever adds time.
 #
 # Needs a C compiler and DPDK's headers and librte_ring (Debian: libdpdk-dev, installed with
-# apt-get when missing and running as root). Takes about a minute per round.
-set -eu
+# apt-get when missing and running as root). Takes about a minute per round. Any failure (a build,
+# a reference run, a failing benchmark: pipefail, the figures go through tee) stops it non-zero.
+set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 elems=${1:-20000000}
 benchtime=${2:-200ms}
 rounds=${3:-3}
+for v in "$elems" "$rounds"; do
+	case $v in '' | *[!0-9]* | 0)
+		echo "usage: bench/compare.sh [elements per DPDK measurement] [go -benchtime] [rounds]: counts must be positive integers" >&2
+		exit 2 ;;
+	esac
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -36,6 +36,17 @@ func descs(n int) []desc.Desc {
 	return ds
 }
 
+// wantSum is the sum of Qw0 over bulks descriptors from descs(bulk): what a consumer that saw
+// every descriptor exactly once adds up. The benchmarks check it after the timed loop, so a ring
+// that lost, duplicated or tore descriptors fails the benchmark instead of timing it.
+func wantSum(bulks, bulk int) uint64 { return uint64(bulks) * uint64(bulk*(bulk-1)/2) }
+
+func checkSum(b *testing.B, got uint64, bulks, bulk int) {
+	if want := wantSum(bulks, bulk); got != want {
+		b.Fatalf("consumer saw Qw0 sum %d, want %d: descriptors lost, duplicated or torn", got, want)
+	}
+}
+
 func report(b *testing.B, bulk int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*bulk), "ns/desc")
 }
@@ -91,15 +102,21 @@ func benchRing(b *testing.B, mode string, bulk int) {
 				b.Fatal("short dequeue")
 			}
 		}
+		b.StopTimer()
+		var sum uint64
+		for _, d := range dst {
+			sum += d.Qw0
+		}
+		checkSum(b, sum, 1, bulk) // the last bulk came back whole
 		return
 	}
 	total := b.N * bulk
 	var wg sync.WaitGroup
+	var sum uint64 // written by the consumer goroutine, read after wg.Wait
 	wg.Add(1)
 	b.ResetTimer()
 	go func() {
 		defer wg.Done()
-		var sum uint64
 		for got, spins := 0, 0; got < total; {
 			n := r.Dequeue(dst)
 			if n == 0 {
@@ -113,7 +130,6 @@ func benchRing(b *testing.B, mode string, bulk int) {
 			}
 			got += n
 		}
-		_ = sum
 	}()
 	for i, spins := 0, 0; i < b.N; {
 		if _, err := r.EnqueueSP(src, 0); err != nil {
@@ -125,6 +141,8 @@ func benchRing(b *testing.B, mode string, bulk int) {
 		i++
 	}
 	wg.Wait()
+	b.StopTimer()
+	checkSum(b, sum, b.N, bulk)
 }
 
 func benchChan(b *testing.B, mode string, bulk int) {
@@ -140,6 +158,17 @@ func benchChan(b *testing.B, mode string, bulk int) {
 				<-c
 			}
 		}
+		b.StopTimer()
+		// One more bulk, untimed, to check the queue hands back what it was given.
+		var sum uint64
+		for _, d := range src {
+			c <- [2]uint64{d.Qw0, d.Qw1}
+		}
+		for range bulk {
+			v := <-c
+			sum += v[0]
+		}
+		checkSum(b, sum, 1, bulk)
 		return
 	}
 	total := b.N * bulk
@@ -158,7 +187,9 @@ func benchChan(b *testing.B, mode string, bulk int) {
 			c <- [2]uint64{d.Qw0, d.Qw1}
 		}
 	}
-	<-done
+	sum := <-done
+	b.StopTimer()
+	checkSum(b, sum, b.N, bulk)
 }
 
 func benchWorkiva(b *testing.B, mode string, bulk int) {
@@ -181,6 +212,20 @@ func benchWorkiva(b *testing.B, mode string, bulk int) {
 				}
 			}
 		}
+		b.StopTimer()
+		// One more bulk, untimed, to check the queue hands back what it was given.
+		var sum uint64
+		for _, d := range src {
+			put(d)
+		}
+		for range bulk {
+			v, err := q.Get()
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += v.(desc.Desc).Qw0
+		}
+		checkSum(b, sum, 1, bulk)
 		return
 	}
 	total := b.N * bulk
@@ -202,7 +247,9 @@ func benchWorkiva(b *testing.B, mode string, bulk int) {
 			put(d)
 		}
 	}
-	<-done
+	sum := <-done
+	b.StopTimer()
+	checkSum(b, sum, b.N, bulk)
 }
 
 // BenchmarkRingMPSC: producers goroutines Enqueue (CAS reservation, ordered publish) into one
@@ -252,6 +299,7 @@ func benchMPSC(b *testing.B, producers, bulk int) {
 		}()
 	}
 	dst := make([]desc.Desc, 64)
+	var sum uint64
 	for got, spins := 0, 0; got < total; {
 		n := r.Dequeue(dst)
 		if n == 0 {
@@ -260,7 +308,12 @@ func benchMPSC(b *testing.B, producers, bulk int) {
 			}
 			continue
 		}
+		for _, d := range dst[:n] {
+			sum += d.Qw0
+		}
 		got += n
 	}
 	wg.Wait()
+	b.StopTimer()
+	checkSum(b, sum, b.N, bulk)
 }
