@@ -233,8 +233,10 @@ type core struct {
 	assign func(r *record) (Addr, error)
 	inj    *injector // fault injection on map calls (IOMMU config); nil for none. Immutable.
 
-	// live counts published records: incremented after publication, decremented after removal,
-	// by mappers; read by LiveCount. Plain counter, no ordering role.
+	// live counts live records: incremented by a map call before publication (undone if the map
+	// fails), decremented by an unmap after removal; read by LiveCount. Counting before publishing
+	// keeps it from going negative when an unmap claims an identical mapping (Direct) before the
+	// map call returns. Plain counter, no ordering role.
 	live atomic.Int64
 	// faults counts refused device accesses: incremented by Translate on a fault, read by Faults.
 	faults atomic.Uint64
@@ -274,12 +276,13 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, in
 	// Once assign has published r, r belongs to the table: an unmap of an identical mapping
 	// (Direct: the same buffer mapped again) may claim and recycle it at once, so the address
 	// comes from assign, never from r.
+	c.live.Add(1)
 	addr, err := c.assign(r)
 	if err != nil {
+		c.live.Add(-1)
 		c.recycle(r)
 		return 0, err
 	}
-	c.live.Add(1)
 	return addr, nil
 }
 

@@ -32,12 +32,14 @@ func TestDirectSharedBufUnmapRacesMap(t *testing.T) {
 
 	orig := d.core.assign
 	var otherAddr Addr
+	liveInWindow := -1
 	d.core.assign = func(r *record) (Addr, error) {
 		a, err := orig(r)
 		d.core.assign = orig // once: the calls below are the "other goroutine"
 		// The two earlier packets complete: two unmaps of the identical mapping.
 		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
 		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
+		liveInWindow = d.LiveCount()
 		// Another map, which may get the recycled record from the pool.
 		otherAddr, _ = d.MapSingle(other, ToDevice)
 		return a, err
@@ -46,6 +48,7 @@ func TestDirectSharedBufUnmapRacesMap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, a, "MapSingle must return the buffer's own address (bus address = virtual address)")
 	require.Equal(t, Addr(sliceAddr(other)), otherAddr)
+	require.Equal(t, 1, liveInWindow, "the mapping being made is live (counted) once published")
 	require.Equal(t, 2, d.LiveCount())
 
 	got, err := d.Translate(a, len(buf), ToDevice)
