@@ -106,6 +106,7 @@ func BenchmarkAllocGetPut(b *testing.B) {
 			f := im.make(b)
 			h := new(holder)
 			allocSink.Store(h)
+			f(h) // warm up: the slab's first slab and the pool's first chunk are not the steady state
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			b.ReportAllocs()
@@ -125,6 +126,7 @@ func BenchmarkAllocGetPutParallel(b *testing.B) {
 	for _, im := range allocImpls() {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			f := im.make(b)
+			f(new(holder)) // warm up, as above
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			b.ReportAllocs()
