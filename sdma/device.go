@@ -313,6 +313,47 @@ func roundPow2(n int) int {
 	return p
 }
 
+// FreezeNotify tells every engine that the chip is freezing (hfi1: sdma_freeze_notify): each
+// gets e85_link_down if linkDown, else e80_hw_freeze. A running or idle engine moves to
+// s80_hw_freeze and stops consuming its ring; sends get ErrNotRunning and go to the flush list.
+// Nothing is cleaned yet: that is Freeze. e85 also clears go_s99_running, so after a link-down
+// freeze Unfreeze leaves the engines idle (s20) until Start, as in the kernel. Engines in other
+// states ignore the event (the table in the package documentation). ErrClosed once the device
+// is closing. Not from a txreq callback, a wakeup or a Sink.
+func (dev *Device) FreezeNotify(linkDown bool) error {
+	ev, cause := E80HwFreeze, "FreezeNotify"
+	if linkDown {
+		ev, cause = E85LinkDown, "FreezeNotify(link down)"
+	}
+	return dev.eventAll(ev, cause)
+}
+
+// Freeze completes a freeze (hfi1: sdma_freeze): every engine in s80_hw_freeze gets
+// e81_hw_frozen and runs its sw clean (s82_freeze_sw_clean): what its hardware finished completes
+// StatusOK, everything else in its ring and flush list StatusAborted, every mapping is undone
+// and every parked waiter is woken. The kernel waits for every engine to reach s80 first and for
+// every clean to finish after; here both happen inside the calls, so Freeze returns with every
+// engine cleaned. Call FreezeNotify first; an engine not in s80 ignores e81. ErrClosed once the
+// device is closing.
+func (dev *Device) Freeze() error { return dev.eventAll(E81HwFrozen, "Freeze") }
+
+// Unfreeze restarts the engines after a freeze (hfi1: sdma_unfreeze): every engine in
+// s82_freeze_sw_clean gets e82_hw_unfreeze, restarts its ring at index 0 (sdma_hw_start_up) and
+// runs again (s99), or stays idle (s20) after a link-down freeze until Engine.Start. ErrClosed
+// once the device is closing.
+func (dev *Device) Unfreeze() error { return dev.eventAll(E82HwUnfreeze, "Unfreeze") }
+
+// eventAll raises ev on every engine in order and returns the first error.
+func (dev *Device) eventAll(ev Event, cause string) error {
+	var first error
+	for _, e := range dev.engines {
+		if err := e.Event(ev, cause); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Close shuts the device down at once: it stops every engine (new sends get ErrClosed), stops
 // every goroutine the device started, completes every txreq still in flight — those whose packet
 // the hardware model already delivered with StatusOK, all others with StatusAborted, unmapping

@@ -135,3 +135,41 @@ func ExampleEngine_SendWait() {
 	// Output:
 	// 1000 packets, 1024000 bytes
 }
+
+// A device-wide freeze, as the kernel runs it around a chip freeze or a link bounce: the
+// engines stop (FreezeNotify), clean up — what they held completes aborted — (Freeze), and run
+// again on a fresh ring (Unfreeze).
+func ExampleDevice_Freeze() {
+	dev, err := sdma.NewDevice(sdma.Config{Engines: 2, Manual: true})
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	e := dev.Engine(0)
+	send := func() {
+		tx := new(sdma.TxReq)
+		_ = tx.Init(0, 8, func(_ *sdma.TxReq, st sdma.Status) {
+			fmt.Println("completed:", map[sdma.Status]string{sdma.StatusOK: "ok", sdma.StatusAborted: "aborted"}[st])
+		})
+		_ = tx.AddKVAddr(dev, make([]byte, 8))
+		if err := e.Send(nil, tx, false); err != nil {
+			fmt.Println("send:", err)
+		}
+	}
+	send() // in the ring when the freeze comes
+
+	_ = dev.FreezeNotify(false) // hfi1: sdma_freeze_notify
+	fmt.Println(e.State(), dev.Engine(1).State())
+	_ = dev.Freeze() // hfi1: sdma_freeze: the sw clean aborts what the engines held
+	fmt.Println(e.State())
+	_ = dev.Unfreeze() // hfi1: sdma_unfreeze
+	fmt.Println(e.State())
+	send()
+	_, _ = e.Process()
+	// Output:
+	// s80_hw_freeze s80_hw_freeze
+	// completed: aborted
+	// s82_freeze_sw_clean
+	// s99_running
+	// completed: ok
+}

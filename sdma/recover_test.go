@@ -303,3 +303,58 @@ func TestFaultSink(t *testing.T) {
 	assert.ErrorIs(t, e.SinkError(), ErrInjected)
 	assert.Zero(t, e.Stats().Faults, "a failed delivery does not halt")
 }
+
+// TestDeviceFreezeUnfreeze: the device-wide freeze (sdma_freeze_notify, sdma_freeze,
+// sdma_unfreeze) moves every engine through s80 and s82 back to s99, aborting what each held;
+// a link-down freeze leaves them idle until Start; an engine that is stopped ignores it all.
+func TestDeviceFreezeUnfreeze(t *testing.T) {
+	m := engTestIOMMU(t)
+	dev, _ := engTestDevice(t, Config{Manual: true, Engines: 3, RingSize: 64, Mapper: m})
+	var c completions
+	require.NoError(t, dev.Engine(2).Stop())
+	for _, linkDown := range []bool{false, true} {
+		held := [][]*TxReq{inFlight(t, dev, dev.Engine(0), &c, 2), inFlight(t, dev, dev.Engine(1), &c, 3)}
+		require.NoError(t, dev.FreezeNotify(linkDown))
+		for i := 0; i < 2; i++ {
+			e := dev.Engine(i)
+			assert.Equal(t, S80HwFreeze, e.State(), "engine %d", i)
+			assert.False(t, e.Running())
+			_, ok := c.status(held[i][0])
+			assert.False(t, ok, "FreezeNotify cleans nothing")
+		}
+		assert.Equal(t, S00HwDown, dev.Engine(2).State(), "a stopped engine ignores the freeze")
+		late := inFlightErr(t, dev, dev.Engine(0), &c, 1, ErrNotRunning)
+
+		require.NoError(t, dev.Freeze())
+		for i := 0; i < 2; i++ {
+			assert.Equal(t, S82FreezeSwClean, dev.Engine(i).State(), "engine %d", i)
+			assertStatus(t, &c, held[i], StatusAborted)
+		}
+		assertStatus(t, &c, late, StatusAborted)
+		assert.Len(t, m.Live(), 1, "every mapping undone; the pad stays")
+
+		require.NoError(t, dev.Unfreeze())
+		want := S99Running
+		if linkDown {
+			want = S20Idle
+		}
+		for i := 0; i < 2; i++ {
+			e := dev.Engine(i)
+			require.Equal(t, want, e.State(), "engine %d, link down %v", i, linkDown)
+			if linkDown {
+				require.NoError(t, e.Start())
+			}
+			ok := inFlight(t, dev, e, &c, 1)
+			_, err := e.Process()
+			require.NoError(t, err)
+			assertStatus(t, &c, ok, StatusOK)
+			assert.Zero(t, e.Stats().Faults, "a freeze is not a halt")
+		}
+		assert.Equal(t, S00HwDown, dev.Engine(2).State())
+	}
+	assert.Zero(t, c.dup.Load())
+	require.NoError(t, dev.Close())
+	assert.ErrorIs(t, dev.FreezeNotify(false), ErrClosed)
+	assert.ErrorIs(t, dev.Freeze(), ErrClosed)
+	assert.ErrorIs(t, dev.Unfreeze(), ErrClosed)
+}
