@@ -21,6 +21,10 @@ import (
 // that is closed, uninitialised, cleaned or in flight, or a device other than the one earlier adds
 // used. On any failure tx has been cleaned (every mapping it made is undone) and must be
 // initialised again, as in the kernel; an add to a txreq in flight changes nothing.
+//
+// The kernel's pinning_ctx, ctx_get and ctx_put arguments (user_sdma's page-pinning cache) have no
+// counterpart: the mapper pins page's dma.Region from MapPage until the unmap, so the pages
+// outlive every descriptor that points at them.
 func (tx *TxReq) AddPage(dev *Device, page dma.Page, offset, n int) error {
 	const op = "AddPage"
 	if err := tx.checkAdd(op, dev, n); err != nil {

@@ -34,7 +34,8 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 
 // AddPages adds n bytes at byte offset off of region, page-backed memory from dma.AllocPages, to
 // tx: the range is split at page boundaries and each page piece is added as AddPage adds it
-// (MapPage, one descriptor each unless coalesced), the loop of user_sdma's page adds. Pieces are
+// (MapPage, one descriptor each unless coalesced): the page loop of user_sdma (hfi1:
+// user_sdma_txadd, later add_system_pages_to_sdma_packet), done by the library. Pieces are
 // at most dma.PageSize bytes, well under the hardware's 16383.
 //
 // A nil or closed region, or a range outside it, is ErrInvalid. n is checked against the bytes

@@ -430,6 +430,86 @@ func TestTxAddAllocs(t *testing.T) {
 		allocs := testing.AllocsPerRun(100, run)
 		assert.Zero(t, allocs, "%d fragments", frags)
 	}
+
+	// Every kind of add, AHG and the splitting adds, on a reused txreq.
+	r, err := dma.AllocPages(4)
+	require.NoError(t, err)
+	defer r.Close()
+	pg, err := r.Page(2)
+	require.NoError(t, err)
+	hdr, err := dev.Mapper().AllocCoherent(64)
+	require.NoError(t, err)
+	defer func() { _ = dev.Mapper().FreeCoherent(hdr) }()
+	heap := make([]byte, 3*dma.PageSize)
+	words := []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9}
+	for _, tc := range []struct {
+		name string
+		run  func(*TxReq) error
+	}{
+		{"page+daddr+kvaddr", func(tx *TxReq) error {
+			return firstErr(tx.Init(0, 64+100+7, nil), tx.AddDAddr(dev, hdr.Addr(), 64),
+				tx.AddPage(dev, pg, dma.PageSize-100, 100), tx.AddKVAddr(dev, heap[:7]))
+		}},
+		{"AHG UPDATE3 extended", func(tx *TxReq) error {
+			err := tx.InitAHG(FlagUseAHG|FlagUrgent, 40, 7, words, 60, nil)
+			for i := 0; i < 40 && err == nil; i += 4 {
+				err = tx.AddPage(dev, pg, i, 4)
+			}
+			return err
+		}},
+		{"AddPages", func(tx *TxReq) error {
+			return firstErr(tx.Init(0, 3*dma.PageSize-1, nil), tx.AddPages(dev, r, 1, 3*dma.PageSize-1))
+		}},
+		{"AddBytes", func(tx *TxReq) error {
+			return firstErr(tx.Init(0, len(heap)-3, nil), tx.AddBytes(dev, heap[3:]))
+		}},
+		{"AddPages coalescing", func(tx *TxReq) error {
+			err := tx.Init(0, 16383, nil)
+			for i := 0; i < 63 && err == nil; i++ {
+				err = tx.AddPage(dev, pg, i, 1)
+			}
+			return firstErr(err, tx.AddPages(dev, r, 5, 16383-63))
+		}},
+	} {
+		var tx TxReq
+		run := func() {
+			if err := firstErr(tc.run(&tx), tx.ready()); err != nil {
+				panic(err)
+			}
+			tx.clean()
+		}
+		run()
+		assert.Zero(t, testing.AllocsPerRun(100, run), tc.name)
+	}
+
+	// Up to 6 descriptors, a txreq does not allocate even on its first use.
+	fresh := make([]TxReq, 102) // AllocsPerRun runs once more than asked
+	next := 0
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		tx := &fresh[next]
+		next++
+		err := tx.Init(FlagUrgent, 5*4-1, nil)
+		for i := 0; i < 4 && err == nil; i++ {
+			err = tx.AddKVAddr(dev, data[i*4:i*4+4])
+		}
+		if err = firstErr(err, tx.AddKVAddr(dev, data[16:19]), tx.ready()); err != nil {
+			panic(err)
+		}
+		if tx.NumDesc() != desc.NumDesc || tx.ext != nil {
+			panic("want 6 inline descriptors, pad included")
+		}
+		tx.clean()
+	}), "fresh txreq, 6 descriptors")
+}
+
+// firstErr returns the first non-nil error (the adds after a failed one see a cleaned txreq).
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func TestTxDescsReadOnlyView(t *testing.T) {
@@ -441,4 +521,175 @@ func TestTxDescsReadOnlyView(t *testing.T) {
 	assert.Equal(t, 1, cap(ds), "capped: appending cannot write into tx")
 	require.NoError(t, tx.Clean())
 	assert.Empty(t, tx.Descs())
+}
+
+// txTestCounted returns a device over Counting(FaultInjector(IOMMU)): the injector fails chosen
+// map calls, the counter checks that every map is undone exactly once and no unmap fails.
+func txTestCounted(t *testing.T) (*Device, *dma.IOMMU, *dma.FaultInjector, *dma.Counting) {
+	t.Helper()
+	m, err := dma.NewIOMMU(dma.IOMMUConfig{})
+	require.NoError(t, err)
+	fi := dma.NewFaultInjector(m)
+	c := dma.NewCounting(fi)
+	dev, err := NewDevice(Config{Mapper: c})
+	require.NoError(t, err)
+	return dev, m, fi, c
+}
+
+// txTestBalanced checks that every map call that succeeded was undone exactly once and that the
+// only failed calls are the injected ones.
+func txTestBalanced(t *testing.T, fi *dma.FaultInjector, c *dma.Counting) {
+	t.Helper()
+	n := c.Counts()
+	assert.Equal(t, int(fi.Injected()), n.Errors, "failed mapper calls besides the injected ones")
+	assert.Equal(t, n.MapSingle+n.MapPage-int(fi.Injected()), n.UnmapSingle+n.UnmapPage, "maps not undone exactly once: %+v", n)
+}
+
+// A mapping failure on every path an add can map on: the error carries ErrMapping and the
+// mapper's cause, every mapping the txreq made is undone exactly once, and the txreq must be
+// initialised again.
+func TestAddMappingFailureEveryPath(t *testing.T) {
+	r, err := dma.AllocPages(4)
+	require.NoError(t, err)
+	defer r.Close()
+	copy(r.Bytes(), txTestPattern(4*dma.PageSize, 13))
+	pg, err := r.Page(1)
+	require.NoError(t, err)
+	heap := txTestPattern(3*dma.PageSize+100, 21)
+	ones := func(dev *Device, tx *TxReq, k int) error {
+		for i := range k {
+			if err := tx.AddKVAddr(dev, heap[i:i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		tlen int
+		nth  int // the map call that fails
+		adds func(*Device, *TxReq) error
+	}{
+		{"AddKVAddr", 12, 2, func(d *Device, tx *TxReq) error { return ones(d, tx, 12) }},
+		{"AddPage", 12, 2, func(d *Device, tx *TxReq) error {
+			if err := tx.AddKVAddr(d, heap[:4]); err != nil {
+				return err
+			}
+			return tx.AddPage(d, pg, dma.PageSize-8, 8)
+		}},
+		{"AddBytes midway", 3 * dma.PageSize, 3, func(d *Device, tx *TxReq) error {
+			return tx.AddBytes(d, heap[50:50+3*dma.PageSize])
+		}},
+		{"AddPages midway", 9000, 2, func(d *Device, tx *TxReq) error { return tx.AddPages(d, r, 100, 9000) }},
+		{"extended array", 20, 8, func(d *Device, tx *TxReq) error { return ones(d, tx, 20) }},
+		{"coalesce buffer, kvaddr fragment", 100, 64, func(d *Device, tx *TxReq) error {
+			if err := ones(d, tx, 63); err != nil {
+				return err
+			}
+			return tx.AddKVAddr(d, heap[63:100])
+		}},
+		{"coalesce buffer, page fragment", 100, 64, func(d *Device, tx *TxReq) error {
+			if err := ones(d, tx, 63); err != nil {
+				return err
+			}
+			return tx.AddPage(d, pg, 0, 37)
+		}},
+		{"AHG packet", 30, 2, func(d *Device, tx *TxReq) error { return tx.AddPages(d, r, dma.PageSize-10, 30) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, m, fi, c := txTestCounted(t)
+			base := m.LiveCount()
+			var tx TxReq
+			if tc.name == "AHG packet" {
+				require.NoError(t, tx.InitAHG(FlagUseAHG, tc.tlen, 1, []uint32{1, 2, 3, 4, 5, 6, 7}, 20, nil))
+			} else {
+				require.NoError(t, tx.Init(0, tc.tlen, nil))
+			}
+			fi.FailNth(tc.nth)
+			err := tc.adds(dev, &tx)
+			te := txTestErr(t, err, ErrMapping)
+			assert.ErrorIs(t, te, dma.ErrMapping, "the mapper's cause is kept")
+			assert.Equal(t, uint64(1), fi.Injected())
+			assert.Equal(t, 0, tx.NumDesc())
+			assert.Equal(t, base, m.LiveCount(), "leaked: %v", m.Live())
+			txTestBalanced(t, fi, c)
+			te = txTestErr(t, tx.AddKVAddr(dev, heap[:1]), ErrInvalid)
+			assert.Contains(t, te.Reason, "cleaned")
+			require.NoError(t, tx.Clean())
+			// Re-initialised, the same txreq builds the same packet.
+			require.NoError(t, tx.Init(0, 12, nil))
+			require.NoError(t, ones(dev, &tx, 12))
+			assert.Equal(t, heap[:12], txTestGather(t, dev, &tx))
+			require.NoError(t, tx.Clean())
+			assert.Equal(t, base, m.LiveCount())
+			txTestBalanced(t, fi, c)
+		})
+	}
+}
+
+// A reused txreq keeps its coalesce buffer: the pad of the next coalesced packet must be zeroed
+// again, not left over from the last packet (the memset of ext_coal_sdma_tx_descs).
+func TestAddCoalesceReusePadZeroed(t *testing.T) {
+	dev, m, fi, c := txTestCounted(t)
+	base := m.LiveCount()
+	dirty := make([]byte, 200)
+	for i := range dirty {
+		dirty[i] = 0xa5
+	}
+	var tx TxReq
+	for _, tail := range []int{1, 2, 3, 5, 6, 7} { // pads of 3, 2, 1, 3, 2, 1 bytes
+		require.NoError(t, tx.Init(0, 63+len(dirty), nil))
+		txTestMany(t, dev, &tx, append(make([]byte, 63), dirty...), 64)
+		require.NoError(t, tx.Clean())
+
+		data := txTestPattern(63+tail, byte(tail))
+		require.NoError(t, tx.Init(0, len(data), nil))
+		for i := range 63 {
+			require.NoError(t, tx.AddKVAddr(dev, data[i:i+1]))
+		}
+		require.NoError(t, tx.AddKVAddr(dev, data[63:]))
+		require.Equal(t, desc.MaxDesc, tx.NumDesc())
+		assert.Equal(t, withPad(data), txTestGather(t, dev, &tx), "tail %d", tail)
+		require.NoError(t, tx.Clean())
+	}
+	assert.Equal(t, base, m.LiveCount())
+	txTestBalanced(t, fi, c)
+}
+
+// Clean must not read the AHG edit descriptors as mappings (__sdma_txclean skips them): here
+// their update words spell out SINGLE and PAGE descriptors of two live mappings that are not the
+// txreq's, which must survive the clean.
+func TestCleanSkipsAHGEditDescs(t *testing.T) {
+	dev, m, fi, c := txTestCounted(t)
+	r, err := dma.AllocPages(1)
+	require.NoError(t, err)
+	defer r.Close()
+	pg, err := r.Page(0)
+	require.NoError(t, err)
+	victim := make([]byte, 64)
+	va, err := m.MapSingle(victim, dma.ToDevice)
+	require.NoError(t, err)
+	pa, err := m.MapPage(pg, 0, 128, dma.ToDevice)
+	require.NoError(t, err)
+	base := m.LiveCount()
+
+	// An edit descriptor is qw0 = w[i] | w[i+1]<<32, qw1 = w[i+2] | w[i+3]<<32.
+	asDesc := func(a dma.Addr, n, typ int) []uint32 {
+		return []uint32{uint32(a), uint32(uint64(a)>>32) | uint32(n)<<16, uint32(typ) << desc.GenerationShift, 0}
+	}
+	words := append([]uint32{desc.AHGUpdateEnableFlag}, asDesc(va, len(victim), desc.MapSingle)...)
+	words = append(words, asDesc(pa, 128, desc.MapPage)...)
+	require.Len(t, words, desc.MaxAHGWords)
+
+	var tx TxReq
+	require.NoError(t, tx.InitAHG(FlagUseAHG, 8, 3, words, 16, nil))
+	require.Equal(t, 3, tx.NumDesc())
+	require.Equal(t, desc.MapSingle, tx.Descs()[1].Generation(), "the edit descriptor looks like a mapping")
+	require.Equal(t, desc.MapPage, tx.Descs()[2].Generation())
+	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
+	require.NoError(t, tx.Clean())
+	assert.Equal(t, base, m.LiveCount(), "clean unmapped a mapping that was not the txreq's")
+	require.NoError(t, m.UnmapSingle(va, len(victim), dma.ToDevice))
+	require.NoError(t, m.UnmapPage(pa, 128, dma.ToDevice))
+	txTestBalanced(t, fi, c)
 }

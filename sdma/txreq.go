@@ -274,8 +274,10 @@ func (tx *TxReq) Clean() error {
 // sets numDesc to 0 and the state to txFree. The extended array and the coalesce buffer are kept
 // for reuse. It is idempotent.
 //
-// An unmap error cannot be reported here (the kernel's unmaps return nothing): it means the
-// mapping was already gone, which the mapper records.
+// An unmap error cannot be reported here (the kernel's unmaps return nothing, and the mapper
+// does not record it): it would mean the mapping was already gone, a bug in this file. The tests
+// and fuzz targets wrap the mapper in a dma.Counting and require that no unmap ever fails and that
+// every map is undone exactly once.
 func (tx *TxReq) clean() {
 	if n := int(tx.numDesc); n > 0 {
 		ds := tx.descp[:n]
