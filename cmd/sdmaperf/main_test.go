@@ -146,7 +146,7 @@ func TestServerAndClient(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, out, errOut := runTool(t, "-server", "-udp-addr", addr, "-idle", "10s", "-json")
+		code, out, errOut := runTool(t, "-server", "-udp-addr", addr, "-idle", "30s", "-json")
 		done <- result{code, out, errOut}
 	}()
 	// Wait for the server to listen: its bind makes ours fail.
@@ -156,7 +156,7 @@ func TestServerAndClient(t *testing.T) {
 			c.Close()
 		}
 		return err != nil
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond) // generous: a loaded CI machine
 
 	code, out, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "100", "-frags", "3")
 	require.Equal(t, exitOK, code, errOut)
@@ -165,7 +165,7 @@ func TestServerAndClient(t *testing.T) {
 	var srv result
 	select {
 	case srv = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(50 * time.Second): // within runTool's minute
 		t.Fatal("server did not stop at the end-of-run marker")
 	}
 	require.Equal(t, exitOK, srv.code, srv.errOut)
