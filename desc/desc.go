@@ -135,6 +135,7 @@ type FieldError struct {
 	Max   uint64 // the largest value the field holds
 }
 
+// Error names the field, the value and the field's largest value.
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("desc: %s %#x out of range (max %#x)", e.Field, e.Value, e.Max)
 }
@@ -200,7 +201,8 @@ func (d Desc) IntReq() bool { return d.Qw1&IntReqFlag != 0 }
 // HeadToHost reports the HEAD_TO_HOST flag.
 func (d Desc) HeadToHost() bool { return d.Qw1&HeadToHostFlag != 0 }
 
-// SetAddr sets the 48-bit bus address.
+// SetAddr sets the 48-bit bus address (hfi1: make_tx_sdma_desc's SDMA_DESC0_PHY_ADDR field, which
+// the kernel masks to 48 bits; here an address above MaxAddr is refused).
 func (d *Desc) SetAddr(addr uint64) error {
 	if err := check("address", addr, PhyAddrMask); err != nil {
 		return err
@@ -209,7 +211,8 @@ func (d *Desc) SetAddr(addr uint64) error {
 	return nil
 }
 
-// SetLen sets the byte count, 0..16383.
+// SetLen sets the byte count, 0..16383 (hfi1: make_tx_sdma_desc's SDMA_DESC0_BYTE_COUNT field,
+// which the kernel masks to 14 bits; here a negative count or one above MaxByteCount is refused).
 func (d *Desc) SetLen(n int) error {
 	if n < 0 {
 		return &FieldError{Field: "byte count", Value: uint64(int64(n)), Max: ByteCountMask}
@@ -221,22 +224,26 @@ func (d *Desc) SetLen(n int) error {
 	return nil
 }
 
-// SetFirst sets or clears the FIRST_DESC flag.
+// SetFirst sets or clears the FIRST_DESC flag (hfi1: sdma_txinit_ahg sets it in descs[0]).
 func (d *Desc) SetFirst(on bool) { d.Qw0 = setFlag(d.Qw0, FirstFlag, on) }
 
-// SetLast sets or clears the LAST_DESC flag.
+// SetLast sets or clears the LAST_DESC flag (hfi1: _sdma_close_tx, on the last descriptor).
 func (d *Desc) SetLast(on bool) { d.Qw0 = setFlag(d.Qw0, LastFlag, on) }
 
-// SetIntReq sets or clears the INT_REQ flag.
+// SetIntReq sets or clears the INT_REQ flag (hfi1: _sdma_close_tx, from default_desc1 or
+// SDMA_TXREQ_F_URGENT).
 func (d *Desc) SetIntReq(on bool) { d.Qw1 = setFlag(d.Qw1, IntReqFlag, on) }
 
-// SetHeadToHost sets or clears the HEAD_TO_HOST flag.
+// SetHeadToHost sets or clears the HEAD_TO_HOST flag (hfi1: _sdma_close_tx, from default_desc1 or
+// SDMA_TXREQ_F_URGENT).
 func (d *Desc) SetHeadToHost(on bool) { d.Qw1 = setFlag(d.Qw1, HeadToHostFlag, on) }
 
-// SetUpdate1 sets the first AHG update word (any 32-bit value fits).
+// SetUpdate1 sets the first AHG update word, qw1 63:32; any 32-bit value fits (hfi1:
+// _sdma_txreq_ahgadd puts ahg[0] there).
 func (d *Desc) SetUpdate1(w uint32) { d.Qw1 = d.Qw1&^Update1SMask | uint64(w)<<Update1Shift }
 
-// SetHeaderMode sets the AHG header mode, 0..7 (the defined modes are 0..4).
+// SetHeaderMode sets the AHG header mode, 0..7; the defined modes are AHGNoAHG..AHGApplyUpdate3
+// (hfi1: sdma_txinit_ahg for AHG_COPY, _sdma_txreq_ahgadd for the update modes).
 func (d *Desc) SetHeaderMode(mode int) error {
 	if err := checkInt("header mode", mode, HeaderModeMask); err != nil {
 		return err
@@ -245,7 +252,8 @@ func (d *Desc) SetHeaderMode(mode int) error {
 	return nil
 }
 
-// SetHeaderIndex sets the AHG entry index, 0..31.
+// SetHeaderIndex sets the AHG entry index, 0..31 (hfi1: sdma_txinit_ahg / _sdma_txreq_ahgadd's
+// ahg_entry).
 func (d *Desc) SetHeaderIndex(idx int) error {
 	if err := checkInt("AHG index", idx, HeaderIndexMask); err != nil {
 		return err
@@ -254,7 +262,7 @@ func (d *Desc) SetHeaderIndex(idx int) error {
 	return nil
 }
 
-// SetHeaderDWs sets the header length in dwords, 0..15.
+// SetHeaderDWs sets the header length in dwords, 0..15 (hfi1: _sdma_txreq_ahgadd, ahg_hlen >> 2).
 func (d *Desc) SetHeaderDWs(dws int) error {
 	if err := checkInt("header dwords", dws, HeaderDWsMask); err != nil {
 		return err
@@ -263,7 +271,8 @@ func (d *Desc) SetHeaderDWs(dws int) error {
 	return nil
 }
 
-// SetGeneration sets qw1 3:2 (generation or mapping type), 0..3.
+// SetGeneration sets qw1 3:2, 0..3: the mapping type in a txreq's copy (hfi1: make_tx_sdma_desc's
+// type argument), the generation in the ring (the ring stamps it with WithGeneration).
 func (d *Desc) SetGeneration(gen int) error {
 	if err := checkInt("generation", gen, GenerationMask); err != nil {
 		return err
@@ -316,7 +325,8 @@ func AHGUpdate(data uint16, dwIndex, startBit, bits uint8) (uint32, error) {
 		uint32(data)<<AHGFieldValueShift, nil
 }
 
-// AHGWord is a decoded AHG update word.
+// AHGWord is a decoded AHG update word (the arguments of hfi1's sdma_build_ahg_descriptor, plus
+// the enable bit).
 type AHGWord struct {
 	Enable   bool
 	StartBit uint8
@@ -325,7 +335,8 @@ type AHGWord struct {
 	Value    uint16
 }
 
-// DecodeAHG splits an AHG update word into its fields.
+// DecodeAHG splits an AHG update word into its fields: the inverse of AHGUpdate (the kernel has no
+// decoder; the layout is sdma_build_ahg_descriptor's). A field length of 0 reads as 16.
 func DecodeAHG(w uint32) AHGWord {
 	return AHGWord{
 		Enable:   w&AHGUpdateEnableFlag != 0,
