@@ -27,9 +27,15 @@
 // reused until the space wraps, Live reports every live mapping (the leak check), a full space is
 // ErrMapping, and fault injection (IOMMUConfig.FailNth, FailFraction) exercises failure paths.
 //
-// Both are safe for concurrent use. Their mapping tables are striped by page number: Translate
-// takes one stripe's read lock (no global lock) and does not allocate; map and unmap do not
-// allocate in steady state either.
+// Both are safe for concurrent use. Their mapping tables are split into 64 stripes by a hash of
+// the page number, each a sync.RWMutex on its own cache line. Translate takes the read lock of the
+// one stripe holding the first page of its range and no other lock (no global lock, not the
+// IOMMU's IOVA allocator mutex), and does not allocate: translations never wait for one another,
+// and wait for a writer only while a map or unmap is changing a page of that same stripe.
+// Translations of pages in one stripe do share its reader count (one atomic add per RLock and per
+// RUnlock). Map and unmap take the write lock of each stripe they touch, one at a time, and do not
+// allocate in steady state. TestTranslateNoGlobalLock checks the locking; BenchmarkTranslate and
+// BenchmarkTranslateParallel measure it, the latter against a global read lock.
 //
 // # Memory
 //

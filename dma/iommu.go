@@ -35,8 +35,9 @@ type IOMMUConfig struct {
 // has been gone through, which makes use-after-unmap fault deterministically. Page 0 is never
 // used, so Addr 0 is never valid. A full space is ErrMapping (alloc_iova failing).
 //
-// Translate takes one stripe read lock of the page table and does not allocate; map and unmap
-// also take the IOVA allocator's mutex.
+// Translate takes one stripe's read lock of the page table (see the package documentation) and
+// does not allocate; it never takes the IOVA allocator's mutex, which map calls hold while they
+// find and publish granules. Unmaps do not take it either.
 //
 // An IOMMU is safe for concurrent use.
 type IOMMU struct {
