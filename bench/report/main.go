@@ -27,10 +27,30 @@ func main() {
 	bench := flag.String("bench", ".", "go test -bench")
 	in := flag.String("in", "", "read `go test -bench` output from this file (- for stdin) instead of running the suite")
 	flag.Parse()
+	if err := checkFlags(*count, *benchtime, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(2)
+	}
 	if err := run(*in, *bench, *benchtime, *count); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags refuses what go test would misread or the flag package would silently ignore: a
+// count below one, an empty benchtime, and arguments (flag parsing stops at the first, so the
+// flags after it would be dropped).
+func checkFlags(count int, benchtime string, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected argument %q: report takes flags only (-benchtime, -count, -bench, -in)", args[0])
+	}
+	if count < 1 {
+		return fmt.Errorf("-count %d: want 1 or more runs", count)
+	}
+	if benchtime == "" {
+		return fmt.Errorf(`-benchtime "": want a duration (100ms) or an iteration count (1000x)`)
+	}
+	return nil
 }
 
 func run(in, bench, benchtime string, count int) error {

@@ -157,3 +157,25 @@ func TestShellJoin(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestCheckFlags(t *testing.T) {
+	if err := checkFlags(1, "100ms", nil); err != nil {
+		t.Errorf("good flags: %v", err)
+	}
+	for _, c := range []struct {
+		count     int
+		benchtime string
+		args      []string
+		want      string
+	}{
+		{1, "100ms", []string{"extra", "-in", "x"}, `unexpected argument "extra"`},
+		{0, "100ms", nil, "-count 0"},
+		{-2, "100ms", nil, "-count -2"},
+		{1, "", nil, "-benchtime"},
+	} {
+		err := checkFlags(c.count, c.benchtime, c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("checkFlags(%d, %q, %q) = %v, want an error with %q", c.count, c.benchtime, c.args, err, c.want)
+		}
+	}
+}
