@@ -200,6 +200,37 @@ func TestSendList(t *testing.T) {
 	assert.EqualValues(t, 40+70, c.n.Load())
 }
 
+// TestSendListPublishesEvery32: a long list is published in batches of at most 32 txreqs
+// (SDMA_TAIL_UPDATE_THRESH), and the hardware sees the first batch before the list is done.
+func TestSendListPublishesEvery32(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 128})
+	e := dev.Engine(0)
+	var c completions
+	var batches []int
+	var tailAtFirst uint64
+	e.testListPublish = func(k int) {
+		if len(batches) == 0 {
+			tailAtFirst = e.ring.Tail()
+		}
+		batches = append(batches, k)
+	}
+	var l TxList
+	txs := make([]TxReq, 70)
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb) // one descriptor each
+		l.PushBack(&txs[i])
+	}
+	n, err := e.SendList(nil, &l)
+	require.NoError(t, err)
+	assert.Equal(t, 70, n)
+	assert.Equal(t, []int{32, 32, 6}, batches)
+	assert.EqualValues(t, 32, tailAtFirst, "the first 32 were published on their own")
+	n, err = e.Process()
+	require.NoError(t, err)
+	assert.Equal(t, 70, n)
+	assert.EqualValues(t, 70, c.n.Load())
+}
+
 func TestSendListStoppedFlushes(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: engTestIOMMU(t)})
 	e := dev.Engine(0)

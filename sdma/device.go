@@ -355,10 +355,14 @@ func (dev *Device) eventAll(ev Event, cause string) error {
 }
 
 // Close shuts the device down at once: it stops every engine (new sends get ErrClosed), stops
-// every goroutine the device started, completes every txreq still in flight — those whose packet
-// the hardware model already delivered with StatusOK, all others with StatusAborted, unmapping
-// what they mapped — wakes every parked waiter, and frees the pad. It returns when all of that is
-// done. A Sink blocked in Deliver delays it. Close is idempotent; it returns the same error each
+// every goroutine the device started, completes every txreq still in flight, unmapping what they
+// mapped, wakes every parked waiter, and frees the pad. It returns when all of that is done.
+//
+// "Completes as aborted" is kernel-faithful, as the sw clean does it (sdma_make_progress, then
+// sdma_flush): a txreq whose packet the hardware model already delivered to the Sink (its
+// descriptors are behind the hardware head) completes StatusOK — it did go out — and every other
+// one, in the ring or on the flush list, completes StatusAborted. Either way each completes
+// exactly once before Close returns. A Sink blocked in Deliver delays it. Close is idempotent; it returns the same error each
 // time (from freeing the pad). (hfi1: sdma_exit, with the sw clean's sdma_flush)
 func (dev *Device) Close() error {
 	dev.closeOnce.Do(func() {

@@ -75,7 +75,8 @@
 // halts the hardware model at a chosen descriptor with a chosen cause, or at random with random
 // causes; Engine.InjectHalt halts it now; dma.FaultInjector wrapped around the mapper fails map
 // calls (Add returns ErrMapping) or Translate (a CauseMemRead halt); a FaultSink fails or stalls
-// deliveries; Engine.Event raises idle, freeze, unfreeze, link-down, stop and start.
+// deliveries; Engine.Event raises idle, freeze, unfreeze, link-down, stop and start on one
+// engine, and Device.FreezeNotify, Freeze and Unfreeze freeze and unfreeze them all.
 //
 // # Kernel names
 //
@@ -98,6 +99,7 @@
 //	sdma_engine_error, ALL_SDMA_ENG_HALT_ERRS        a halt of the hardware model, HaltCause
 //	sdma_hw_start_up, sdma_setlengen                 the restart: ring at index 0, generation 0
 //	sdma_start, sdma_event_e00_go_hw_down            (*Engine).Start, (*Engine).Stop
+//	sdma_freeze_notify, sdma_freeze, sdma_unfreeze   (*Device).FreezeNotify, Freeze, Unfreeze
 //	struct iowait, iowait_init                       IOWait, (*IOWait).Init
 //	iowait_sdma_drain, iowait_sdma_pending           (*IOWait).Drain(ctx), (*IOWait).Busy
 //	iowait_queue, sde->waitlock                      (*Engine).QueueWait, LockWait, UnlockWait

@@ -124,6 +124,9 @@ type Engine struct {
 	// wait lock, as kernels before the 2019 fix did. Set before the engine is used.
 	testSleepWindow  func()
 	testSkipWaitLock bool
+	// testListPublish, if set, is called by SendList after each tail publish with the number of
+	// txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
+	testListPublish func(txreqs int)
 
 	stats counters
 }
@@ -438,6 +441,9 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 		_ = e.ring.Publish(start, total)
 		e.inflight.Add(-1)
 		e.afterPublish()
+		if h := e.testListPublish; h != nil {
+			h(k)
+		}
 		submitted += k
 		count += k
 	}

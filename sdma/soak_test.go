@@ -30,6 +30,7 @@ type soakRec struct {
 	tx        TxReq
 	pid, seq  uint32
 	n         int          // payload length
+	nd        int          // descriptors, as built (written by the producer before Send)
 	accepted  bool         // Send returned nil or ErrNotRunning (written by the producer)
 	done      atomic.Int32 // completions seen (must end at 1 if accepted, 0 if not)
 	st        atomic.Int32 // the status of the last completion
@@ -184,6 +185,7 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 					refusedAdd.Add(1) // the failed add cleaned the txreq
 					continue
 				}
+				r.nd = r.tx.NumDesc()
 				switch err := e.SendWait(ctx, &r.tx); {
 				case err == nil, errors.Is(err, ErrNotRunning):
 					r.accepted = true
@@ -285,7 +287,7 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 	closed = true
 
 	// The ledger.
-	var ok, aborted, okNotDelivered uint64
+	var ok, aborted, okNotDelivered, okBytes, okDescs uint64
 	for _, rs := range recs {
 		for _, r := range rs {
 			d := r.done.Load()
@@ -300,6 +302,8 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 			switch Status(r.st.Load()) {
 			case StatusOK:
 				ok++
+				okBytes += uint64(len(padded(make([]byte, r.n))))
+				okDescs += uint64(r.nd)
 				if r.delivered.Load() == 0 {
 					okNotDelivered++
 				}
@@ -326,6 +330,8 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 		sum.Recoveries += s.Recoveries
 		sum.SinkErrors += s.SinkErrors
 		sum.Packets += s.Packets
+		sum.Bytes += s.Bytes
+		sum.Descs += s.Descs
 		var byCause uint64
 		for _, h := range s.Halts {
 			byCause += h
@@ -336,6 +342,8 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 	assert.Equal(t, aborted, sum.Aborted, "Aborted counters = aborted in the ledger (before Close, none was left)")
 	assert.Equal(t, fs.Failed(), sum.SinkErrors)
 	assert.Equal(t, ok, sum.Packets, "every packet the hardware sent completed OK")
+	assert.Equal(t, okBytes, sum.Bytes, "Bytes counters = the padded lengths of the OK packets")
+	assert.Equal(t, okDescs, sum.Descs, "Descs counters = the descriptors of the OK packets")
 	assert.Equal(t, sum.Faults, sum.Recoveries, "every halt of a running engine recovered")
 	assert.NotZero(t, sum.Faults)
 	t.Logf("accepted %d (ok %d, aborted %d), refused at add %d, ctx %d; halts %d, sink failures %d, chaos %v",
