@@ -5,6 +5,11 @@
 //	go run ./cmd/sdmaperf            # bandwidth, software engine, a few seconds
 //	go run ./cmd/sdmaperf -h         # every flag with its default
 //
+// When the ring is full a producer blocks in SendWait (-send block, the default), sleeps the
+// kernel's way (-send sleep: Send with its IOWait, whose sleeper is ParkOrRetry, hfi1's qp.c
+// iowait_sleep, and a resend from TxHead after the wakeup) or spins on Send (-send spin); the
+// report counts ring-full events, sleeps and wakeups.
+//
 // With -sink udp each packet leaves as a loopback UDP datagram sent with sendmsg gather I/O;
 // "sdmaperf -server" is the matching receiver, which checks sequence numbers and checksums and
 // reports loss. Both talk to loopback addresses only and stop by themselves.
