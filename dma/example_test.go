@@ -110,3 +110,117 @@ func ExampleFaultInjector() {
 	// dma: map_single (injected): dma: mapping failed
 	// 2 2 1
 }
+
+// Pages outside the Go heap (alloc_pages), one of them mapped for the device to write
+// (dma_map_page), and what closing the region does while the device can still reach it.
+func ExampleAllocPages() {
+	m := dma.NewDirect()
+	pages, err := dma.AllocPages(2)
+	if err != nil {
+		panic(err)
+	}
+	p, _ := pages.Page(1)
+	addr, err := m.MapPage(p, 16, 8, dma.FromDevice)
+	if err != nil {
+		panic(err)
+	}
+	dev, _ := m.Translate(addr, 8, dma.FromDevice) // the device writes
+	copy(dev, "from dev")
+	_ = m.SyncForCPU(addr, 8, dma.FromDevice)
+	fmt.Printf("%s\n", p.Bytes()[16:24])
+
+	err = pages.Close() // still mapped: reported, released at the last unmap
+	fmt.Println(errors.Is(err, dma.ErrBusy), pages.Closed())
+	_, err = m.MapPage(p, 0, 8, dma.ToDevice) // a closed region is an error, not a crash
+	fmt.Println(errors.Is(err, dma.ErrClosed))
+	_ = m.UnmapPage(addr, 8, dma.FromDevice) // the memory goes now
+	fmt.Println(p.Bytes() == nil, errors.Is(pages.Close(), dma.ErrClosed))
+	// Output:
+	// from dev
+	// true true
+	// true
+	// true true
+}
+
+// A scatter list (dma_map_sg): each entry gets its bus address and length, and one UnmapSG
+// undoes them all. The IOMMU keeps each buffer's offset within its granule, so only the granule
+// numbers are fixed.
+func ExampleIOMMU_MapSG() {
+	m, _ := dma.NewIOMMU(dma.IOMMUConfig{})
+	sg := []dma.SG{{Buf: []byte("LRH+BTH")}, {Buf: []byte("payload")}}
+	n, err := m.MapSG(sg, dma.ToDevice)
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range sg[:n] {
+		b, _ := m.Translate(e.Addr, e.Len, dma.ToDevice)
+		fmt.Printf("granule %d: %d bytes %s\n", e.Addr/4096, e.Len, b)
+	}
+	fmt.Println(m.UnmapSG(sg, dma.ToDevice), m.LiveCount())
+	// Output:
+	// granule 1: 7 bytes LRH+BTH
+	// granule 2: 7 bytes payload
+	// <nil> 0
+}
+
+// Coherent memory (dma_alloc_coherent): the CPU and the device share it with no syncs.
+func ExampleIOMMU_AllocCoherent() {
+	m, _ := dma.NewIOMMU(dma.IOMMUConfig{})
+	c, err := m.AllocCoherent(64)
+	if err != nil {
+		panic(err)
+	}
+	copy(c.Bytes(), "ring")
+	dev, _ := m.Translate(c.Addr(), 4, dma.ToDevice)
+	fmt.Printf("%s %#x\n", dev, c.Addr())
+	fmt.Println(m.FreeCoherent(c), c.Bytes() == nil)
+	fmt.Println(errors.Is(m.FreeCoherent(c), dma.ErrClosed))
+	// Output:
+	// ring 0x1000
+	// <nil> true
+	// true
+}
+
+// Fault injection built into the IOMMU: the third map call fails, as alloc_iova would when the
+// space is full, to drive a driver's error path.
+func ExampleIOMMUConfig() {
+	m, err := dma.NewIOMMU(dma.IOMMUConfig{FailNth: 3})
+	if err != nil {
+		panic(err)
+	}
+	buf := make([]byte, 64)
+	for i := 1; i <= 4; i++ {
+		addr, err := m.MapSingle(buf, dma.ToDevice)
+		fmt.Println(i, errors.Is(err, dma.ErrMapping))
+		if err == nil {
+			_ = m.UnmapSingle(addr, len(buf), dma.ToDevice)
+		}
+	}
+	fmt.Println(m.Injected())
+	_, err = dma.NewIOMMU(dma.IOMMUConfig{PageSize: 3000})
+	fmt.Println(errors.Is(err, dma.ErrInvalid))
+	// Output:
+	// 1 false
+	// 2 false
+	// 3 true
+	// 4 false
+	// 1
+	// true
+}
+
+// Counting interposes on every call of the mapper it wraps.
+func ExampleCounting() {
+	m := dma.NewCounting(dma.NewDirect())
+	buf := make([]byte, 32)
+	addr, _ := m.MapSingle(buf, dma.ToDevice)
+	_, _ = m.Translate(addr, 32, dma.ToDevice)
+	_, err := m.Translate(addr, 33, dma.ToDevice) // one byte too many: a fault
+	_ = m.UnmapSingle(addr, 32, dma.ToDevice)
+	c := m.Counts()
+	fmt.Println(c.MapSingle, c.Translate, c.UnmapSingle, c.Errors, m.Faults())
+	var f *dma.Fault
+	fmt.Println(errors.As(err, &f), f.Size, f.Reason)
+	// Output:
+	// 1 2 1 1 1
+	// true 33 partly mapped
+}
