@@ -32,6 +32,7 @@ const (
 type env struct {
 	iommu  *dma.IOMMU
 	fi     *dma.FaultInjector
+	cnt    *dma.Counting // wraps fi; the device's mapper
 	dev    *sdma.Device
 	region *dma.Region
 	heap   []byte
@@ -44,19 +45,71 @@ func newEnv(t *testing.T) *env {
 	m, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	require.NoError(t, err)
 	fi := dma.NewFaultInjector(m)
-	dev, err := sdma.NewDevice(sdma.Config{Mapper: fi})
+	cnt := dma.NewCounting(fi)
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: cnt})
 	require.NoError(t, err)
 	r, err := dma.AllocPages(regionPages)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	coh, err := m.AllocCoherent(cohSize)
 	require.NoError(t, err)
-	e := &env{iommu: m, fi: fi, dev: dev, region: r, heap: make([]byte, heapSize), coh: coh}
+	e := &env{iommu: m, fi: fi, cnt: cnt, dev: dev, region: r, heap: make([]byte, heapSize), coh: coh}
 	fill(r.Bytes(), 0x11)
 	fill(e.heap, 0x55)
 	fill(coh.Bytes(), 0x99)
 	e.base = m.LiveCount()
 	return e
+}
+
+// balanced checks the IOMMU leak report and that every map call that succeeded was undone exactly
+// once, with no failed call besides the injected ones (an unmap of something not mapped, or a
+// double unmap, would fail).
+func (e *env) balanced(t *testing.T) {
+	t.Helper()
+	require.Equal(t, e.base, e.iommu.LiveCount(), "leaked: %v", e.iommu.Live())
+	c := e.cnt.Counts()
+	require.Equal(t, int(e.fi.Injected()), c.Errors, "mapper calls failed besides the injected ones: %+v", c)
+	require.Equal(t, c.MapSingle+c.MapPage-int(e.fi.Injected()), c.UnmapSingle+c.UnmapPage, "maps not undone exactly once: %+v", c)
+}
+
+// dirty builds, coalesces and cleans a full-size packet of non-zero heap bytes on tx, so that the
+// next packet reuses an extended array and a coalesce buffer full of stale bytes.
+func (e *env) dirty(t *testing.T, tx *sdma.TxReq) {
+	t.Helper()
+	require.NoError(t, tx.Init(0, desc.MaxPktSize, nil))
+	for i := range desc.MaxDesc - 1 {
+		require.NoError(t, tx.AddKVAddr(e.dev, e.heap[i:i+1]))
+	}
+	require.NoError(t, tx.AddKVAddr(e.dev, e.heap[desc.MaxDesc-1:desc.MaxPktSize]))
+	require.Equal(t, desc.MaxDesc, tx.NumDesc())
+	require.NoError(t, tx.Clean())
+	e.balanced(t)
+}
+
+// ahgPrefix is the model of the AHG header and edit descriptors, written from the descriptor
+// layout (hfi1-sdma.md §1, §2): desc0 is a zero-length FIRST descriptor holding the entry, the
+// header dwords, the mode and word 0; words 1..4 and 5..8 fill one or two edit descriptors as
+// qw0 low, qw0 high, qw1 low, qw1 high.
+func ahgPrefix(entry, hlen int, words []uint32) []desc.Desc {
+	mode, edits := desc.AHGApplyUpdate1, 0
+	switch {
+	case len(words) > 5:
+		mode, edits = desc.AHGApplyUpdate3, 2
+	case len(words) > 1:
+		mode, edits = desc.AHGApplyUpdate2, 1
+	}
+	w := make([]uint64, 9)
+	for i, x := range words {
+		w[i] = uint64(x)
+	}
+	ds := []desc.Desc{{
+		Qw0: desc.FirstFlag,
+		Qw1: w[0]<<32 | uint64(mode)<<13 | uint64(entry)<<8 | uint64(hlen/4)<<4,
+	}}
+	for k := 1; k <= edits; k++ {
+		ds = append(ds, desc.Desc{Qw0: w[4*k-3] | w[4*k-2]<<32, Qw1: w[4*k-1] | w[4*k]<<32})
+	}
+	return ds
 }
 
 func fill(b []byte, seed byte) {
@@ -69,10 +122,10 @@ func fill(b []byte, seed byte) {
 	}
 }
 
-// mdesc is one descriptor of the model: its mapping type, length and where its bytes come from.
+// mdesc is one descriptor of the model: its mapping type and length.
 type mdesc struct {
-	typ   int
-	n     int
+	typ   int  // desc.MapNone, MapSingle, MapPage
+	n     int  // byte count
 	split bool // a page piece of a splitting add or AddPage: must not cross a page boundary
 }
 
@@ -82,7 +135,9 @@ type model struct {
 	tlen      int
 	remaining int
 	flags     sdma.Flags
-	prefix    int // AHG header + edit descriptors
+	prefix    int         // AHG header + edit descriptors
+	ahg       []desc.Desc // their expected contents (ahgPrefix)
+	ahgCopy   int         // the AHG entry desc0 names with FlagAHGCopy, or -1
 	descs     []mdesc
 	coalesce  []byte // bytes copied past 63 descriptors; nil while not coalescing
 	data      []byte // bytes added, in order
@@ -122,6 +177,7 @@ func (m *model) fail() {
 	m.state = 2
 	m.descs = nil
 	m.prefix = 0
+	m.ahg = nil
 	m.coalesce = nil
 }
 
@@ -138,12 +194,20 @@ func (m *model) liveMapped() int {
 
 // FuzzTxAdd drives random sequences of adds against the model and checks, after every step,
 // the descriptors and the live mappings, and on close the packet's bytes as the device reads them.
+//
+// flagBits: 1 URGENT, 2 USE_AHG, 4 AHG_COPY, 8 VIP, 0x10 reuse a txreq whose extended array and
+// coalesce buffer hold a previous packet. ahgRaw: low digit mod 10 the update words, high nibble
+// the header length. failRaw: 128..191 fail the (failRaw-127)th map call, 192..255 a fraction of
+// them. ops: 3 bytes per add (kind and length mode, then a 16-bit value for offset and length).
 func FuzzTxAdd(f *testing.F) {
 	f.Add(uint16(10), uint8(0), uint8(0), uint8(0), int64(1), []byte{0, 3, 0, 0, 7, 0})
 	f.Fuzz(func(t *testing.T, tlenRaw uint16, flagBits, ahgRaw, failRaw uint8, seed int64, ops []byte) {
 		e := newEnv(t)
 		var tx sdma.TxReq
 		var m model
+		if flagBits&0x10 != 0 {
+			e.dirty(t, &tx)
+		}
 
 		// Init.
 		tlen := int(tlenRaw % (desc.MaxPktSize + 20))
@@ -183,22 +247,22 @@ func FuzzTxAdd(f *testing.F) {
 			return
 		}
 		require.NoError(t, err)
-		m = model{state: 1, tlen: tlen, remaining: tlen, flags: flags}
-		if useAHG {
-			m.prefix = 1 + desc.EditDescs(tx.Descs()[0].HeaderMode())
-			wantMode := desc.AHGApplyUpdate1
-			if nWords > 5 {
-				wantMode = desc.AHGApplyUpdate3
-			} else if nWords > 1 {
-				wantMode = desc.AHGApplyUpdate2
-			}
-			require.Equal(t, wantMode, tx.Descs()[0].HeaderMode())
+		m = model{state: 1, tlen: tlen, remaining: tlen, flags: flags, ahgCopy: -1}
+		switch {
+		case useAHG:
+			m.ahg = ahgPrefix(entry, hlen, words)
+			m.prefix = len(m.ahg)
+		case flags&sdma.FlagAHGCopy != 0:
+			m.ahgCopy = entry
 		}
 		check(t, e, &tx, &m)
 
 		// Mapping failures: armed after the device's pad was allocated.
-		if failRaw >= 192 {
+		switch {
+		case failRaw >= 192:
 			e.fi.FailFraction(float64(failRaw-191)/256, seed)
+		case failRaw >= 128:
+			e.fi.FailNth(int(failRaw) - 127)
 		}
 
 		for len(ops) >= 3 {
@@ -224,7 +288,7 @@ func FuzzTxAdd(f *testing.F) {
 		for range 2 {
 			require.NoError(t, tx.Clean())
 			require.Equal(t, 0, tx.NumDesc())
-			require.Equal(t, e.base, e.iommu.LiveCount(), "leaked: %v", e.iommu.Live())
+			e.balanced(t)
 		}
 	})
 }
@@ -310,7 +374,7 @@ func check(t *testing.T, e *env, tx *sdma.TxReq, m *model) {
 	t.Helper()
 	if m.state != 1 {
 		require.Equal(t, 0, tx.NumDesc())
-		require.Equal(t, e.base, e.iommu.LiveCount(), "failure leaked: %v", e.iommu.Live())
+		e.balanced(t)
 		return
 	}
 	ds := tx.Descs()
@@ -318,39 +382,48 @@ func check(t *testing.T, e *env, tx *sdma.TxReq, m *model) {
 	require.LessOrEqual(t, len(ds), desc.MaxDesc)
 	require.Equal(t, m.remaining, tx.Remaining())
 	require.Equal(t, e.base+m.liveMapped(), e.iommu.LiveCount(), "live mappings: %v", e.iommu.Live())
-	for i, md := range m.descs {
-		d := ds[m.prefix+i]
-		require.Equal(t, md.typ, d.Generation(), "desc %d type", m.prefix+i)
-		require.Equal(t, md.n, d.Len(), "desc %d length", m.prefix+i)
+	closed := m.remaining == 0
+	for i, want := range m.ahg {
+		require.Equal(t, want, ds[i], "AHG descriptor %d", i) // adds never touch them
 	}
-	if m.remaining != 0 {
-		return
+	if len(ds) > 0 && m.prefix == 0 {
+		d0, entry, mode := ds[0], 0, desc.AHGNoAHG
+		if m.ahgCopy >= 0 {
+			entry, mode = m.ahgCopy, desc.AHGCopy
+		}
+		require.Equal(t, mode, d0.HeaderMode(), "desc0 AHG mode")
+		require.Equal(t, entry, d0.HeaderIndex(), "desc0 AHG entry")
+		require.Zero(t, d0.HeaderDWs())
+		require.Zero(t, d0.Update1())
 	}
-
-	// Closed: the packet as the device reads it.
 	sum := 0
 	var got []byte
-	for i, d := range ds {
-		if i > 0 && i < m.prefix {
-			continue // AHG edit descriptor: raw update words, no flags
-		}
+	for i, md := range m.descs {
+		i += m.prefix
+		d := ds[i]
+		require.Equal(t, md.typ, d.Generation(), "desc %d type", i)
+		require.Equal(t, md.n, d.Len(), "desc %d length", i)
 		require.Equal(t, i == 0, d.First(), "FIRST on desc %d", i)
-		require.Equal(t, i == len(ds)-1, d.Last(), "LAST on desc %d", i)
-		if i == 0 && m.prefix > 0 {
-			require.Equal(t, 0, d.Len(), "AHG header descriptor")
-			continue
+		require.Equal(t, closed && i == len(ds)-1, d.Last(), "LAST on desc %d", i)
+		if !d.Last() {
+			require.False(t, d.HeadToHost() || d.IntReq(), "HEAD_TO_HOST/INT_REQ before the last desc %d", i)
 		}
 		require.GreaterOrEqual(t, d.Len(), 1)
 		require.LessOrEqual(t, d.Len(), desc.MaxByteCount)
 		sum += d.Len()
 		b, err := e.iommu.Translate(dma.Addr(d.Addr()), d.Len(), dma.ToDevice)
 		require.NoError(t, err, "desc %d", i)
-		if md := m.descs[i-m.prefix]; md.split {
+		if md.split {
 			a := addrOf(b)
 			require.Equal(t, a/dma.PageSize, (a+uintptr(len(b))-1)/dma.PageSize, "desc %d crosses a page", i)
 		}
 		got = append(got, b...)
 	}
+	if !closed {
+		return
+	}
+
+	// Closed: the packet as the device reads it.
 	want := append([]byte(nil), m.data...)
 	for len(want)%4 != 0 {
 		want = append(want, 0)
