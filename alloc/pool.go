@@ -1,15 +1,23 @@
 package alloc
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"weak"
 )
 
-// poolChunk is how many objects Pool allocates at once. A chunk goes back to the garbage collector
-// only when all its objects are idle and dropped by the sync.Pool, so small chunks give memory back
+// poolChunk is how many objects a chunk holds. A chunk goes back to the garbage collector only
+// when all its objects are idle and dropped by the sync.Pool, so small chunks give memory back
 // sooner; larger ones amortize the allocation and the registry.
 const poolChunk = 8
+
+// poolBatchDiv sets how many chunks Pool allocates when it runs dry: one per poolBatchDiv live
+// chunks (at least one). Each growth copies the registry, so growing one chunk at a time would
+// cost O(n²) for n chunks; growing by a fixed fraction makes it O(n) in all (a few dozen growths
+// per tenfold), for at most 1/poolBatchDiv more objects than the peak needed.
+const poolBatchDiv = 8
 
 // poolCell is one Pool object and its state word (stateFree or stateInUse; written by Get with a
 // store once the cell is its own, and by Put with a CAS: the double-put check).
@@ -34,8 +42,9 @@ type chunkRef[T any] struct {
 // collector. It suits callers who prefer memory back over determinism; it never returns ErrEmpty.
 //
 // Pool still detects misuse: every object carries a state word (double put), and Pool keeps a
-// weak registry of the memory it allocated (objects come in chunks of 8), so Put tells its own
-// objects from foreign ones without keeping idle memory alive.
+// weak registry of the memory it allocated (objects come in chunks of 8, and chunks in batches of
+// an eighth of the live ones, so growing costs O(1) per object), so Put tells its own objects from
+// foreign ones without keeping idle memory alive.
 //
 // [Pool.Stats] reports the objects and chunks Pool has allocated, but not the objects in use or
 // the high-water mark: those read 0, because counting them would make every Get and Put write one
@@ -50,7 +59,7 @@ type Pool[T any] struct {
 	// reg is the registry of live chunks, sorted by base. Replaced (copy on write) under mu when a
 	// chunk is added, dropping chunks the garbage collector took; loaded by Put.
 	reg    atomic.Pointer[[]chunkRef[T]]
-	mu     sync.Mutex   // serializes the registry's copy-on-write replacement in newChunk
+	mu     sync.Mutex   // serializes newChunk (allocation and the registry's replacement)
 	chunks atomic.Int64 // chunks ever allocated: added to by newChunk, loaded by Stats
 
 	// Pool keeps no in-use counter: a word every Get and Put of every P writes would undo the
@@ -77,35 +86,59 @@ func (p *Pool[T]) Get() (*T, error) {
 	return &c.obj, nil
 }
 
-// newChunk allocates and registers a chunk, parks all but its first cell in the sync.Pool, and
-// returns the first.
+// newChunk allocates a batch of chunks and registers them (pruning chunks the garbage collector
+// took), parks all but one cell in the sync.Pool, and returns that one. If another Get grew the Pool
+// while this one waited for the lock, it takes an idle cell instead.
 func (p *Pool[T]) newChunk() *poolCell[T] {
-	ch := new(chunk[T])
-	base, end := rangeOf(ch.cells[:])
 	p.mu.Lock()
-	old := *p.reg.Load()
-	reg := make([]chunkRef[T], 0, len(old)+1)
-	inserted := false
-	for _, r := range old {
-		if r.w.Value() == nil {
-			continue // collected: its memory may be reused, ch's included
-		}
-		if !inserted && base < r.base {
-			reg = append(reg, chunkRef[T]{base: base, end: end, w: weak.Make(ch)})
-			inserted = true
-		}
-		reg = append(reg, r)
+	defer p.mu.Unlock()
+	if v := p.free.Get(); v != nil {
+		return v.(*poolCell[T])
 	}
-	if !inserted {
-		reg = append(reg, chunkRef[T]{base: base, end: end, w: weak.Make(ch)})
+	old := *p.reg.Load()
+	live := make([]chunkRef[T], 0, len(old))
+	for _, r := range old {
+		if r.w.Value() != nil {
+			live = append(live, r) // collected ones are dropped: their memory may be reused
+		}
+	}
+	k := max(1, len(live)/poolBatchDiv)
+	batch := make([]*chunk[T], k)
+	refs := make([]chunkRef[T], k)
+	for i := range batch {
+		ch := new(chunk[T])
+		batch[i] = ch
+		base, end := rangeOf(ch.cells[:])
+		refs[i] = chunkRef[T]{base: base, end: end, w: weak.Make(ch)}
+	}
+	slices.SortFunc(refs, func(a, b chunkRef[T]) int { return cmp.Compare(a.base, b.base) })
+	// Look again now that the batch is allocated: a chunk that died since the first look may
+	// have lent the batch its memory, and its entry (same range, dead) must not shadow the new
+	// one. A chunk found alive now is alive for as long as the new one exists, so they are
+	// disjoint. (Values only ever go from alive to nil.)
+	live = slices.DeleteFunc(live, func(r chunkRef[T]) bool { return r.w.Value() == nil })
+	// Merge the two sorted lists.
+	reg := make([]chunkRef[T], 0, len(live)+k)
+	i, j := 0, 0
+	for i < len(live) || j < len(refs) {
+		if j == len(refs) || (i < len(live) && live[i].base < refs[j].base) {
+			reg = append(reg, live[i])
+			i++
+		} else {
+			reg = append(reg, refs[j])
+			j++
+		}
 	}
 	p.reg.Store(&reg)
-	p.mu.Unlock()
-	p.chunks.Add(1)
-	for k := 1; k < poolChunk; k++ {
-		p.free.Put(&ch.cells[k])
+	p.chunks.Add(int64(k))
+	for n, ch := range batch {
+		for c := range ch.cells {
+			if n > 0 || c > 0 {
+				p.free.Put(&ch.cells[c])
+			}
+		}
 	}
-	return &ch.cells[0]
+	return &batch[0].cells[0]
 }
 
 // Put gives x back for re-use, running the reset hook on it first. It returns a [*PutError]

@@ -180,3 +180,44 @@ func TestPoolForeignInCollectedChunk(t *testing.T) {
 		t.Skip("no foreign object landed in a collected chunk's memory")
 	}
 }
+
+// TestPoolGrowthAmortized: a Pool grown to n objects held at once replaces its registry (a copy
+// of every entry) O(log n) times, not once per chunk (which made growing O(n²)), and allocates at
+// most about an eighth more objects than it needed.
+func TestPoolGrowthAmortized(t *testing.T) {
+	n := 1 << 16
+	if testing.Short() {
+		n = 1 << 13
+	}
+	p := NewPool[int64](nil)
+	held := make([]*int64, 0, n)
+	grows := 0
+	last := p.reg.Load()
+	for range n {
+		o, err := p.Get()
+		require.NoError(t, err)
+		held = append(held, o)
+		if r := p.reg.Load(); r != last {
+			grows++
+			last = r
+		}
+	}
+	reg := *p.reg.Load()
+	st := p.Stats()
+	t.Logf("%d objects held: %d registry replacements, %d chunks registered, %d objects made", n, grows, len(reg), st.Objects)
+	// One chunk at a time up to 2*poolBatchDiv chunks, then a ninth more each time: about 15 +
+	// ln(n/8/16)/ln(9/8) growths. Twice that leaves room for the race detector's dropped Puts.
+	bound := 2 * (2*poolBatchDiv + int(math.Log(float64(n)/poolChunk/16)/math.Log(1+1.0/poolBatchDiv)) + 1)
+	assert.LessOrEqual(t, grows, bound)
+	if !raceOn { // under -race, dropped Puts make chunks that nobody holds
+		assert.Equal(t, int64(len(reg)), st.Objects/poolChunk, "every chunk made is registered")
+		assert.LessOrEqual(t, st.Objects, int64(n+n/poolBatchDiv+poolChunk))
+	}
+	// Sorted and disjoint, for the binary search in find.
+	for i := 1; i < len(reg); i++ {
+		require.GreaterOrEqual(t, reg[i].base, reg[i-1].end)
+	}
+	for _, o := range held {
+		require.NoError(t, p.Put(o))
+	}
+}
