@@ -200,3 +200,105 @@ func ExampleTxReq_AddBytes() {
 	// Output:
 	// bytes: 9000 pieces within a page: true closed: true
 }
+
+// A header the caller mapped itself (here coherent memory from the device's mapper) is added by
+// bus address: AddDAddr neither maps nor unmaps it, so it stays mapped after Clean and is freed by
+// its owner.
+func ExampleTxReq_AddDAddr() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	hdr, err := dev.Mapper().AllocCoherent(64)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = dev.Mapper().FreeCoherent(hdr) }()
+	copy(hdr.Bytes(), "header")
+	payload := make([]byte, 1000)
+
+	var tx sdma.TxReq
+	if err := tx.Init(0, 64+len(payload), nil); err != nil {
+		panic(err)
+	}
+	if err := tx.AddDAddr(dev, hdr.Addr(), 64); err != nil {
+		panic(err)
+	}
+	if err := tx.AddKVAddr(dev, payload); err != nil {
+		panic(err)
+	}
+	printDescs(&tx)
+	_ = tx.Clean() // unmaps the payload; the header stays the caller's
+	// Output:
+	// desc 0:    64 bytes map=none   first=true  last=false h2h=false intreq=false
+	// desc 1:  1000 bytes map=single first=false last=true  h2h=true  intreq=false
+}
+
+// More fragments than the inline descriptors hold: past 6 the txreq moves to an array of 64, and
+// past 63 every fragment is copied into one coalesce buffer that becomes the last descriptor, so a
+// packet never needs more than 64 descriptors, however many fragments it has.
+func ExampleTxReq_Init() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	frag := []byte("0123456789")
+
+	var tx sdma.TxReq
+	const frags = 100
+	if err := tx.Init(0, frags*len(frag)+1, nil); err != nil {
+		panic(err)
+	}
+	for i := range frags {
+		if err := tx.AddKVAddr(dev, frag); err != nil {
+			panic(err)
+		}
+		if i == 5 || i == 6 || i == 62 || i == 63 {
+			fmt.Printf("after %3d fragments: %2d descriptors, %4d bytes left\n", i+1, tx.NumDesc(), tx.Remaining())
+		}
+	}
+	if err := tx.AddKVAddr(dev, frag[:1]); err != nil {
+		panic(err)
+	}
+	ds := tx.Descs()
+	last := ds[len(ds)-1]
+	fmt.Println("descriptors:", len(ds), "last:", last.Len(), "bytes (37 fragments and 1 byte copied, a 3-byte pad), LAST:", last.Last())
+	_ = tx.Clean()
+	// Output:
+	// after   6 fragments:  6 descriptors,  941 bytes left
+	// after   7 fragments:  7 descriptors,  931 bytes left
+	// after  63 fragments: 63 descriptors,  371 bytes left
+	// after  64 fragments: 63 descriptors,  361 bytes left
+	// descriptors: 64 last: 374 bytes (37 fragments and 1 byte copied, a 3-byte pad), LAST: true
+}
+
+// An add that fails has already cleaned the txreq (every mapping it made is undone), as in the
+// kernel: further adds are refused until it is initialised again. Clean may still be called, any
+// number of times.
+func ExampleTxReq_Clean() {
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect()})
+	if err != nil {
+		panic(err)
+	}
+	buf := make([]byte, 100)
+
+	var tx sdma.TxReq
+	if err := tx.Init(0, 64, nil); err != nil {
+		panic(err)
+	}
+	_ = tx.AddKVAddr(dev, buf[:16])
+	fmt.Println(tx.AddKVAddr(dev, buf[16:]))          // 84 bytes: more than the 48 left
+	fmt.Println(tx.AddKVAddr(dev, buf[16:64]))        // refused: the failure cleaned tx
+	fmt.Println(tx.Clean(), tx.Clean(), tx.NumDesc()) // harmless
+
+	if err := tx.Init(0, 64, nil); err != nil { // start the packet again
+		panic(err)
+	}
+	fmt.Println(tx.AddKVAddr(dev, buf[:64]), tx.Remaining())
+	_ = tx.Clean()
+	// Output:
+	// sdma: AddKVAddr: length 84 beyond the 48 bytes left
+	// sdma: AddKVAddr: txreq cleaned (failed, completed or Clean): Init before reuse
+	// <nil> <nil> 0
+	// <nil> 0
+}
