@@ -145,6 +145,19 @@ func TestAddErrorsClean(t *testing.T) {
 		{"daddr beyond 48 bits", func(d *Device, tx *TxReq) error { return tx.AddDAddr(d, dma.Addr(desc.MaxAddr), 8) }, ErrInvalid},
 		{"pages outside region", func(d *Device, tx *TxReq) error { return tx.AddPages(d, r, dma.PageSize-4, 8) }, ErrInvalid},
 		{"nil region", func(d *Device, tx *TxReq) error { return tx.AddPages(d, nil, 0, 8) }, ErrInvalid},
+		{"negative region offset", func(d *Device, tx *TxReq) error { return tx.AddPages(d, r, -1, 8) }, ErrInvalid},
+		{"closed region", func(d *Device, tx *TxReq) error {
+			cr, err := dma.AllocPages(1)
+			require.NoError(t, err)
+			require.NoError(t, cr.Close())
+			return tx.AddPages(d, cr, 0, 8)
+		}, ErrInvalid},
+		{"page offset past the page", func(d *Device, tx *TxReq) error { return tx.AddPage(d, pg, dma.PageSize+1, 1) }, ErrInvalid},
+		{"zero-length page", func(d *Device, tx *TxReq) error { return tx.AddPage(d, pg, 0, 0) }, ErrInvalid},
+		{"zero-length daddr", func(d *Device, tx *TxReq) error { return tx.AddDAddr(d, 4096, 0) }, ErrInvalid},
+		{"empty AddBytes", func(d *Device, tx *TxReq) error { return tx.AddBytes(d, nil) }, ErrInvalid},
+		{"AddBytes beyond tlen", func(d *Device, tx *TxReq) error { return tx.AddBytes(d, make([]byte, 31)) }, ErrInvalid},
+		{"AddPages beyond tlen", func(d *Device, tx *TxReq) error { return tx.AddPages(d, r, 0, 31) }, ErrInvalid},
 		{"other device", func(d *Device, tx *TxReq) error {
 			other, _ := txTestIOMMU(t)
 			return tx.AddKVAddr(other, make([]byte, 4))
