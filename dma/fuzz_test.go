@@ -1,0 +1,374 @@
+package dma
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fuzzOps reads a fuzz input as a stream of small numbers; an exhausted stream reads as zeros.
+type fuzzOps struct{ b []byte }
+
+func (f *fuzzOps) more() bool { return len(f.b) > 0 }
+
+func (f *fuzzOps) next(n int) int { // in [0, n)
+	if len(f.b) == 0 || n <= 0 {
+		return 0
+	}
+	v := int(f.b[0])
+	if len(f.b) > 1 {
+		v = v<<8 | int(f.b[1])
+		f.b = f.b[2:]
+	} else {
+		f.b = f.b[1:]
+	}
+	return v % n
+}
+
+// modelMapping is the model's view of one live mapping: its bus address, where its bytes are in
+// the fuzz region, its length, direction and kind.
+type modelMapping struct {
+	addr Addr
+	off  int // offset of the first byte in the region
+	size int
+	dir  Direction
+	kind string
+}
+
+func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
+
+// FuzzMapper drives a mapper with a random sequence of map, unmap, sync and translate calls on the
+// memory of one region, and checks every result against a model (the list of live mappings):
+// Translate succeeds exactly when one live mapping holds the whole range and allows the access,
+// returns exactly those bytes (with no capacity beyond them), and otherwise faults with the
+// reason the model predicts and counts the fault; unmaps and syncs succeed exactly when the model
+// says; Direct's addresses are the CPU addresses; the IOMMU's are below its space, never in
+// granule 0, never share a granule, keep the offset within the granule, and are ErrMapping
+// exactly when no free run of granules is left; Live and LiveCount match the model.
+func FuzzMapper(f *testing.F) {
+	// Each number is two bytes. Map 100 bytes at +16 to the device, translate all of them, unmap,
+	// translate again (a fault), on each mapper.
+	for mapper := range byte(3) {
+		f.Add([]byte{0, mapper, 0, 0, 0, 1, 0, 16, 0, 99,
+			0, 5, 0, 9, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1,
+			0, 3, 0, 0,
+			0, 5, 0, 9, 0, 1, 0, 1})
+	}
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 4, 0, 10, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 4, 0, 0})
+	f.Add([]byte{1, 0, 0, 0, 0, 3, 0, 100, 0, 2, 0, 1, 0, 0, 0, 1, 1, 0, 7, 0, 0, 0, 1, 0})
+	f.Add([]byte{2, 7, 0, 5, 0, 0, 0, 3, 0, 7, 1, 0, 0, 5, 0, 2, 0, 3, 0, 0, 0, 0, 0, 1})
+	f.Add(slices.Repeat([]byte{0, 0, 16, 0, 0, 80}, 40))
+	f.Add(slices.Repeat([]byte{2, 1, 3, 0, 5, 1, 7, 2, 4, 9}, 30))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in := &fuzzOps{b: data}
+		const pages = 8
+		reg, err := AllocPages(pages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := reg.Close(); err != nil && !errors.Is(err, ErrBusy) {
+				t.Error(err)
+			}
+		}()
+		mem := reg.Bytes()
+		for i := range mem {
+			mem[i] = byte(i * 13)
+		}
+		var m testMapper
+		var iommu *IOMMU
+		switch in.next(3) {
+		case 0:
+			m = NewDirect()
+		case 1:
+			iommu, err = NewIOMMU(IOMMUConfig{IOVABits: 16}) // 15 usable granules of 4 KiB
+		default:
+			iommu, err = NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 14}) // 63 of 256 B
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if iommu != nil {
+			m = iommu
+		}
+		base := sliceAddr(mem)
+		var live []modelMapping
+		faults := m.Faults()
+		dirs := []Direction{Bidirectional, ToDevice, FromDevice}
+
+		// granules returns the IOMMU granules [first, last] of a mapping.
+		granules := func(mm modelMapping) (uint64, uint64) {
+			return uint64(mm.addr) >> iommu.shift, uint64(mm.end()-1) >> iommu.shift
+		}
+		// fits reports whether a run of n granules starting at a multiple of align is free.
+		fits := func(n, align uint64) bool {
+			used := make([]bool, iommu.spacePages)
+			used[0] = true
+			for _, mm := range live {
+				a, b := granules(mm)
+				for g := a; g <= b; g++ {
+					used[g] = true
+				}
+			}
+			for s := align; s+n <= iommu.spacePages; s += align {
+				if !slices.Contains(used[s:s+n], true) {
+					return true
+				}
+			}
+			return false
+		}
+		mapped := func(addr Addr, err error, off, size int, dir Direction, kind string) {
+			t.Helper()
+			if iommu != nil && errors.Is(err, ErrMapping) {
+				cpu := uint64(base) + uint64(off)
+				gmask := uint64(1)<<iommu.shift - 1
+				n := (cpu&gmask+uint64(size)-1)>>iommu.shift + 1
+				if fits(n, 1) {
+					t.Fatalf("map of %d bytes at +%d: ErrMapping with a free run of %d granules", size, off, n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("map %s of %d bytes at +%d %v: %v", kind, size, off, dir, err)
+			}
+			mm := modelMapping{addr, off, size, dir, kind}
+			if iommu == nil {
+				if addr != Addr(base)+Addr(off) {
+					t.Fatalf("Direct address %#x, want the CPU address %#x", addr, base+uintptr(off))
+				}
+			} else {
+				a, b := granules(mm)
+				if a == 0 || b >= iommu.spacePages {
+					t.Fatalf("IOVA %#x+%d outside granules 1..%d", addr, size, iommu.spacePages-1)
+				}
+				gmask := Addr(1)<<iommu.shift - 1
+				if addr&gmask != Addr(base+uintptr(off))&gmask {
+					t.Fatalf("IOVA %#x does not keep the CPU offset in the granule", addr)
+				}
+				for _, o := range live {
+					oa, ob := granules(o)
+					if a <= ob && oa <= b {
+						t.Fatalf("IOVA %#x+%d shares a granule with live %#x+%d", addr, size, o.addr, o.size)
+					}
+				}
+			}
+			live = append(live, mm)
+		}
+
+		for step := 0; in.more() && step < 300; step++ {
+			switch op := in.next(8); op {
+			case 0, 1: // MapSingle / MapPage of region memory
+				dir := dirs[in.next(3)]
+				if op == 0 {
+					off := in.next(len(mem))
+					size := 1 + in.next(min(len(mem)-off, 3*PageSize))
+					a, err := m.MapSingle(mem[off:off+size], dir)
+					mapped(a, err, off, size, dir, KindSingle)
+				} else {
+					pg, off := in.next(pages), in.next(PageSize)
+					size := 1 + in.next(PageSize-off)
+					p, err := reg.Page(pg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					a, err := m.MapPage(p, off, size, dir)
+					mapped(a, err, pg*PageSize+off, size, dir, KindPage)
+				}
+			case 2: // MapSG of one or two entries
+				dir := dirs[in.next(3)]
+				sg := make([]SG, 1+in.next(2))
+				offs := make([]int, len(sg))
+				for i := range sg {
+					offs[i] = in.next(len(mem))
+					sg[i].Buf = mem[offs[i] : offs[i]+1+in.next(min(len(mem)-offs[i], 2*PageSize))]
+				}
+				n, err := m.MapSG(sg, dir)
+				if err != nil {
+					if iommu == nil || !errors.Is(err, ErrMapping) {
+						t.Fatalf("MapSG: %v", err)
+					}
+					for _, e := range sg {
+						if e.Addr != 0 || e.Len != 0 {
+							t.Fatal("failed MapSG left an entry filled in")
+						}
+					}
+					break // the model cannot cheaply tell which entry ran out; the leak check below covers it
+				}
+				if n != len(sg) {
+					t.Fatalf("MapSG mapped %d of %d", n, len(sg))
+				}
+				for i, e := range sg {
+					if e.Len != len(e.Buf) {
+						t.Fatalf("MapSG entry %d Len %d, want %d", i, e.Len, len(e.Buf))
+					}
+					mapped(e.Addr, nil, offs[i], e.Len, dir, KindSG)
+				}
+			case 3, 4: // unmap a live mapping exactly (3), or with one parameter wrong (4)
+				if len(live) == 0 {
+					break
+				}
+				mm := live[in.next(len(live))]
+				addr, size, dir, kind := mm.addr, mm.size, mm.dir, mm.kind
+				if op == 4 {
+					switch in.next(4) {
+					case 0:
+						addr += Addr(in.next(3)) - 1
+					case 1:
+						size += in.next(3) - 1
+					case 2:
+						dir = dirs[in.next(3)]
+					default:
+						kind = []string{KindSingle, KindPage, KindSG}[in.next(3)]
+					}
+				}
+				var err error
+				switch kind {
+				case KindSingle:
+					err = m.UnmapSingle(addr, size, dir)
+				case KindPage:
+					err = m.UnmapPage(addr, size, dir)
+				default:
+					err = m.UnmapSG([]SG{{Addr: addr, Len: size}}, dir)
+				}
+				i := slices.IndexFunc(live, func(x modelMapping) bool {
+					return x.addr == addr && x.size == size && x.dir == dir && x.kind == kind
+				})
+				if i < 0 {
+					if !errors.Is(err, ErrNotMapped) {
+						t.Fatalf("unmap %s %#x+%d %v of nothing: %v, want ErrNotMapped", kind, addr, size, dir, err)
+					}
+					break
+				}
+				if err != nil {
+					t.Fatalf("unmap %s %#x+%d %v: %v", kind, addr, size, dir, err)
+				}
+				live = slices.Delete(live, i, i+1)
+			case 5, 6, 7: // Translate (5, 6) or sync (7) of a range near a live mapping
+				var addr Addr
+				size := 1 + in.next(PageSize)
+				if len(live) > 0 {
+					mm := live[in.next(len(live))]
+					addr = mm.addr + Addr(in.next(mm.size+2)) - 1
+					if in.next(2) == 0 {
+						size = max(1, mm.size-int(addr-mm.addr)+in.next(3)-1)
+					}
+				} else {
+					addr = Addr(base) + Addr(in.next(len(mem)))
+				}
+				if in.next(16) == 0 {
+					size = -in.next(2) // bad length
+				}
+				access := dirs[in.next(3)]
+				// The model: the first matching reason, in Translate's order of precedence.
+				var hold *modelMapping
+				reason := ReasonNotMapped
+				if size <= 0 {
+					reason = ReasonBadLength
+				} else {
+					for i := range live {
+						x := &live[i]
+						if addr < x.addr || addr >= x.end() {
+							continue
+						}
+						if addr+Addr(size) > x.end() {
+							if reason == ReasonNotMapped {
+								reason = ReasonPartlyMapped
+							}
+							continue
+						}
+						ok := x.dir.Allows(access)
+						if op == 7 {
+							ok = x.dir == Bidirectional || x.dir == access
+						}
+						if !ok {
+							reason = ReasonDirection
+							continue
+						}
+						hold = x
+						break
+					}
+				}
+				if iommu != nil && hold == nil && uint64(addr)>>iommu.bits != 0 {
+					reason = ReasonOutside
+				}
+				if op == 7 {
+					err := m.SyncForDevice(addr, size, access)
+					if (err == nil) != (hold != nil) || err != nil && !errors.Is(err, ErrNotMapped) {
+						t.Fatalf("sync %#x+%d %v: %v, model holds: %v", addr, size, access, err, hold != nil)
+					}
+					break
+				}
+				b, err := m.Translate(addr, size, access)
+				if hold != nil {
+					if err != nil {
+						t.Fatalf("Translate %#x+%d %v: %v, want the bytes of %+v", addr, size, access, err, *hold)
+					}
+					off := hold.off + int(addr-hold.addr)
+					if len(b) != size || cap(b) != size || &b[0] != &mem[off] {
+						t.Fatalf("Translate %#x+%d: %d bytes (cap %d), not the mapped ones", addr, size, len(b), cap(b))
+					}
+					break
+				}
+				faults++
+				var flt *Fault
+				if !errors.As(err, &flt) || b != nil {
+					t.Fatalf("Translate %#x+%d %v: %v, want a fault (%s)", addr, size, access, err, reason)
+				}
+				if flt.Addr != addr || flt.Size != size || flt.Access != access || flt.Reason != reason {
+					t.Fatalf("fault %+v, want reason %q for %#x+%d", *flt, reason, addr, size)
+				}
+				if m.Faults() != faults {
+					t.Fatalf("Faults() = %d, want %d", m.Faults(), faults)
+				}
+			}
+			if m.LiveCount() != len(live) {
+				t.Fatalf("LiveCount %d, model %d", m.LiveCount(), len(live))
+			}
+		}
+
+		// The leak report lists exactly the model's mappings; unmapping them all empties the table.
+		want := make([]Mapping, len(live))
+		for i, mm := range live {
+			want[i] = Mapping{mm.addr, mm.size, mm.dir, mm.kind}
+		}
+		got := m.Live()
+		sortKey := func(a, b Mapping) int {
+			switch {
+			case a.Addr != b.Addr:
+				if a.Addr < b.Addr {
+					return -1
+				}
+				return 1
+			case a.Size != b.Size:
+				return a.Size - b.Size
+			case a.Dir != b.Dir:
+				return int(a.Dir) - int(b.Dir)
+			}
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		slices.SortFunc(want, sortKey)
+		slices.SortFunc(got, sortKey)
+		if !slices.Equal(got, want) {
+			t.Fatalf("Live() = %v, model %v", got, want)
+		}
+		for _, l := range got {
+			var err error
+			switch l.Kind {
+			case KindSingle:
+				err = m.UnmapSingle(l.Addr, l.Size, l.Dir)
+			case KindPage:
+				err = m.UnmapPage(l.Addr, l.Size, l.Dir)
+			default:
+				err = m.UnmapSG([]SG{{Addr: l.Addr, Len: l.Size}}, l.Dir)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m.LiveCount() != 0 {
+			t.Fatalf("LiveCount %d after unmapping everything", m.LiveCount())
+		}
+		requireTableEmpty(t, m)
+	})
+}
