@@ -706,3 +706,35 @@ func TestCleanSkipsAHGEditDescs(t *testing.T) {
 	require.NoError(t, m.UnmapPage(pa, 128, dma.ToDevice))
 	txTestBalanced(t, fi, c)
 }
+
+// BenchmarkTxBuild builds and cleans one packet of 4 KiB from frags fragments with the Direct
+// mapper: inline (≤6), extended (7..63) and coalescing (>63) txreqs, reused across iterations.
+func BenchmarkTxBuild(b *testing.B) {
+	dev, err := NewDevice(Config{Mapper: dma.NewDirect()})
+	require.NoError(b, err)
+	data := make([]byte, 4096)
+	for _, frags := range []int{1, 6, 7, 63, 100} {
+		b.Run("frags="+itoa(frags), func(b *testing.B) {
+			var tx TxReq
+			step := len(data) / frags
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := tx.Init(0, len(data), nil); err != nil {
+					b.Fatal(err)
+				}
+				for i := range frags {
+					end := (i + 1) * step
+					if i == frags-1 {
+						end = len(data)
+					}
+					if err := tx.AddKVAddr(dev, data[i*step:end]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tx.clean()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(frags), "ns/frag")
+		})
+	}
+}
