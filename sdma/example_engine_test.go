@@ -149,7 +149,7 @@ func ExampleDevice_Freeze() {
 	send := func() {
 		tx := new(sdma.TxReq)
 		_ = tx.Init(0, 8, func(_ *sdma.TxReq, st sdma.Status) {
-			fmt.Println("completed:", map[sdma.Status]string{sdma.StatusOK: "ok", sdma.StatusAborted: "aborted"}[st])
+			fmt.Println("completed:", st)
 		})
 		_ = tx.AddKVAddr(dev, make([]byte, 8))
 		if err := e.Send(nil, tx, false); err != nil {

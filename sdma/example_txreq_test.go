@@ -37,6 +37,7 @@ func ExampleTxReq_AddKVAddr() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	hdr := []byte("HDR:")
 	payload := []byte("hello!")
 
@@ -73,6 +74,7 @@ func ExampleTxReq_AddPage() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	pages, err := dma.AllocPages(2)
 	if err != nil {
 		panic(err)
@@ -114,6 +116,7 @@ func ExampleTxReq_InitAHG() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	// Patch a 16-bit field at bits 0..15 of dword 3, and two more fields.
 	var words []uint32
 	for _, f := range []struct {
@@ -151,6 +154,7 @@ func ExampleTxReq_AddPages() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	region, err := dma.AllocPages(4)
 	if err != nil {
 		panic(err)
@@ -181,6 +185,7 @@ func ExampleTxReq_AddBytes() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	buf := make([]byte, 9000)
 
 	var tx sdma.TxReq
@@ -209,6 +214,7 @@ func ExampleTxReq_AddDAddr() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	hdr, err := dev.Mapper().AllocCoherent(64)
 	if err != nil {
 		panic(err)
@@ -242,6 +248,7 @@ func ExampleTxReq_Init() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	frag := []byte("0123456789")
 
 	var tx sdma.TxReq
@@ -280,6 +287,7 @@ func ExampleTxReq_Clean() {
 	if err != nil {
 		panic(err)
 	}
+	defer dev.Close()
 	buf := make([]byte, 100)
 
 	var tx sdma.TxReq

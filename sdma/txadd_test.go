@@ -202,6 +202,7 @@ func TestAddMappingFailure(t *testing.T) {
 		fi := dma.NewFaultInjector(m)
 		dev, err := NewDevice(Config{Mapper: fi})
 		require.NoError(t, err)
+		t.Cleanup(func() { _ = dev.Close() })
 		var tx TxReq
 		require.NoError(t, tx.Init(0, 12, nil))
 		fi.FailNth(n)
@@ -403,6 +404,7 @@ func TestAddBytesFailureMidway(t *testing.T) {
 	fi := dma.NewFaultInjector(m)
 	dev, err := NewDevice(Config{Mapper: fi})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
 	buf := make([]byte, 3*dma.PageSize)
 	var tx TxReq
 	require.NoError(t, tx.Init(0, len(buf), nil))
@@ -418,6 +420,7 @@ func TestTxAddAllocs(t *testing.T) {
 	}
 	dev, err := NewDevice(Config{Mapper: dma.NewDirect()})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
 	data := make([]byte, 200)
 	for _, frags := range []int{1, 6, 7, 63, 100} {
 		var tx TxReq
@@ -546,6 +549,7 @@ func txTestCounted(t *testing.T) (*Device, *dma.IOMMU, *dma.FaultInjector, *dma.
 	c := dma.NewCounting(fi)
 	dev, err := NewDevice(Config{Mapper: c})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
 	return dev, m, fi, c
 }
 
@@ -712,6 +716,7 @@ func TestCleanSkipsAHGEditDescs(t *testing.T) {
 func BenchmarkTxBuild(b *testing.B) {
 	dev, err := NewDevice(Config{Mapper: dma.NewDirect()})
 	require.NoError(b, err)
+	b.Cleanup(func() { _ = dev.Close() })
 	data := make([]byte, 4096)
 	for _, frags := range []int{1, 6, 7, 63, 100} {
 		b.Run("frags="+itoa(frags), func(b *testing.B) {

@@ -31,6 +31,22 @@ const (
 	StatusShutdown  Status = 3 // SDMA_TXREQ_S_SHUTDOWN (inherited from ipath/qib; never produced)
 )
 
+// String names the status after its SDMA_TXREQ_S_* constant: "ok", "senderror", "aborted",
+// "shutdown", or "Status(n)" for any other value.
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusSendError:
+		return "senderror"
+	case StatusAborted:
+		return "aborted"
+	case StatusShutdown:
+		return "shutdown"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
 // Callback is called once when a txreq completes, after its mappings are undone
 // (hfi1: callback_t). It runs on the completion pass and must not block.
 type Callback func(tx *TxReq, status Status)

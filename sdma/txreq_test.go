@@ -18,6 +18,7 @@ func txTestIOMMU(t testing.TB) (*Device, *dma.IOMMU) {
 	require.NoError(t, err)
 	dev, err := NewDevice(Config{Mapper: m})
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = dev.Close() })
 	return dev, m
 }
 
@@ -201,4 +202,12 @@ func TestTxErrorFormat(t *testing.T) {
 	assert.ErrorIs(t, err, ErrMapping)
 	assert.ErrorIs(t, err, cause)
 	assert.NotErrorIs(t, err, ErrInvalid)
+}
+
+func TestStatusString(t *testing.T) {
+	assert.Equal(t, "ok", StatusOK.String())
+	assert.Equal(t, "senderror", StatusSendError.String())
+	assert.Equal(t, "aborted", StatusAborted.String())
+	assert.Equal(t, "shutdown", StatusShutdown.String())
+	assert.Equal(t, "Status(9)", Status(9).String())
 }

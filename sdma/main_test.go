@@ -1,0 +1,13 @@
+package sdma
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every test and example in the package must leave no goroutine behind: each device a test
+// opens is closed, and Close stops every goroutine the device started.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
