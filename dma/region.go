@@ -24,7 +24,11 @@ const regionClosed = uint64(1) << 63
 // A Region is safe for concurrent use. Close releases it; every mapping of its memory (MapPage,
 // MapSingle of its bytes, coherent memory) pins it, and the memory is unmapped from the process
 // only when it is closed and the last pin is gone, so the device side can never touch released
-// memory. Slices obtained from Bytes or Page.Bytes must not be used after Close.
+// memory. Mapping a closed region is ErrClosed: through a Page (MapPage) always, and through a
+// slice of its bytes (MapSingle, MapSG) for as long as the memory is not yet released. Slices
+// obtained from Bytes or Page.Bytes must not be used at all once the region is closed and
+// unmapped: like reading them, mapping them then is a use after free that cannot be detected
+// (the address range may already belong to other memory).
 type Region struct {
 	mem  []byte  // the mmap'd bytes; written by AllocPages only, read by anyone
 	base uintptr // address of mem[0]; immutable, the key of the region registry
