@@ -31,6 +31,9 @@ func TestCloseAbortsInFlight(t *testing.T) {
 		require.NoError(t, e.Send(nil, &pending[i], false))
 	}
 	assert.Zero(t, c.n.Load())
+	var late TxReq // built before Close, sent after
+	require.NoError(t, late.Init(0, 8, nil))
+	require.NoError(t, late.AddKVAddr(dev, make([]byte, 8)))
 	require.NoError(t, dev.Close())
 	require.NoError(t, dev.Close(), "idempotent")
 	for i := range done {
@@ -41,12 +44,13 @@ func TestCloseAbortsInFlight(t *testing.T) {
 		assert.True(t, ok)
 		assert.Equal(t, StatusAborted, st, "never delivered")
 	}
+	assert.Len(t, m.Live(), 1, "Close unmapped everything but the caller's own unsent txreq")
+	assert.ErrorIs(t, e.Send(nil, &late, false), ErrClosed)
+	assert.NoError(t, late.Clean(), "refused by a closed engine: still the caller's")
 	assert.Empty(t, m.Live(), "Close unmapped everything, pad included")
 	var tx TxReq
 	require.NoError(t, tx.Init(0, 8, nil))
-	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
-	assert.ErrorIs(t, e.Send(nil, &tx, false), ErrClosed)
-	assert.NoError(t, tx.Clean(), "refused by a closed engine: still the caller's")
+	assert.ErrorIs(t, tx.AddKVAddr(dev, make([]byte, 8)), ErrClosed, "no add on a closed device")
 	assert.Empty(t, m.Live())
 }
 

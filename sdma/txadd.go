@@ -19,8 +19,9 @@ import (
 // ErrNoDesc if the descriptor array cannot grow; ErrInvalid for a nil device, a zero length,
 // a length beyond the bytes left (the kernel only WARNs), a range crossing the page's end, a txreq
 // that is closed, uninitialised, cleaned or in flight, or a device other than the one earlier adds
-// used. On any failure tx has been cleaned (every mapping it made is undone) and must be
-// initialised again, as in the kernel; an add to a txreq in flight changes nothing.
+// used; ErrClosed once the device is closed. On any failure tx has been cleaned (every mapping it
+// made is undone) and must be initialised again, as in the kernel; an add to a txreq in flight
+// changes nothing.
 //
 // The kernel's pinning_ctx, ctx_get and ctx_put arguments (user_sdma's page-pinning cache) have no
 // counterpart: the mapper pins page's dma.Region from MapPage until the unmap, so the pages
@@ -113,9 +114,11 @@ func (tx *TxReq) AddDAddr(dev *Device, addr dma.Addr, n int) error {
 }
 
 // checkAdd checks an add of n bytes to tx on dev, the checks the kernel leaves to WARN_ON (or to
-// nothing). On failure it cleans tx, unless tx is in flight.
+// nothing), and that the device is not closed (its pad is freed then: ErrClosed). On failure it
+// cleans tx, unless tx is in flight. Every add, AddPage's errors paragraph holds for all of them.
 func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 	var reason string
+	sentinel := ErrInvalid
 	switch st := tx.state.Load(); {
 	case st == txInFlight:
 		return txErr(op, ErrInvalid, "txreq in flight")
@@ -125,6 +128,8 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 		reason = "txreq cleaned (failed, completed or Clean): Init before reuse"
 	case dev == nil:
 		reason = "nil device"
+	case dev.state.Load() == devClosed:
+		reason, sentinel = "device closed", ErrClosed
 	case tx.dev != nil && tx.dev != dev:
 		reason = "device differs from the one earlier adds used"
 	case tx.tlen == 0:
@@ -138,7 +143,7 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 		return nil
 	}
 	tx.clean()
-	return txErr(op, ErrInvalid, reason)
+	return txErr(op, sentinel, reason)
 }
 
 // addDesc writes the descriptor for a fragment already mapped (or a daddr), counts tlen down and

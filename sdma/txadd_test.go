@@ -743,3 +743,16 @@ func BenchmarkTxBuild(b *testing.B) {
 		})
 	}
 }
+
+func TestAddToClosedDevice(t *testing.T) {
+	dev, m := txTestIOMMU(t)
+	buf := make([]byte, 8)
+	var tx TxReq
+	require.NoError(t, tx.Init(0, 16, nil))
+	require.NoError(t, tx.AddKVAddr(dev, buf))
+	require.NoError(t, dev.Close())
+	te := txTestErr(t, tx.AddKVAddr(dev, buf), ErrClosed)
+	assert.Contains(t, te.Error(), "device closed")
+	assert.Zero(t, tx.NumDesc(), "the failed add cleaned the txreq")
+	assert.Zero(t, m.LiveCount(), "no mapping left: the txreq's was undone, Close freed the pad")
+}
