@@ -1018,6 +1018,29 @@ func TestAllocs(t *testing.T) {
 				panic(err)
 			}
 		}), "MapPage+UnmapPage")
+		sg := []SG{{Buf: buf[:100]}, {Buf: buf[200:]}, {Buf: pg.Bytes()[8:64]}}
+		require.Zero(t, testing.AllocsPerRun(1000, func() {
+			if _, err := m.MapSG(sg, ToDevice); err != nil {
+				panic(err)
+			}
+			if err := m.UnmapSG(sg, ToDevice); err != nil {
+				panic(err)
+			}
+		}), "MapSG+UnmapSG")
+		// Interposed mappers stay off the heap too: the wrappers add no allocation.
+		wrapped := NewCounting(NewFaultInjector(m))
+		require.Zero(t, testing.AllocsPerRun(1000, func() {
+			x, err := wrapped.MapSingle(buf, ToDevice)
+			if err != nil {
+				panic(err)
+			}
+			if _, err := wrapped.Translate(x+1, 100, ToDevice); err != nil {
+				panic(err)
+			}
+			if err := wrapped.UnmapSingle(x, len(buf), ToDevice); err != nil {
+				panic(err)
+			}
+		}), "Counting(FaultInjector(m)) map+translate+unmap")
 		p, err := NewPool(m, "a", 64, 64)
 		require.NoError(t, err)
 		require.Zero(t, testing.AllocsPerRun(1000, func() {
