@@ -20,7 +20,10 @@
 //
 // Direct follows InfiniPath's precedent (ipath_dma_mapping_ops returned the kernel virtual address
 // as the "DMA address"): the bus address of a buffer is its own address and mapping costs next to
-// nothing, but every live mapping is still recorded so that translation is checked.
+// nothing, but every live mapping is still recorded so that translation is checked. What it cannot
+// catch is a stale address that has become valid again: once the buffer's memory is reused for a
+// buffer that is mapped later (the Go heap reuses freed objects), the old bus address reaches the
+// new buffer. Use IOMMU where use after unmap must fault every time.
 //
 // IOMMU hands out addresses from its own IOVA space (48 bits in 4 KiB granules by default) through
 // a page table with per-mapping directions; unmapping invalidates at once, freed addresses are not
