@@ -38,7 +38,7 @@ func NewList[T any](n int, reset func(*T)) (*List[T], error) {
 	l := &List[T]{reset: reset, n: n}
 	l.s.init(uint32(n))
 	// grow hands out the first cell; put it back so that all n start free.
-	c := l.s.grow(nil)
+	c := l.s.grow(nil, 1)
 	c.state.Store(stateFree)
 	l.s.count.put()
 	l.s.count.high.Store(0)

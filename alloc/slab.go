@@ -22,8 +22,10 @@ type SlabConfig[T any] struct {
 }
 
 // Slab is a growable allocator in the manner of the kernel's kmem_cache: objects come in slabs of
-// ObjectsPerSlab, a slab is allocated when no object is free, and freed objects are kept for
-// re-use; slabs are never given back. Slab never hands out memory it does not own, and reports
+// ObjectsPerSlab, a slab is created when no object is free, and freed objects are kept for
+// re-use; slabs are never given back. (Slabs are carved from larger allocations once the Slab has
+// many, each room for an eighth more, never past MaxSlabs: so growing costs O(1) per slab, and
+// Init runs on a slab's objects only when the slab is created.) Slab never hands out memory it does not own, and reports
 // objects in use and the high-water mark through [Slab.Stats].
 //
 // It is the Go form of the kmem_cache the hfi1 driver keeps its txreqs in (hfi1: verbs_txreq_cache
@@ -74,10 +76,11 @@ func (sl *Slab[T]) growGet() (*T, error) {
 	if c := sl.s.pop(); c != nil {
 		return &c.obj, nil
 	}
-	if sl.s.stats().Objects+int64(sl.cfg.ObjectsPerSlab) > sl.limit {
+	room := (sl.limit - sl.s.stats().Objects) / int64(sl.cfg.ObjectsPerSlab)
+	if room < 1 {
 		return nil, ErrEmpty
 	}
-	return &sl.s.grow(sl.cfg.Init).obj, nil
+	return &sl.s.grow(sl.cfg.Init, int(min(room, math.MaxInt32))).obj, nil
 }
 
 // Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]

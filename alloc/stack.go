@@ -1,14 +1,19 @@
 package alloc
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sync/atomic"
 )
 
 // The free list shared by Slab and List is a Treiber stack of object indices.
 //
-// Every object lives in a cell, in a slab (a []cell[T] allocated once and never freed while the
-// allocator lives). Cells are numbered from 0 across slabs: cell i is slab i/per, element i%per.
+// Every object lives in a cell, in a slab (per cells, never freed while the allocator lives).
+// Cells are numbered from 0 across slabs: cell i is slab i/per, element i%per. Slabs are carved,
+// in order, from regions: one []cell[T] allocation holding one slab while the allocator is small
+// and, as it grows, an eighth of its slabs so far (see grow). A slab is created (counted, its
+// objects initialized and freed) only when it is needed; the rest of its region waits, zeroed.
 // The head word packs, in one uint64 so a single CAS moves both,
 //
 //	bits 63..32  version: incremented by every successful CAS on the head
@@ -42,17 +47,23 @@ type cell[T any] struct {
 	state atomic.Uint32
 }
 
-// slab is one block of cells. Immutable once published.
+// slab is one block of per cells, a window of a region. Immutable once published.
 type slab[T any] struct {
+	cells []cell[T]
+}
+
+// region is one allocation of cells, holding one or more slabs. Immutable once published.
+type region[T any] struct {
 	cells     []cell[T]
 	base, end uintptr // address range of cells, for telling own objects
 	first     uint32  // index of cells[0]
 }
 
-// table is the published set of slabs: replaced, never mutated, so readers need no lock.
+// table is the published set of slabs. A table is never mutated once published, so readers need
+// no lock; a new table may share its predecessor's backing arrays (see grow).
 type table[T any] struct {
-	byIndex []*slab[T] // slab k holds cells [k*per, (k+1)*per)
-	byAddr  []*slab[T] // sorted by base, for binary search in find
+	byIndex []*slab[T]   // slab k holds cells [k*per, (k+1)*per)
+	byAddr  []*region[T] // sorted by base, for binary search in find
 }
 
 // stack is the lock-free free list over a growing set of equal-sized slabs.
@@ -68,6 +79,11 @@ type stack[T any] struct {
 	// the table it loads holds that cell's slab. Read-mostly.
 	tab atomic.Pointer[table[T]]
 	per uint32 // cells per slab; immutable
+
+	// cur is the region slabs are being carved from, and used how many of its cells are in
+	// created slabs. Written and read only by grow, which its callers serialize.
+	cur  *region[T]
+	used int
 
 	// counters: written by every Get and Put.
 	_     [cacheLine]byte
@@ -173,30 +189,56 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 	if lo == 0 {
 		return nil, 0
 	}
-	sl := t.byAddr[lo-1]
-	if a >= sl.end {
+	r := t.byAddr[lo-1]
+	if a >= r.end {
 		return nil, 0
 	}
-	off := a - sl.base
+	off := a - r.base
 	size := cellSize[T]()
 	if off%size != 0 {
 		return nil, 0 // inside a cell but not at an object: not something we handed out
 	}
 	k := uint32(off / size)
-	c := &sl.cells[k]
+	c := &r.cells[k]
 	if &c.obj != p {
 		return nil, 0
 	}
-	return c, sl.first + k
+	if i := r.first + k; i < uint32(len(t.byIndex))*s.per {
+		return c, i
+	}
+	return nil, 0 // in the region's uncreated tail: never handed out
 }
 
-// grow allocates a slab of per cells, publishes it, pushes all but its first cell and returns the
-// first, in use. The caller serializes grow calls. init, if not nil, runs on every new object.
-func (s *stack[T]) grow(init func(*T)) *cell[T] {
+// grow creates a slab of per cells, publishes it, pushes all but its first cell and returns the
+// first, in use. The caller serializes grow calls, and passes room, the most slabs the allocator
+// may still create (at least 1). init, if not nil, runs on every new object.
+//
+// Growing must not cost a copy of the table per slab (that made growing to n slabs O(n²)):
+//   - the slab comes from the current region, and a new region, when one is needed, holds an
+//     eighth of the slabs so far (at least one, at most room), so byAddr, which lists regions,
+//     changes O(log n) times;
+//   - the new table appends to the old one's slices in place when they have room. Readers of the
+//     old table never look past its lengths, and grow (serialized, always on the latest table)
+//     writes only past them.
+func (s *stack[T]) grow(init func(*T), room int) *cell[T] {
 	old := s.tab.Load()
+	per := int(s.per)
 	first := uint32(len(old.byIndex)) * s.per
-	sl := &slab[T]{cells: make([]cell[T], s.per), first: first}
-	sl.base, sl.end = rangeOf(sl.cells)
+	byAddr := old.byAddr
+	if s.cur == nil || s.used+per > len(s.cur.cells) {
+		slabs := min(max(1, len(old.byIndex)/8), room)
+		r := &region[T]{cells: make([]cell[T], slabs*per), first: first}
+		r.base, r.end = rangeOf(r.cells)
+		if n := len(byAddr); n == 0 || byAddr[n-1].base < r.base {
+			byAddr = append(byAddr, r)
+		} else {
+			k, _ := slices.BinarySearchFunc(byAddr, r.base, func(o *region[T], b uintptr) int { return cmp.Compare(o.base, b) })
+			byAddr = slices.Insert(slices.Clip(byAddr), k, r) // a copy: old's array is unchanged
+		}
+		s.cur, s.used = r, 0
+	}
+	sl := &slab[T]{cells: s.cur.cells[s.used : s.used+per : s.used+per]}
+	s.used += per
 	for k := range sl.cells {
 		if init != nil {
 			init(&sl.cells[k].obj)
@@ -205,23 +247,8 @@ func (s *stack[T]) grow(init func(*T)) *cell[T] {
 			sl.cells[k].next.Store(first + uint32(k) + 1)
 		}
 	}
-	nt := &table[T]{
-		byIndex: append(old.byIndex[:len(old.byIndex):len(old.byIndex)], sl),
-		byAddr:  make([]*slab[T], 0, len(old.byAddr)+1),
-	}
-	inserted := false
-	for _, o := range old.byAddr {
-		if !inserted && sl.base < o.base {
-			nt.byAddr = append(nt.byAddr, sl)
-			inserted = true
-		}
-		nt.byAddr = append(nt.byAddr, o)
-	}
-	if !inserted {
-		nt.byAddr = append(nt.byAddr, sl)
-	}
 	// Publish the slab before any of its cells can be seen in head.
-	s.tab.Store(nt)
+	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr})
 	c := &sl.cells[0]
 	c.state.Store(stateInUse)
 	s.count.got()

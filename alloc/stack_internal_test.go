@@ -221,3 +221,57 @@ func TestPoolGrowthAmortized(t *testing.T) {
 		require.NoError(t, p.Put(o))
 	}
 }
+
+// TestSlabGrowthAmortized: growing a Slab to n slabs carves them from O(log n) regions and copies
+// the slab index O(log n) times (it used to copy both tables per slab: O(n²), minutes for 10^5
+// one-object slabs). Regions stay sorted and disjoint for find; the uncreated tail of the last
+// region is never handed out and never told as the Slab's.
+func TestSlabGrowthAmortized(t *testing.T) {
+	n := 1 << 15
+	if testing.Short() {
+		n = 1 << 12
+	}
+	s, err := NewSlab(SlabConfig[int64]{ObjectsPerSlab: 1})
+	require.NoError(t, err)
+	held := make([]*int64, 0, n)
+	seen := make(map[*int64]bool, n)
+	copies := 0
+	last := s.s.tab.Load()
+	for range n {
+		o, err := s.Get()
+		require.NoError(t, err)
+		require.False(t, seen[o], "object handed out twice")
+		seen[o] = true
+		held = append(held, o)
+		if tb := s.s.tab.Load(); len(last.byIndex) > 0 && &tb.byIndex[0] != &last.byIndex[0] {
+			copies++
+		}
+		last = s.s.tab.Load()
+	}
+	tab := s.s.tab.Load()
+	logn := math.Log(float64(n))
+	t.Logf("%d slabs: %d regions, %d index copies", n, len(tab.byAddr), copies)
+	// One slab per region up to 16 slabs, then a ninth more per region.
+	assert.LessOrEqual(t, len(tab.byAddr), 16+int(logn/math.Log(1+1.0/8))+1)
+	assert.LessOrEqual(t, copies, 2*int(logn/math.Log(1.25))+2, "the index grows by appending")
+	assert.Equal(t, Stats{InUse: int64(n), HighWater: int64(n), Objects: int64(n), Slabs: n}, s.Stats())
+	for i := 1; i < len(tab.byAddr); i++ {
+		require.GreaterOrEqual(t, tab.byAddr[i].base, tab.byAddr[i-1].end)
+	}
+	for _, o := range held {
+		require.True(t, s.Owns(o))
+	}
+	if s.s.used == len(s.s.cur.cells) { // the last region is full: one more Get starts the next
+		o, err := s.Get()
+		require.NoError(t, err)
+		held = append(held, o)
+	}
+	require.Less(t, s.s.used, len(s.s.cur.cells))
+	tail := &s.s.cur.cells[s.s.used].obj
+	assert.False(t, s.Owns(tail), "an uncreated cell is not an object")
+	require.ErrorIs(t, s.Put(tail), ErrForeign)
+	for _, o := range held {
+		require.NoError(t, s.Put(o))
+	}
+	assert.Equal(t, int64(0), s.Stats().InUse)
+}
