@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"strings"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 // suite is the parsed output of one `go test -bench` run of ./bench.
@@ -17,35 +17,39 @@ type suite struct {
 	order             []string                        // names in the order of their first result
 }
 
-// parse reads `go test -bench` output (the standard format: "BenchmarkName-P  N  v unit  v unit
-// ...", and the goos/goarch/cpu header lines). Lines it does not know are skipped.
+// parse reads `go test -bench` output in the standard Go benchmark format with benchstat's own
+// reader (golang.org/x/perf/benchfmt): the goos/goarch/cpu configuration lines and the results.
+// Lines that are not results (logs, PASS, test output) are skipped, as benchstat skips them.
 func parse(r io.Reader) (*suite, error) {
-	s := &suite{procs: 0, values: map[string]map[string][]float64{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, ": "); ok {
-			switch k {
+	s := &suite{values: map[string]map[string][]float64{}}
+	br := benchfmt.NewReader(r, "bench output")
+	for br.Scan() {
+		res, ok := br.Result().(*benchfmt.Result)
+		if !ok {
+			continue // a syntax error or unit metadata: not a result
+		}
+		for _, c := range res.Config {
+			switch c.Key {
 			case "goos":
-				s.goos = v
+				s.goos = string(c.Value)
 			case "goarch":
-				s.goarch = v
+				s.goarch = string(c.Value)
 			case "cpu":
-				s.cpu = v
+				s.cpu = string(c.Value)
 			}
 		}
-		if !strings.HasPrefix(line, "Benchmark") {
-			continue
+		base, parts := res.Name.Parts()
+		name := "Benchmark" + string(base) // benchfmt drops the prefix; "-N" is left off below
+		procs := 1
+		for _, p := range parts {
+			if len(p) > 0 && p[0] == '-' {
+				if n, err := strconv.Atoi(string(p[1:])); err == nil && n > 0 {
+					procs = n
+				}
+				continue
+			}
+			name += string(p)
 		}
-		f := strings.Fields(line)
-		if len(f) < 4 || len(f)%2 != 0 {
-			continue // a name alone (the benchmark logged before its result), or not a result
-		}
-		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
-			continue
-		}
-		name, procs := splitProcs(f[0])
 		if s.procs != 0 && procs != s.procs {
 			// Names differ only by the suffix: the runs would mix.
 			return nil, fmt.Errorf("results at GOMAXPROCS %d and %d (several -cpu values): run with one", s.procs, procs)
@@ -57,34 +61,25 @@ func parse(r io.Reader) (*suite, error) {
 			s.values[name] = units
 			s.order = append(s.order, name)
 		}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: value %q of %s: %w", name, f[i], f[i+1], err)
+		for _, v := range res.Values {
+			unit := v.OrigUnit
+			if unit == "" {
+				unit = v.Unit
 			}
-			units[f[i+1]] = append(units[f[i+1]], v)
+			val := v.OrigValue
+			if v.OrigUnit == "" {
+				val = v.Value
+			}
+			units[unit] = append(units[unit], val)
 		}
 	}
-	if err := sc.Err(); err != nil {
+	if err := br.Err(); err != nil {
 		return nil, err
 	}
 	if len(s.values) == 0 {
 		return nil, fmt.Errorf("no benchmark results in the input")
 	}
 	return s, nil
-}
-
-// splitProcs splits the "-N" GOMAXPROCS suffix the testing package appends to a name.
-func splitProcs(name string) (string, int) {
-	i := strings.LastIndexByte(name, '-')
-	if i < 0 {
-		return name, 1
-	}
-	n, err := strconv.Atoi(name[i+1:])
-	if err != nil || n < 1 {
-		return name, 1
-	}
-	return name[:i], n
 }
 
 // get returns the median of a benchmark's values in unit over the -count runs.

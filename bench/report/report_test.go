@@ -72,18 +72,23 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-func TestSplitProcs(t *testing.T) {
+func TestParseNamesAndProcs(t *testing.T) {
 	for _, c := range []struct {
 		in    string
 		name  string
 		procs int
 	}{
-		{"BenchmarkX/bulk=8-16", "BenchmarkX/bulk=8", 16},
-		{"BenchmarkX/bulk=8", "BenchmarkX/bulk=8", 1},
-		{"BenchmarkX/a-b", "BenchmarkX/a-b", 1},
+		{"BenchmarkX/bulk=8-16 10 1 ns/op\n", "BenchmarkX/bulk=8", 16},
+		{"BenchmarkX/bulk=8 10 1 ns/op\n", "BenchmarkX/bulk=8", 1},
+		{"BenchmarkX/a-b 10 1 ns/op\n", "BenchmarkX/a-b", 1},
+		{"BenchmarkX/a-b-2 10 1 ns/op\n", "BenchmarkX/a-b", 2},
 	} {
-		if name, procs := splitProcs(c.in); name != c.name || procs != c.procs {
-			t.Errorf("splitProcs(%q) = %q, %d", c.in, name, procs)
+		s, err := parse(strings.NewReader(c.in))
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if _, ok := s.values[c.name]; !ok || s.procs != c.procs {
+			t.Errorf("%q: names %v, procs %d; want %q, %d", c.in, s.order, s.procs, c.name, c.procs)
 		}
 	}
 }
