@@ -21,17 +21,8 @@ const directShift = 12
 // NewDirect returns an identity mapper.
 func NewDirect() *Direct {
 	d := new(Direct)
-	d.init(directShift, d.assign)
+	d.init(directShift, nil)
 	return d
-}
-
-// assign makes the record's bus address its CPU address and publishes it. r must not be read
-// after insert: an unmap of the same buffer may claim it at once.
-func (d *Direct) assign(r *record) (Addr, error) {
-	addr := Addr(sliceAddr(r.buf))
-	r.addr = addr
-	d.tab.insert(r)
-	return addr, nil
 }
 
 var _ Mapper = (*Direct)(nil)

@@ -35,7 +35,7 @@ type IOMMUConfig struct {
 // has been gone through, which makes use-after-unmap fault deterministically. Page 0 is never
 // used, so Addr 0 is never valid. A full space is ErrMapping (alloc_iova failing).
 //
-// Translate takes one stripe's read lock of the page table (see the package documentation) and
+// Translate takes one stripe's lock of the page table (see the package documentation) and
 // does not allocate; it never takes the IOVA allocator's mutex, which map calls hold while they
 // find and publish granules. Unmaps do not take it either.
 //
@@ -74,7 +74,7 @@ func NewIOMMU(cfg IOMMUConfig) (*IOMMU, error) {
 		bits:       cfg.IOVABits,
 		cursor:     1,
 	}
-	m.init(shift, m.assign)
+	m.init(shift, m)
 	if cfg.FailNth > 0 || cfg.FailFraction > 0 {
 		m.inj = new(injector)
 		m.inj.setNth(cfg.FailNth)
@@ -102,10 +102,10 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 	return m.core.Translate(addr, size, access)
 }
 
-// assign allocates IOVA granules for r (alloc_iova) and publishes r in the page table
-// (iommu_map), both under mu so that no two mappings get the same granules. It returns the
-// address.
-func (m *IOMMU) assign(r *record) (Addr, error) {
+// assign allocates IOVA granules for the record template r (alloc_iova), sets r.addr and
+// publishes a record holding r's fields in the page table (iommu_map), both under mu so that no
+// two mappings get the same granules.
+func (m *IOMMU) assign(r *record) error {
 	off := uint64(sliceAddr(r.buf)) & (1<<m.shift - 1)
 	n := (off+uint64(len(r.buf))-1)>>m.shift + 1
 	align := uint64(1)
@@ -118,13 +118,12 @@ func (m *IOMMU) assign(r *record) (Addr, error) {
 	defer m.mu.Unlock()
 	start, ok := m.findFree(n, align)
 	if !ok {
-		return 0, fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
+		return fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
 	}
-	addr := Addr(start<<m.shift | off)
-	r.addr = addr
-	m.tab.insert(r) // r is not read after this (see record)
+	r.addr = Addr(start<<m.shift | off)
+	m.tab.insert(r) // copies r: the caller's template stays its own
 	m.cursor = start + n
-	return addr, nil
+	return nil
 }
 
 // findFree returns the first run of n free granules starting at a multiple of align (a power of

@@ -11,14 +11,21 @@ import (
 )
 
 // A mapping record is the mapper's struct dma_debug_entry: one live map call. Its fields are
-// written by the mapping goroutine before the record is published into the table (under a stripe
-// lock) and not changed until it has been removed from every stripe again; readers only look at
-// it while holding a stripe's read lock, so the stripe locks order every access.
+// written before the record is published into the table (under a stripe lock) and not changed
+// until it has been removed from every stripe again; readers only look at it while holding a
+// stripe's lock, so the stripe locks order every access.
 //
 // Publication hands the record over: once it is on its first page (which insert does last) any
 // unmap of an identical mapping may claim it, remove it and recycle it (Direct's mappings of the
-// same buffer are interchangeable), so the mapping goroutine must not read it again; mapBuf takes
-// the address from assign. Claim (removal from the first page) likewise hands it to the claimer.
+// same buffer are interchangeable), so the mapping goroutine must not read it again; insert
+// returns nothing and the mappers take the address from their own copy.
+//
+// Records are recycled so that map+unmap does not allocate in steady state. A record on one page
+// only (the common case: a descriptor-sized buffer) lives its whole life under the lock of that
+// page's stripe: taken from the stripe's free list, filled and published under one hold of the
+// lock, and claimed, cleared and put back on the free list under one hold. The table's sync.Pool
+// backs the stripes' free lists (an empty list takes from it, a full one gives to it), and holds
+// the records of several pages, which are published and removed one stripe at a time.
 type record struct {
 	addr   Addr      // bus address of buf[0]
 	buf    []byte    // the mapped bytes; keeps Go heap memory alive while mapped
@@ -39,107 +46,181 @@ type pageList struct{ recs []*record }
 const (
 	stripeBits = 6
 	nStripes   = 1 << stripeBits
+
+	// maxEmpty is how many empty page lists a stripe keeps in its map. A page whose last record
+	// is unmapped keeps its (empty) list in the map while the stripe has fewer than this many, so
+	// that the next mapping of that page (a sender reusing its buffers maps the same pages over
+	// and over) finds it with a lookup instead of a map insert, and the unmap costs no map
+	// delete. Beyond it, the list is deleted from the map and kept on the free list.
+	maxEmpty = 16
+	// maxFree bounds each stripe's free lists (page lists and records).
+	maxFree = 64
 )
 
 // stripe is one shard of the table: the pages whose number hashes to it.
 type stripe struct {
-	// mu: writers (map, unmap) hold it to change m or a pageList in m; readers (Translate, Sync,
-	// Live, the IOVA allocator's occupancy checks) hold it shared.
-	mu   sync.RWMutex
-	m    map[uint64]*pageList // page number -> records touching it; guarded by mu
-	free []*pageList          // empty lists kept for reuse (no allocation in steady state); guarded by mu
-	_    cpu.CacheLinePad     // stripes on separate cache lines: translations of different pages do not share a lock word
+	// mu guards everything below: map and unmap hold it to change it, Translate, Sync, Live,
+	// LiveCount and the IOVA allocator's occupancy checks to read it. A plain mutex (see the
+	// package documentation for why not an RWMutex).
+	mu sync.Mutex
+	m  map[uint64]*pageList // page number -> records touching it (possibly none); guarded by mu
+	// keepEmpty says whether empty lists stay in m (see maxEmpty): for Direct, whose pages are
+	// the CPU's and come back as buffers are reused, not for the IOMMU, which hands out fresh
+	// granules until its space wraps. Immutable.
+	keepEmpty bool
+	empty     int              // lists in m with no record (at most maxEmpty); guarded by mu
+	live      int              // live records whose first page hashes here; guarded by mu
+	free      []*pageList      // empty lists out of m, kept for reuse; guarded by mu
+	recs      []*record        // cleared single-page records, kept for reuse; guarded by mu
+	_         cpu.CacheLinePad // stripes on separate cache lines: translations of different pages do not share a lock word
 }
 
 // table maps page numbers of bus address space to mapping records. It is striped by page number:
-// there is no global lock, a translation takes one stripe's read lock, and a mapping of n pages
-// takes n stripe write locks one after the other (never two at once, so no lock order).
+// there is no global lock, a translation takes one stripe's lock, and a mapping of n pages
+// takes n stripe locks one after the other (never two at once, so no lock order); a mapping
+// of one page takes one.
 type table struct {
 	shift   uint // log2 of the page granule; immutable
 	stripes [nStripes]stripe
+	// pool recycles records of several pages (see record).
+	pool sync.Pool
 }
 
-func (t *table) init(shift uint) {
+func (t *table) init(shift uint, keepEmpty bool) {
 	t.shift = shift
 	for i := range t.stripes {
 		t.stripes[i].m = make(map[uint64]*pageList)
+		t.stripes[i].keepEmpty = keepEmpty
 	}
+	t.pool.New = func() any { return new(record) }
 }
 
 func (t *table) stripe(page uint64) *stripe {
 	return &t.stripes[(page*0x9E3779B97F4A7C15)>>(64-stripeBits)]
 }
 
-func (t *table) pages(r *record) (first, last uint64) {
-	return uint64(r.addr) >> t.shift, uint64(r.end()-1) >> t.shift
+// list returns the list of page pg, making it if needed. s is pg's stripe, write-locked.
+func (s *stripe) list(pg uint64) *pageList {
+	pl := s.m[pg]
+	if pl != nil {
+		if len(pl.recs) == 0 {
+			s.empty--
+		}
+		return pl
+	}
+	if n := len(s.free); n > 0 {
+		pl = s.free[n-1]
+		s.free[n-1] = nil
+		s.free = s.free[:n-1]
+	} else {
+		pl = new(pageList)
+	}
+	s.m[pg] = pl
+	return pl
 }
 
-// insert publishes r on every page it touches, the first page last: claim looks for r on its first
-// page only, so r must not be claimable before it is on all of them (else an unmap of an
-// identical mapping could claim it, find it on no further page, recycle it, and insert would then
-// add the recycled record to the remaining pages). The caller does not touch r after insert.
-func (t *table) insert(r *record) {
-	first, last := t.pages(r)
+// insert publishes a record holding v's fields on every page it touches, the first page last:
+// claim looks for a record on its first page only, so it must not be claimable before it is on all
+// of them (else an unmap of an identical mapping could claim it, find it on no further page,
+// recycle it, and insert would then add the recycled record to the remaining pages).
+func (t *table) insert(v *record) {
+	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
+	if first == last {
+		// One page: take a record, fill it and publish it under one hold of the lock.
+		s := t.stripe(first)
+		s.mu.Lock()
+		var r *record
+		if n := len(s.recs); n > 0 {
+			r = s.recs[n-1]
+			s.recs[n-1] = nil
+			s.recs = s.recs[:n-1]
+		} else {
+			r = t.pool.Get().(*record)
+		}
+		*r = *v
+		pl := s.list(first)
+		pl.recs = append(pl.recs, r)
+		s.live++
+		s.mu.Unlock()
+		return
+	}
+	r := t.pool.Get().(*record)
+	*r = *v
 	for pg := last; ; pg-- {
 		s := t.stripe(pg)
 		s.mu.Lock()
-		pl := s.m[pg]
-		if pl == nil {
-			if n := len(s.free); n > 0 {
-				pl = s.free[n-1]
-				s.free[n-1] = nil
-				s.free = s.free[:n-1]
-			} else {
-				pl = new(pageList)
-			}
-			s.m[pg] = pl
-		}
+		pl := s.list(pg)
 		pl.recs = append(pl.recs, r)
-		s.mu.Unlock()
 		if pg == first {
+			s.live++
+			s.mu.Unlock()
 			return
 		}
+		s.mu.Unlock()
 	}
 }
 
-// drop removes r from the list of page pg; s is pg's stripe, locked by the caller.
+// drop removes record i from the list of page pg; s is pg's stripe, write-locked.
 func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 	n := len(pl.recs) - 1
 	pl.recs[i] = pl.recs[n]
 	pl.recs[n] = nil
 	pl.recs = pl.recs[:n]
 	if n == 0 {
+		if s.keepEmpty && s.empty < maxEmpty {
+			s.empty++ // stays in m for the page's next mapping
+			return
+		}
 		delete(s.m, pg)
-		if len(s.free) < 64 {
+		if len(s.free) < maxFree {
 			s.free = append(s.free, pl)
 		}
 	}
 }
 
-// claim finds the live record mapped at exactly (addr, size, dir, kind) and removes it from its
-// first page. Removal from the first page is the claim: of two goroutines unmapping the same
-// mapping, only one finds it. The caller then calls removeRest.
-func (t *table) claim(addr Addr, size int, dir Direction, kind string) *record {
+// remove unmaps the live record mapped at exactly (addr, size, dir, kind): it claims the record
+// by removing it from its first page (of two goroutines unmapping the same mapping, only one finds
+// it), removes it from its other pages and recycles it. It returns the record's pinned region
+// (the caller unpins it) and whether a record was found.
+func (t *table) remove(addr Addr, size int, dir Direction, kind string) (*Region, bool) {
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	pl := s.m[pg]
 	if pl == nil {
-		return nil
+		s.mu.Unlock()
+		return nil, false
 	}
 	for i, r := range pl.recs {
 		if r.addr == addr && r.size() == size && r.dir == dir && r.kind == kind {
 			s.drop(pg, pl, i)
-			return r
+			s.live--
+			reg := r.region
+			if uint64(r.end()-1)>>t.shift == pg {
+				// One page: it is on no other list; recycle it under the same hold.
+				*r = record{}
+				if len(s.recs) < maxFree {
+					s.recs = append(s.recs, r)
+				} else {
+					t.pool.Put(r)
+				}
+				s.mu.Unlock()
+				return reg, true
+			}
+			s.mu.Unlock()
+			t.removeRest(r)
+			*r = record{}
+			t.pool.Put(r)
+			return reg, true
 		}
 	}
-	return nil
+	s.mu.Unlock()
+	return nil, false
 }
 
-// removeRest removes a claimed record from its remaining pages.
+// removeRest removes a claimed record from its pages after the first.
 func (t *table) removeRest(r *record) {
-	first, last := t.pages(r)
+	first, last := uint64(r.addr)>>t.shift, uint64(r.end()-1)>>t.shift
 	for pg := first + 1; pg <= last && pg > first; pg++ {
 		s := t.stripe(pg)
 		s.mu.Lock()
@@ -156,7 +237,7 @@ func (t *table) removeRest(r *record) {
 }
 
 // lookup returns the bytes behind [addr, addr+size) if one live record holds the whole range and
-// allows access, else the reason it does not. It takes one stripe read lock and does not
+// allows access, else the reason it does not. It takes one stripe lock and does not
 // allocate. The result is a subslice of the record's own buffer: nothing outside the mapping is
 // ever reachable through it. If exact (sync checks, dma-debug's check_sync), access must equal the
 // mapping's direction unless the mapping is bidirectional.
@@ -167,7 +248,7 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 	}
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
-	s.mu.RLock()
+	s.mu.Lock()
 	reason := ReasonNotMapped
 	if pl := s.m[pg]; pl != nil {
 		for _, r := range pl.recs {
@@ -186,12 +267,24 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 			}
 			off := int(addr - r.addr)
 			b := r.buf[off : off+size : off+size]
-			s.mu.RUnlock()
+			s.mu.Unlock()
 			return b, ""
 		}
 	}
-	s.mu.RUnlock()
+	s.mu.Unlock()
 	return nil, reason
+}
+
+// liveCount sums the stripes' live counts, one lock at a time.
+func (t *table) liveCount() int {
+	n := 0
+	for i := range t.stripes {
+		s := &t.stripes[i]
+		s.mu.Lock()
+		n += s.live
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // live lists every live record once (on its first page), sorted by address.
@@ -199,7 +292,7 @@ func (t *table) live() []Mapping {
 	var out []Mapping
 	for i := range t.stripes {
 		s := &t.stripes[i]
-		s.mu.RLock()
+		s.mu.Lock()
 		for pg, pl := range s.m {
 			for _, r := range pl.recs {
 				if uint64(r.addr)>>t.shift == pg {
@@ -207,7 +300,7 @@ func (t *table) live() []Mapping {
 				}
 			}
 		}
-		s.mu.RUnlock()
+		s.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out
@@ -216,38 +309,35 @@ func (t *table) live() []Mapping {
 // occupant returns the end page (exclusive) of a record touching page pg, or 0 if pg is free.
 func (t *table) occupant(pg uint64) uint64 {
 	s := t.stripe(pg)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if pl := s.m[pg]; pl != nil && len(pl.recs) > 0 {
 		return uint64(pl.recs[0].end()-1)>>t.shift + 1
 	}
 	return 0
 }
 
-// core is what Direct and IOMMU share: the mapping table, record recycling, counters, the
-// Mapper methods. assign gives a record its bus address and publishes it.
+// core is what Direct and IOMMU share: the mapping table, counters, the Mapper methods.
 type core struct {
 	tab table
-	// assign gives r its bus address, publishes r and returns the address, which it read before
-	// publishing (see record). Direct: identity; IOMMU: IOVA allocation. Immutable.
-	assign func(r *record) (Addr, error)
-	inj    *injector // fault injection on map calls (IOMMU config); nil for none. Immutable.
+	// iommu is the IOMMU this core belongs to, or nil for Direct: it says how a new record gets
+	// its bus address (Direct: its CPU address; IOMMU: IOMMU.assign). A concrete pointer rather
+	// than a function value, so that the record template mapBuf builds stays on its stack.
+	// Immutable.
+	iommu *IOMMU
+	inj   *injector // fault injection on map calls (IOMMU config); nil for none. Immutable.
 
-	// live counts live records: incremented by a map call before publication (undone if the map
-	// fails), decremented by an unmap after removal; read by LiveCount. Counting before publishing
-	// keeps it from going negative when an unmap claims an identical mapping (Direct) before the
-	// map call returns. Plain counter, no ordering role.
-	live atomic.Int64
 	// faults counts refused device accesses: incremented by Translate on a fault, read by Faults.
 	faults atomic.Uint64
-	// recs recycles records so that map+unmap does not allocate in steady state.
-	recs sync.Pool
+
+	// testPublished, if set, runs in mapBuf after the record is published and before the map
+	// returns (the window in which an unmap of an identical mapping may claim it). Tests only.
+	testPublished func()
 }
 
-func (c *core) init(shift uint, assign func(*record) (Addr, error)) {
-	c.tab.init(shift)
-	c.assign = assign
-	c.recs.New = func() any { return new(record) }
+func (c *core) init(shift uint, iommu *IOMMU) {
+	c.tab.init(shift, iommu == nil)
+	c.iommu = iommu
 }
 
 // mapBuf maps buf. region, if not nil, was pinned by the caller and the pin passes to the record
@@ -271,37 +361,35 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, in
 			return 0, err
 		}
 	}
-	r := c.recs.Get().(*record)
-	r.buf, r.dir, r.kind, r.region = buf, dir, kind, region
-	// Once assign has published r, r belongs to the table: an unmap of an identical mapping
-	// (Direct: the same buffer mapped again) may claim and recycle it at once, so the address
-	// comes from assign, never from r.
-	c.live.Add(1)
-	addr, err := c.assign(r)
-	if err != nil {
-		c.live.Add(-1)
-		c.recycle(r)
-		return 0, err
+	// v is the template insert copies into a table record; the address comes from here, never
+	// from the published record, which an unmap of an identical mapping (Direct: the same buffer
+	// mapped again) may claim and recycle at once.
+	v := record{buf: buf, dir: dir, kind: kind, region: region}
+	if c.iommu != nil {
+		if err := c.iommu.assign(&v); err != nil {
+			if region != nil {
+				region.unpin()
+			}
+			return 0, err
+		}
+		return v.addr, nil
 	}
-	return addr, nil
-}
-
-func (c *core) recycle(r *record) {
-	if r.region != nil {
-		r.region.unpin()
+	v.addr = Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
+	c.tab.insert(&v)
+	if h := c.testPublished; h != nil {
+		h()
 	}
-	*r = record{}
-	c.recs.Put(r)
+	return v.addr, nil
 }
 
 func (c *core) unmap(addr Addr, size int, dir Direction, kind string) error {
-	r := c.tab.claim(addr, size, dir, kind)
-	if r == nil {
+	reg, ok := c.tab.remove(addr, size, dir, kind)
+	if !ok {
 		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", kind, uint64(addr), size, dir, ErrNotMapped)
 	}
-	c.tab.removeRest(r)
-	c.live.Add(-1)
-	c.recycle(r)
+	if reg != nil {
+		reg.unpin()
+	}
 	return nil
 }
 
@@ -391,7 +479,7 @@ func (c *core) SyncForDevice(addr Addr, size int, dir Direction) error {
 	return c.sync(addr, size, dir, "sync_single_for_device")
 }
 
-// Translate is the device side (see Mapper): one stripe read lock, no allocation on success.
+// Translate is the device side (see Mapper): one stripe lock, no allocation on success.
 func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) {
 	reason := ReasonBadAccess
 	if access.Valid() {
@@ -411,11 +499,12 @@ func (c *core) fault(addr Addr, size int, access Direction, reason string) error
 // Faults returns the number of device accesses Translate refused.
 func (c *core) Faults() uint64 { return c.faults.Load() }
 
-// LiveCount returns the number of live mappings (coherent allocations included).
-func (c *core) LiveCount() int { return int(c.live.Load()) }
+// LiveCount returns the number of live mappings (coherent allocations included). It takes each
+// stripe's lock in turn, so mappings made or undone while it runs may or may not count.
+func (c *core) LiveCount() int { return c.tab.liveCount() }
 
 // Live returns every live mapping, sorted by address: the leak report (dma-debug's
-// debug_dma_dump_mappings). It takes each stripe's read lock in turn, so mappings made or undone
+// debug_dma_dump_mappings). It takes each stripe's lock in turn, so mappings made or undone
 // while it runs may or may not appear.
 func (c *core) Live() []Mapping { return c.tab.live() }
 
