@@ -329,14 +329,33 @@ func (r *Ring) publish(start uint64, n int) {
 // doorbell), needs a sequentially consistent operation in between (any sync/atomic
 // read-modify-write, or a lock). sdma's doorbell uses Publish, which keeps its seq-cst store.
 func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
+	// Inlines: the caller calls the per-arch worker directly, which on amd64 outside -race is
+	// one assembly call that checks, writes and publishes.
+	return enqueueSP(r, ds, skip)
+}
+
+// enqueueSPError tells why EnqueueSP refused a batch of n: its size, or no room (bare ErrFull).
+func (r *Ring) enqueueSPError(n int) error {
+	if err := r.checkBatch("EnqueueSP", n); err != nil {
+		return err
+	}
+	return ErrFull
+}
+
+// enqueueSPGo is the portable EnqueueSP, and the only one under the race detector, which does
+// not see assembly stores: the room check against the cached head, the Go writer, then two
+// sync/atomic stores. Errors as for EnqueueSP; on error nothing is written.
+func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	n := len(ds)
 	un := uint64(n)
-	if un-1 >= r.mask { // n < 1 or n > Size()-1; the test inlines, the error path does not
-		return 0, r.checkBatch("EnqueueSP", n)
+	if un-1 >= r.mask { // n < 1 or n > Size()-1
+		return 0, r.enqueueSPError(n)
 	}
 	start := r.reserved.Load() // == tail: no other producer
-	if cached := r.headCache.Load(); r.mask-(start-cached) < un {
-		head := r.swHead.Load()
+	// used = start - cached can exceed mask when racing Reserves left an older head in the
+	// cache than the last reservation saw; then the cache says nothing and swHead is loaded.
+	if cached := r.headCache.Load(); start-cached > r.mask || r.mask-(start-cached) < un {
+		head := r.swHead.Load() // swHead <= tail == start: start - head <= mask
 		if head != cached {
 			r.headCache.Store(head) // seq-cst store (XCHG on amd64): only on change
 		}
@@ -349,21 +368,13 @@ func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
 	} else if skip > n-1 {
 		skip = n - 1
 	}
-	// Writes [start, start+n), then stores reserved (first, so that reserved >= tail for
-	// concurrent readers: Publish's check, FreeCnt) and the tail, the store-release that
-	// publishes the batch to the hardware model.
-	writePublishSP(r, start, ds, skip)
-	return start, nil
-}
-
-// writePublishSPGo is the portable writePublishSP: the Go writer, then two sync/atomic stores.
-// It is the only path under the race detector, which does not see assembly stores.
-func writePublishSPGo(r *Ring, start uint64, ds []desc.Desc, skip int) {
-	writeBatch(r.slots, r.mask, r.shift, start, ds, skip)
-	end := start + uint64(len(ds))
+	writeGo(r.slots, r.mask, r.shift, start, ds, skip)
+	end := start + un
+	// reserved first, so that reserved >= tail for concurrent readers (Publish's check, FreeCnt).
 	r.reserved.Store(end)
 	// Store-release (seq-cst here): publishes [start, end) to the hardware model.
 	r.tail.Store(end)
+	return start, nil
 }
 
 func (r *Ring) checkBatch(op string, n int) error {
@@ -501,7 +512,11 @@ func (r *Ring) Reset(start uint64) {
 //     before they are visible to other cores. Nothing in the ring needs more (no party waits for
 //     hwHead or swHead with a Dekker-style flag); a caller that builds such a protocol on Dequeue
 //     must add a seq-cst operation, as sdma's completion pass gets one from its locks.
-func (r *Ring) Dequeue(dst []desc.Desc) int {
+func (r *Ring) Dequeue(dst []desc.Desc) int { return dequeue(r, dst) }
+
+// dequeueGo is the portable Dequeue (and the only one under -race): the tail (cached or
+// loaded), the copy, then the four sync/atomic stores.
+func dequeueGo(r *Ring, dst []desc.Desc) int {
 	h := r.hwHead.Load() // our own index
 	n := uint64(len(dst))
 	// The cached tail is used only when it covers the whole request: then the result,
@@ -521,21 +536,12 @@ func (r *Ring) Dequeue(dst []desc.Desc) int {
 	if n == 0 {
 		return 0
 	}
-	dequeueBatch(r, h, dst[:n])
-	return int(n)
-}
-
-// dequeueGo is the portable dequeueBatch: copy [h, h+len(dst)) into dst, then the four
-// sync/atomic stores. Preconditions: 1 <= len(dst) <= Size()-1, hwHead == h, and
-// [h, h+len(dst)) published (below a tail the caller loaded).
-func dequeueGo(r *Ring, h uint64, dst []desc.Desc) {
-	n := uint64(len(dst))
 	from := h & r.mask
 	if k := uint64(r.size) - from; k < n {
 		copy(dst[:k], r.slots[from:])
-		copy(dst[k:], r.slots[:n-k])
+		copy(dst[k:n], r.slots[:n-k])
 	} else {
-		copy(dst, r.slots[from:from+n])
+		copy(dst[:n], r.slots[from:from+n])
 	}
 	// Store-release: hands [h, h+n) to the completion pass.
 	r.hwHead.Store(h + n)
@@ -543,6 +549,7 @@ func dequeueGo(r *Ring, h uint64, dst []desc.Desc) {
 	// Store-release: hands the slots back to producers. Our reads above happen before it.
 	r.swHead.Store(h + n)
 	r.seq.EndWrite()
+	return int(n)
 }
 
 // backoff spins for the first iterations and then yields the processor: the wait of an ordered

@@ -17,10 +17,8 @@ func writeBatch(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []d
 	writeGo(slots, mask, shift, start, ds, skip)
 }
 
-// writePublishSP is EnqueueSP's worker: the Go writer and sync/atomic stores.
-func writePublishSP(r *Ring, start uint64, ds []desc.Desc, skip int) {
-	writePublishSPGo(r, start, ds, skip)
-}
+// enqueueSP is EnqueueSP's worker: the Go writer and sync/atomic stores.
+func enqueueSP(r *Ring, ds []desc.Desc, skip int) (uint64, error) { return enqueueSPGo(r, ds, skip) }
 
-// dequeueBatch is Dequeue's worker: the Go copy and sync/atomic stores.
-func dequeueBatch(r *Ring, h uint64, dst []desc.Desc) { dequeueGo(r, h, dst) }
+// dequeue is Dequeue's worker: the Go copy and sync/atomic stores.
+func dequeue(r *Ring, dst []desc.Desc) int { return dequeueGo(r, dst) }

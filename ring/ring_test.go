@@ -618,3 +618,29 @@ func TestDequeueTailCache(t *testing.T) {
 		assert.Equal(t, uint64(7), r.SwHead())
 	})
 }
+
+// TestEnqueueSPStaleHeadCache: racing Reserves can leave in headCache a head older than the last
+// reservation saw, so that reserved - headCache exceeds the capacity. EnqueueSP must then read
+// swHead rather than take the wrapped-around difference for room.
+func TestEnqueueSPStaleHeadCache(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		r, err := NewAt(64, 1000)
+		require.NoError(t, err)
+		_, err = r.EnqueueSP(batch(0, 63), 0) // full
+		require.NoError(t, err)
+		r.headCache.Store(1000 - 100) // as a stale store from a racing Reserve would leave it
+		_, err = r.EnqueueSP(batch(63, 1), 0)
+		require.ErrorIs(t, err, ErrFull)
+		assert.Equal(t, uint64(1000+63), r.Tail())
+		assert.Equal(t, uint64(1000), r.headCache.Load(), "refreshed from swHead")
+		// Room again once the consumer frees: the batch lands after the 63.
+		dst := make([]desc.Desc, 8)
+		require.Equal(t, 8, r.Dequeue(dst))
+		r.headCache.Store(1000 - 100)
+		start, err := r.EnqueueSP(batch(63, 8), 0)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1000+63), start)
+		_, err = r.EnqueueSP(batch(71, 1), 0)
+		require.ErrorIs(t, err, ErrFull)
+	})
+}

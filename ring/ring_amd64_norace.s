@@ -1,0 +1,225 @@
+//go:build amd64 && gc && !purego && !race
+
+#include "textflag.h"
+#include "go_asm.h"
+#include "ring_amd64.h"
+
+// The single-call EnqueueSP and Dequeue (ring_amd64_norace.go), outside -race builds only: they
+// publish and release indices with plain MOVs, which the race detector would not see. They read
+// the Ring's fields at the offsets go_asm.h gives (Ring_mask, Ring_tail, ...); an atomic.Uint64
+// or atomic.Uint32 holds its value at offset 0. Writer registers and the writers' ordering: see
+// ring_amd64.s.
+
+// func enqueueSP(r *Ring, ds []desc.Desc, skip int) (start uint64, err error)
+//
+// The whole of EnqueueSP for the single producer: the batch-size check, the room check against
+// the cached head (refreshed from swHead only when it says no room), the write, the publication,
+// with AVX or MOVQ stores as curImpl says. When curImpl is implGo, or the batch size is out of
+// [1, mask] (an error that needs building), it tail-calls enqueueSPGo with its own arguments,
+// which does everything in Go. No room: start = 0, err = ErrFull (the sentinel's two words).
+//
+// Ordering, beyond the writers' (top of the file): reserved and headCache are ours (single
+// producer; Reset needs quiescence), so plain loads and stores. swHead is loaded with a plain
+// MOV, a load-acquire under x86-TSO: the consumer's slot reads happened before its swHead store,
+// so the slots below the loaded swHead may be overwritten. headCache is stored with a plain MOV
+// (the Go path's atomic store is an XCHG): it is read only by producers, and by no other
+// producer while this one runs.
+TEXT ·enqueueSP(SB), NOSPLIT, $0-64
+	MOVL ·curImpl(SB), BX
+	CMPL BX, $const_implGo
+	JEQ  enq_go
+	MOVQ r+0(FP), R12
+	MOVQ ds_len+16(FP), DX
+	MOVQ Ring_mask(R12), R8
+
+	// n-1 >= mask, unsigned: n < 1 or n > Size()-1.
+	LEAQ -1(DX), CX
+	CMPQ CX, R8
+	JCC  enq_go
+
+	// Room against the cached head: used = start - cached must be <= mask (a cache left stale
+	// by racing Reserves can make it look larger) and mask - used >= n.
+	MOVQ Ring_reserved(R12), R9 // start: == tail, no other producer
+	MOVQ Ring_headCache(R12), AX
+	MOVQ R9, CX
+	SUBQ AX, CX
+	CMPQ CX, R8
+	JHI  enq_refresh
+	MOVQ R8, R10
+	SUBQ CX, R10
+	CMPQ R10, DX
+	JCS  enq_refresh
+
+enq_room:
+	MOVQ    Ring_slots(R12), DI
+	MOVQ    ds_base+8(FP), SI
+	MOVQ    skip+32(FP), R10
+	XORQ    CX, CX
+	TESTQ   R10, R10
+	CMOVQLT CX, R10 // skip < 0 means no edit descriptor
+	MOVQ    Ring_shift(R12), CX
+	MOVQ    R12, R13 // WRITE_MOVQ uses R12
+	SETUP_WRITE
+	CMPL    BX, $const_implAVX
+	JNE     enq_movq
+	WRITE_AVX
+	JMP     enq_publish
+
+enq_movq:
+	WRITE_MOVQ
+
+enq_publish:
+	// end = start+n to reserved, then to tail, plain MOVs after every slot store. Under x86-TSO
+	// the tail store is the store-release that publishes [start, end) to the consumer; reserved
+	// goes first so that reserved >= tail holds for any observer (Publish's window check,
+	// FreeCnt).
+	MOVQ R9, start+40(FP)
+	ADDQ DX, R9
+	MOVQ R9, Ring_reserved(R13) // reserved = end
+	MOVQ R9, Ring_tail(R13)     // tail = end: store-release of the batch
+	MOVQ $0, err_itable+48(FP)
+	MOVQ $0, err_data+56(FP)
+	RET
+
+enq_refresh:
+	// The cached head says no room: load the consumer's line (swHead <= tail == start, so
+	// start - swHead <= mask) and cache it, storing only on change.
+	MOVQ Ring_swHead(R12), CX // load-acquire
+	CMPQ CX, AX
+	JEQ  enq_cached
+	MOVQ CX, Ring_headCache(R12)
+
+enq_cached:
+	MOVQ R9, R10
+	SUBQ CX, R10
+	MOVQ R8, AX
+	SUBQ R10, AX
+	CMPQ AX, DX
+	JCC  enq_room
+
+	// No room: ErrFull, bare.
+	MOVQ $0, start+40(FP)
+	MOVQ ·ErrFull+0(SB), AX
+	MOVQ AX, err_itable+48(FP)
+	MOVQ ·ErrFull+8(SB), AX
+	MOVQ AX, err_data+56(FP)
+	RET
+
+enq_go:
+	JMP ·enqueueSPGo(SB)
+
+// func dequeue(r *Ring, dst []desc.Desc) int
+//
+// The whole of Dequeue, or, when curImpl is implGo, a tail call of dequeueGo (see its ordering argument in ring.go): n = min(len(dst), published),
+// the copy of [h, h+n) into dst, then, with plain MOVs and in this order: hwHead = h+n, seq += 1,
+// swHead = h+n, seq += 1.
+//
+// Registers:
+//	R11 r
+//	SI  base: slot 0 of the ring
+//	DI  dst: the next destination descriptor
+//	AX  byte offset of the current slot: ((h+k) & mask) * 16
+//	R8  mask, then the ring size in bytes, where AX wraps to 0
+//	R9  h, then h+n
+//	CX  available, then descriptors left to copy
+//	DX  n
+//
+// Memory ordering: the tail load (a plain MOV, load-acquire under x86-TSO; or the cached tail,
+// which was such a load) comes before the slot loads, and loads are not reordered with older
+// loads, so every slot load sees the producer's descriptor. tailCache is Dequeue's own (one
+// Dequeue at a time). The four index stores that follow are plain MOVs: x86-TSO does not reorder
+// a store with older loads, so the slot loads complete before any producer can see swHead move
+// past them (and reuse the slots); and stores become visible in program order, so whoever sees
+// the new swHead sees the odd seqcount written before it (write_seqcount_begin's seq++;
+// smp_wmb(), where smp_wmb is a compiler barrier on x86), and whoever sees the final even count
+// sees swHead. No LOCK prefix: the count has one writer at a time (Dequeue's contract), so its
+// increments need not be atomic read-modify-writes, only single-copy atomic 32-bit stores.
+TEXT ·dequeue(SB), NOSPLIT, $0-40
+	CMPL ·curImpl(SB), $const_implGo
+	JEQ  deq_go
+	MOVQ r+0(FP), R11
+	MOVQ dst_len+16(FP), DX
+	MOVQ Ring_hwHead(R11), R9 // h: our own index
+	MOVQ Ring_mask(R11), R8
+
+	// The cached tail serves only when it covers the whole request (then the result is what a
+	// fresh load would give) and is consistent with hwHead (avail <= mask).
+	MOVQ Ring_tailCache(R11), CX
+	SUBQ R9, CX
+	CMPQ CX, DX
+	JCS  deq_reload
+	CMPQ CX, R8
+	JLS  deq_have
+
+deq_reload:
+	MOVQ    Ring_tail(R11), BX // load-acquire: the slots below the tail are written
+	MOVQ    BX, Ring_tailCache(R11)
+	MOVQ    BX, CX
+	SUBQ    R9, CX
+	CMPQ    CX, DX
+	CMOVQCS CX, DX // n = min(n, avail)
+
+deq_have:
+	TESTQ DX, DX
+	JEQ   deq_none
+	MOVQ  Ring_slots(R11), SI
+	MOVQ  dst_base+8(FP), DI
+
+	// AX = (h & mask) * 16; R8 = (mask + 1) * 16.
+	MOVQ R9, AX
+	ANDQ R8, AX
+	SHLQ $4, AX
+	INCQ R8
+	SHLQ $4, R8
+	MOVQ DX, CX
+
+	// Two descriptors per iteration while both lie before the end of the ring.
+deq_pair:
+	CMPQ CX, $2
+	JCS  deq_one
+	LEAQ 32(AX), BX
+	CMPQ BX, R8
+	JHI  deq_one
+	MOVOU (SI)(AX*1), X0
+	MOVOU 16(SI)(AX*1), X1
+	MOVOU X0, (DI)
+	MOVOU X1, 16(DI)
+	ADDQ  $32, DI
+	SUBQ  $2, CX
+	MOVQ  BX, AX
+	CMPQ  AX, R8
+	JNE   deq_pair
+	XORQ  AX, AX // wrapped to slot 0
+	JMP   deq_pair
+
+deq_one:
+	TESTQ CX, CX
+	JEQ   deq_release
+	MOVOU (SI)(AX*1), X0
+	MOVOU X0, (DI)
+	ADDQ  $16, DI
+	DECQ  CX
+	ADDQ  $16, AX
+	CMPQ  AX, R8
+	JNE   deq_pair
+	XORQ  AX, AX // wrapped to slot 0
+	JMP   deq_pair
+
+deq_release:
+	ADDQ DX, R9
+	MOVQ R9, Ring_hwHead(R11)                 // hwHead = h+n: [h, h+n) to the completion pass
+	MOVL (Ring_seq+SeqCount_seq)(R11), CX
+	INCL CX
+	MOVL CX, (Ring_seq+SeqCount_seq)(R11)     // seq odd: write section open (BeginWrite)
+	MOVQ R9, Ring_swHead(R11)                 // swHead = h+n: the slots back to producers
+	INCL CX
+	MOVL CX, (Ring_seq+SeqCount_seq)(R11)     // seq even: write section closed (EndWrite)
+	MOVQ DX, ret+32(FP)
+	RET
+
+deq_none:
+	MOVQ $0, ret+32(FP)
+	RET
+
+deq_go:
+	JMP ·dequeueGo(SB)
