@@ -15,13 +15,15 @@
 //	AX  byte offset of the current slot in the ring: ((start+k) & mask) * 16
 //	R8  ring size in bytes: (mask+1) * 16, where AX wraps to 0
 //	R9  start (kept to the end: start+n is the index published)
-//	CX  k, the index of the descriptor in the batch
+//	CX  WRITE_MOVQ: k, the index of the descriptor in the batch; WRITE_AVX: the descriptors
+//	    left after the current part
 //	DX  n
-//	R10 skip (>= 0; any value >= n-1 means "every descriptor after the first is raw")
+//	R10 skip (>= 0; any value >= n-1 means "every descriptor after the first is raw"), then
+//	    the length of the current run
 //	R11 generation << 2 for the current ring pass: ((start+k) >> shift & 3) << 2. The
 //	    generation only changes where the ring wraps, so it is computed once per call and
 //	    bumped at the wrap, never per slot.
-//	BX, R12 scratch; X0-X4 (AVX)
+//	BX, R12 scratch; X0-X5 (AVX: X1 genClear, X2 the pass's generation)
 //
 // Memory ordering, writers: no fence, and none is needed. x86-TSO (Intel SDM vol. 3A §9.2.2;
 // AMD APM vol. 2 §7.2) keeps stores in program order for every observer and makes each plain

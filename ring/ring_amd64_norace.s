@@ -121,7 +121,8 @@ enq_go:
 //	AX  byte offset of the current slot: ((h+k) & mask) * 16
 //	R8  mask, then the ring size in bytes, where AX wraps to 0
 //	R9  h, then h+n
-//	CX  available, then descriptors left to copy
+//	CX  available, then descriptors left to copy after the current run
+//	R10 descriptors left in the current run
 //	DX  n
 //
 // Memory ordering: the tail load (a plain MOV, load-acquire under x86-TSO; or the cached tail,
@@ -165,7 +166,7 @@ deq_have:
 	MOVQ  Ring_slots(R11), SI
 	MOVQ  dst_base+8(FP), DI
 
-	// AX = (h & mask) * 16; R8 = (mask + 1) * 16.
+	// AX = (h & mask) * 16; R8 = (mask + 1) * 16; CX = n.
 	MOVQ R9, AX
 	ANDQ R8, AX
 	SHLQ $4, AX
@@ -173,37 +174,47 @@ deq_have:
 	SHLQ $4, R8
 	MOVQ DX, CX
 
-	// Two descriptors per iteration while both lie before the end of the ring.
-deq_pair:
-	CMPQ CX, $2
-	JCS  deq_one
-	LEAQ 32(AX), BX
-	CMPQ BX, R8
-	JHI  deq_one
+	// Contiguous runs that end at the end of the ring or of the request (at most two): R10 =
+	// run length, copied four per iteration, then one by one.
+deq_run:
+	MOVQ    R8, R10
+	SUBQ    AX, R10
+	SHRQ    $4, R10
+	CMPQ    R10, CX
+	CMOVQHI CX, R10
+	SUBQ    R10, CX
+
+deq_quad:
+	CMPQ  R10, $4
+	JCS   deq_single
 	MOVOU (SI)(AX*1), X0
 	MOVOU 16(SI)(AX*1), X1
+	MOVOU 32(SI)(AX*1), X2
+	MOVOU 48(SI)(AX*1), X3
 	MOVOU X0, (DI)
 	MOVOU X1, 16(DI)
-	ADDQ  $32, DI
-	SUBQ  $2, CX
-	MOVQ  BX, AX
-	CMPQ  AX, R8
-	JNE   deq_pair
-	XORQ  AX, AX // wrapped to slot 0
-	JMP   deq_pair
+	MOVOU X2, 32(DI)
+	MOVOU X3, 48(DI)
+	ADDQ  $64, AX
+	ADDQ  $64, DI
+	SUBQ  $4, R10
+	JMP   deq_quad
 
-deq_one:
-	TESTQ CX, CX
-	JEQ   deq_release
+deq_single:
+	TESTQ R10, R10
+	JEQ   deq_runend
 	MOVOU (SI)(AX*1), X0
 	MOVOU X0, (DI)
-	ADDQ  $16, DI
-	DECQ  CX
 	ADDQ  $16, AX
-	CMPQ  AX, R8
-	JNE   deq_pair
-	XORQ  AX, AX // wrapped to slot 0
-	JMP   deq_pair
+	ADDQ  $16, DI
+	DECQ  R10
+	JMP   deq_single
+
+deq_runend:
+	TESTQ CX, CX
+	JEQ   deq_release
+	XORQ  AX, AX // the run ended at the end of the ring: on from slot 0
+	JMP   deq_run
 
 deq_release:
 	ADDQ DX, R9
