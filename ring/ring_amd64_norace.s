@@ -53,12 +53,36 @@ TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 enq_room:
 	MOVQ    Ring_slots(R12), DI
 	MOVQ    ds_base+8(FP), SI
+	MOVQ    R12, R13 // WRITE_MOVQ uses R12
+	CMPQ    DX, $1
+	JNE     enq_batch
+	CMPL    BX, $const_implAVX
+	JNE     enq_batch
+
+	// One descriptor with AVX (bulk=1, the commonest call): stamp and store it without the
+	// batch loop's set-up. No wrap (one slot) and no edit descriptor (k = 0). The generation
+	// table's byte offset is gen*16 = (start >> (shift-4)) & 0x30 (shift >= 6).
+	MOVQ    Ring_shift(R12), CX
+	SUBQ    $4, CX
+	MOVQ    R9, R11
+	SHRQ    CX, R11
+	ANDQ    $0x30, R11
+	LEAQ    genTab<>(SB), R10
+	MOVQ    R9, AX
+	ANDQ    R8, AX
+	SHLQ    $4, AX
+	VMOVDQU (SI), X0
+	VPAND   genClear<>(SB), X0, X0
+	VPOR    (R10)(R11*1), X0, X0
+	VMOVDQA X0, (DI)(AX*1) // single-copy atomic; VEX.128 only: no dirty upper YMM state
+	JMP     enq_publish
+
+enq_batch:
 	MOVQ    skip+32(FP), R10
 	XORQ    CX, CX
 	TESTQ   R10, R10
 	CMOVQLT CX, R10 // skip < 0 means no edit descriptor
 	MOVQ    Ring_shift(R12), CX
-	MOVQ    R12, R13 // WRITE_MOVQ uses R12
 	SETUP_WRITE
 	CMPL    BX, $const_implAVX
 	JNE     enq_movq
@@ -166,10 +190,20 @@ deq_have:
 	MOVQ  Ring_slots(R11), SI
 	MOVQ  dst_base+8(FP), DI
 
-	// AX = (h & mask) * 16; R8 = (mask + 1) * 16; CX = n.
+	// AX = (h & mask) * 16.
 	MOVQ R9, AX
 	ANDQ R8, AX
 	SHLQ $4, AX
+
+	// One descriptor (bulk=1): no run to compute.
+	CMPQ  DX, $1
+	JNE   deq_batch
+	MOVOU (SI)(AX*1), X0
+	MOVOU X0, (DI)
+	JMP   deq_release
+
+deq_batch:
+	// R8 = (mask + 1) * 16; CX = n.
 	INCQ R8
 	SHLQ $4, R8
 	MOVQ DX, CX
