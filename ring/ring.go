@@ -321,16 +321,17 @@ func (r *Ring) publish(start uint64, n int) {
 // concurrently with any other EnqueueSP, Enqueue, Reserve or Publish on the same ring (the
 // kernel's tail_lock provides that exclusion; here the caller does). Errors as for Reserve.
 //
+// On amd64 outside -race builds EnqueueSP is one assembly call (room check, write, publication)
+// made straight from the caller: EnqueueSP inlines. It does not allocate.
+//
 // Ordering: the tail store that publishes the batch is a store-release (on amd64, outside -race
-// builds, a plain MOV at the end of the assembly batch writer: under x86-TSO the slot stores
-// before it are visible to any core that sees the new tail). It is not a sequentially consistent
+// builds, a plain MOV after the assembly's slot stores: under x86-TSO the slot stores before it
+// are visible to any core that sees the new tail). It is not a sequentially consistent
 // store, unlike Publish's: a caller that follows EnqueueSP with a load of its own "consumer
 // asleep?" flag, against a consumer that stores the flag and then loads the tail (a Dekker-style
 // doorbell), needs a sequentially consistent operation in between (any sync/atomic
 // read-modify-write, or a lock). sdma's doorbell uses Publish, which keeps its seq-cst store.
 func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
-	// Inlines: the caller calls the per-arch worker directly, which on amd64 outside -race is
-	// one assembly call that checks, writes and publishes.
 	return enqueueSP(r, ds, skip)
 }
 
@@ -496,8 +497,9 @@ func (r *Ring) Reset(start uint64) {
 // It must not run concurrently with another Dequeue, SetHWHead, completion pass or Reset;
 // successive calls from different goroutines must be ordered by the caller. It does not allocate.
 //
-// Ordering (amd64 outside -race: one assembly call does the copy and the four stores as plain
-// MOVs, no locked instruction; elsewhere sync/atomic):
+// Ordering (amd64 outside -race: one assembly call, made straight from the caller since Dequeue
+// inlines, does the tail check, the copy and the four stores as plain MOVs, no locked
+// instruction; elsewhere sync/atomic):
 //
 //   - The tail load (or the cached tail, which was such a load) is a load-acquire: the slot reads
 //     that follow see the producers' descriptors (x86-TSO does not reorder loads with loads).
