@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,8 @@ func NewDevice(cfg Config) (*Device, error) {
 	m := cfg.Mapper
 	if m == nil {
 		m = dma.NewDirect()
+	} else if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, configErr("Mapper", m, "a nil pointer in a non-nil interface (use a nil Mapper for the direct mapper)")
 	}
 	pad, err := m.AllocCoherent(4)
 	if err != nil {

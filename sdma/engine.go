@@ -347,6 +347,9 @@ func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
 // must leave tx where it is: use DeferOrRetry, not ParkOrRetry), pktsSent being whether this
 // call submitted anything; ErrNotRunning after flushing every remaining ready txreq; ErrClosed.
 func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
+	if l == nil {
+		return 0, txErr("SendList", ErrInvalid, "nil list")
+	}
 	count, submitted := 0, 0
 	var err error
 	for l.Len() > 0 && err == nil {

@@ -99,10 +99,12 @@ func (w *IOWait) rank() int { return w.priority<<4 + int(w.starved.Load()) }
 
 // Waiting reports whether w is parked on this engine's wait list.
 func (e *Engine) Waiting(w *IOWait) bool {
+	if w == nil {
+		return false
+	}
 	e.waitMu.Lock()
-	ok := w.on.Load() == e
-	e.waitMu.Unlock()
-	return ok
+	defer e.waitMu.Unlock()
+	return w.on.Load() == e
 }
 
 // sdmaDec drops the busy count; at zero it wakes drainers and calls drained
@@ -203,6 +205,9 @@ func (e *Engine) UnlockWait() { e.waitMu.Unlock() }
 // engine) is left where it is; QueueWait reports whether it queued w. The check and the claim are
 // one atomic step, so two engines never both queue w.
 func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) bool {
+	if w == nil {
+		return false
+	}
 	if need <= 0 {
 		if tx := w.txHead.Front(); tx != nil {
 			need = tx.NumDesc()
@@ -251,6 +256,10 @@ func (e *Engine) DeferOrRetry(w *IOWait, tx *TxReq, seq uint32, pktsSent bool) e
 // one hold of the wait lock, and descAvail takes the same lock after the pass moved swHead, so a
 // pass either shows as progress or finds w queued.
 func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep bool) error {
+	if w == nil || tx == nil {
+		// Checked before the wait lock: a panic under it would wedge the engine.
+		return txErr("ParkOrRetry", ErrInvalid, "nil iowait or txreq")
+	}
 	if !e.testSkipWaitLock {
 		e.waitMu.Lock()
 	}

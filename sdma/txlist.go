@@ -15,8 +15,12 @@ func (l *TxList) Len() int { return l.n }
 // Front returns the first txreq, or nil.
 func (l *TxList) Front() *TxReq { return l.head }
 
-// PushBack appends tx (list_add_tail). tx must not be on another list.
+// PushBack appends tx (list_add_tail). tx must not be on another list. A nil tx is a programmer
+// error: PushBack panics with a message saying so (there is nothing to link).
 func (l *TxList) PushBack(tx *TxReq) {
+	if tx == nil {
+		panic("sdma: TxList.PushBack of a nil txreq")
+	}
 	tx.next = nil
 	if l.tail == nil {
 		l.head = tx
@@ -27,8 +31,11 @@ func (l *TxList) PushBack(tx *TxReq) {
 	l.n++
 }
 
-// PushFront prepends tx (list_add).
+// PushFront prepends tx (list_add). A nil tx panics, as for PushBack.
 func (l *TxList) PushFront(tx *TxReq) {
+	if tx == nil {
+		panic("sdma: TxList.PushFront of a nil txreq")
+	}
 	tx.next = l.head
 	l.head = tx
 	if l.tail == nil {

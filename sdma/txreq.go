@@ -325,6 +325,9 @@ func (tx *TxReq) unmapDesc(d desc.Desc) {
 // ready reports whether tx may be sent: nil iff it is initialised, closed (all tlen bytes added,
 // so at least one descriptor) and not in flight; else a *TxError matching ErrInvalid saying why.
 func (tx *TxReq) ready() error {
+	if tx == nil {
+		return txErr("Send", ErrInvalid, "nil txreq")
+	}
 	switch tx.state.Load() {
 	case txInFlight:
 		return txErr("Send", ErrInvalid, "txreq in flight")

@@ -211,3 +211,10 @@ func TestStatusString(t *testing.T) {
 	assert.Equal(t, "shutdown", StatusShutdown.String())
 	assert.Equal(t, "Status(9)", Status(9).String())
 }
+
+func TestTxListNilIsAClearPanic(t *testing.T) {
+	var l TxList
+	assert.PanicsWithValue(t, "sdma: TxList.PushBack of a nil txreq", func() { l.PushBack(nil) })
+	assert.PanicsWithValue(t, "sdma: TxList.PushFront of a nil txreq", func() { l.PushFront(nil) })
+	assert.Zero(t, l.Len())
+}
