@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/Workiva/go-datastructures/queue"
@@ -114,9 +115,10 @@ func benchRing(b *testing.B, mode string, bulk int) {
 	var wg sync.WaitGroup
 	var sum uint64 // written by the consumer goroutine, read after wg.Wait
 	wg.Add(1)
-	b.ResetTimer()
+	var started atomic.Bool
 	go func() {
 		defer wg.Done()
+		started.Store(true)
 		for got, spins := 0, 0; got < total; {
 			n := r.Dequeue(dst)
 			if n == 0 {
@@ -131,6 +133,11 @@ func benchRing(b *testing.B, mode string, bulk int) {
 			got += n
 		}
 	}()
+	// Start timing once the consumer runs: a consumer still waiting for a P measures the scheduler.
+	for !started.Load() {
+		runtime.Gosched()
+	}
+	b.ResetTimer()
 	for i, spins := 0, 0; i < b.N; {
 		if _, err := r.EnqueueSP(src, 0); err != nil {
 			if spins++; spins&63 == 0 {
