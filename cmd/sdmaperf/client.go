@@ -402,11 +402,9 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	if runErr != nil {
 		return runErr
 	}
-	if !cfg.Faults.Any() {
-		for _, r := range rep.Results {
-			if len(r.HaltCauses) > 0 {
-				return fmt.Errorf("%d bytes: an engine halted with no fault injected: %s", r.Bytes, r.HaltCauses[0])
-			}
+	for _, r := range rep.Results {
+		if err := checkHalts(cfg, r, stderr); err != nil {
+			return err
 		}
 	}
 	for _, r := range rep.Results {
@@ -416,6 +414,36 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	}
 	if rep.Receiver != nil {
 		return checkReceiver(rep.Receiver, stderr)
+	}
+	return nil
+}
+
+// checkHalts fails a run whose engines halted beyond what -faults injected: with no halt
+// injected, any halt; with haltat alone, more than one halt per engine or one of another cause.
+// It warns when haltat asked for a halt and no engine read that many descriptors.
+func checkHalts(cfg Config, r Result, stderr io.Writer) error {
+	f := cfg.Faults
+	if !f.InjectsHalts() {
+		if r.Halts > 0 {
+			last := "no record"
+			if len(r.HaltCauses) > 0 {
+				last = r.HaltCauses[0]
+			}
+			return fmt.Errorf("%d bytes: %d engine halts with no halt injected, the last: %s", r.Bytes, r.Halts, last)
+		}
+		return nil
+	}
+	if f.HaltRate > 0 {
+		return nil // random causes: a real halt cannot be told from an injected one
+	}
+	want := f.haltCause().String()
+	if r.Halts > uint64(cfg.Engines) || r.HaltsBy[want] != r.Halts {
+		return fmt.Errorf("%d bytes: %d engine halts (%s) where haltat injects at most one per engine, %s",
+			r.Bytes, r.Halts, haltsText(r.HaltsBy), want)
+	}
+	if r.Halts == 0 {
+		fmt.Fprintf(stderr, "sdmaperf: %d bytes: -faults haltat=%d: no engine halted: none read %d descriptors in the measured run (raise -n or -D)\n",
+			r.Bytes, f.HaltAt, f.HaltAt)
 	}
 	return nil
 }
@@ -465,8 +493,9 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	}
 	wait, mode := engineOptions(cfg)
 	var fsink *sdma.FaultSink
-	if cfg.Faults.SinkFail > 0 {
-		fsink = &sdma.FaultSink{Sink: sink, FailRate: cfg.Faults.SinkFail, Seed: uint64(cfg.Faults.Seed)}
+	if cfg.Faults.SinkFail > 0 || cfg.Faults.SinkStall > 0 {
+		fsink = &sdma.FaultSink{Sink: sink, FailRate: cfg.Faults.SinkFail, StallRate: cfg.Faults.SinkStall,
+			Stall: cfg.Faults.Stall, Seed: uint64(cfg.Faults.Seed)}
 		sink = fsink
 	}
 	dev, err := sdma.NewDevice(sdma.Config{
@@ -549,14 +578,25 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 		p.mapErrors = 0
 		p.aborted.Store(0)
 	}
+	if cfg.Faults.HaltAt > 0 {
+		// Armed now, so that haltat counts the descriptors of the measured run, not the
+		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate.
+		plan := sdma.FaultPlan{HaltAt: cfg.Faults.HaltAt, HaltCause: cfg.Faults.haltCause(),
+			HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
+		for i := range dev.NumEngines() {
+			if err := dev.Engine(i).SetFaults(plan); err != nil {
+				return res, err
+			}
+		}
+	}
 	var injStart uint64
 	if inj != nil {
 		injStart = inj.Injected() + inj.Faults()
 	}
 	engStart := engineTotals(dev)
-	var sinkFailStart uint64
+	var sinkFailStart, sinkStallStart uint64
 	if fsink != nil {
-		sinkFailStart = fsink.Failed()
+		sinkFailStart, sinkStallStart = fsink.Failed(), fsink.Stalled()
 	}
 
 	// Measure.
@@ -670,10 +710,12 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	res.Sleeps, res.Wakeups = d.sleeps, d.wakeups
 	res.Halts = d.halts
 	res.HaltsBy = d.haltsByCause()
+	res.HaltsInjected = cfg.Faults.InjectsHalts()
 	res.Recoveries = d.recoveries
 	res.SinkErrors = d.sinkErrors
 	if fsink != nil {
 		res.SinkFailed = fsink.Failed() - sinkFailStart
+		res.SinkStalls = fsink.Stalled() - sinkStallStart
 	}
 	return res, ctx.Err()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/ring"
+	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
@@ -70,32 +71,86 @@ type Config struct {
 
 // FaultSpec is the parsed -faults flag.
 type FaultSpec struct {
-	MapFraction float64 `json:"map,omitempty"`      // fraction of DMA map calls that fail
-	MapNth      int     `json:"map_nth,omitempty"`  // the Nth map call fails
-	HaltRate    float64 `json:"halt,omitempty"`     // per packet: the engine halts (random cause) and recovers
-	SinkFail    float64 `json:"sinkfail,omitempty"` // fraction of deliveries the sink fails
-	Seed        int64   `json:"seed,omitempty"`     // seed for the fraction generators
+	MapFraction float64       `json:"map,omitempty"`       // fraction of DMA map calls that fail
+	MapNth      int           `json:"map_nth,omitempty"`   // the Nth map call fails
+	HaltRate    float64       `json:"halt,omitempty"`      // per packet: the engine halts (random cause) and recovers
+	HaltAt      int           `json:"haltat,omitempty"`    // each engine halts once, at its Nth descriptor of the measured run
+	Cause       string        `json:"cause,omitempty"`     // HaltAt's halt cause, as sdma.HaltCause names it
+	SinkFail    float64       `json:"sinkfail,omitempty"`  // fraction of deliveries the sink fails
+	SinkStall   float64       `json:"sinkstall,omitempty"` // fraction of deliveries the sink stalls first
+	Stall       time.Duration `json:"stall_ns,omitempty"`  // how long a stall lasts (with SinkStall)
+	Seed        int64         `json:"seed,omitempty"`      // seed for the fraction generators
 }
+
+// Defaults and limits of the -faults keys.
+const (
+	defaultStall = time.Millisecond
+	maxStall     = time.Second
+	defaultCause = sdma.CauseHalt
+)
 
 // Any reports whether any fault is asked for.
 func (f FaultSpec) Any() bool {
-	return f.MapFraction > 0 || f.MapNth > 0 || f.HaltRate > 0 || f.SinkFail > 0
+	return f.MapFraction > 0 || f.MapNth > 0 || f.SinkFail > 0 || f.SinkStall > 0 || f.InjectsHalts()
+}
+
+// InjectsHalts reports whether engine halts are asked for (halt or haltat): every halt cause
+// the run shows then is an injected one.
+func (f FaultSpec) InjectsHalts() bool { return f.HaltRate > 0 || f.HaltAt > 0 }
+
+// haltCause is the cause of the haltat halt.
+func (f FaultSpec) haltCause() sdma.HaltCause {
+	if c, ok := haltCauseByName(f.Cause); ok {
+		return c
+	}
+	return defaultCause
+}
+
+// haltCauseNames lists the names of the halt causes a halt can be injected with, as
+// sdma.HaltCause's String gives them (CauseNone excluded).
+func haltCauseNames() []string {
+	names := make([]string, 0, sdma.NumHaltCauses-1)
+	for c := sdma.CauseNone + 1; c < sdma.NumHaltCauses; c++ {
+		names = append(names, c.String())
+	}
+	return names
+}
+
+// haltCauseByName finds the halt cause named name: sdma's name, in any case, with "-" or "_"
+// allowed for each space (so that it needs no quoting in a shell).
+func haltCauseByName(name string) (sdma.HaltCause, bool) {
+	norm := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("-", " ", "_", " ").Replace(strings.TrimSpace(s)))
+	}
+	n := norm(name)
+	for c := sdma.CauseNone + 1; c < sdma.NumHaltCauses; c++ {
+		if norm(c.String()) == n {
+			return c, true
+		}
+	}
+	return sdma.CauseNone, false
 }
 
 // String formats the spec as the flag takes it.
 func (f FaultSpec) String() string {
 	var parts []string
-	if f.MapFraction > 0 {
-		parts = append(parts, "map="+strconv.FormatFloat(f.MapFraction, 'g', -1, 64))
+	rate := func(k string, x float64) {
+		if x > 0 {
+			parts = append(parts, k+"="+strconv.FormatFloat(x, 'g', -1, 64))
+		}
 	}
+	rate("map", f.MapFraction)
 	if f.MapNth > 0 {
 		parts = append(parts, "mapnth="+strconv.Itoa(f.MapNth))
 	}
-	if f.HaltRate > 0 {
-		parts = append(parts, "halt="+strconv.FormatFloat(f.HaltRate, 'g', -1, 64))
+	rate("halt", f.HaltRate)
+	if f.HaltAt > 0 {
+		parts = append(parts, "haltat="+strconv.Itoa(f.HaltAt), "cause="+f.haltCause().String())
 	}
-	if f.SinkFail > 0 {
-		parts = append(parts, "sinkfail="+strconv.FormatFloat(f.SinkFail, 'g', -1, 64))
+	rate("sinkfail", f.SinkFail)
+	rate("sinkstall", f.SinkStall)
+	if f.SinkStall > 0 {
+		parts = append(parts, "stall="+f.Stall.String())
 	}
 	if f.Seed != 0 {
 		parts = append(parts, "seed="+strconv.FormatInt(f.Seed, 10))
@@ -106,17 +161,22 @@ func (f FaultSpec) String() string {
 	return strings.Join(parts, ",")
 }
 
-// parseFaults parses "map=0.01,mapnth=5,halt=0.001,sinkfail=0.01,seed=7"; "" and "none" mean no
-// faults.
+// faultKeys is the -faults syntax, for the errors.
+const faultKeys = "map=FRACTION, mapnth=N, halt=RATE, haltat=N, cause=NAME, sinkfail=RATE, sinkstall=RATE, stall=DURATION, seed=N"
+
+// parseFaults parses "map=0.01,mapnth=5,halt=0.001,haltat=100,cause=wrong-dword-count,
+// sinkfail=0.01,sinkstall=0.001,stall=2ms,seed=7"; "" and "none" mean no faults. Stall defaults
+// to defaultStall with sinkstall, and cause to defaultCause with haltat.
 func parseFaults(s string) (FaultSpec, error) {
 	var f FaultSpec
 	if s == "" || s == "none" {
 		return f, nil
 	}
+	causeSet, stallSet := false, false
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
-			return f, fmt.Errorf("-faults: %q is not key=value (keys: map, mapnth, halt, sinkfail, seed)", kv)
+			return f, fmt.Errorf("-faults: %q is not key=value (keys: %s)", kv, faultKeys)
 		}
 		switch k {
 		case "map":
@@ -131,16 +191,38 @@ func parseFaults(s string) (FaultSpec, error) {
 				return f, fmt.Errorf("-faults: mapnth=%s: want the number (from 1) of the map call that fails", v)
 			}
 			f.MapNth = n
-		case "halt", "sinkfail":
+		case "haltat":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return f, fmt.Errorf("-faults: haltat=%s: want the number (from 1) of the descriptor to halt at", v)
+			}
+			f.HaltAt = n
+		case "cause":
+			c, ok := haltCauseByName(v)
+			if !ok {
+				return f, fmt.Errorf("-faults: cause=%s: unknown halt cause; want one of: %s (a - or _ may stand for each space)",
+					v, strings.Join(haltCauseNames(), ", "))
+			}
+			f.Cause, causeSet = c.String(), true
+		case "halt", "sinkfail", "sinkstall":
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(x >= 0 && x <= 1) {
 				return f, fmt.Errorf("-faults: %s=%s: want a probability per packet, 0 to 1", k, v)
 			}
-			if k == "halt" {
+			switch k {
+			case "halt":
 				f.HaltRate = x
-			} else {
+			case "sinkfail":
 				f.SinkFail = x
+			default:
+				f.SinkStall = x
 			}
+		case "stall":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d > maxStall {
+				return f, fmt.Errorf("-faults: stall=%s: want a duration above 0 and at most %v, such as 1ms", v, maxStall)
+			}
+			f.Stall, stallSet = d, true
 		case "seed":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -148,10 +230,36 @@ func parseFaults(s string) (FaultSpec, error) {
 			}
 			f.Seed = n
 		default:
-			return f, fmt.Errorf("-faults: unknown fault %q (known: map=FRACTION, mapnth=N, halt=RATE, sinkfail=RATE, seed=N)", k)
+			return f, fmt.Errorf("-faults: unknown fault %q (known: %s)", k, faultKeys)
 		}
 	}
+	if causeSet && f.HaltAt == 0 {
+		return f, fmt.Errorf("-faults: cause=%s applies to haltat=N only (halt=RATE picks its causes at random)", f.Cause)
+	}
+	if stallSet && f.SinkStall == 0 {
+		return f, fmt.Errorf("-faults: stall=%v applies to sinkstall=RATE only", f.Stall)
+	}
+	if f.HaltAt > 0 && !causeSet {
+		f.Cause = defaultCause.String()
+	}
+	if f.SinkStall > 0 && !stallSet {
+		f.Stall = defaultStall
+	}
 	return f, nil
+}
+
+// faultsUsage is the -faults help: every key with its default.
+func faultsUsage() string {
+	return "fault injection, comma-separated key=value (none: no faults). " +
+		"map=FRACTION: that fraction of DMA map calls fail (default 0); " +
+		"mapnth=N: the Nth map call fails (default: none); " +
+		"halt=RATE: per packet, the engine halts with a random cause and recovers (default 0); " +
+		"haltat=N: each engine halts once, at the first packet that starts at or after the Nth descriptor it reads in the measured run (after the warm-up), and recovers (default: none); " +
+		"cause=NAME: haltat's halt cause, one of " + strings.Join(haltCauseNames(), ", ") + " (default " + defaultCause.String() + "; a - or _ may stand for each space); " +
+		"sinkfail=RATE: that fraction of deliveries fail (default 0); " +
+		"sinkstall=RATE: that fraction of deliveries stall before delivering (default 0); " +
+		"stall=DURATION: how long a sinkstall stall lasts, up to " + maxStall.String() + " (default " + defaultStall.String() + "); " +
+		"seed=N: seeds the map, halt, sinkfail and sinkstall draws (default 0)"
 }
 
 // errHelp is returned by parseConfig for -h: usage was printed, exit 0.
@@ -206,7 +314,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
-	fs.StringVar(&raw.faults, "faults", "none", "fault injection, comma-separated: map=FRACTION (that fraction of DMA map calls fail), mapnth=N (the Nth fails), halt=RATE (per packet, the engine halts with a random cause and recovers), sinkfail=RATE (that fraction of deliveries fail), seed=N")
+	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")

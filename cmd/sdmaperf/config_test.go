@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma"
 )
 
 func TestDefaults(t *testing.T) {
@@ -47,6 +49,26 @@ func TestHelpListsEveryFlagWithDefault(t *testing.T) {
 		assert.Contains(t, entry, f.DefValue, "-%s shows the wrong default", f.Name)
 	})
 	assert.Greater(t, n, 20)
+
+	// -faults documents every key with its default, and names every halt cause.
+	i := strings.Index(text, "\n  -faults ")
+	require.GreaterOrEqual(t, i, 0)
+	entry := text[i+1:]
+	entry = entry[:strings.Index(entry[1:], "\n  -")+1]
+	for _, k := range []string{"map=", "mapnth=", "halt=", "haltat=", "cause=", "sinkfail=", "sinkstall=", "stall=", "seed="} {
+		j := strings.Index(entry, " "+k)
+		require.GreaterOrEqual(t, j, 0, "-faults help lacks %s", k)
+		rest := entry[j:]
+		if end := strings.Index(rest, ";"); end >= 0 {
+			rest = rest[:end]
+		}
+		assert.Contains(t, rest, "(default", "-faults %s shows no default", k)
+	}
+	assert.Contains(t, entry, "(default explicit halt;")
+	assert.Contains(t, entry, "(default 1ms)")
+	for _, c := range haltCauseNames() {
+		assert.Contains(t, entry, c)
+	}
 }
 
 func TestSweepSizes(t *testing.T) {
@@ -85,6 +107,37 @@ func TestFaultSpec(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FaultSpec{HaltRate: 0.001, SinkFail: 0.5, Seed: 2}, f)
 	assert.Equal(t, "halt=0.001,sinkfail=0.5,seed=2", f.String())
+	f, err = parseFaults("haltat=7,cause=wrong-dword-count")
+	require.NoError(t, err)
+	assert.Equal(t, FaultSpec{HaltAt: 7, Cause: "wrong dword count"}, f)
+	assert.Equal(t, sdma.CauseWrongDW, f.haltCause())
+	assert.Equal(t, "haltat=7,cause=wrong dword count", f.String())
+	assert.True(t, f.Any())
+	assert.True(t, f.InjectsHalts())
+	f, err = parseFaults("cause=AHG_Header_Select,haltat=1") // any order, any case, _ for spaces
+	require.NoError(t, err)
+	assert.Equal(t, sdma.CauseHeaderSelect, f.haltCause())
+	f, err = parseFaults("haltat=3") // cause defaults to an explicit halt
+	require.NoError(t, err)
+	assert.Equal(t, sdma.CauseHalt, f.haltCause())
+	assert.Equal(t, "haltat=3,cause=explicit halt", f.String())
+	f, err = parseFaults("sinkstall=0.25,stall=50us,seed=1")
+	require.NoError(t, err)
+	assert.Equal(t, FaultSpec{SinkStall: 0.25, Stall: 50 * time.Microsecond, Seed: 1}, f)
+	assert.Equal(t, "sinkstall=0.25,stall=50µs,seed=1", f.String())
+	assert.False(t, f.InjectsHalts())
+	f, err = parseFaults("stall=1s,sinkstall=1") // stall may come first; 1s and rate 1 are the limits
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, f.Stall)
+	f, err = parseFaults("sinkstall=0.01") // stall defaults to 1ms
+	require.NoError(t, err)
+	assert.Equal(t, time.Millisecond, f.Stall)
+	assert.Equal(t, "sinkstall=0.01,stall=1ms", f.String())
+	for c := sdma.CauseNone + 1; c < sdma.NumHaltCauses; c++ { // every cause by its sdma name
+		f, err = parseFaults("haltat=1,cause=" + c.String())
+		require.NoError(t, err, c.String())
+		assert.Equal(t, c, f.haltCause())
+	}
 	f, err = parseFaults("none")
 	require.NoError(t, err)
 	assert.False(t, f.Any())
@@ -139,6 +192,20 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-faults", "halt=1.5"}, "-faults: halt=1.5: want a probability"},
 		{[]string{"-faults", "sinkfail=x"}, "-faults: sinkfail=x: want a probability"},
 		{[]string{"-faults", "seed=4"}, "without a fault to seed"},
+		{[]string{"-faults", "sinkstall=2"}, "-faults: sinkstall=2: want a probability"},
+		{[]string{"-faults", "sinkstall=-0.1"}, "-faults: sinkstall=-0.1: want a probability"},
+		{[]string{"-faults", "sinkstall=0.1,stall=0s"}, "-faults: stall=0s: want a duration above 0 and at most 1s"},
+		{[]string{"-faults", "sinkstall=0.1,stall=-1ms"}, "-faults: stall=-1ms"},
+		{[]string{"-faults", "sinkstall=0.1,stall=2s"}, "-faults: stall=2s: want a duration above 0 and at most 1s"},
+		{[]string{"-faults", "sinkstall=0.1,stall=fast"}, "-faults: stall=fast"},
+		{[]string{"-faults", "stall=1ms"}, "stall=1ms applies to sinkstall=RATE only"},
+		{[]string{"-faults", "sinkfail=0.1,stall=1ms"}, "stall=1ms applies to sinkstall=RATE only"},
+		{[]string{"-faults", "haltat=0"}, "-faults: haltat=0: want the number (from 1)"},
+		{[]string{"-faults", "haltat=x"}, "-faults: haltat=x"},
+		{[]string{"-faults", "cause=explicit halt"}, "cause=explicit halt applies to haltat=N only"},
+		{[]string{"-faults", "halt=0.1,cause=memory read fault"}, "applies to haltat=N only (halt=RATE picks its causes at random)"},
+		{[]string{"-faults", "haltat=5,cause=disk on fire"}, "cause=disk on fire: unknown halt cause; want one of: generation mismatch, first descriptor,"},
+		{[]string{"-faults", "haltat=5,cause=none"}, "unknown halt cause"},
 		{[]string{"-idle", "1s"}, "-idle applies to -server only"},
 		{[]string{"-server", "-size", "64"}, "-size does not apply to -server"},
 		{[]string{"-server", "-idle", "0s"}, "-idle 0s"},

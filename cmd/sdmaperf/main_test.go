@@ -227,5 +227,50 @@ func TestRunHaltAndSinkFaults(t *testing.T) {
 	code, out, errOut := runTool(t, "-n", "500", "-warmup", "0", "-faults", "halt=0.05,seed=2", "-size", "64")
 	require.Equal(t, exitOK, code, "stderr: %s", errOut)
 	assert.Contains(t, out, "recoveries")
-	assert.Contains(t, out, " halts: ")
+	assert.Contains(t, out, " halts (injected): ", "random halt causes are shown as injected")
+}
+
+// TestRunHaltAt: haltat halts each engine once, with the cause asked for, at a descriptor of the
+// measured run (the warm-up's do not count), and the engine recovers.
+func TestRunHaltAt(t *testing.T) {
+	rep := runJSON(t, "-n", "50", "-warmup", "20", "-size", "256", "-frags", "2", "-depth", "4",
+		"-faults", "haltat=10,cause=memory-read-fault")
+	r := rep.Results[0]
+	assert.EqualValues(t, 1, r.Halts)
+	assert.Equal(t, map[string]uint64{"memory read fault": 1}, r.HaltsBy)
+	assert.EqualValues(t, 1, r.Recoveries)
+	assert.True(t, r.HaltsInjected)
+	require.Len(t, r.HaltCauses, 1)
+	assert.Contains(t, r.HaltCauses[0], "memory read fault")
+	assert.Contains(t, r.HaltCauses[0], "FaultPlan.HaltAt")
+	assert.EqualValues(t, 50, r.Iterations+r.Aborted, "every packet completed, OK or aborted")
+	assert.Equal(t, 10, rep.Config.Faults.HaltAt)
+	assert.Equal(t, "memory read fault", rep.Config.Faults.Cause)
+
+	// The table says the halt was injected.
+	code, out, errOut := runTool(t, "-n", "30", "-warmup", "0", "-size", "64", "-frags", "1", "-faults", "haltat=1,cause=explicit halt")
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, out, " 64 bytes: halts (injected): explicit halt 1\n")
+
+	// A haltat beyond the run's descriptors halts nothing, and says so.
+	code, _, errOut = runTool(t, "-n", "10", "-warmup", "0", "-size", "64", "-frags", "1", "-faults", "haltat=100000")
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, errOut, "haltat=100000: no engine halted")
+}
+
+// TestRunSinkStall: sinkstall=1 stalls every delivery (1µs each, so the test stays short).
+func TestRunSinkStall(t *testing.T) {
+	rep := runJSON(t, "-n", "40", "-warmup", "5", "-size", "128", "-faults", "sinkstall=1,stall=1us")
+	r := rep.Results[0]
+	assert.Positive(t, r.SinkStalls)
+	assert.EqualValues(t, 40, r.SinkStalls, "every measured delivery stalled, the warm-up's not counted")
+	assert.EqualValues(t, 40, r.Iterations)
+	assert.Zero(t, r.SinkErrors)
+	assert.Zero(t, r.Halts)
+	assert.Equal(t, time.Microsecond, rep.Config.Faults.Stall)
+
+	code, out, errOut := runTool(t, "-n", "20", "-warmup", "0", "-size", "64", "-faults", "sinkstall=1,stall=1us")
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "stalls")
+	assert.Regexp(t, `(?m)^ 64 +0 +\d+ +\d+ +0 +0 +0 +0 +20 +0 +0$`, out, "the counter row shows 20 stalls")
 }

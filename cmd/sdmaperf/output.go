@@ -70,13 +70,17 @@ type Result struct {
 	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed
 	Aborted    uint64            `json:"aborted"`                  // packets completed with StatusAborted
 	SinkErrors uint64            `json:"sink_errors"`              // Deliver errors the engine recorded
+	SinkStalls uint64            `json:"sink_stalls"`              // deliveries stalled on purpose (-faults sinkstall)
 	Halts      uint64            `json:"halts"`                    // engine halts
 	HaltsBy    map[string]uint64 `json:"halts_by_cause,omitempty"` // engine halts by cause
-	Recoveries uint64            `json:"recoveries"`               // returns to running after a halt
-	SinkFailed uint64            `json:"sink_failed,omitempty"`    // deliveries failed on purpose (-faults sinkfail)
-	HaltCauses []string          `json:"halt_causes,omitempty"`    // the last halt of each engine that halted
-	SinkError  string            `json:"sink_error,omitempty"`     // the last failed delivery
-	Receiver   *udpsink.Report   `json:"receiver,omitempty"`
+	// HaltsInjected: -faults injected the halts (halt, haltat), so HaltsBy's causes are the
+	// injected ones (chosen at random with halt), not memory or descriptors that really failed.
+	HaltsInjected bool            `json:"halts_injected,omitempty"`
+	Recoveries    uint64          `json:"recoveries"`            // returns to running after a halt
+	SinkFailed    uint64          `json:"sink_failed,omitempty"` // deliveries failed on purpose (-faults sinkfail)
+	HaltCauses    []string        `json:"halt_causes,omitempty"` // the last halt of each engine that halted
+	SinkError     string          `json:"sink_error,omitempty"`  // the last failed delivery
+	Receiver      *udpsink.Report `json:"receiver,omitempty"`
 }
 
 // Report is the whole output of a client run.
@@ -148,24 +152,46 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg)
 	}
 	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, " %-8s %-11s %-9s %-9s %-9s %-11s %-9s %-12s %-7s %s\n", "#bytes", "ring-full", "sleeps", "wakeups", "faults", "map-errors", "aborted", "sink-errors", "halts", "recoveries")
+	fmt.Fprintf(w, " %-8s %-11s %-9s %-9s %-9s %-11s %-9s %-12s %-9s %-7s %s\n", "#bytes", "ring-full", "sleeps", "wakeups", "faults", "map-errors", "aborted", "sink-errors", "stalls", "halts", "recoveries")
 	for _, r := range results {
-		fmt.Fprintf(w, " %-8d %-11d %-9d %-9d %-9d %-11d %-9d %-12d %-7d %d\n", r.Bytes, r.RingFull, r.Sleeps, r.Wakeups, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.Halts, r.Recoveries)
+		fmt.Fprintf(w, " %-8d %-11d %-9d %-9d %-9d %-11d %-9d %-12d %-9d %-7d %d\n", r.Bytes, r.RingFull, r.Sleeps, r.Wakeups, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.SinkStalls, r.Halts, r.Recoveries)
 	}
 	fmt.Fprintln(w, rule)
 	for _, r := range results {
-		causes := make([]string, 0, len(r.HaltsBy))
-		for c := range r.HaltsBy {
-			causes = append(causes, c)
-		}
-		sort.Strings(causes)
-		for _, c := range causes {
-			fmt.Fprintf(w, " %d bytes: %d halts: %s\n", r.Bytes, r.HaltsBy[c], c)
+		if len(r.HaltsBy) > 0 {
+			label := "halts"
+			if r.HaltsInjected {
+				label = "halts (injected)" // the causes are -faults' choice, not real failures
+			}
+			fmt.Fprintf(w, " %d bytes: %s: %s\n", r.Bytes, label, haltsText(r.HaltsBy))
 		}
 		for _, c := range r.HaltCauses {
 			fmt.Fprintf(w, " %d bytes: last: %s\n", r.Bytes, c)
 		}
 	}
+}
+
+// haltsText lists halt counts by cause, the most frequent first: "memory read fault 12, explicit
+// halt 3".
+func haltsText(by map[string]uint64) string {
+	causes := make([]string, 0, len(by))
+	for c := range by {
+		causes = append(causes, c)
+	}
+	sort.Slice(causes, func(i, j int) bool {
+		if by[causes[i]] != by[causes[j]] {
+			return by[causes[i]] > by[causes[j]]
+		}
+		return causes[i] < causes[j]
+	})
+	parts := make([]string, len(causes))
+	for i, c := range causes {
+		parts[i] = fmt.Sprintf("%s %d", c, by[c])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // writeText prints the whole report as perftest does.

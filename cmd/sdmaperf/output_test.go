@@ -68,6 +68,20 @@ func TestTextOutput(t *testing.T) {
 	}
 	assert.Equal(t, []string{"4096", "250000", "1200.00", "976.56", "0.250000"}, strings.Fields(row))
 
+	// Halt causes: injected ones are labelled so, most frequent first.
+	rep := sampleReport(t, "-faults", "halt=0.01")
+	rep.Results[0].HaltsBy = map[string]uint64{"explicit halt": 3, "memory read fault": 12, "first descriptor": 3}
+	rep.Results[0].HaltsInjected = true
+	rep.Results[0].SinkStalls = 7
+	out.Reset()
+	writeText(&out, rep)
+	assert.Contains(t, out.String(), " 4096 bytes: halts (injected): memory read fault 12, explicit halt 3, first descriptor 3\n")
+	assert.Contains(t, out.String(), " sink-errors  stalls ")
+	rep.Results[0].HaltsInjected = false
+	out.Reset()
+	writeText(&out, rep)
+	assert.Contains(t, out.String(), " 4096 bytes: halts: memory read fault 12,")
+
 	out.Reset()
 	writeText(&out, sampleReport(t, "-mode", "lat", "-sink", "udp"))
 	assert.Contains(t, out.String(), "Send Latency Test")
@@ -89,6 +103,7 @@ func TestJSONOutputParses(t *testing.T) {
 	assert.EqualValues(t, 4096, res["bytes"])
 	assert.EqualValues(t, 250000, res["iterations"])
 	assert.Contains(t, res, "bw_peak_mib_s")
+	assert.Contains(t, res, "sink_stalls")
 	assert.Contains(t, res["latency"], "p99_9_us")
 	assert.EqualValues(t, 7, back["receiver"].(map[string]any)["packets"])
 }
