@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,25 +139,58 @@ func freeUDPPort(t *testing.T) string {
 	return addr
 }
 
+// readyWriter is the server's stderr in TestServerAndClient: it keeps what is written and, on
+// the "receiving on ADDR" line the server prints once it is bound, sends ADDR on ready.
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan string // cap 1
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if _, rest, ok := strings.Cut(w.buf.String(), "receiving on "); ok {
+		if addr, _, ok := strings.Cut(rest, " "); ok {
+			select {
+			case w.ready <- addr:
+			default:
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
 func TestServerAndClient(t *testing.T) {
-	addr := freeUDPPort(t)
 	type result struct {
 		code        int
 		out, errOut string
 	}
 	done := make(chan result, 1)
+	stderr := &readyWriter{ready: make(chan string, 1)}
 	go func() {
-		code, out, errOut := runTool(t, "-server", "-udp-addr", addr, "-idle", "30s", "-json")
-		done <- result{code, out, errOut}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		var stdout bytes.Buffer
+		// Port 0: the server binds a free port itself and says which; no port is probed or raced.
+		code := run(ctx, []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "30s", "-json"}, &stdout, stderr)
+		done <- result{code, stdout.String(), stderr.String()}
 	}()
-	// Wait for the server to listen: its bind makes ours fail.
-	require.Eventually(t, func() bool {
-		c, err := net.ListenPacket("udp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	}, 30*time.Second, 5*time.Millisecond) // generous: a loaded CI machine
+	var addr string
+	select {
+	case addr = <-stderr.ready:
+	case srv := <-done:
+		t.Fatalf("server stopped before it was ready: exit %d: %s", srv.code, srv.errOut)
+	case <-time.After(30 * time.Second): // a hang guard only: a loaded CI machine
+		t.Fatal("server never said it was receiving")
+	}
 
 	code, out, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "100", "-frags", "3")
 	require.Equal(t, exitOK, code, errOut)
