@@ -231,19 +231,10 @@ func (e *Engine) SinkError() error {
 // lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
 // reservation order. Send does not allocate.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
-	if err := tx.ready(); err != nil {
+	if err := e.take(tx); err != nil {
 		return err
 	}
-	if tx.dev != nil && tx.dev != e.dev {
-		return txErr("Send", ErrInvalid, "txreq built for another device")
-	}
 	n := tx.NumDesc()
-	if n > e.ring.Size()-1 {
-		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
-	}
-	if !tx.state.CompareAndSwap(txBuilding, txInFlight) {
-		return txErr("Send", ErrInvalid, "txreq sent concurrently")
-	}
 	tx.wait = w
 	for {
 		e.inflight.Add(1)
