@@ -256,7 +256,8 @@ func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
 }
 
 // writeGo is the portable implementation of Write, and the reference the assembly is tested
-// against. Preconditions as for writeAsm: 1 <= len(ds) <= len(slots)-1, 0 <= skip < len(ds).
+// against. Preconditions as for the assembly writers (ring_amd64.go): 1 <= len(ds) <=
+// len(slots)-1, 0 <= skip < len(ds).
 func writeGo(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc.Desc, skip int) {
 	for k, d := range ds {
 		i := start + uint64(k)
