@@ -99,7 +99,7 @@ func (t *table) stripe(page uint64) *stripe {
 	return &t.stripes[(page*0x9E3779B97F4A7C15)>>(64-stripeBits)]
 }
 
-// list returns the list of page pg, making it if needed. s is pg's stripe, write-locked.
+// list returns the list of page pg, making it if needed. s is pg's stripe, locked.
 func (s *stripe) list(pg uint64) *pageList {
 	pl := s.m[pg]
 	if pl != nil {
@@ -160,7 +160,7 @@ func (t *table) insert(v *record) {
 	}
 }
 
-// drop removes record i from the list of page pg; s is pg's stripe, write-locked.
+// drop removes record i from the list of page pg; s is pg's stripe, locked.
 func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 	n := len(pl.recs) - 1
 	pl.recs[i] = pl.recs[n]
