@@ -260,20 +260,8 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 		// Checked before the wait lock: a panic under it would wedge the engine.
 		return txErr("ParkOrRetry", ErrInvalid, "nil iowait or txreq")
 	}
-	if !e.testSkipWaitLock {
-		e.waitMu.Lock()
-	}
-	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
-		if !e.testSkipWaitLock {
-			e.waitMu.Unlock()
-		}
+	if !e.lockUnlessProgress(seq, tx) {
 		return ErrAgain
-	}
-	if h := e.testSleepWindow; h != nil {
-		h() // a completion pass in the window between the check and the queueing
-	}
-	if e.testSkipWaitLock {
-		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
 	}
 	need := tx.NumDesc()
 	if keep {
@@ -289,6 +277,30 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 	e.queueLocked(w, need, prio, pktsSent) // no-op if w is parked already (if not queued)
 	e.waitMu.Unlock()
 	return ErrBusy
+}
+
+// lockUnlessProgress is the sleepers' check before they queue (the 2019 fix): under the wait
+// lock it checks the gate and Progress(seq, tx). false means retry (the engine is not running,
+// or the ring moved enough), with the lock released; true means park, with the wait lock held
+// for the queueing. testSleepWindow runs between the check and the return; testSkipWaitLock
+// checks without the lock and takes it only after the window, as kernels before the fix did.
+func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
+	if !e.testSkipWaitLock {
+		e.waitMu.Lock()
+	}
+	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
+		if !e.testSkipWaitLock {
+			e.waitMu.Unlock()
+		}
+		return false
+	}
+	if h := e.testSleepWindow; h != nil {
+		h() // a completion pass in the window between the check and the queueing
+	}
+	if e.testSkipWaitLock {
+		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
+	}
+	return true
 }
 
 // blockWaiter is SendWait's waiter: an IOWait whose wakeup signals a channel.
@@ -315,21 +327,9 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	default:
 	}
 	// The same 2019 fix as sleepPark: the Progress check and the queueing under one hold of the
-	// wait lock (the test hooks are as there).
-	if !e.testSkipWaitLock {
-		e.waitMu.Lock()
-	}
-	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
-		if !e.testSkipWaitLock {
-			e.waitMu.Unlock()
-		}
+	// wait lock.
+	if !e.lockUnlessProgress(seq, tx) {
 		return nil
-	}
-	if h := e.testSleepWindow; h != nil {
-		h()
-	}
-	if e.testSkipWaitLock {
-		e.waitMu.Lock()
 	}
 	e.queueLocked(&bw.w, tx.NumDesc(), 0, true) // bw is SendWait's own: never parked here
 	e.waitMu.Unlock()
