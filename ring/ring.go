@@ -408,13 +408,7 @@ func (r *Ring) Slot(i uint64) desc.Desc { return r.slots[i&r.mask] }
 // store-release, handing [HWHead(), h) to the completion pass. h must lie in [HWHead(), Tail()];
 // otherwise SetHWHead panics with an *Error matching ErrOrder (a programmer error). For the
 // single hardware-model goroutine.
-func (r *Ring) SetHWHead(h uint64) {
-	old := r.hwHead.Load()
-	if t := r.tail.Load(); h-old > t-old {
-		panic(errorf("SetHWHead", ErrOrder, "head %#x outside [%#x, %#x]", h, old, t))
-	}
-	r.hwHead.Store(h)
-}
+func (r *Ring) SetHWHead(h uint64) { advanceHead("SetHWHead", &r.hwHead, &r.tail, h) }
 
 // ---- completion side ----
 
@@ -432,12 +426,16 @@ func (r *Ring) EndWrite() { r.seq.EndWrite() }
 // SetSwHead moves the software head to h, freeing [SwHead(), h) for producers, with an atomic
 // store-release. Only inside BeginWrite/EndWrite. h must lie in [SwHead(), HWHead()]; otherwise
 // SetSwHead panics with an *Error matching ErrOrder (a programmer error).
-func (r *Ring) SetSwHead(h uint64) {
-	old := r.swHead.Load()
-	if hw := r.hwHead.Load(); h-old > hw-old {
-		panic(errorf("SetSwHead", ErrOrder, "head %#x outside [%#x, %#x]", h, old, hw))
+func (r *Ring) SetSwHead(h uint64) { advanceHead("SetSwHead", &r.swHead, &r.hwHead, h) }
+
+// advanceHead is SetHWHead and SetSwHead: it moves head to h with an atomic store-release, or
+// panics (op's *Error matching ErrOrder) if h lies outside [head, bound] in modular order.
+func advanceHead(op string, head, bound *atomic.Uint64, h uint64) {
+	old := head.Load()
+	if b := bound.Load(); h-old > b-old {
+		panic(errorf(op, ErrOrder, "head %#x outside [%#x, %#x]", h, old, b))
 	}
-	r.swHead.Store(h)
+	head.Store(h)
 }
 
 // HeadSeq snapshots the head seqcount without waiting (hfi1: raw_seqcount_begin(&head_lock),
