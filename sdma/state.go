@@ -228,8 +228,7 @@ const historyLen = 32
 // use: the engine serialises events under its state lock (the kernel holds tail_lock and head_lock).
 type stateMachine struct {
 	cur       State
-	goRunning bool // go_s99_running
-	lastEvent Event
+	goRunning bool                   // go_s99_running
 	hist      [historyLen]Transition // ring of recent transitions
 	nhist     int                    // transitions recorded in all
 }
@@ -255,7 +254,6 @@ func (m *stateMachine) step(ev Event, cause string) (acts stateAction, enteredRu
 			to = S99Running
 		}
 	}
-	m.lastEvent = ev
 	if to == stay {
 		return cell.act, false
 	}
