@@ -246,14 +246,11 @@ func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
 // write is Write without the checks: for Enqueue, whose range is its own fresh reservation.
 // Preconditions: 1 <= len(ds) <= Size()-1, the caller owns [start, start+len(ds)).
 func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
-	n := len(ds)
-	if skip < 0 {
-		skip = 0
-	} else if skip > n-1 {
-		skip = n - 1
-	}
-	writeBatch(r.slots, r.mask, r.shift, start, ds, skip)
+	writeBatch(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
 }
+
+// clampSkip clamps a caller's skip to [0, n-1], the writers' precondition.
+func clampSkip(skip, n int) int { return min(max(skip, 0), n-1) }
 
 // writeGo is the portable implementation of Write, and the reference the assembly is tested
 // against. Preconditions as for the assembly writers (ring_amd64.go): 1 <= len(ds) <=
@@ -365,12 +362,7 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 			return 0, ErrFull
 		}
 	}
-	if skip < 0 {
-		skip = 0
-	} else if skip > n-1 {
-		skip = n - 1
-	}
-	writeGo(r.slots, r.mask, r.shift, start, ds, skip)
+	writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, n))
 	end := start + un
 	// reserved first, so that reserved >= tail for concurrent readers (Publish's check, FreeCnt).
 	r.reserved.Store(end)
