@@ -156,11 +156,16 @@ func (e *Engine) processLocked() (int, error) {
 // CompleteInterrupt mode (hfi1: sdma_engine_interrupt). hwMu held.
 func (e *Engine) interrupt() {
 	e.stats.interrupts.Add(1)
-	if e.ring.HWHead() != e.hw.head {
-		e.ring.SetHWHead(e.hw.head)
-	}
+	e.writeBackHead()
 	if e.mode == CompleteInterrupt {
 		e.makeProgress()
+	}
+}
+
+// writeBackHead writes the chip's head back to the ring (head_dma) if it moved. hwMu held.
+func (e *Engine) writeBackHead() {
+	if e.ring.HWHead() != e.hw.head {
+		e.ring.SetHWHead(e.hw.head)
 	}
 }
 
@@ -171,7 +176,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	r := e.ring
 	d0 := r.Slot(start)
 	if uint64(d0.Generation()) != r.Generation(start) {
-		return 0, 0, e.haltErr(CauseGenMismatch, start, d0, "generation "+itoa(d0.Generation())+", the slot's pass wants "+itoa(int(r.Generation(start))), nil)
+		return 0, 0, e.genErr(start, d0)
 	}
 	if !d0.First() {
 		return 0, 0, e.haltErr(CauseFirstDesc, start, d0, "packet does not start with FIRST", nil)
@@ -208,7 +213,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 			}
 			d = r.Slot(at)
 			if uint64(d.Generation()) != r.Generation(at) {
-				return 0, 0, e.haltErr(CauseGenMismatch, at, d, "generation "+itoa(d.Generation())+", the slot's pass wants "+itoa(int(r.Generation(at))), nil)
+				return 0, 0, e.genErr(at, d)
 			}
 			if d.First() {
 				return 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
@@ -269,6 +274,12 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	return n, flags, nil
 }
 
+// genErr is the halt record of descriptor d at ring index i, whose generation is not the one
+// of the ring's pass over its slot.
+func (e *Engine) genErr(i uint64, d desc.Desc) *HaltError {
+	return e.haltErr(CauseGenMismatch, i, d, "generation "+itoa(d.Generation())+", the slot's pass wants "+itoa(int(e.ring.Generation(i))), nil)
+}
+
 // buildHeader makes an APPLY_UPDATE packet's header in the scratch buffer.
 func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte, *HaltError) {
 	ent := &e.hw.ahg[d0.HeaderIndex()]
@@ -325,9 +336,7 @@ func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, er
 // so that the clean completes them OK. hwMu held.
 func (e *Engine) halt(h *HaltError) {
 	clear(e.hw.segs[:cap(e.hw.segs)])
-	if e.ring.HWHead() != e.hw.head {
-		e.ring.SetHWHead(e.hw.head)
-	}
+	e.writeBackHead()
 	e.raise(E60HwHalted, h.Cause.String(), h)
 }
 
