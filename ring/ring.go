@@ -234,10 +234,7 @@ func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
 	if n > r.size-1 {
 		panic(errorf("Write", ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1))
 	}
-	// Load tail before reserved, so that t <= res (the tail never passes reserved).
-	t := r.tail.Load()
-	res := r.reserved.Load()
-	if start-t > res-t || res-start < uint64(n) {
+	if t, res, ok := r.window(start, n); !ok {
 		panic(errorf("Write", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res))
 	}
 	r.write(start, ds, skip)
@@ -276,10 +273,8 @@ func writeGo(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc
 // waiting) gives ErrOrder; in both cases nothing is changed. Publishing a range another producer
 // reserved, or never publishing a reserved range, blocks the ring: both are caller bugs.
 func (r *Ring) Publish(start uint64, n int) error {
-	// Load tail before reserved, so that t <= res (the tail never passes reserved).
-	t := r.tail.Load()
-	res := r.reserved.Load()
-	if n < 1 || start-t > res-t || res-start < uint64(n) {
+	t, res, ok := r.window(start, n)
+	if n < 1 || !ok {
 		return errorf("Publish", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res)
 	}
 	for i := 0; t != start; i++ {
@@ -291,6 +286,15 @@ func (r *Ring) Publish(start uint64, n int) error {
 	}
 	r.tail.Store(start + uint64(n))
 	return nil
+}
+
+// window loads the tail and then reserved, so that t <= res (the tail never passes reserved), and
+// reports whether [start, start+n) lies inside the reserved, unpublished window [t, res): Write's
+// and Publish's check.
+func (r *Ring) window(start uint64, n int) (t, res uint64, ok bool) {
+	t = r.tail.Load()
+	res = r.reserved.Load()
+	return t, res, start-t <= res-t && res-start >= uint64(n)
 }
 
 // Enqueue is Reserve, Write and Publish in one call: it stores ds (with skip AHG edit
