@@ -70,12 +70,13 @@ func run(in, bench, benchtime string, count int) error {
 		cmd.Dir = dir
 		cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
 		cmd.Stderr = os.Stderr
-		fmt.Fprintf(os.Stderr, "report: running %s in %s\n", shellJoin(append([]string{"go"}, args...)), dir)
+		command := shellJoin(append([]string{"go"}, args...))
+		fmt.Fprintf(os.Stderr, "report: running %s in %s\n", command, dir)
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("the benchmark run failed: %w", err)
 		}
 		out = &buf
-		m = meta{command: shellJoin(append([]string{"go"}, args...)), count: count, goVer: runtime.Version(), numCPU: runtime.NumCPU()}
+		m = meta{command: command, count: count, goVer: runtime.Version(), numCPU: runtime.NumCPU()}
 	case "-":
 		out = os.Stdin
 		m = meta{command: "benchmark output read from stdin"}
