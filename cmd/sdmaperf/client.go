@@ -121,12 +121,13 @@ func newAllocator(kind string, depth int) (alloc.Allocator[perfTx], error) {
 	return nil, fmt.Errorf("unknown allocator %q", kind)
 }
 
-// fragments returns the lengths of the frags fragments of a size-byte packet: as equal as can be.
-func fragments(size, frags int) []int {
-	out := make([]int, frags)
+// split divides total into parts shares, as equal as can be, the larger ones first: the
+// fragment lengths of a packet, the packet quotas of the producers.
+func split(total, parts int) []int {
+	out := make([]int, parts)
 	for i := range out {
-		out[i] = size / frags
-		if i < size%frags {
+		out[i] = total / parts
+		if i < total%parts {
 			out[i]++
 		}
 	}
@@ -516,7 +517,7 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	}
 
 	run := &sizeRun{cfg: cfg, size: size, dev: dev, base: time.Now()}
-	frags := fragments(size, cfg.Frags)
+	frags := split(size, cfg.Frags)
 	ps := make([]*producer, cfg.Producers)
 	for i := range ps {
 		a, err := newAllocator(cfg.Alloc, cfg.Depth)
@@ -602,13 +603,7 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 	// Measure.
 	var quota []int
 	if cfg.Iterations > 0 {
-		quota = make([]int, len(ps))
-		for i := range quota {
-			quota[i] = cfg.Iterations / len(ps)
-			if i < cfg.Iterations%len(ps) {
-				quota[i]++
-			}
-		}
+		quota = split(cfg.Iterations, len(ps))
 	}
 	total := func() (packets, bytes uint64) {
 		for _, p := range ps {
