@@ -640,9 +640,6 @@ func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr i
 					bar.update(pk, now.Sub(start), rate)
 				}
 				lastT, lastB = now, b
-				if cfg.Iterations == 0 && now.Sub(start) >= cfg.Duration {
-					run.stop.Store(true)
-				}
 			}
 		}
 	}()
