@@ -288,7 +288,6 @@ type rawFlags struct {
 	mode, faults string
 	size         int
 	sweep        bool
-	wait         string
 }
 
 func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
@@ -309,7 +308,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
 	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
-	fs.StringVar(&raw.wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
+	fs.StringVar(&cfg.Wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
 	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol), sleep (the kernel's verbs sleeper: Send with the producer's IOWait, whose sleep is ParkOrRetry (hfi1: qp.c iowait_sleep); the packet parks on the iowait's TxHead and is resent after the wakeup) or spin (retry Send at once)")
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
@@ -378,7 +377,6 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	cfg.Mode = Mode(raw.mode)
-	cfg.Wait = raw.wait
 	var err error
 	if cfg.Faults, err = parseFaults(raw.faults); err != nil {
 		return cfg, &usageError{err.Error()}
