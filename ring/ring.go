@@ -232,7 +232,7 @@ func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
 		return
 	}
 	if n > r.size-1 {
-		panic(errorf("Write", ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1))
+		panic(r.checkBatch("Write", n)) // ErrTooBig
 	}
 	if t, res, ok := r.window(start, n); !ok {
 		panic(errorf("Write", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res))
