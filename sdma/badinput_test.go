@@ -91,8 +91,8 @@ func TestBadInputs(t *testing.T) {
 		{"InitAHG header 6 bytes", func(_ *testing.T, r *badRig) func() error {
 			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, []uint32{1}, 6, nil) }
 		}, ErrInvalid},
-		{"InitAHG header 64 bytes", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, []uint32{1}, 64, nil) }
+		{"InitAHG header 68 bytes", func(_ *testing.T, r *badRig) func() error {
+			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, []uint32{1}, 68, nil) }
 		}, ErrInvalid},
 		{"InitAHG words without UseAHG", func(_ *testing.T, r *badRig) func() error {
 			return func() error { var tx TxReq; return tx.InitAHG(0, 8, 1, []uint32{1}, 8, nil) }

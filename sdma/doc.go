@@ -87,6 +87,7 @@
 //	sdma_send_txreq, sdma_send_txlist                (*Engine).Send, (*Engine).SendList
 //	(none: a blocking send)                          (*Engine).SendWait
 //	sdma_progress, raw_seqcount_begin(&head_lock)    (*Engine).Progress, (*Engine).HeadSeq
+//	sdma_ahg_alloc, sdma_ahg_free                    (*Engine).AHGAlloc, AHGFree
 //	sdma_empty, sdma_running                         (*Engine).Empty, (*Engine).Running
 //	sdma_descq_freecnt, sdma_descq_inprocess         (*Engine).DescqFreeCnt, DescqInProcess
 //	sdma_engine_progress_schedule                    (*Engine).ProgressSchedule

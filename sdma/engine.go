@@ -118,6 +118,9 @@ type Engine struct {
 	haltCause atomic.Pointer[HaltError]
 	// sinkErr is the last failed delivery. Written by the hardware side; read by SinkError.
 	sinkErr atomic.Pointer[SinkError]
+	// ahgBits is the AHG entry allocation map (hfi1: sde->ahg_bits): bit i set means entry i
+	// is taken. Written by AHGAlloc and AHGFree (CAS), read by them; see ahg.go.
+	ahgBits atomic.Uint32
 
 	// Test hooks (unexported; nil/false outside tests). testSleepWindow runs in park between the
 	// Progress check and the queueing; testSkipWaitLock makes park check Progress without the

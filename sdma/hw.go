@@ -30,7 +30,8 @@ import (
 // AHG. An engine has 32 AHG entries of up to 64 bytes. A packet whose first descriptor has mode
 // COPY stores the bytes of that first descriptor (its header fragment; at most 64 bytes) in the
 // entry its INDEX names, and is sent as it is. A packet with mode APPLY_UPDATE1..3 has a
-// zero-length first descriptor: the model copies HeaderDWs*4 bytes of the entry into a per-engine
+// zero-length first descriptor: the model copies HeaderDWs*4 bytes of the entry (HeaderDWs 0
+// means 16 dwords, the whole 64-byte entry) into a per-engine
 // scratch buffer, applies the update words (word 0 from the first descriptor's qw1 63:32, words
 // 1..8 from the edit descriptors, qw0 low, qw0 high, qw1 low, qw1 high; a word without the enable
 // bit is skipped; each replaces Bits bits at StartBit of little-endian header dword DWIndex with
@@ -284,6 +285,9 @@ func (e *Engine) genErr(i uint64, d desc.Desc) *HaltError {
 func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte, *HaltError) {
 	ent := &e.hw.ahg[d0.HeaderIndex()]
 	hlen := d0.HeaderDWs() * 4
+	if hlen == 0 {
+		hlen = ahgEntryBytes // HEADER_DWS 0 is 16 dwords: user_sdma's 64-byte header (sdma_txinit_ahg masks 16 to 0)
+	}
 	if ent.n == 0 {
 		return nil, e.haltErr(CauseHeaderAddress, start, d0, "AHG entry "+itoa(d0.HeaderIndex())+" is empty", nil)
 	}

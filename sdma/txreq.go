@@ -61,9 +61,13 @@ const (
 // AHG limits checked by InitAHG (hfi1: the WARN_ON_ONCE of _sdma_txreq_ahgadd, and the widths of
 // the HEADER_INDEX and HEADER_DWS fields).
 const (
-	MaxAHGEntry     = desc.NumAHGEntries - 1 // highest AHG entry index (31)
-	MaxAHGWords     = desc.MaxAHGWords       // update words per packet (9)
-	MaxAHGHeaderLen = int(desc.HeaderDWsMask) << 2
+	MaxAHGEntry = desc.NumAHGEntries - 1 // highest AHG entry index (31)
+	MaxAHGWords = desc.MaxAHGWords       // update words per packet (9)
+	// MaxAHGHeaderLen is 64 bytes, the size of an AHG entry and of user_sdma's struct
+	// hfi1_pkt_header: the kernel passes sizeof(hdr) and _sdma_txreq_ahgadd masks 64>>2 = 16 to
+	// the 4-bit HEADER_DWS field as 0, which the chip reads as 16 dwords (as an AHG field length
+	// of 16 is encoded as 0).
+	MaxAHGHeaderLen = int(desc.HeaderDWsMask+1) << 2
 )
 
 // TxReq is a transmit request (hfi1: struct sdma_txreq). Embed it first in your own type.
@@ -172,14 +176,14 @@ func (tx *TxReq) Init(flags Flags, tlen int, cb Callback) error {
 // and ahgHeaderLen are ignored, as in the kernel (FlagAHGCopy wins over FlagUseAHG).
 //
 // With FlagUseAHG the header comes from entry ahgEntry, ahgHeaderLen bytes long (a multiple of 4,
-// 8..60), patched by ahgWords (1..9 update words built with desc.AHGUpdate). The first descriptor
+// 8..64), patched by ahgWords (1..9 update words built with desc.AHGUpdate). The first descriptor
 // becomes a zero-length header descriptor holding the mode, entry, header dwords and word 0;
 // words 1..4 and 5..8 go into one or two edit descriptors (modes UPDATE1, UPDATE2, UPDATE3), as
 // _sdma_txreq_ahgadd lays them out. tlen is then the payload only.
 //
 // Unlike the kernel, which only WARNs or masks, out-of-range AHG arguments are refused with
 // ErrInvalid: an entry over 31, zero or more than 9 words with FlagUseAHG, a header length that
-// is not a multiple of 4, is 4, 0 or over 60, and words given without FlagUseAHG. Other errors
+// is not a multiple of 4, is 4, 0 or over 64, and words given without FlagUseAHG. Other errors
 // and behaviour as Init.
 func (tx *TxReq) InitAHG(flags Flags, tlen int, ahgEntry int, ahgWords []uint32, ahgHeaderLen int, cb Callback) error {
 	return tx.initAHG("InitAHG", flags, tlen, ahgEntry, ahgWords, ahgHeaderLen, cb)
@@ -256,7 +260,7 @@ func (tx *TxReq) ahgAdd(ahg []uint32, entry, hlen int) {
 		tx.descs[i] = desc.Desc{}
 	}
 	tx.descs[0].Qw1 |= uint64(entry)<<desc.HeaderIndexShift |
-		uint64(hlen>>2)<<desc.HeaderDWsShift |
+		(uint64(hlen>>2)&desc.HeaderDWsMask)<<desc.HeaderDWsShift | // 64 bytes: 16 dwords, encoded 0
 		uint64(mode)<<desc.HeaderModeShift |
 		uint64(ahg[0])<<desc.Update1Shift
 	// Words 1..4 go to descs[1] and 5..8 to descs[2]: qw0 low, qw0 high, qw1 low, qw1 high.

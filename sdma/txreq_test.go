@@ -123,7 +123,7 @@ func TestTxInitAHGErrors(t *testing.T) {
 		"hlen 6":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 6, nil) },
 		"hlen 4":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 4, nil) },
 		"hlen 0":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 0, nil) },
-		"hlen 64":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 64, nil) },
+		"hlen 68":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 68, nil) },
 		"words, no USE_AHG":  func(tx *TxReq) error { return tx.InitAHG(0, 8, 0, w, 8, nil) },
 		"words, AHG_COPY":    func(tx *TxReq) error { return tx.InitAHG(FlagAHGCopy, 8, 0, w, 8, nil) },
 		"tlen 0 before AHG":  func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 0, 0, w, 8, nil) },

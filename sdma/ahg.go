@@ -1,0 +1,47 @@
+package sdma
+
+import "math/bits"
+
+// AHGAlloc allocates one of the engine's 32 AHG header entries and returns its index, for a
+// sender whose packets differ only in a few header fields: the first packet stores its header
+// with FlagAHGCopy, later ones patch it with FlagUseAHG and update words (hfi1: sdma_ahg_alloc).
+// It returns ErrBusy when all 32 are taken (the kernel's -ENOSPC; callers then build full
+// headers, as user_sdma does). Safe for concurrent use; lock-free (a CAS on the entry map,
+// where the kernel takes the tail lock).
+//
+// The entry is the caller's until AHGFree. The chip holds an entry's header until the next
+// AHG_COPY into it; because the engine processes descriptors in ring order, an entry may be
+// freed as soon as the last packet using it is in the ring (user_sdma frees it then).
+func (e *Engine) AHGAlloc() (int, error) {
+	for {
+		old := e.ahgBits.Load()
+		if old == ^uint32(0) {
+			return -1, txErr("AHGAlloc", ErrBusy, "all 32 AHG entries in use")
+		}
+		i := bits.TrailingZeros32(^old) // ffz
+		if e.ahgBits.CompareAndSwap(old, old|1<<i) {
+			return i, nil
+		}
+	}
+}
+
+// AHGFree gives back an entry AHGAlloc returned (hfi1: sdma_ahg_free). An index outside
+// 0..31, or an entry that is not allocated, is ErrInvalid and changes nothing (the kernel
+// ignores a negative index and clears the bit regardless).
+func (e *Engine) AHGFree(entry int) error {
+	if entry < 0 || entry > MaxAHGEntry {
+		return txErr("AHGFree", ErrInvalid, "AHG entry "+itoa(entry)+" out of 0.."+itoa(MaxAHGEntry))
+	}
+	for {
+		old := e.ahgBits.Load()
+		if old&(1<<entry) == 0 {
+			return txErr("AHGFree", ErrInvalid, "AHG entry "+itoa(entry)+" is not allocated")
+		}
+		if e.ahgBits.CompareAndSwap(old, old&^(1<<entry)) {
+			return nil
+		}
+	}
+}
+
+// AHGInUse returns the number of AHG entries allocated now.
+func (e *Engine) AHGInUse() int { return bits.OnesCount32(e.ahgBits.Load()) }
