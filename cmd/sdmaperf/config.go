@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -164,6 +165,78 @@ func (f FaultSpec) String() string {
 // faultKeys is the -faults syntax, for the errors.
 const faultKeys = "map=FRACTION, mapnth=N, halt=RATE, haltat=N, cause=NAME, sinkfail=RATE, sinkstall=RATE, stall=DURATION, seed=N"
 
+// faultKey is one key of -faults: set parses its value into the spec.
+type faultKey struct {
+	key string
+	set func(f *FaultSpec, v string) error
+}
+
+// rateKey parses a probability per packet into *field(f).
+func rateKey(k string, field func(*FaultSpec) *float64) faultKey {
+	return faultKey{k, func(f *FaultSpec, v string) error {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(x >= 0 && x <= 1) {
+			return fmt.Errorf("-faults: %s=%s: want a probability per packet, 0 to 1", k, v)
+		}
+		*field(f) = x
+		return nil
+	}}
+}
+
+// ordinalKey parses a count from 1 into *field(f); what says what is counted.
+func ordinalKey(k, what string, field func(*FaultSpec) *int) faultKey {
+	return faultKey{k, func(f *FaultSpec, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-faults: %s=%s: want the number (from 1) of %s", k, v, what)
+		}
+		*field(f) = n
+		return nil
+	}}
+}
+
+// faultTable is every -faults key.
+var faultTable = []faultKey{
+	{"map", func(f *FaultSpec, v string) error {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(x >= 0 && x <= 1) {
+			return fmt.Errorf("-faults: map=%s: want a fraction of map calls to fail, 0 to 1", v)
+		}
+		f.MapFraction = x
+		return nil
+	}},
+	ordinalKey("mapnth", "the map call that fails", func(f *FaultSpec) *int { return &f.MapNth }),
+	rateKey("halt", func(f *FaultSpec) *float64 { return &f.HaltRate }),
+	ordinalKey("haltat", "the descriptor to halt at", func(f *FaultSpec) *int { return &f.HaltAt }),
+	{"cause", func(f *FaultSpec, v string) error {
+		c, ok := haltCauseByName(v)
+		if !ok {
+			return fmt.Errorf("-faults: cause=%s: unknown halt cause; want one of: %s (a - or _ may stand for each space)",
+				v, strings.Join(haltCauseNames(), ", "))
+		}
+		f.Cause = c.String()
+		return nil
+	}},
+	rateKey("sinkfail", func(f *FaultSpec) *float64 { return &f.SinkFail }),
+	rateKey("sinkstall", func(f *FaultSpec) *float64 { return &f.SinkStall }),
+	{"stall", func(f *FaultSpec, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > maxStall {
+			return fmt.Errorf("-faults: stall=%s: want a duration above 0 and at most %v, such as 1ms", v, maxStall)
+		}
+		f.Stall = d
+		return nil
+	}},
+	{"seed", func(f *FaultSpec, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("-faults: seed=%s: want an integer", v)
+		}
+		f.Seed = n
+		return nil
+	}},
+}
+
 // parseFaults parses "map=0.01,mapnth=5,halt=0.001,haltat=100,cause=wrong-dword-count,
 // sinkfail=0.01,sinkstall=0.001,stall=2ms,seed=7"; "" and "none" mean no faults. Stall defaults
 // to defaultStall with sinkstall, and cause to defaultCause with haltat.
@@ -172,80 +245,39 @@ func parseFaults(s string) (FaultSpec, error) {
 	if s == "" || s == "none" {
 		return f, nil
 	}
-	causeSet, stallSet := false, false
+	given := map[string]bool{}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
 			return f, fmt.Errorf("-faults: %q is not key=value (keys: %s)", kv, faultKeys)
 		}
-		switch k {
-		case "map":
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(x >= 0 && x <= 1) {
-				return f, fmt.Errorf("-faults: map=%s: want a fraction of map calls to fail, 0 to 1", v)
-			}
-			f.MapFraction = x
-		case "mapnth":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return f, fmt.Errorf("-faults: mapnth=%s: want the number (from 1) of the map call that fails", v)
-			}
-			f.MapNth = n
-		case "haltat":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return f, fmt.Errorf("-faults: haltat=%s: want the number (from 1) of the descriptor to halt at", v)
-			}
-			f.HaltAt = n
-		case "cause":
-			c, ok := haltCauseByName(v)
-			if !ok {
-				return f, fmt.Errorf("-faults: cause=%s: unknown halt cause; want one of: %s (a - or _ may stand for each space)",
-					v, strings.Join(haltCauseNames(), ", "))
-			}
-			f.Cause, causeSet = c.String(), true
-		case "halt", "sinkfail", "sinkstall":
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil || !(x >= 0 && x <= 1) {
-				return f, fmt.Errorf("-faults: %s=%s: want a probability per packet, 0 to 1", k, v)
-			}
-			switch k {
-			case "halt":
-				f.HaltRate = x
-			case "sinkfail":
-				f.SinkFail = x
-			default:
-				f.SinkStall = x
-			}
-		case "stall":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 || d > maxStall {
-				return f, fmt.Errorf("-faults: stall=%s: want a duration above 0 and at most %v, such as 1ms", v, maxStall)
-			}
-			f.Stall, stallSet = d, true
-		case "seed":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return f, fmt.Errorf("-faults: seed=%s: want an integer", v)
-			}
-			f.Seed = n
-		default:
+		i := slices.IndexFunc(faultTable, func(fk faultKey) bool { return fk.key == k })
+		if i < 0 {
 			return f, fmt.Errorf("-faults: unknown fault %q (known: %s)", k, faultKeys)
 		}
+		if err := faultTable[i].set(&f, v); err != nil {
+			return f, err
+		}
+		given[k] = true
 	}
-	if causeSet && f.HaltAt == 0 {
-		return f, fmt.Errorf("-faults: cause=%s applies to haltat=N only (halt=RATE picks its causes at random)", f.Cause)
+	return f, faultDefaults(&f, given)
+}
+
+// faultDefaults checks the keys that qualify another (cause, stall) and fills their defaults.
+func faultDefaults(f *FaultSpec, given map[string]bool) error {
+	if given["cause"] && f.HaltAt == 0 {
+		return fmt.Errorf("-faults: cause=%s applies to haltat=N only (halt=RATE picks its causes at random)", f.Cause)
 	}
-	if stallSet && f.SinkStall == 0 {
-		return f, fmt.Errorf("-faults: stall=%v applies to sinkstall=RATE only", f.Stall)
+	if given["stall"] && f.SinkStall == 0 {
+		return fmt.Errorf("-faults: stall=%v applies to sinkstall=RATE only", f.Stall)
 	}
-	if f.HaltAt > 0 && !causeSet {
+	if f.HaltAt > 0 && !given["cause"] {
 		f.Cause = defaultCause.String()
 	}
-	if f.SinkStall > 0 && !stallSet {
+	if f.SinkStall > 0 && !given["stall"] {
 		f.Stall = defaultStall
 	}
-	return f, nil
+	return nil
 }
 
 // faultsUsage is the -faults help: every key with its default.
@@ -373,7 +405,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, usagef("unexpected argument %q: sdmaperf takes flags only", fs.Arg(0))
 	}
-	set := map[string]bool{}
+	set := flagSet{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	cfg.Mode = Mode(raw.mode)
@@ -387,62 +419,126 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	return cfg, nil
 }
 
-// validate checks each flag and the combinations, and fills the derived fields.
-func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
-	if cfg.Server {
-		// Only the receiver's flags make sense with -server.
-		for n := range set {
-			switch n {
-			case "server", "udp-addr", "idle", "json":
-			default:
-				return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle and -json)", n)
-			}
-		}
-		if cfg.UDPAddr == "" {
-			cfg.UDPAddr = defaultUDP
-		}
-		if cfg.Idle <= 0 {
-			return usagef("-idle %v: want a positive duration", cfg.Idle)
-		}
-		if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
-			return usagef("-udp-addr: %v", err)
-		}
-		return nil
-	}
-	if set["idle"] {
-		return usagef("-idle applies to -server only")
-	}
+// flagSet is what validation knows of the command line: which flags were given.
+type flagSet map[string]bool
 
-	if err := choice("mode", string(cfg.Mode), string(ModeBW), string(ModeLat)); err != nil {
-		return err
+// check is one step of the client's validation: it checks one flag or combination and may fill
+// derived fields. validate runs clientChecks in order; a new flag adds a row or a step.
+type check func(cfg *Config, raw rawFlags, set flagSet) error
+
+// clientChecks is the client's validation, in order: later steps rely on the fields earlier
+// ones fill (Sizes, Depth).
+var clientChecks = []check{
+	checkNoServerFlags,
+	checkChoices,
+	checkRanges,
+	checkSizes,
+	checkPageMem,
+	checkLength,
+	checkDepth,
+	checkRing,
+	checkSink,
+	checkFaults,
+}
+
+// validate checks each flag and the combinations, and fills the derived fields.
+func validate(cfg *Config, raw rawFlags, set flagSet) error {
+	if cfg.Server {
+		return validateServer(cfg, set)
 	}
-	for _, c := range []struct {
-		name, v string
-		allowed []string
-	}{
-		{"mem", cfg.Mem, []string{"kvaddr", "page"}},
-		{"mapper", cfg.Mapper, []string{"direct", "iommu"}},
-		{"alloc", cfg.Alloc, []string{"slab", "list", "pool"}},
-		{"wait", cfg.Wait, []string{"spin-park", "busy-poll", "park"}},
-		{"send", cfg.Send, []string{"block", "sleep", "spin"}},
-		{"completion", cfg.Completion, []string{"irq", "poll"}},
-		{"sink", cfg.Sink, []string{"discard", "udp"}},
-	} {
-		if err := choice(c.name, c.v, c.allowed...); err != nil {
+	for _, c := range clientChecks {
+		if err := c(cfg, raw, set); err != nil {
 			return err
 		}
 	}
-	if cfg.Engines < 1 || cfg.Engines > maxEngines {
-		return usagef("-engines %d: want 1..%d", cfg.Engines, maxEngines)
-	}
-	if cfg.Producers < 1 || cfg.Producers > maxProducers {
-		return usagef("-producers %d: want 1..%d", cfg.Producers, maxProducers)
-	}
-	if cfg.Frags < 1 || cfg.Frags > maxFrags {
-		return usagef("-frags %d: want 1..%d", cfg.Frags, maxFrags)
-	}
+	return nil
+}
 
-	// Sizes.
+// serverFlags are the flags -server takes.
+var serverFlags = []string{"server", "udp-addr", "idle", "json"}
+
+// serverOnly lists the flags that apply to -server only (the client refuses them).
+var serverOnly = []string{"idle"}
+
+// validateServer checks -server's flags: only the receiver's make sense.
+func validateServer(cfg *Config, set flagSet) error {
+	for n := range set {
+		if !slices.Contains(serverFlags, n) {
+			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle and -json)", n)
+		}
+	}
+	if cfg.UDPAddr == "" {
+		cfg.UDPAddr = defaultUDP
+	}
+	if cfg.Idle <= 0 {
+		return usagef("-idle %v: want a positive duration", cfg.Idle)
+	}
+	if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
+		return usagef("-udp-addr: %v", err)
+	}
+	return nil
+}
+
+func checkNoServerFlags(_ *Config, _ rawFlags, set flagSet) error {
+	for _, n := range serverOnly {
+		if set[n] {
+			return usagef("-%s applies to -server only", n)
+		}
+	}
+	return nil
+}
+
+// choices are the flags that take one of a list of words.
+var choices = []struct {
+	name    string
+	field   func(*Config) string
+	allowed []string
+}{
+	{"mode", func(c *Config) string { return string(c.Mode) }, []string{string(ModeBW), string(ModeLat)}},
+	{"mem", func(c *Config) string { return c.Mem }, []string{"kvaddr", "page"}},
+	{"mapper", func(c *Config) string { return c.Mapper }, []string{"direct", "iommu"}},
+	{"alloc", func(c *Config) string { return c.Alloc }, []string{"slab", "list", "pool"}},
+	{"wait", func(c *Config) string { return c.Wait }, []string{"spin-park", "busy-poll", "park"}},
+	{"send", func(c *Config) string { return c.Send }, []string{"block", "sleep", "spin"}},
+	{"completion", func(c *Config) string { return c.Completion }, []string{"irq", "poll"}},
+	{"sink", func(c *Config) string { return c.Sink }, []string{"discard", "udp"}},
+}
+
+func checkChoices(cfg *Config, _ rawFlags, _ flagSet) error {
+	for _, c := range choices {
+		if err := choice(c.name, c.field(cfg), c.allowed...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ranges are the integer flags with simple bounds (those whose bounds depend on other flags
+// have steps of their own).
+var ranges = []struct {
+	name   string
+	field  func(*Config) int
+	lo, hi int
+}{
+	{"engines", func(c *Config) int { return c.Engines }, 1, maxEngines},
+	{"producers", func(c *Config) int { return c.Producers }, 1, maxProducers},
+	{"frags", func(c *Config) int { return c.Frags }, 1, maxFrags},
+}
+
+func checkRanges(cfg *Config, _ rawFlags, _ flagSet) error {
+	for _, r := range ranges {
+		if v := r.field(cfg); v < r.lo || v > r.hi {
+			return usagef("-%s %d: want %d..%d", r.name, v, r.lo, r.hi)
+		}
+	}
+	if cfg.Warmup < 0 {
+		return usagef("-warmup %d: want 0 or more packets", cfg.Warmup)
+	}
+	return nil
+}
+
+// checkSizes fills Sizes: -size, or the powers of two of -sweep.
+func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 	size := raw.size
 	if raw.sweep && !set["size"] {
 		size = maxSweepSize
@@ -450,50 +546,59 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 	if size < 1 || size > maxPacket {
 		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d)", size, maxPacket, maxPacket)
 	}
-	if raw.sweep {
-		lo := max(minSweepSize, 1<<bits.Len(uint(cfg.Frags-1))) // every fragment at least a byte
-		if size < lo {
-			return usagef("-sweep -size %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise -size", size, lo, cfg.Frags)
-		}
-		for s := lo; s <= size; s *= 2 {
-			cfg.Sizes = append(cfg.Sizes, s)
-		}
-	} else {
+	if !raw.sweep {
 		if cfg.Frags > size {
 			return usagef("-frags %d with -size %d: a fragment is at least one byte", cfg.Frags, size)
 		}
 		cfg.Sizes = []int{size}
+		return nil
 	}
+	lo := max(minSweepSize, 1<<bits.Len(uint(cfg.Frags-1))) // every fragment at least a byte
+	if size < lo {
+		return usagef("-sweep -size %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise -size", size, lo, cfg.Frags)
+	}
+	for s := lo; s <= size; s *= 2 {
+		cfg.Sizes = append(cfg.Sizes, s)
+	}
+	return nil
+}
 
-	if big := cfg.Sizes[len(cfg.Sizes)-1]; cfg.Mem == "page" && cfg.Frags*dma.PageSize < big {
+// largest is the largest packet size of the run.
+func (c *Config) largest() int { return c.Sizes[len(c.Sizes)-1] }
+
+func checkPageMem(cfg *Config, _ rawFlags, _ flagSet) error {
+	if big := cfg.largest(); cfg.Mem == "page" && cfg.Frags*dma.PageSize < big {
 		return usagef("-mem page puts each fragment in its own %d-byte page: %d bytes need -frags %d or more", dma.PageSize, big, (big+dma.PageSize-1)/dma.PageSize)
 	}
+	return nil
+}
 
-	// Length of each size's run.
+// checkLength checks the length of each size's run: -n packets or -D time.
+func checkLength(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Iterations < 0 {
 		return usagef("-n %d: want a positive packet count, or 0 to run for -D", cfg.Iterations)
 	}
-	if cfg.Iterations > 0 && set["D"] {
-		return usagef("-n and -D both given: a run is either a packet count or a duration")
-	}
 	if cfg.Iterations > 0 {
+		if set["D"] {
+			return usagef("-n and -D both given: a run is either a packet count or a duration")
+		}
 		cfg.Duration = 0
 		if cfg.Iterations < cfg.Producers {
 			return usagef("-n %d with -producers %d: every producer needs at least one packet", cfg.Iterations, cfg.Producers)
 		}
-	} else {
-		if raw.sweep && !set["D"] {
-			cfg.Duration = defaultSweepD
-		}
-		if cfg.Duration <= 0 {
-			return usagef("-D %v: want a positive duration", cfg.Duration)
-		}
+		return nil
 	}
-	if cfg.Warmup < 0 {
-		return usagef("-warmup %d: want 0 or more packets", cfg.Warmup)
+	if raw.sweep && !set["D"] {
+		cfg.Duration = defaultSweepD
 	}
+	if cfg.Duration <= 0 {
+		return usagef("-D %v: want a positive duration", cfg.Duration)
+	}
+	return nil
+}
 
-	// Depth, ring.
+// checkDepth checks the packets in flight and the payload memory they need.
+func checkDepth(cfg *Config, _ rawFlags, set flagSet) error {
 	if cfg.Mode == ModeLat {
 		if set["depth"] && cfg.Depth != 1 {
 			return usagef("-mode lat sends one packet at a time per producer; -depth %d applies to -mode bw", cfg.Depth)
@@ -504,7 +609,7 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		return usagef("-depth %d: want 1..%d packets in flight per producer", cfg.Depth, maxDepth)
 	}
 	// Every packet in flight has payload memory of its own: producers × depth slots.
-	slot := cfg.Sizes[len(cfg.Sizes)-1]
+	slot := cfg.largest()
 	if cfg.Mem == "page" {
 		slot = cfg.Frags * dma.PageSize
 	}
@@ -515,6 +620,10 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 		return usagef("-producers %d × -depth %d × %d bytes = %d MiB of payload memory; the limit is %d MiB",
 			cfg.Producers, cfg.Depth, slot, mem>>20, maxPayloadMem>>20)
 	}
+	return nil
+}
+
+func checkRing(cfg *Config, _ rawFlags, _ flagSet) error {
 	if cfg.Ring < ring.MinSize || cfg.Ring > ring.MaxSize || cfg.Ring&(cfg.Ring-1) != 0 {
 		return usagef("-ring %d: want a power of two, %d..%d", cfg.Ring, ring.MinSize, ring.MaxSize)
 	}
@@ -523,7 +632,10 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 	if need := min(cfg.Frags, 63) + 1; need > cfg.Ring-1 {
 		return usagef("-frags %d needs %d descriptors per packet; -ring %d holds %d", cfg.Frags, need, cfg.Ring, cfg.Ring-1)
 	}
-	// Sink.
+	return nil
+}
+
+func checkSink(cfg *Config, _ rawFlags, set flagSet) error {
 	if cfg.Sink != "udp" && set["udp-addr"] {
 		return usagef("-udp-addr needs -sink udp")
 	}
@@ -532,8 +644,10 @@ func validate(cfg *Config, raw rawFlags, set map[string]bool) error {
 			return usagef("-udp-addr: %v", err)
 		}
 	}
+	return nil
+}
 
-	// Faults.
+func checkFaults(cfg *Config, _ rawFlags, _ flagSet) error {
 	if cfg.Faults.Seed != 0 && !cfg.Faults.Any() {
 		return usagef("-faults seed=%d without a fault to seed", cfg.Faults.Seed)
 	}

@@ -230,3 +230,27 @@ func TestRunExitStatusOnBadFlags(t *testing.T) {
 	assert.Equal(t, exitOK, run(t.Context(), []string{"-h"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "Usage:")
 }
+
+// TestValidationTables: every row of the validation tables names a defined flag, and every -mem
+// choice has a payload memory setup (a new choice needs both).
+func TestValidationTables(t *testing.T) {
+	var cfg Config
+	var raw rawFlags
+	fs := newFlagSet(&cfg, &raw, new(bytes.Buffer))
+	for _, c := range choices {
+		assert.NotNil(t, fs.Lookup(c.name), "choice -%s", c.name)
+	}
+	for _, r := range ranges {
+		assert.NotNil(t, fs.Lookup(r.name), "range -%s", r.name)
+	}
+	for _, n := range append(serverFlags, serverOnly...) {
+		assert.NotNil(t, fs.Lookup(n), "server flag -%s", n)
+	}
+	for _, c := range choices {
+		if c.name == "mem" {
+			for _, m := range c.allowed {
+				assert.Contains(t, payloadMem, m, "-mem %s has no payload memory setup", m)
+			}
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// sizeRun is one packet size's run on a fresh device, in steps that runSize strings together:
+// newSizeRun (setup: device, fault injectors, producers and their payload memory), warmup, arm
+// (the faults that count from the measured run, the counters' baselines), measure and collect.
+type sizeRun struct {
+	cfg   Config
+	size  int
+	frags []int // a packet's fragment lengths
+	dev   *sdma.Device
+	inj   *dma.FaultInjector // the mapper's fault injector, nil without -faults
+	fsink *sdma.FaultSink    // the sink's fault injector, nil without sinkfail or sinkstall
+	ps    []*producer
+	close []func() error // run in reverse by done
+	base  time.Time      // the run's clock: durations since base
+	start counters       // the counters when the measured run began (arm)
+
+	measuring atomic.Bool // false during warm-up: completions are not recorded
+	stop      atomic.Bool // set when the duration is over
+}
+
+// counters are the cumulative counts a result reports as differences over the measured run.
+type counters struct {
+	injected               uint64 // mapping faults injected
+	eng                    engTotals
+	sinkFailed, sinkStalls uint64
+}
+
+// measurement is what measure saw besides the producers' counters.
+type measurement struct {
+	elapsed time.Duration
+	peak    float64 // MiB/s of the best sampling interval
+}
+
+// runSize runs one packet size on a fresh device and returns its result.
+func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr io.Writer) (Result, error) {
+	r, err := newSizeRun(cfg, size, sink)
+	if err != nil {
+		return Result{Bytes: size}, err
+	}
+	defer r.done()
+	if err := r.warmup(ctx); err != nil {
+		return Result{Bytes: size}, err
+	}
+	if err := r.arm(); err != nil {
+		return Result{Bytes: size}, err
+	}
+	m, err := r.measure(ctx, stderr)
+	if err != nil {
+		return Result{Bytes: size}, err
+	}
+	return r.collect(m), ctx.Err()
+}
+
+// now returns the time since the run's base on the monotonic clock.
+func (r *sizeRun) now() time.Duration { return time.Since(r.base) }
+
+// newSizeRun sets up a run: the device with the -faults injectors and the producers.
+func newSizeRun(cfg Config, size int, sink sdma.Sink) (*sizeRun, error) {
+	r := &sizeRun{cfg: cfg, size: size, frags: split(size, cfg.Frags), base: time.Now()}
+	if err := r.newDevice(sink); err != nil {
+		return nil, err
+	}
+	r.ps = make([]*producer, cfg.Producers)
+	for i := range r.ps {
+		p, err := newProducer(r, i)
+		if err != nil {
+			r.done()
+			return nil, err
+		}
+		r.ps[i] = p
+	}
+	return r, nil
+}
+
+// done releases what the run holds: the producers' memory, then the device.
+func (r *sizeRun) done() {
+	for i := len(r.close) - 1; i >= 0; i-- {
+		_ = r.close[i]()
+	}
+	r.close = nil
+}
+
+// newDevice builds the device: the -mapper mapper and the -sink sink, each wrapped in its fault
+// injector when -faults asks, and the halt plan.
+func (r *sizeRun) newDevice(sink sdma.Sink) error {
+	cfg := r.cfg
+	mapper, inj, err := newMapper(cfg)
+	if err != nil {
+		return err
+	}
+	if f := cfg.Faults; f.SinkFail > 0 || f.SinkStall > 0 {
+		r.fsink = &sdma.FaultSink{Sink: sink, FailRate: f.SinkFail, StallRate: f.SinkStall,
+			Stall: f.Stall, Seed: uint64(f.Seed)}
+		sink = r.fsink
+	}
+	wait, mode := engineOptions(cfg)
+	r.dev, err = sdma.NewDevice(sdma.Config{
+		Mapper: mapper, Engines: cfg.Engines, RingSize: cfg.Ring, Wait: wait, Completion: mode, Sink: sink,
+		Faults: sdma.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)},
+	})
+	if err != nil {
+		return err
+	}
+	r.close = append(r.close, r.dev.Close)
+	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
+		r.inj = inj
+		if cfg.Faults.MapFraction > 0 {
+			inj.FailFraction(cfg.Faults.MapFraction, cfg.Faults.Seed)
+		}
+		if cfg.Faults.MapNth > 0 {
+			inj.FailNth(cfg.Faults.MapNth)
+		}
+	}
+	return nil
+}
+
+// warmup has every producer send cfg.Warmup packets, unmeasured, and wait for them; then it
+// clears the producers' error counts.
+func (r *sizeRun) warmup(ctx context.Context) error {
+	if r.cfg.Warmup > 0 {
+		if err := together(r.ps, func(p *producer) {
+			for range r.cfg.Warmup {
+				if !p.send(ctx, r.frags) {
+					break
+				}
+			}
+			p.drain()
+		}); err != nil {
+			return err
+		}
+	}
+	for _, p := range r.ps {
+		p.mapErrors = 0
+		p.aborted.Store(0)
+	}
+	return nil
+}
+
+// arm sets the faults that count from the measured run (haltat) and takes the counters'
+// baselines.
+func (r *sizeRun) arm() error {
+	f := r.cfg.Faults
+	if f.HaltAt > 0 {
+		// Armed now, so that haltat counts the descriptors of the measured run, not the
+		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate.
+		plan := sdma.FaultPlan{HaltAt: f.HaltAt, HaltCause: f.haltCause(), HaltRate: f.HaltRate, Seed: uint64(f.Seed)}
+		for i := range r.dev.NumEngines() {
+			if err := r.dev.Engine(i).SetFaults(plan); err != nil {
+				return err
+			}
+		}
+	}
+	r.start = r.counters()
+	return nil
+}
+
+// counters reads the cumulative counters.
+func (r *sizeRun) counters() counters {
+	var c counters
+	if r.inj != nil {
+		c.injected = r.inj.Injected() + r.inj.Faults()
+	}
+	c.eng = engineTotals(r.dev)
+	if r.fsink != nil {
+		c.sinkFailed, c.sinkStalls = r.fsink.Failed(), r.fsink.Stalled()
+	}
+	return c
+}
+
+// total sums the packets and bytes the producers' completions accepted.
+func (r *sizeRun) total() (packets, bytes uint64) {
+	for _, p := range r.ps {
+		packets += p.okPackets.Load()
+		bytes += p.okBytes.Load()
+	}
+	return packets, bytes
+}
+
+// measure runs the measured part: every producer sends its quota (-n) or until the duration
+// is over (-D), then waits for its packets, while a sampler tracks the peak bandwidth.
+func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, error) {
+	cfg := r.cfg
+	var quota []int
+	expected := cfg.Duration
+	if cfg.Iterations > 0 {
+		quota = split(cfg.Iterations, len(r.ps))
+		expected = time.Duration(cfg.Iterations) * time.Microsecond // a guess: show a bar only on big runs
+	}
+	start := time.Now()
+	r.measuring.Store(true)
+	s := startSampler(r, start, newProgress(cfg, r.size, stderr, expected))
+	if cfg.Iterations == 0 {
+		t := time.AfterFunc(cfg.Duration, func() { r.stop.Store(true) })
+		defer t.Stop()
+	}
+	more := func(p *producer, sent int) bool { // whether p sends another packet
+		if quota != nil {
+			return sent < quota[p.id]
+		}
+		return !r.stop.Load()
+	}
+	err := together(r.ps, func(p *producer) {
+		for n := 0; more(p, n) && p.send(ctx, r.frags); n++ {
+		}
+		p.drain()
+	})
+	m := measurement{elapsed: time.Since(start)}
+	r.measuring.Store(false)
+	m.peak = s.finish()
+	return m, err
+}
+
+// sampler samples the accepted bytes every interval for the peak bandwidth and the progress
+// line.
+type sampler struct {
+	stop chan struct{}
+	done chan struct{}
+	peak float64 // MiB/s of the best interval: written by the sampler, read after done
+}
+
+const sampleInterval = 50 * time.Millisecond
+
+func startSampler(r *sizeRun, start time.Time, bar *progress) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer bar.finish()
+		t := time.NewTicker(sampleInterval)
+		defer t.Stop()
+		lastT, lastB := start, uint64(0)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case now := <-t.C:
+				pk, b := r.total()
+				if dt := now.Sub(lastT).Seconds(); dt > 0 {
+					rate := float64(b-lastB) / mib / dt
+					s.peak = max(s.peak, rate)
+					bar.update(pk, now.Sub(start), rate)
+				}
+				lastT, lastB = now, b
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops the sampler and returns the peak.
+func (s *sampler) finish() float64 {
+	close(s.stop)
+	<-s.done
+	return s.peak
+}
+
+// collect turns the producers' and engines' counters into the size's result.
+func (r *sizeRun) collect(m measurement) Result {
+	res := Result{Bytes: r.size, Elapsed: m.elapsed, BWPeak: m.peak}
+	pk, b := r.total()
+	res.Iterations = pk
+	res.rates(b)
+	hist := newHistogram()
+	for _, p := range r.ps {
+		hist.Merge(p.hist)
+		res.MapErrors += p.mapErrors
+		res.Aborted += p.aborted.Load()
+	}
+	res.Latency = latencyOf(hist)
+	for i := range r.dev.NumEngines() {
+		if err := r.dev.Engine(i).HaltCause(); err != nil {
+			res.HaltCauses = append(res.HaltCauses, err.Error())
+		}
+		if err := r.dev.Engine(i).SinkError(); err != nil && res.SinkError == "" {
+			res.SinkError = err.Error()
+		}
+	}
+	now := r.counters()
+	res.Faults = now.injected - r.start.injected
+	d := now.eng.sub(r.start.eng)
+	res.RingFull = d.ringFull // every Send that found no room, SendWait's and spinning retries alike
+	res.Sleeps, res.Wakeups = d.sleeps, d.wakeups
+	res.Halts = d.halts
+	res.HaltsBy = d.haltsByCause()
+	res.HaltsInjected = r.cfg.Faults.InjectsHalts()
+	res.Recoveries = d.recoveries
+	res.SinkErrors = d.sinkErrors
+	res.SinkFailed = now.sinkFailed - r.start.sinkFailed
+	res.SinkStalls = now.sinkStalls - r.start.sinkStalls
+	return res
+}
+
+// together runs f on every producer in its own goroutine and waits; it returns the first
+// producer error.
+func together(ps []*producer, f func(*producer)) error {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(p) }()
+	}
+	wg.Wait()
+	for _, p := range ps {
+		if p.err != nil {
+			return p.err
+		}
+	}
+	return nil
+}
+
+// fill writes a recognisable pattern: producer id and offset.
+func fill(b []byte, id int) {
+	for i := range b {
+		b[i] = byte(i) ^ byte(id*37)
+	}
+}
