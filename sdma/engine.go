@@ -242,13 +242,14 @@ func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 	for {
 		e.inflight.Add(1)
 		if g := e.gate.Load(); g != gateRunning {
-			e.inflight.Add(-1)
 			if g&(gateDraining|gateDown) != 0 {
+				e.inflight.Add(-1)
 				tx.wait = nil
 				tx.state.Store(txBuilding)
 				return ErrClosed
 			}
-			e.flushTx(w, tx)
+			e.flushTx(w, tx) // still in flight: Close's sw clean waits for the push (quiesce)
+			e.inflight.Add(-1)
 			return ErrNotRunning
 		}
 		start, err := e.ring.Reserve(n)
@@ -332,6 +333,26 @@ func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
 	e.ringBell()
 }
 
+// flushFront moves the txreq at the head of l to the flush list, as a producer: in flight
+// (inflight) from its gate check until it is on the list, so that Close's sw clean, which
+// quiesces before it flushes, finds it there. ErrClosed if the device is closing, Send's
+// ErrInvalid if the txreq is not ready; l is unchanged then.
+func (e *Engine) flushFront(w *IOWait, l *TxList) error {
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	if e.gate.Load()&(gateDraining|gateDown) != 0 {
+		return ErrClosed
+	}
+	tx := l.Front()
+	if err := e.take(tx); err != nil {
+		return err
+	}
+	l.PopFront()
+	tx.wait = w
+	e.flushTx(w, tx)
+	return nil
+}
+
 // SendList submits the txreqs of l in order (hfi1: sdma_send_txlist) and returns how many it
 // took off the list: submitted, or flushed because the engine is not running. The rest stay at the
 // head of l. Descriptors are reserved for up to 32 txreqs at a time and the tail is published
@@ -350,15 +371,11 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 		switch g := e.gate.Load(); {
 		case g == gateRunning:
 		case g&(gateDraining|gateDown) == 0:
-			for l.Len() > 0 {
-				tx := l.Front()
-				if err = e.take(tx); err != nil {
-					break
+			for l.Len() > 0 && err == nil {
+				err = e.flushFront(w, l)
+				if err == nil {
+					count++
 				}
-				l.PopFront()
-				tx.wait = w
-				e.flushTx(w, tx)
-				count++
 			}
 			if err == nil {
 				err = ErrNotRunning
