@@ -64,6 +64,11 @@ type stripe struct {
 	// package documentation for why not an RWMutex).
 	mu sync.Mutex
 	m  map[uint64]*pageList // page number -> records touching it (possibly none); guarded by mu
+	// lastPg, lastPl cache the last entry of m found or made (lastPl nil: none): a sender reusing
+	// its buffers maps, translates and unmaps the same page in turn, and a compare is cheaper than
+	// the map lookup. lastPl is always m[lastPg] or nil. Guarded by mu.
+	lastPg uint64
+	lastPl *pageList
 	// keepEmpty says whether empty lists stay in m (see maxEmpty): for Direct, whose pages are
 	// the CPU's and come back as buffers are reused, not for the IOMMU, which hands out fresh
 	// granules until its space wraps. Immutable.
@@ -95,13 +100,17 @@ func (t *table) init(shift uint, keepEmpty bool) {
 	t.pool.New = func() any { return new(record) }
 }
 
-func (t *table) stripe(page uint64) *stripe {
-	return &t.stripes[(page*0x9E3779B97F4A7C15)>>(64-stripeBits)]
+func (t *table) stripe(page uint64) *stripe { return &t.stripes[t.stripeIndex(page)] }
+
+// stripeIndex hashes a page number to its stripe (Fibonacci hashing: neighbouring pages land on
+// different stripes).
+func (t *table) stripeIndex(page uint64) uint {
+	return uint((page * 0x9E3779B97F4A7C15) >> (64 - stripeBits))
 }
 
 // list returns the list of page pg, making it if needed. s is pg's stripe, locked.
 func (s *stripe) list(pg uint64) *pageList {
-	pl := s.m[pg]
+	pl := s.get(pg)
 	if pl != nil {
 		if len(pl.recs) == 0 {
 			s.empty--
@@ -116,6 +125,19 @@ func (s *stripe) list(pg uint64) *pageList {
 		pl = new(pageList)
 	}
 	s.m[pg] = pl
+	s.lastPg, s.lastPl = pg, pl
+	return pl
+}
+
+// get returns m[pg] through the one-entry cache; s is pg's stripe, locked.
+func (s *stripe) get(pg uint64) *pageList {
+	if s.lastPl != nil && s.lastPg == pg {
+		return s.lastPl
+	}
+	pl := s.m[pg]
+	if pl != nil {
+		s.lastPg, s.lastPl = pg, pl
+	}
 	return pl
 }
 
@@ -172,6 +194,9 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 			return
 		}
 		delete(s.m, pg)
+		if s.lastPl == pl {
+			s.lastPl = nil
+		}
 		if len(s.free) < maxFree {
 			s.free = append(s.free, pl)
 		}
@@ -186,36 +211,52 @@ func (t *table) remove(addr Addr, size int, dir Direction, kind string) (*Region
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
 	s.mu.Lock()
-	pl := s.m[pg]
-	if pl == nil {
+	r := s.claim(pg, addr, size, dir, kind)
+	if r == nil {
 		s.mu.Unlock()
 		return nil, false
+	}
+	reg := r.region
+	if uint64(r.end()-1)>>t.shift == pg {
+		// One page: it is on no other list; recycle it under the same hold.
+		s.recycle(t, r)
+		s.mu.Unlock()
+		return reg, true
+	}
+	s.mu.Unlock()
+	t.removeRest(r)
+	*r = record{}
+	t.pool.Put(r)
+	return reg, true
+}
+
+// claim removes the live record mapped at exactly (addr, size, dir, kind) from the list of its
+// first page pg and returns it, or nil if there is none; s is pg's stripe, locked. Once claimed
+// the record is the caller's: it still sits on its later pages (removeRest takes it off).
+func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind string) *record {
+	pl := s.get(pg)
+	if pl == nil {
+		return nil
 	}
 	for i, r := range pl.recs {
 		if r.addr == addr && r.size() == size && r.dir == dir && r.kind == kind {
 			s.drop(pg, pl, i)
 			s.live--
-			reg := r.region
-			if uint64(r.end()-1)>>t.shift == pg {
-				// One page: it is on no other list; recycle it under the same hold.
-				*r = record{}
-				if len(s.recs) < maxFree {
-					s.recs = append(s.recs, r)
-				} else {
-					t.pool.Put(r)
-				}
-				s.mu.Unlock()
-				return reg, true
-			}
-			s.mu.Unlock()
-			t.removeRest(r)
-			*r = record{}
-			t.pool.Put(r)
-			return reg, true
+			return r
 		}
 	}
-	s.mu.Unlock()
-	return nil, false
+	return nil
+}
+
+// recycle clears a claimed single-page record and keeps it on s's free list (the table's pool
+// beyond maxFree); s is locked.
+func (s *stripe) recycle(t *table, r *record) {
+	*r = record{}
+	if len(s.recs) < maxFree {
+		s.recs = append(s.recs, r)
+	} else {
+		t.pool.Put(r)
+	}
 }
 
 // removeRest removes a claimed record from its pages after the first.
@@ -224,7 +265,7 @@ func (t *table) removeRest(r *record) {
 	for pg := first + 1; pg <= last && pg > first; pg++ {
 		s := t.stripe(pg)
 		s.mu.Lock()
-		if pl := s.m[pg]; pl != nil {
+		if pl := s.get(pg); pl != nil {
 			for i, x := range pl.recs {
 				if x == r {
 					s.drop(pg, pl, i)
@@ -250,7 +291,7 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 	s := t.stripe(pg)
 	s.mu.Lock()
 	reason := ReasonNotMapped
-	if pl := s.m[pg]; pl != nil {
+	if pl := s.get(pg); pl != nil {
 		for _, r := range pl.recs {
 			if addr < r.addr || addr >= r.end() {
 				continue

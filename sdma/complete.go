@@ -1,5 +1,10 @@
 package sdma
 
+import (
+	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
+)
+
 // The completion side.
 //
 // The completion pass (hfi1: sdma_make_progress) runs one at a time under headMu, inside a write
@@ -37,24 +42,87 @@ func (e *Engine) progressLocked() int {
 }
 
 // walkLocked completes, with status st, every txreq whose last descriptor lies in [swHead, to),
-// and moves swHead to to. headMu held, inside a write section; to <= hwHead.
+// and moves swHead to to. headMu held, inside a write section; to <= hwHead. The txreqs are taken
+// in chunks: a chunk's mappings are undone in one batch (unmapChunkLocked), then its txreqs
+// complete one by one, so each txreq is unmapped before its callback runs, as in the kernel.
 func (e *Engine) walkLocked(to uint64, st Status) int {
 	r := e.ring
 	n := 0
 	for sw := r.SwHead(); sw != to; {
-		i := sw & e.mask
-		sw++
-		if tx := e.txRing[i]; tx != nil {
-			e.txRing[i] = nil
-			r.SetSwHead(sw) // its slots are free before its callback runs
-			e.completeTx(tx, st)
-			n++
+		end := e.unmapChunkLocked(sw, to)
+		for sw != end {
+			i := sw & e.mask
+			sw++
+			if tx := e.txRing[i]; tx != nil {
+				e.txRing[i] = nil
+				r.SetSwHead(sw) // its slots are free before its callback runs
+				e.completeTx(tx, st)
+				n++
+			}
 		}
 	}
 	if r.SwHead() != to {
 		r.SetSwHead(to)
 	}
 	return n
+}
+
+// unmapChunkBatch is how many unmaps a completion pass gathers before it undoes them (at least
+// one whole txreq is always taken, however many it has).
+const unmapChunkBatch = 64
+
+// unmapChunkLocked undoes, in one dma.UnmapAll call (one hold of each stripe lock of the mapping
+// table), the mappings of the txreqs whose last descriptors lie in [sw, to), as many as fit in
+// unmapChunkBatch, and returns where that chunk ends: the txreqs up to it have nothing left to
+// unmap (hfi1: the sdma_txclean part of complete_tx, for a batch). headMu held.
+func (e *Engine) unmapChunkLocked(sw, to uint64) uint64 {
+	if e.unmaps.us == nil {
+		e.unmaps.us = make([]dma.Unmap, 0, 2*unmapChunkBatch)
+	}
+	us := e.unmaps.us[:0]
+	for sw != to && len(us) < unmapChunkBatch {
+		tx := e.txRing[sw&e.mask]
+		sw++
+		if tx != nil {
+			us = tx.takeUnmaps(us)
+		}
+	}
+	if len(us) > 0 {
+		_ = dma.UnmapAll(e.dev.mapper, us) // as sdma_unmap_desc, errors are not the completion's
+		clear(us)                          // the scratch keeps no bus addresses
+	}
+	e.unmaps.us = us[:0]
+	return sw
+}
+
+// unmapBatch is the completion pass's scratch: the unmaps of one chunk. Guarded by headMu.
+type unmapBatch struct{ us []dma.Unmap }
+
+// takeUnmaps appends the unmaps of tx's mapped descriptors (hfi1: sdma_unmap_desc's arguments) to
+// us and leaves tx with no descriptors, so that its clean unmaps nothing again.
+func (tx *TxReq) takeUnmaps(us []dma.Unmap) []dma.Unmap {
+	n := int(tx.numDesc)
+	if n == 0 || tx.dev == nil {
+		return us
+	}
+	ds := tx.descp[:n]
+	us = appendUnmap(us, ds[0])
+	for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
+		us = appendUnmap(us, ds[i])
+	}
+	tx.numDesc = 0
+	return us
+}
+
+// appendUnmap appends the unmap of descriptor d, if its type says the library mapped it.
+func appendUnmap(us []dma.Unmap, d desc.Desc) []dma.Unmap {
+	switch d.Generation() {
+	case desc.MapSingle:
+		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindSingle})
+	case desc.MapPage:
+		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindPage})
+	}
+	return us
 }
 
 // completeTx finishes one txreq (hfi1: complete_tx): save the wait and the callback, clean (unmap;

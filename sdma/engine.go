@@ -94,6 +94,7 @@ type Engine struct {
 	headMu    sync.Mutex
 	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
 	wakeRank  [waitBatchSize]int     // their wake-order keys, taken under waitMu; guarded by headMu
+	unmaps    unmapBatch             // the completion pass's unmap scratch (complete.go); guarded by headMu
 
 	_ [lineSize]byte
 

@@ -1,0 +1,163 @@
+package dma
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Unmap names one mapping to undo in a batch (UnmapBatch): the address, length and direction it
+// was mapped with and the kind of map call that made it (KindSingle, KindPage or KindSG).
+type Unmap struct {
+	Addr Addr
+	Size int
+	Dir  Direction
+	Kind string
+}
+
+// BatchUnmapper is implemented by mappers that undo many mappings at once: the completion pass
+// of package sdma unmaps every fragment of the txreqs it completes in one call (hfi1 unmaps them
+// one by one in sdma_txclean; the batch is the same unmaps, in fewer lock holds). Direct, IOMMU,
+// Counting and FaultInjector implement it.
+type BatchUnmapper interface {
+	// UnmapBatch undoes each mapping of us as the matching Unmap* call would. Every entry is
+	// tried; the error, if any, matches ErrNotMapped and names the first entry that was not
+	// mapped (the others changed nothing, as a single unmap of them would). It does not allocate
+	// unless an entry fails, and may reorder us.
+	UnmapBatch(us []Unmap) error
+}
+
+// maxBatch is the number of entries removeBatch groups at once; longer batches go in chunks.
+const maxBatch = 64
+
+// UnmapBatch undoes the mappings of us (see BatchUnmapper): entries are grouped by the stripe of
+// their first page, and each stripe's lock is taken once per chunk of up to 64 entries, however
+// many of them it holds; single-page records are recycled under that hold. Regions are unpinned
+// after the locks are released.
+func (c *core) UnmapBatch(us []Unmap) error {
+	var err error
+	for len(us) > 0 {
+		n := min(len(us), maxBatch)
+		if bad := c.tab.removeBatch(us[:n]); bad >= 0 && err == nil {
+			u := us[bad]
+			err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
+		}
+		us = us[n:]
+	}
+	return err
+}
+
+// removeBatch removes the records of us (at most maxBatch entries), one hold of each stripe's
+// lock; it unpins their regions and returns the index of the first entry not found, or -1.
+func (t *table) removeBatch(us []Unmap) int {
+	// Bucket the entries by stripe: mask says which stripes have any, head[s] is the first entry
+	// of stripe s and next[i] the one after entry i (-1 ends a bucket). Only the buckets named in
+	// mask are read, so head needs no clearing.
+	var (
+		mask uint64
+		head [nStripes]int8
+		next [maxBatch]int8
+	)
+	for i := range us {
+		si := t.stripeIndex(uint64(us[i].Addr) >> t.shift)
+		if mask&(1<<si) == 0 {
+			mask |= 1 << si
+			next[i] = -1
+		} else {
+			next[i] = head[si]
+		}
+		head[si] = int8(i)
+	}
+	bad := -1
+	var (
+		regs        [maxBatch]*Region // regions to unpin once no lock is held
+		rest        [maxBatch]*record // claimed records of several pages, taken off their later pages after
+		nreg, nrest int
+	)
+	for m := mask; m != 0; m &= m - 1 {
+		si := uint(bits.TrailingZeros64(m))
+		s := &t.stripes[si]
+		s.mu.Lock()
+		for i := head[si]; i >= 0; i = next[i] {
+			u := &us[i]
+			pg := uint64(u.Addr) >> t.shift
+			r := s.claim(pg, u.Addr, u.Size, u.Dir, u.Kind)
+			if r == nil {
+				if bad < 0 || int(i) < bad {
+					bad = int(i)
+				}
+				continue
+			}
+			if r.region != nil {
+				regs[nreg] = r.region
+				nreg++
+			}
+			if uint64(r.end()-1)>>t.shift == pg {
+				s.recycle(t, r)
+			} else {
+				rest[nrest] = r
+				nrest++
+			}
+		}
+		s.mu.Unlock()
+	}
+	for _, r := range rest[:nrest] {
+		t.removeRest(r)
+		*r = record{}
+		t.pool.Put(r)
+	}
+	for _, reg := range regs[:nreg] {
+		reg.unpin()
+	}
+	return bad
+}
+
+// UnmapAll undoes the mappings of us through m: in one UnmapBatch call if m is a BatchUnmapper,
+// else one Unmap* call per entry (KindSG entries through UnmapSG of one entry). The error is as
+// UnmapBatch's.
+func UnmapAll(m Mapper, us []Unmap) error {
+	if b, ok := m.(BatchUnmapper); ok {
+		return b.UnmapBatch(us)
+	}
+	var first error
+	for _, u := range us {
+		var err error
+		switch u.Kind {
+		case KindPage:
+			err = m.UnmapPage(u.Addr, u.Size, u.Dir)
+		case KindSG:
+			err = m.UnmapSG([]SG{{Addr: u.Addr, Len: u.Size}}, u.Dir)
+		default:
+			err = m.UnmapSingle(u.Addr, u.Size, u.Dir)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// UnmapBatch counts each entry as its Unmap* call and undoes the batch through the wrapped
+// mapper (UnmapAll).
+func (c *Counting) UnmapBatch(us []Unmap) error {
+	for _, u := range us {
+		switch u.Kind {
+		case KindPage:
+			c.unmapPage.Add(1)
+		case KindSG:
+			c.unmapSG.Add(1)
+		default:
+			c.unmapSingle.Add(1)
+		}
+	}
+	return c.count(UnmapAll(c.m, us))
+}
+
+// UnmapBatch undoes the batch through the wrapped mapper (unmaps are never failed by injection).
+func (f *FaultInjector) UnmapBatch(us []Unmap) error { return UnmapAll(f.m, us) }
+
+var (
+	_ BatchUnmapper = (*Direct)(nil)
+	_ BatchUnmapper = (*IOMMU)(nil)
+	_ BatchUnmapper = (*Counting)(nil)
+	_ BatchUnmapper = (*FaultInjector)(nil)
+)
