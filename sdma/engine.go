@@ -157,7 +157,7 @@ func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
 	if !cfg.Manual {
 		e.done = make(chan struct{})
 	}
-	e.hw.init()
+	e.hw.init(e.sink)
 	return e, nil
 }
 

@@ -19,6 +19,13 @@ import (
 // a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
 // INT_REQ, every DescIntr descriptors (hfi1: sdma_set_desc_cnt), and when it goes idle.
 //
+// A BatchSink holds packets (deferred head write-back): the model queues each packet it gathers
+// and goes on reading; the packets' HEAD_TO_HOST, INT_REQ and count interrupts wait until the sink
+// has flushed them, and only then does the head move past them, so completion (which unmaps)
+// never passes a packet the sink may still read. The batch is flushed when it is full (the sink's
+// BatchLimit in packets or bytes), at the end of every pass (nothing more to read: the ring went
+// idle, or the pass was stopped), and before a halt; it never outlives the pass.
+//
 // An interrupt runs the completion pass at once in CompleteInterrupt mode (the kernel's
 // sdma_engine_interrupt) and is only counted in CompletePoll mode.
 //
@@ -54,6 +61,7 @@ type hwState struct {
 	// engine parks instead of spinning.
 	passes uint64
 	segs   [][]byte // the packet being delivered; reused, cap MaxDesc+1
+	batch  batchState
 	ahg    [desc.NumAHGEntries]ahgEntry
 	hdr    [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
 }
@@ -64,9 +72,42 @@ type ahgEntry struct {
 	b [ahgEntryBytes]byte
 }
 
-func (h *hwState) init() {
+// batchState is the batch a BatchSink holds (see BatchSink). Guarded by hwMu; empty whenever
+// hwMu is free.
+type batchState struct {
+	sink     BatchSink // nil: the sink does not batch, packets go to Deliver
+	maxPkts  int       // flush when held reaches it (2..MaxBatch)
+	maxBytes int       // flush when bytes reaches it; 0: no byte bound
+	held     int       // packets in the batch: queued, or failed by Queue behind queued ones
+	queued   int       // packets the sink holds: the length of the next Flush's errs
+	bytes    int       // payload bytes of the held packets
+	// flags is the OR of the held packets' HEAD_TO_HOST and INT_REQ (a count interrupt
+	// counts as INT_REQ): the write-back and interrupt they asked for, raised at the flush.
+	flags uint64
+	errs  []error // Flush's report; cap maxPkts, all nil between flushes
+	// hdrs holds the APPLY_UPDATE headers of the held packets, ahgEntryBytes per batch slot (a
+	// held packet's header must outlive the next packet's).
+	hdrs []byte
+}
+
+// init readies the hardware state of an engine delivering to sink.
+func (h *hwState) init(sink Sink) {
 	h.segs = make([][]byte, 0, desc.MaxDesc+1)
 	h.idle = true
+	bs, ok := sink.(BatchSink)
+	if !ok {
+		return
+	}
+	pkts, bytes := bs.BatchLimit()
+	if pkts < 2 {
+		return
+	}
+	b := &h.batch
+	b.sink = bs
+	b.maxPkts = min(pkts, MaxBatch)
+	b.maxBytes = max(bytes, 0)
+	b.errs = make([]error, b.maxPkts)
+	b.hdrs = make([]byte, b.maxPkts*ahgEntryBytes)
 }
 
 // Process runs one pass of the hardware model on the caller's goroutine: it runs a pending flush,
@@ -127,21 +168,25 @@ func (e *Engine) processLocked() (int, error) {
 		e.hw.head = head
 		e.hw.idle = false
 		e.hw.faults.seen += n
-		if flags&desc.HeadToHostFlag != 0 {
-			r.SetHWHead(head) // HEAD_TO_HOST: write the head back
-		}
 		e.hw.sinceIntr += int(n)
-		intr := flags&desc.IntReqFlag != 0
 		if e.hw.sinceIntr >= e.descIntr {
 			e.hw.sinceIntr = 0 // the count interrupt re-arms (sdma_set_desc_cnt)
-			intr = true
+			flags |= desc.IntReqFlag
 		}
-		if intr {
-			e.interrupt()
+		if b := &e.hw.batch; b.held > 0 {
+			b.flags |= flags // the sink still holds the packet: its write-back waits for Flush
+			if b.held >= b.maxPkts || (b.maxBytes > 0 && b.bytes >= b.maxBytes) {
+				e.flushBatch()
+			}
+		} else {
+			e.finished(flags)
 		}
 		if head == tail {
 			tail = r.Tail()
 		}
+	}
+	if e.hw.batch.held > 0 {
+		e.flushBatch() // nothing more to read this pass: send what the sink holds
 	}
 	if head == tail {
 		e.hw.waitTail = tail
@@ -151,6 +196,50 @@ func (e *Engine) processLocked() (int, error) {
 		}
 	}
 	return pkts, nil
+}
+
+// finished writes the head back and raises the interrupt that the packets up to the chip's head
+// asked for (flags: HEAD_TO_HOST, INT_REQ), now that the sink has finished with them. hwMu held.
+func (e *Engine) finished(flags uint64) {
+	if flags&desc.IntReqFlag != 0 {
+		e.interrupt() // writes the head back too
+	} else if flags&desc.HeadToHostFlag != 0 {
+		e.ring.SetHWHead(e.hw.head) // HEAD_TO_HOST: write the head back
+	}
+}
+
+// flushBatch has the BatchSink send the packets it holds, records the ones it failed, and then
+// writes back the head and raises the interrupts the batch asked for. hwMu held; the batch is
+// not empty.
+func (e *Engine) flushBatch() {
+	b := &e.hw.batch
+	if b.queued > 0 {
+		errs := b.errs[:b.queued]
+		e.flushSink(b.sink, errs)
+		for i, err := range errs {
+			if err != nil {
+				e.sinkFailed(err, nil)
+				errs[i] = nil
+			}
+		}
+	}
+	e.stats.flushes.Add(1)
+	flags := b.flags
+	b.held, b.queued, b.bytes, b.flags = 0, 0, 0, 0
+	e.finished(flags)
+}
+
+// flushSink calls the sink's Flush; a panic fails every packet of the batch.
+func (e *Engine) flushSink(s BatchSink, errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := &SinkError{Engine: e.idx, Panic: p}
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	s.Flush(e.idx, errs)
 }
 
 // interrupt is an SDMA interrupt: the head is written back, and the completion pass runs in
@@ -295,6 +384,9 @@ func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte
 		return nil, e.haltErr(CauseHeaderLength, start, d0, "AHG header of "+itoa(hlen)+" bytes from an entry of "+itoa(ent.n), nil)
 	}
 	hdr := e.hw.hdr[:hlen]
+	if b := &e.hw.batch; b.sink != nil {
+		hdr = b.hdrs[b.held*ahgEntryBytes:][:hlen] // the batch slot this packet will take
+	}
 	copy(hdr, ent.b[:hlen])
 	for _, w := range words {
 		u := desc.DecodeAHG(w)
@@ -316,18 +408,41 @@ func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte
 	return hdr, nil
 }
 
-// deliver hands one packet to the sink; an error or a panic is recorded, not propagated.
+// deliver hands one packet to the sink (Deliver, or Queue for a BatchSink); an error or a panic
+// is recorded, not propagated.
 func (e *Engine) deliver(segs [][]byte) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.stats.sinkErrors.Add(1)
-			e.sinkErr.Store(&SinkError{Engine: e.idx, Panic: p})
+			e.sinkFailed(nil, p)
 		}
 	}()
-	if err := e.sink.Deliver(e.idx, segs); err != nil {
-		e.stats.sinkErrors.Add(1)
-		e.sinkErr.Store(&SinkError{Engine: e.idx, Err: err})
+	if b := &e.hw.batch; b.sink != nil {
+		n := 0
+		for _, s := range segs {
+			n += len(s)
+		}
+		b.held++ // in the batch even if Queue fails: the head passes it with the others
+		b.bytes += n
+		if err := b.sink.Queue(e.idx, segs); err != nil {
+			e.sinkFailed(err, nil)
+			return
+		}
+		b.queued++
+		return
 	}
+	if err := e.sink.Deliver(e.idx, segs); err != nil {
+		e.sinkFailed(err, nil)
+	}
+}
+
+// sinkFailed records a failed packet: the sink's error, or the value it panicked with.
+func (e *Engine) sinkFailed(err error, p any) {
+	e.stats.sinkErrors.Add(1)
+	if se, ok := err.(*SinkError); ok {
+		e.sinkErr.Store(se)
+		return
+	}
+	e.sinkErr.Store(&SinkError{Engine: e.idx, Err: err, Panic: p})
 }
 
 func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, err error) *HaltError {
@@ -336,10 +451,13 @@ func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, er
 
 // halt stops the engine on a rejected descriptor or an injected halt (hfi1: sdma_engine_error →
 // e60_hw_halted), which runs the recovery: s50_hw_halt_wait, the sw clean (s30), the hw clean
-// (s40) and back to s99. The packets before the halt were delivered: their head is written back
-// so that the clean completes them OK. hwMu held.
+// (s40) and back to s99. The packets before the halt were delivered (a BatchSink's held ones are
+// flushed first): their head is written back so that the clean completes them OK. hwMu held.
 func (e *Engine) halt(h *HaltError) {
 	clear(e.hw.segs[:cap(e.hw.segs)])
+	if e.hw.batch.held > 0 {
+		e.flushBatch()
+	}
 	e.writeBackHead()
 	e.raise(E60HwHalted, h.Cause.String(), h)
 }

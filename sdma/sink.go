@@ -16,6 +16,49 @@ type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }
 
+// BatchSink is a Sink that can hold packets and send many in one go (sendmmsg, say) without
+// copying them. gosdma's stand-in for a chip that writes its head back only once the data has
+// left: the hardware model writes the head back, raises interrupts and lets completion unmap
+// only for packets the sink has finished with, so a held packet's segments stay mapped and
+// unchanged until the Flush that sends it returns.
+//
+// An engine whose sink is a BatchSink with a BatchLimit of two packets or more calls Queue
+// instead of Deliver for each packet (Deliver keeps its meaning — finished on return — so a
+// BatchSink is still a correct Sink anywhere a Sink is used), and Flush once the batch holds
+// BatchLimit's packets or bytes, when the ring has nothing more to read (the end of each
+// hardware pass: a lone packet on an idle engine is flushed at once), before an engine halts
+// (the packets before the halt complete OK, as on the chip) and before a Close or a halt
+// recovery can touch the ring (a batch never outlives the hardware pass that queued it).
+//
+// The three methods are called on the engine's hardware-model goroutine (or the caller's, with
+// Process), one call at a time per engine, in ring order; different engines call concurrently.
+type BatchSink interface {
+	Sink
+	// BatchLimit is the most packets an engine holds before it flushes, and the payload bytes
+	// at which it flushes (a batch reaches at most that plus one packet); bytes <= 0 means no
+	// byte bound. It is read once per engine, by NewDevice. packets is capped at 1024 (the
+	// kernel's UIO_MAXIOV, sendmmsg's own cap) and a value below 2 turns batching off: the
+	// engine then calls Deliver.
+	BatchLimit() (packets, bytes int)
+	// Queue takes one packet to send at the next Flush. The bytes of segs stay valid and
+	// unchanged until that Flush returns; the slice segs itself is the engine's and is reused
+	// once Queue returns, so the sink keeps a copy of its slice headers (never of the bytes).
+	// An error (or a panic) means the packet was not queued: it failed now, and is recorded
+	// against the engine (SinkError) as a failed Deliver is.
+	Queue(engine int, segs [][]byte) error
+	// Flush sends every packet Queue took on engine since the last Flush, in order, and reports
+	// each one: errs has one entry per packet queued, nil on entry; Flush sets errs[i] to the
+	// error of the i-th packet if it was not sent (each is recorded as a failed Deliver is; the
+	// txreq still completes StatusOK, as a packet lost on the wire). When Flush returns the sink
+	// must not read those bytes again: the engine then writes the head back past them, and
+	// completion unmaps them. A panic fails every packet of the batch.
+	Flush(engine int, errs []error)
+}
+
+// MaxBatch is the most packets an engine holds for a BatchSink (the kernel's UIO_MAXIOV, which
+// is also the most messages one sendmmsg(2) takes).
+const MaxBatch = 1024
+
 // DiscardSink drops every packet, counting packets and bytes. It is safe for concurrent use; the
 // zero value is ready.
 type DiscardSink struct {

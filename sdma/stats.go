@@ -16,6 +16,7 @@ type EngineStats struct {
 	Aborted    uint64 // txreqs completed with StatusAborted
 	Faults     uint64 // halts of the engine, all causes (the sum of Halts)
 	SinkErrors uint64 // deliveries that failed or panicked
+	Flushes    uint64 // BatchSink flushes (each sends the packets the sink held; 0 without one)
 	Recoveries uint64 // returns to s99_running after a halt (s40_hw_clean_up_wait → s99)
 
 	// Halts counts the halts by cause (the chip's halt error bits), indexed by HaltCause.
@@ -24,11 +25,11 @@ type EngineStats struct {
 
 // counters are the engine's live counters. Each is an atomic add by the side named, and an
 // atomic load by Stats. Hardware side (hwMu): packets, descs, bytes, interrupts, faults,
-// sinkErrors, halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups. Producers (slow
+// sinkErrors, flushes, halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups. Producers (slow
 // paths only): ringFull, sleeps. The groups sit on separate cache lines.
 type counters struct {
 	packets, descs, bytes, interrupts, faults, sinkErrors atomic.Uint64
-	recoveries                                            atomic.Uint64
+	recoveries, flushes                                   atomic.Uint64
 	halts                                                 [NumHaltCauses]atomic.Uint64
 	_                                                     [lineSize]byte
 	passes, completed, aborted, wakeups                   atomic.Uint64
@@ -50,6 +51,7 @@ func (c *counters) snapshot() EngineStats {
 		Aborted:    c.aborted.Load(),
 		Faults:     c.faults.Load(),
 		SinkErrors: c.sinkErrors.Load(),
+		Flushes:    c.flushes.Load(),
 		Recoveries: c.recoveries.Load(),
 	}
 	for i := range c.halts {
