@@ -164,8 +164,8 @@ func ExampleOuter() {
 	tx, _ := list.Get()
 	tx.seq = 42
 	tx.callback = complete
-	// With gosdma: tx.TxReq.Init(flags, tlen, complete), tx.TxReq.AddPage(...),
-	// engine.Send(&tx.TxReq); the engine's completion pass then calls complete(&tx.TxReq, status).
+	// With gosdma a completion needs no Outer: implement sdma.Completer on *myTx and pass the
+	// *myTx itself, tx.TxReq.Init(flags, tlen, tx). Outer serves code holding only the field.
 	tx.callback(&tx.txreq, 0) // here the example calls back itself, with the embedded txreq
 	// Output:
 	// seq 42 status 0

@@ -13,6 +13,10 @@ import (
 // container_of, for the one layout the hfi1 API prescribes: "the txreq must be declared with the
 // sdma_txreq first"). It does not allocate.
 //
+// For completions, prefer sdma.Completer implemented on the caller's pointer type: the txreq's
+// completer is then the caller's own *T, with no unsafe and no allocation. Outer remains for code
+// that holds only the embedded field.
+//
 // Outer checks the types, once per (T, F) pair: T must be a struct whose first field has type F
 // (embedded or named; at offset 0). If not, Outer panics: that is a programmer error, found by the
 // first call. Outer returns nil for a nil f.

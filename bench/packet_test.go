@@ -27,7 +27,7 @@ func BenchmarkPacket(b *testing.B) {
 		e := dev.Engine(0)
 		var tx sdma.TxReq
 		done := 0
-		cb := func(*sdma.TxReq, sdma.Status) { done++ }
+		var cb sdma.CompleterFunc = func(*sdma.TxReq, sdma.Status) { done++ }
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := tx.Init(0, len(hdr)+len(payload), cb); err != nil {
@@ -66,7 +66,7 @@ func BenchmarkPacket(b *testing.B) {
 			hdrs[k], payloads[k] = make([]byte, len(hdr)), make([]byte, len(payload))
 		}
 		var free [window]atomic.Bool
-		cbs := make([]sdma.Callback, window)
+		cbs := make([]sdma.CompleterFunc, window)
 		for i := range cbs {
 			free[i].Store(true)
 			cbs[i] = func(*sdma.TxReq, sdma.Status) { free[i].Store(true) }
@@ -184,7 +184,7 @@ func BenchmarkLatency(b *testing.B) {
 		e := dev.Engine(0)
 		payload := make([]byte, 64)
 		var done atomic.Bool
-		cb := func(*sdma.TxReq, sdma.Status) { done.Store(true) }
+		var cb sdma.CompleterFunc = func(*sdma.TxReq, sdma.Status) { done.Store(true) }
 		var tx sdma.TxReq
 		h := hdrhistogram.New(1, int64(time.Second), 3)
 		b.ReportAllocs()

@@ -18,12 +18,11 @@ import (
 // BenchmarkPacket does) the way a sender that owns its txreqs does:
 //
 //	Get          a pathTx from the allocator under test (alloc=slab|list|pool)
-//	Init         the embedded sdma.TxReq, with the completion callback
+//	Init         the embedded sdma.TxReq, the *pathTx its own sdma.Completer
 //	AddKVAddr ×2 the header and the payload, mapped by the mapper under test (mapper=direct|iommu)
 //	Send         onto the engine's ring
 //	Process      the hardware model reads the descriptors, translates the bus addresses, delivers
-//	Poll         the completion pass unmaps and calls back; the callback goes from the
-//	             *sdma.TxReq back to the *pathTx with alloc.OuterFunc and Puts it
+//	Poll         the completion pass unmaps and calls the *pathTx's Complete, which Puts it
 //
 // hw=inline runs Process and Poll on the benchmark goroutine (a Manual engine in CompletePoll
 // mode), one packet at a time; hw=goroutine lets the engine's busy-polling goroutine do the
@@ -40,17 +39,26 @@ const (
 	pathWindow     = 128 // hw=goroutine: packets in flight at most
 )
 
-// pathTx is a caller's txreq: sdma.TxReq first, as the hfi1 API prescribes and alloc.Outer needs,
-// then the packet's own buffers, so that no two txreqs in flight map the same memory (hfi1's
-// verbs_txreq carries its header the same way).
+// pathTx is a caller's txreq: sdma.TxReq first, as the hfi1 API prescribes, then the packet's
+// own buffers, so that no two txreqs in flight map the same memory (hfi1's verbs_txreq carries
+// its header the same way), and what its completion needs. It is its own sdma.Completer.
 type pathTx struct {
 	sdma.TxReq
 	hdr     [pathHdrLen]byte
 	payload [pathPayloadLen]byte
+	rig     *pathRig     // set by build
+	count   *pathCounter // its engine's counter; set by build
 }
 
-// pathTxOf gets from the *sdma.TxReq a callback receives back to its *pathTx.
-var pathTxOf = alloc.OuterFunc[pathTx, sdma.TxReq]()
+// Complete puts the packet back and counts it on its engine's counter.
+func (t *pathTx) Complete(_ *sdma.TxReq, st sdma.Status) {
+	c := t.count
+	if err := t.rig.a.Put(t); err != nil || st != sdma.StatusOK {
+		c.failed.Add(1)
+		return
+	}
+	c.done.Add(1)
+}
 
 // pathAllocs are the allocators under test. n is the most objects in use at once.
 var pathAllocs = []struct {
@@ -81,11 +89,10 @@ type pathCounter struct {
 	_      cpu.CacheLinePad
 }
 
-// pathRig is one device under test with its allocator and one callback per engine.
+// pathRig is one device under test with its allocator and one counter per engine.
 type pathRig struct {
 	dev   *sdma.Device
 	a     alloc.Allocator[pathTx]
-	cbs   []sdma.Callback // cbs[i] counts into counts[i]; built once, so Init does not allocate
 	count []pathCounter
 }
 
@@ -97,19 +104,7 @@ func newPathRig(b testing.TB, cfg sdma.Config, m dma.Mapper, a alloc.Allocator[p
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = dev.Close() })
-	r := &pathRig{dev: dev, a: a, count: make([]pathCounter, dev.NumEngines())}
-	r.cbs = make([]sdma.Callback, dev.NumEngines())
-	for i := range r.cbs {
-		c := &r.count[i]
-		r.cbs[i] = func(tx *sdma.TxReq, st sdma.Status) {
-			if err := a.Put(pathTxOf(tx)); err != nil || st != sdma.StatusOK {
-				c.failed.Add(1)
-				return
-			}
-			c.done.Add(1)
-		}
-	}
-	return r
+	return &pathRig{dev: dev, a: a, count: make([]pathCounter, dev.NumEngines())}
 }
 
 // build gets a pathTx and builds its packet for engine i; it returns alloc.ErrEmpty as is.
@@ -118,7 +113,8 @@ func (r *pathRig) build(i int) (*pathTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Init(0, pathPktLen, r.cbs[i]); err != nil {
+	t.rig, t.count = r, &r.count[i]
+	if err := t.Init(0, pathPktLen, t); err != nil {
 		_ = r.a.Put(t)
 		return nil, err
 	}

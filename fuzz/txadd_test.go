@@ -234,7 +234,7 @@ func FuzzTxAdd(f *testing.F) {
 				words = append(words, uint32(seed>>i)|desc.AHGUpdateEnableFlag)
 			}
 		}
-		err := tx.InitAHG(flags, tlen, entry, words, hlen, nil)
+		err := tx.InitAHG(flags, tlen, sdma.AHG{Entry: entry, Words: words, HeaderLen: hlen}, nil)
 		switch {
 		case tlen == 0:
 			require.ErrorIs(t, err, sdma.ErrNoData)

@@ -84,7 +84,7 @@ func TestAHG64ByteHeader(t *testing.T) {
 	hdr := engTestPattern(64, 0x11)
 	payload := engTestPattern(32, 3)
 	var copyTx TxReq
-	require.NoError(t, copyTx.InitAHG(FlagAHGCopy, len(hdr)+len(payload), 9, nil, 0, c.cb))
+	require.NoError(t, copyTx.InitAHG(FlagAHGCopy, len(hdr)+len(payload), AHG{Entry: 9}, &c))
 	require.NoError(t, copyTx.AddKVAddr(dev, hdr))
 	require.NoError(t, copyTx.AddKVAddr(dev, payload))
 	require.NoError(t, e.Send(nil, &copyTx, false))
@@ -92,7 +92,7 @@ func TestAHG64ByteHeader(t *testing.T) {
 	w, err := desc.AHGUpdate(0xbeef, 15, 16, 16)
 	require.NoError(t, err)
 	var tx TxReq
-	require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), 9, []uint32{w}, 64, c.cb))
+	require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), AHG{Entry: 9, Words: []uint32{w}, HeaderLen: 64}, &c))
 	assert.Equal(t, 0, tx.Descs()[0].HeaderDWs(), "16 dwords are encoded 0")
 	require.NoError(t, tx.AddKVAddr(dev, payload))
 	require.NoError(t, e.Send(nil, &tx, false))

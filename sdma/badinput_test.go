@@ -30,7 +30,7 @@ func newBadRig(t *testing.T) *badRig {
 	r := &badRig{iommu: engTestIOMMU(t)}
 	r.dev, r.cs = engTestDevice(t, Config{Manual: true, RingSize: 64, Mapper: r.iommu})
 	r.e = r.dev.Engine(0)
-	engTestBuild(t, r.dev, &r.good, 0, engTestPattern(8, 1), r.c.cb)
+	engTestBuild(t, r.dev, &r.good, 0, engTestPattern(8, 1), &r.c)
 	require.NoError(t, r.e.Send(nil, &r.good, false))
 	return r
 }
@@ -80,22 +80,37 @@ func TestBadInputs(t *testing.T) {
 		}, ErrInvalid},
 		// AHG arguments.
 		{"InitAHG entry 32", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 32, []uint32{1}, 8, nil) }
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 32, Words: []uint32{1}, HeaderLen: 8}, nil)
+			}
 		}, ErrInvalid},
 		{"InitAHG no words", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, nil, 8, nil) }
+			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 1, HeaderLen: 8}, nil) }
 		}, ErrInvalid},
 		{"InitAHG ten words", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, make([]uint32, 10), 8, nil) }
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 1, Words: make([]uint32, 10), HeaderLen: 8}, nil)
+			}
 		}, ErrInvalid},
 		{"InitAHG header 6 bytes", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, []uint32{1}, 6, nil) }
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 1, Words: []uint32{1}, HeaderLen: 6}, nil)
+			}
 		}, ErrInvalid},
 		{"InitAHG header 68 bytes", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(FlagUseAHG, 8, 1, []uint32{1}, 68, nil) }
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 1, Words: []uint32{1}, HeaderLen: 68}, nil)
+			}
 		}, ErrInvalid},
 		{"InitAHG words without UseAHG", func(_ *testing.T, r *badRig) func() error {
-			return func() error { var tx TxReq; return tx.InitAHG(0, 8, 1, []uint32{1}, 8, nil) }
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(0, 8, AHG{Entry: 1, Words: []uint32{1}, HeaderLen: 8}, nil)
+			}
 		}, ErrInvalid},
 		// Adds: lengths, addresses, pages, devices.
 		{"AddKVAddr empty", func(t *testing.T, r *badRig) func() error {

@@ -128,7 +128,7 @@ func appendUnmap(us []dma.Unmap, d desc.Desc) []dma.Unmap {
 // completeTx finishes one txreq (hfi1: complete_tx): save the wait and the callback, clean (unmap;
 // the txreq becomes txFree), call the callback, drop the iowait's busy count.
 func (e *Engine) completeTx(tx *TxReq, st Status) {
-	w, cb := tx.wait, tx.complete
+	w, c := tx.wait, tx.complete
 	tx.wait = nil
 	tx.clean()
 	if st == StatusOK {
@@ -136,8 +136,8 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 	} else {
 		e.stats.aborted.Add(1)
 	}
-	if cb != nil {
-		cb(tx, st)
+	if c != nil {
+		c.Complete(tx, st)
 	}
 	if w != nil {
 		w.sdmaDec()

@@ -21,13 +21,13 @@ func TestCloseAbortsInFlight(t *testing.T) {
 	var c completions
 	var done, pending [3]TxReq
 	for i := range done {
-		engTestBuild(t, dev, &done[i], 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, &done[i], 0, make([]byte, 8), &c)
 		require.NoError(t, e.Send(nil, &done[i], false))
 	}
 	_, err = e.Process() // delivered, not yet completed (polled)
 	require.NoError(t, err)
 	for i := range pending {
-		engTestBuild(t, dev, &pending[i], 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, &pending[i], 0, make([]byte, 8), &c)
 		require.NoError(t, e.Send(nil, &pending[i], false))
 	}
 	assert.Zero(t, c.n.Load())
@@ -71,14 +71,14 @@ func TestCloseWakesBlockedSender(t *testing.T) {
 	var c completions
 	for {
 		tx := new(TxReq)
-		engTestBuild(t, dev, tx, 0, make([]byte, 6), c.cb)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), &c)
 		if err := e.Send(nil, tx, false); err != nil {
 			require.NoError(t, tx.Clean())
 			break
 		}
 	}
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
 	res := make(chan error)
 	go func() { res <- e.SendWait(context.Background(), &tx) }()
 	time.Sleep(10 * time.Millisecond)
@@ -108,7 +108,7 @@ func TestShutdownDrains(t *testing.T) {
 		const n = 50
 		for i := 0; i < n; i++ {
 			tx := new(TxReq)
-			engTestBuild(t, dev, tx, 0, engTestPattern(20, byte(i)), c.cb)
+			engTestBuild(t, dev, tx, 0, engTestPattern(20, byte(i)), &c)
 			require.NoError(t, e.Send(nil, tx, false))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -132,7 +132,7 @@ func TestShutdownDeadlineAborts(t *testing.T) {
 	const n = 100
 	for i := 0; i < n; i++ {
 		tx := new(TxReq)
-		engTestBuild(t, dev, tx, 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, tx, 0, make([]byte, 8), &c)
 		require.NoError(t, e.Send(nil, tx, false))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
@@ -159,7 +159,7 @@ func TestSendList(t *testing.T) {
 	var l TxList
 	txs := make([]TxReq, 40)
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, engTestPattern(8, byte(i)), c.cb) // 1 descriptor each
+		engTestBuild(t, dev, &txs[i], 0, engTestPattern(8, byte(i)), &c) // 1 descriptor each
 		l.PushBack(&txs[i])
 	}
 	n, err := e.SendList(nil, &l)
@@ -178,7 +178,7 @@ func TestSendList(t *testing.T) {
 	cs.Reset()
 	txs = make([]TxReq, 70)
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), &c)
 		l.PushBack(&txs[i])
 	}
 	n, err = e.SendList(nil, &l)
@@ -221,7 +221,7 @@ func TestSendListPublishesEvery32(t *testing.T) {
 	var l TxList
 	txs := make([]TxReq, 70)
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb) // one descriptor each
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), &c) // one descriptor each
 		l.PushBack(&txs[i])
 	}
 	n, err := e.SendList(nil, &l)
@@ -245,7 +245,7 @@ func TestSendListStoppedFlushes(t *testing.T) {
 	var l TxList
 	txs := make([]TxReq, 5)
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), &c)
 		l.PushBack(&txs[i])
 	}
 	n, err := e.SendList(&w, &l)
@@ -285,7 +285,7 @@ func TestProgressSchedule(t *testing.T) {
 	var c completions
 	for i := 0; i < 3; i++ { // 6 descriptors in process: below 64/8
 		tx := new(TxReq)
-		engTestBuild(t, dev, tx, 0, make([]byte, 6), c.cb)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), &c)
 		require.NoError(t, e.Send(nil, tx, false))
 	}
 	_, err := e.Process()
@@ -293,7 +293,7 @@ func TestProgressSchedule(t *testing.T) {
 	assert.Equal(t, 7, e.DescqInProcess())
 	assert.False(t, e.ProgressSchedule(), "7 < 64/8")
 	tx := new(TxReq)
-	engTestBuild(t, dev, tx, 0, make([]byte, 8), c.cb) // one descriptor: exactly an eighth
+	engTestBuild(t, dev, tx, 0, make([]byte, 8), &c) // one descriptor: exactly an eighth
 	require.NoError(t, e.Send(nil, tx, false))
 	_, err = e.Process()
 	require.NoError(t, err)
@@ -310,7 +310,7 @@ func TestIdleEngineParks(t *testing.T) {
 	require.Eventually(t, e.hwSleeping.Load, 5*time.Second, time.Millisecond, "an idle spin-park engine parks")
 	var c completions
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 8), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
 	require.NoError(t, e.Send(nil, &tx, false))
 	require.Eventually(t, func() bool { return c.n.Load() == 1 }, 5*time.Second, time.Millisecond, "the doorbell woke it")
 	require.Eventually(t, e.hwSleeping.Load, 5*time.Second, time.Millisecond)
@@ -371,7 +371,7 @@ func TestIdleEngineDoesNotSpin(t *testing.T) {
 			require.Equal(t, S99Running, e.State())
 			var c completions
 			var tx TxReq
-			engTestBuild(t, dev, &tx, 0, engTestPattern(8, 1), c.cb)
+			engTestBuild(t, dev, &tx, 0, engTestPattern(8, 1), &c)
 			require.NoError(t, e.Send(nil, &tx, false))
 			require.Eventually(t, func() bool { return c.n.Load() == 1 }, 10*time.Second, time.Millisecond)
 			requireParkedAndStill(t, e, "after the freeze")
@@ -423,7 +423,7 @@ func TestZeroAllocsPerPacket(t *testing.T) {
 	payload := make([]byte, 1000)
 	var tx TxReq
 	done := 0
-	cb := func(*TxReq, Status) { done++ }
+	var cb CompleterFunc = func(*TxReq, Status) { done++ }
 	one := func() {
 		if err := tx.Init(0, len(hdr)+len(payload), cb); err != nil {
 			panic(err)

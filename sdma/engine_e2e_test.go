@@ -55,7 +55,7 @@ func TestEndToEnd(t *testing.T) {
 		// Heap buffers: header + payload.
 		hdr, payload := engTestPattern(24, seed), engTestPattern(1+r%300, seed+1)
 		tx := new(TxReq)
-		require.NoError(t, tx.Init(0, len(hdr)+len(payload), c.cb))
+		require.NoError(t, tx.Init(0, len(hdr)+len(payload), &c))
 		require.NoError(t, tx.AddKVAddr(dev, hdr))
 		require.NoError(t, tx.AddKVAddr(dev, payload))
 		send(e, tx, padded(append(append([]byte(nil), hdr...), payload...)))
@@ -67,7 +67,7 @@ func TestEndToEnd(t *testing.T) {
 		copy(blk.Bytes, engTestPattern(40, seed+2))
 		off, n := (r*37)%2048, 1+(r*53)%2000
 		tx = new(TxReq)
-		require.NoError(t, tx.Init(0, 40+n, c.cb))
+		require.NoError(t, tx.Init(0, 40+n, &c))
 		require.NoError(t, tx.AddDAddr(dev, blk.Addr, 40))
 		require.NoError(t, tx.AddPage(dev, page0, off, n))
 		send(e, tx, padded(append(append([]byte(nil), blk.Bytes[:40]...), pageBytes[off:off+n]...)))
@@ -77,7 +77,7 @@ func TestEndToEnd(t *testing.T) {
 		if r < 2 || r%10 == 0 {
 			ahdr := engTestPattern(32, seed+3)
 			tx = new(TxReq)
-			require.NoError(t, tx.InitAHG(FlagAHGCopy, len(ahdr)+8, entry, nil, 0, c.cb))
+			require.NoError(t, tx.InitAHG(FlagAHGCopy, len(ahdr)+8, AHG{Entry: entry}, &c))
 			require.NoError(t, tx.AddKVAddr(dev, ahdr))
 			require.NoError(t, tx.AddKVAddr(dev, payload[:min(8, len(payload))]))
 			if len(payload) < 8 {
@@ -91,7 +91,7 @@ func TestEndToEnd(t *testing.T) {
 		w, err := desc.AHGUpdate(uint16(r), 1, 0, 16)
 		require.NoError(t, err)
 		tx = new(TxReq)
-		require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), entry, []uint32{w}, 32, c.cb))
+		require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), AHG{Entry: entry, Words: []uint32{w}, HeaderLen: 32}, &c))
 		require.NoError(t, tx.AddKVAddr(dev, payload))
 		h := append([]byte(nil), ahgHeader[e.Index()]...)
 		h[4], h[5] = byte(r), byte(r>>8)

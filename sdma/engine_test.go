@@ -46,7 +46,7 @@ type completions struct {
 	dup  atomic.Int64
 }
 
-func (c *completions) cb(tx *TxReq, st Status) {
+func (c *completions) Complete(tx *TxReq, st Status) {
 	c.mu.Lock()
 	if c.seen == nil {
 		c.seen = make(map[*TxReq]Status)
@@ -75,7 +75,7 @@ func engTestPattern(n int, seed byte) []byte {
 }
 
 // engTestBuild initialises tx for buf and adds it in one piece.
-func engTestBuild(t testing.TB, dev *Device, tx *TxReq, flags Flags, buf []byte, cb Callback) {
+func engTestBuild(t testing.TB, dev *Device, tx *TxReq, flags Flags, buf []byte, cb Completer) {
 	t.Helper()
 	require.NoError(t, tx.Init(flags, len(buf), cb))
 	require.NoError(t, tx.AddKVAddr(dev, buf))
@@ -106,7 +106,7 @@ func TestEngineSendProcessManual(t *testing.T) {
 	for i := range txs {
 		buf := engTestPattern(10+i*13, byte(i))
 		want = append(want, padded(buf))
-		engTestBuild(t, dev, &txs[i], 0, buf, c.cb)
+		engTestBuild(t, dev, &txs[i], 0, buf, &c)
 		require.NoError(t, e.Send(nil, &txs[i], false))
 	}
 	assert.False(t, e.Empty())
@@ -143,7 +143,7 @@ func TestEngineGoroutineModes(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				for i := range txs {
-					engTestBuild(t, dev, &txs[i], 0, engTestPattern(64, byte(i)), c.cb)
+					engTestBuild(t, dev, &txs[i], 0, engTestPattern(64, byte(i)), &c)
 					require.NoError(t, e.SendWait(ctx, &txs[i]))
 				}
 				require.Eventually(t, func() bool {
@@ -190,7 +190,7 @@ func TestEngineRingFullNoWait(t *testing.T) {
 	sent := 0
 	var err error
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, make([]byte, 6), c.cb) // 2 descriptors: data + pad
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 6), &c) // 2 descriptors: data + pad
 		if err = e.Send(nil, &txs[i], false); err != nil {
 			break
 		}
@@ -216,7 +216,7 @@ func TestEngineCompletePollMode(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, engTestPattern(100, 1), c.cb)
+	engTestBuild(t, dev, &tx, 0, engTestPattern(100, 1), &c)
 	require.NoError(t, e.Send(nil, &tx, false))
 	_, err := e.Process()
 	require.NoError(t, err)

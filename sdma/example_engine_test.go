@@ -79,7 +79,7 @@ func ExampleEngine_Send() {
 	for i := range txs {
 		hdr, payload := []byte("HDR:"), []byte(fmt.Sprintf("packet %02d", i)) // 4 + 9 bytes: padded
 		tx := &txs[i]
-		_ = tx.Init(0, len(hdr)+len(payload), func(*sdma.TxReq, sdma.Status) { done++ })
+		_ = tx.Init(0, len(hdr)+len(payload), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { done++ }))
 		_ = tx.AddKVAddr(dev, hdr)
 		_ = tx.AddKVAddr(dev, payload)
 		if err := q.send(tx); errors.Is(err, sdma.ErrBusy) {
@@ -116,12 +116,12 @@ func ExampleEngine_SendWait() {
 		payload := buf[i*1024 : (i+1)*1024]
 		tx := new(sdma.TxReq)
 		wg.Add(1)
-		_ = tx.Init(0, len(payload), func(_ *sdma.TxReq, st sdma.Status) {
+		_ = tx.Init(0, len(payload), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
 			if st != sdma.StatusOK {
 				panic(st)
 			}
 			wg.Done()
-		})
+		}))
 		_ = tx.AddKVAddr(dev, payload)
 		if err := e.SendWait(context.Background(), tx); err != nil {
 			panic(err)
@@ -148,9 +148,9 @@ func ExampleDevice_Freeze() {
 	e := dev.Engine(0)
 	send := func() {
 		tx := new(sdma.TxReq)
-		_ = tx.Init(0, 8, func(_ *sdma.TxReq, st sdma.Status) {
+		_ = tx.Init(0, 8, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
 			fmt.Println("completed:", st)
-		})
+		}))
 		_ = tx.AddKVAddr(dev, make([]byte, 8))
 		if err := e.Send(nil, tx, false); err != nil {
 			fmt.Println("send:", err)

@@ -42,9 +42,9 @@ func ExampleTxReq_AddKVAddr() {
 	payload := []byte("hello!")
 
 	var tx sdma.TxReq
-	if err := tx.Init(sdma.FlagUrgent, len(hdr)+len(payload), func(tx *sdma.TxReq, st sdma.Status) {
+	if err := tx.Init(sdma.FlagUrgent, len(hdr)+len(payload), sdma.CompleterFunc(func(tx *sdma.TxReq, st sdma.Status) {
 		fmt.Println("completed:", st)
-	}); err != nil {
+	})); err != nil {
 		panic(err)
 	}
 	if err := tx.AddKVAddr(dev, hdr); err != nil {
@@ -132,7 +132,7 @@ func ExampleTxReq_InitAHG() {
 
 	var tx sdma.TxReq
 	const entry, headerLen = 5, 40
-	if err := tx.InitAHG(sdma.FlagUseAHG, 256, entry, words, headerLen, nil); err != nil {
+	if err := tx.InitAHG(sdma.FlagUseAHG, 256, sdma.AHG{Entry: entry, Words: words, HeaderLen: headerLen}, nil); err != nil {
 		panic(err)
 	}
 	if err := tx.AddKVAddr(dev, make([]byte, 256)); err != nil {

@@ -38,7 +38,7 @@ func newHaltRig(t *testing.T, ringSize int) *haltRig {
 	m := engTestIOMMU(t)
 	dev, cs := engTestDevice(t, Config{Mapper: m, Manual: true, RingSize: ringSize})
 	r := &haltRig{dev: dev, e: dev.Engine(0), captured: cs}
-	engTestBuild(t, dev, &r.good, 0, engTestPattern(12, 1), r.c.cb)
+	engTestBuild(t, dev, &r.good, 0, engTestPattern(12, 1), &r.c)
 	require.NoError(t, r.e.Send(nil, &r.good, false))
 	t.Cleanup(func() {
 		require.NoError(t, dev.Close())
@@ -49,7 +49,7 @@ func newHaltRig(t *testing.T, ringSize int) *haltRig {
 
 // finish puts a good txreq behind the bad descriptors, runs the hardware and checks the halt.
 func (r *haltRig) finish(t *testing.T, cause HaltCause) *HaltError {
-	engTestBuild(t, r.dev, &r.after, 0, engTestPattern(8, 2), r.c.cb)
+	engTestBuild(t, r.dev, &r.after, 0, engTestPattern(8, 2), &r.c)
 	require.NoError(t, r.e.Send(nil, &r.after, false))
 	n, err := r.e.Process()
 	require.ErrorIs(t, err, ErrHalted)
@@ -76,7 +76,7 @@ func (r *haltRig) finish(t *testing.T, cause HaltCause) *HaltError {
 	assert.True(t, r.e.Running())
 	assert.Zero(t, r.e.ring.Tail())
 	var late TxReq
-	engTestBuild(t, r.dev, &late, 0, engTestPattern(4, 3), r.c.cb)
+	engTestBuild(t, r.dev, &late, 0, engTestPattern(4, 3), &r.c)
 	require.NoError(t, r.e.Send(nil, &late, false))
 	assert.Zero(t, r.e.ring.Slot(0).Generation())
 	n, err = r.e.Process()
@@ -114,7 +114,7 @@ func assertHaltPath(t *testing.T, e *Engine, cause string) {
 func TestHaltMappingFault(t *testing.T) {
 	r := newHaltRig(t, 64)
 	var bad TxReq
-	require.NoError(t, bad.Init(0, 8, r.c.cb))
+	require.NoError(t, bad.Init(0, 8, &r.c))
 	require.NoError(t, bad.AddDAddr(r.dev, dma.Addr(0x7000_0000), 8)) // never mapped
 	require.NoError(t, r.e.Send(nil, &bad, false))
 	h := r.finish(t, CauseMemRead)
@@ -192,7 +192,7 @@ func TestHaltAHGEmptyEntry(t *testing.T) {
 	w, err := desc.AHGUpdate(1, 0, 0, 8)
 	require.NoError(t, err)
 	var tx TxReq
-	require.NoError(t, tx.InitAHG(FlagUseAHG, 4, 7, []uint32{w}, 8, r.c.cb))
+	require.NoError(t, tx.InitAHG(FlagUseAHG, 4, AHG{Entry: 7, Words: []uint32{w}, HeaderLen: 8}, &r.c))
 	require.NoError(t, tx.AddKVAddr(r.dev, make([]byte, 4)))
 	require.NoError(t, r.e.Send(nil, &tx, false))
 	r.finish(t, CauseHeaderAddress)
@@ -203,17 +203,17 @@ func TestHaltWakesWaiters(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	var bad TxReq
-	require.NoError(t, bad.Init(0, 8, c.cb))
+	require.NoError(t, bad.Init(0, 8, &c))
 	require.NoError(t, bad.AddDAddr(dev, dma.Addr(0x7000_0000), 8))
 	require.NoError(t, e.Send(nil, &bad, false))
-	fillRing(t, dev, e, c.cb)
+	fillRing(t, dev, e, &c)
 	woken := make(chan int, 1)
 	var w IOWait
 	w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
 		return e.ParkOrRetry(w, tx, seq, pktsSent)
 	}, func(_ *IOWait, reason int) { woken <- reason }, nil)
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
 	require.ErrorIs(t, e.Send(&w, &tx, true), ErrBusy)
 	assert.True(t, e.Waiting(&w))
 	_, err := e.Process()
@@ -243,7 +243,7 @@ func TestAHGCopyThenApply(t *testing.T) {
 	payload := engTestPattern(100, 9)
 
 	var copyTx TxReq
-	require.NoError(t, copyTx.InitAHG(FlagAHGCopy, len(hdr)+len(payload), 5, nil, 0, c.cb))
+	require.NoError(t, copyTx.InitAHG(FlagAHGCopy, len(hdr)+len(payload), AHG{Entry: 5}, &c))
 	require.NoError(t, copyTx.AddKVAddr(dev, hdr))
 	require.NoError(t, copyTx.AddKVAddr(dev, payload))
 	require.NoError(t, e.Send(nil, &copyTx, false))
@@ -265,7 +265,7 @@ func TestAHGCopyThenApply(t *testing.T) {
 			binary.LittleEndian.PutUint32(want[4*int(u.dw):], dw)
 		}
 		var tx TxReq
-		require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), 5, words, len(hdr), c.cb))
+		require.NoError(t, tx.InitAHG(FlagUseAHG, len(payload), AHG{Entry: 5, Words: words, HeaderLen: len(hdr)}, &c))
 		require.NoError(t, tx.AddKVAddr(dev, payload))
 		require.NoError(t, e.Send(nil, &tx, false))
 		_, err := e.Process()
@@ -294,7 +294,7 @@ func TestSinkPanicAndErrorRecorded(t *testing.T) {
 	var c completions
 	var txs [4]TxReq
 	for i := range txs {
-		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), c.cb)
+		engTestBuild(t, dev, &txs[i], 0, make([]byte, 8), &c)
 		require.NoError(t, e.Send(nil, &txs[i], false))
 		if i == 1 {
 			_, err := e.Process()

@@ -16,7 +16,7 @@ import (
 
 // fillRing sends two-descriptor packets (6 bytes + pad) until the ring refuses one, and returns
 // how many it sent. The refused txreq is cleaned.
-func fillRing(t *testing.T, dev *Device, e *Engine, cb Callback) int {
+func fillRing(t *testing.T, dev *Device, e *Engine, cb Completer) int {
 	t.Helper()
 	n := 0
 	for {
@@ -40,7 +40,7 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var c completions
-	sent := fillRing(t, dev, e, c.cb)
+	sent := fillRing(t, dev, e, &c)
 	n, err := e.Process()
 	require.NoError(t, err)
 	require.Equal(t, sent, n)
@@ -77,7 +77,7 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	}, func(*IOWait, int) { woken <- struct{}{} }, nil)
 
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
 	require.ErrorIs(t, e.Send(&w, &tx, true), ErrBusy)
 	require.Same(t, &tx, w.TxHead().Front(), "the verbs sleeper keeps the txreq")
 	passDone.Wait()
@@ -128,7 +128,7 @@ func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var c completions
-	sent := fillRing(t, dev, e, c.cb)
+	sent := fillRing(t, dev, e, &c)
 	_, err := e.Process()
 	require.NoError(t, err)
 
@@ -155,7 +155,7 @@ func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
 		})
 	}
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
 	seq := e.HeadSeq()
 	require.ErrorIs(t, e.Send(nil, &tx, true), ErrBusy)
 	bw := blockWaiters.Get().(*blockWaiter)
@@ -310,7 +310,7 @@ func runStress(t *testing.T, engines int, mode CompletionMode, kinds []stressKin
 			build := func(seq uint32) *TxReq {
 				tx := new(TxReq)
 				buf := stressPacket(q.id, seq, 8+int(seq%97))
-				if err := tx.Init(0, len(buf), c.cb); err != nil {
+				if err := tx.Init(0, len(buf), &c); err != nil {
 					t.Error(err)
 					return nil
 				}

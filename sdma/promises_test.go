@@ -102,10 +102,10 @@ func TestPromiseErrNotRunningFlushCompletesOnceAborted(t *testing.T) {
 		p := &promTx{rec: &promRec{}}
 		recs = append(recs, p.rec)
 		rec := p.rec
-		require.NoError(t, p.Init(0, len(payload), func(_ *sdma.TxReq, st sdma.Status) {
+		require.NoError(t, p.Init(0, len(payload), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
 			rec.st.Store(int32(st))
 			rec.done.Add(1)
-		}))
+		})))
 		require.NoError(t, p.AddKVAddr(dev, payload))
 		return p
 	}
@@ -194,7 +194,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 	list, err := alloc.NewList[promTx](producers*8, nil)
 	require.NoError(t, err)
 	var putErrs, orphans atomic.Int64
-	cb := func(tx *sdma.TxReq, st sdma.Status) {
+	var cb sdma.CompleterFunc = func(tx *sdma.TxReq, st sdma.Status) {
 		p := promTxOf(tx)
 		r := p.rec
 		if r == nil { // completed again after its callback gave it back
@@ -568,7 +568,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 				case 4:
 					body = 50
 				}
-				cb := func(_ *sdma.TxReq, st sdma.Status) {
+				var cb sdma.CompleterFunc = func(_ *sdma.TxReq, st sdma.Status) {
 					// Only the IOMMU gives each mapping its own addresses; with the direct mapper
 					// another txreq's live mapping of the same heap bytes would answer.
 					for _, m := range s.mapped[:len(s.mapped)*isIOMMU] {
@@ -582,7 +582,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 				if k%5 == 4 {
 					w, err := desc.AHGUpdate(7, 1, 0, 16)
 					require.NoError(t, err)
-					require.NoError(t, s.tx.InitAHG(sdma.FlagUseAHG, 64+body, 3, []uint32{w, w}, 32, cb))
+					require.NoError(t, s.tx.InitAHG(sdma.FlagUseAHG, 64+body, sdma.AHG{Entry: 3, Words: []uint32{w, w}, HeaderLen: 32}, cb))
 				} else {
 					require.NoError(t, s.tx.Init(0, 64+body, cb))
 				}
@@ -608,7 +608,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 			// Before an AHG USE, the entry must hold a header: store one (COPY).
 			var ahgCopy sdma.TxReq
 			var ahgDone atomic.Int32
-			require.NoError(t, ahgCopy.InitAHG(sdma.FlagAHGCopy, 40, 3, nil, 0, func(*sdma.TxReq, sdma.Status) { ahgDone.Add(1) }))
+			require.NoError(t, ahgCopy.InitAHG(sdma.FlagAHGCopy, 40, sdma.AHG{Entry: 3}, sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { ahgDone.Add(1) })))
 			require.NoError(t, ahgCopy.AddKVAddr(dev, heap[:32]))
 			require.NoError(t, ahgCopy.AddKVAddr(dev, heap[32:40]))
 			require.NoError(t, e.Send(nil, &ahgCopy, false))
@@ -655,7 +655,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 			// 6. In flight at Close (after a second AHG COPY: the USE shapes need the entry filled,
 			// and the test does not rely on the entry surviving the halt's restart).
 			var ahgCopy2 sdma.TxReq
-			require.NoError(t, ahgCopy2.InitAHG(sdma.FlagAHGCopy, 40, 3, nil, 0, func(*sdma.TxReq, sdma.Status) { ahgDone.Add(1) }))
+			require.NoError(t, ahgCopy2.InitAHG(sdma.FlagAHGCopy, 40, sdma.AHG{Entry: 3}, sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { ahgDone.Add(1) })))
 			require.NoError(t, ahgCopy2.AddKVAddr(dev, heap[:32]))
 			require.NoError(t, ahgCopy2.AddKVAddr(dev, heap[32:40]))
 			require.NoError(t, e.Send(nil, &ahgCopy2, false))
@@ -722,12 +722,12 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 // back to running and sends again.
 func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 	// bad builds tx; strike (if any) runs after every txreq was built and sent; cleanup at the end.
-	type badFn func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (reason string, strike, cleanup func())
+	type badFn func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (reason string, strike, cleanup func())
 	cases := []struct {
 		name string
 		bad  badFn
 	}{
-		{"kvaddr unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (string, func(), func()) {
+		{"kvaddr unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
 			buf := make([]byte, 64)
 			require.NoError(t, tx.Init(0, len(buf), cb))
 			require.NoError(t, tx.AddKVAddr(dev, buf))
@@ -737,7 +737,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				require.NoError(t, m.UnmapSingle(dma.Addr(d.Addr()), d.Len(), dma.ToDevice))
 			}, nil
 		}},
-		{"page unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (string, func(), func()) {
+		{"page unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
 			r, err := dma.AllocPages(1)
 			require.NoError(t, err)
 			p, err := r.Page(0)
@@ -749,12 +749,12 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				require.NoError(t, m.UnmapPage(dma.Addr(d.Addr()), d.Len(), dma.ToDevice))
 			}, func() { _ = r.Close() }
 		}},
-		{"daddr never mapped", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (string, func(), func()) {
+		{"daddr never mapped", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
 			require.NoError(t, tx.Init(0, 64, cb))
 			require.NoError(t, tx.AddDAddr(dev, dma.Addr(0x7000_0000), 64))
 			return dma.ReasonNotMapped, nil, nil
 		}},
-		{"daddr mapped for the device to write", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (string, func(), func()) {
+		{"daddr mapped for the device to write", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
 			buf := make([]byte, 64)
 			a, err := m.MapSingle(buf, dma.FromDevice)
 			require.NoError(t, err)
@@ -762,7 +762,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 			require.NoError(t, tx.AddDAddr(dev, a, 64))
 			return dma.ReasonDirection, nil, func() { require.NoError(t, m.UnmapSingle(a, len(buf), dma.FromDevice)) }
 		}},
-		{"daddr running past its mapping", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.Callback) (string, func(), func()) {
+		{"daddr running past its mapping", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
 			buf := make([]byte, 256)
 			a, err := m.MapSingle(buf[:64], dma.ToDevice)
 			require.NoError(t, err)
@@ -783,7 +783,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				e := dev.Engine(0)
 				counts := map[*sdma.TxReq]*[2]int32{} // completions, status
 				var mu sync.Mutex
-				cb := func(tx *sdma.TxReq, st sdma.Status) {
+				var cb sdma.CompleterFunc = func(tx *sdma.TxReq, st sdma.Status) {
 					mu.Lock()
 					c := counts[tx]
 					if c == nil {
@@ -916,7 +916,7 @@ func TestPromiseNoReadAfterUnmapRunningEngine(t *testing.T) {
 		tx := new(sdma.TxReq)
 		r := &rec{}
 		recs[tx] = r
-		require.NoError(t, tx.Init(0, len(buf), func(_ *sdma.TxReq, st sdma.Status) { r.st.Store(int32(st)); r.done.Add(1) }))
+		require.NoError(t, tx.Init(0, len(buf), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) { r.st.Store(int32(st)); r.done.Add(1) })))
 		require.NoError(t, tx.AddKVAddr(dev, buf))
 		return tx
 	}
@@ -986,10 +986,10 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 		says string // a word the message must contain
 	}{
 		{"Init of the txreq in flight", func(_ *testing.T, _ *sdma.Device, _ *sdma.Engine, tx *sdma.TxReq) error {
-			return tx.Init(0, 4, func(*sdma.TxReq, sdma.Status) { promRefusedCallbackRan.Add(1) })
+			return tx.Init(0, 4, sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { promRefusedCallbackRan.Add(1) }))
 		}, sdma.ErrInvalid, "flight"},
 		{"InitAHG of the txreq in flight", func(_ *testing.T, _ *sdma.Device, _ *sdma.Engine, tx *sdma.TxReq) error {
-			return tx.InitAHG(sdma.FlagAHGCopy, 8, 1, nil, 0, nil)
+			return tx.InitAHG(sdma.FlagAHGCopy, 8, sdma.AHG{Entry: 1}, nil)
 		}, sdma.ErrInvalid, "flight"},
 		{"AddKVAddr to the txreq in flight", func(_ *testing.T, dev *sdma.Device, _ *sdma.Engine, tx *sdma.TxReq) error {
 			return tx.AddKVAddr(dev, make([]byte, 4))
@@ -1074,12 +1074,12 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 			e := dev.Engine(0)
 			var done, bad atomic.Int32
 			var inflight sdma.TxReq
-			require.NoError(t, inflight.Init(0, len(payload), func(tx *sdma.TxReq, st sdma.Status) {
+			require.NoError(t, inflight.Init(0, len(payload), sdma.CompleterFunc(func(tx *sdma.TxReq, st sdma.Status) {
 				if tx != &inflight || st != sdma.StatusOK {
 					bad.Add(1)
 				}
 				done.Add(1)
-			}))
+			})))
 			require.NoError(t, inflight.AddKVAddr(dev, payload))
 			require.NoError(t, e.Send(nil, &inflight, false))
 			world := func() promWorld {
@@ -1222,12 +1222,12 @@ func TestPromiseCloseStopsEveryGoroutine(t *testing.T) {
 						p := &promTx{rec: &promRec{}}
 						r := p.rec
 						all = append(all, r)
-						require.NoError(t, p.Init(0, 40, func(*sdma.TxReq, sdma.Status) {
+						require.NoError(t, p.Init(0, 40, sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {
 							if r.done.Add(1) > 1 {
 								dup.Add(1)
 							}
 							done.Add(1)
-						}))
+						})))
 						require.NoError(t, p.AddKVAddr(dev, make([]byte, 40)))
 						err := e.Send(nil, &p.TxReq, false)
 						if errors.Is(err, sdma.ErrBusy) {
@@ -1383,7 +1383,7 @@ func TestPromisePacketsIdenticalAndInOrder(t *testing.T) {
 		copy(blk.Bytes, header(pid, seq))
 		s := promShapeOf(pid, seq)
 		tx := new(sdma.TxReq)
-		if err := tx.Init(0, 16+s.n, func(_ *sdma.TxReq, st sdma.Status) {
+		if err := tx.Init(0, 16+s.n, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
 			if st != sdma.StatusOK {
 				notOK.Add(1)
 			}
@@ -1391,7 +1391,7 @@ func TestPromisePacketsIdenticalAndInOrder(t *testing.T) {
 				poolErrs.Add(1)
 			}
 			completed.Add(1)
-		}); err != nil {
+		})); err != nil {
 			return nil, err
 		}
 		if err := tx.AddDAddr(dev, blk.Addr, 16); err != nil {

@@ -38,7 +38,7 @@ func inFlight(t *testing.T, dev *Device, e *Engine, c *completions, n int) []*Tx
 	txs := make([]*TxReq, n)
 	for i := range txs {
 		txs[i] = new(TxReq)
-		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c.cb)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c)
 		require.NoError(t, e.Send(nil, txs[i], false))
 	}
 	return txs
@@ -105,7 +105,7 @@ func inFlightErr(t *testing.T, dev *Device, e *Engine, c *completions, n int, wa
 	txs := make([]*TxReq, n)
 	for i := range txs {
 		txs[i] = new(TxReq)
-		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c.cb)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(8, byte(i)), c)
 		require.ErrorIs(t, e.Send(nil, txs[i], false), want)
 	}
 	return txs
@@ -131,7 +131,7 @@ func TestFlushRunsWithoutTheCaller(t *testing.T) {
 	assert.Equal(t, S20Idle, e.State())
 	require.NoError(t, e.Start())
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 8), c.cb)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
 	require.NoError(t, e.Send(nil, &tx, false))
 	require.Eventually(t, func() bool { _, ok := c.status(&tx); return ok }, 5*time.Second, time.Millisecond)
 	assertStatus(t, &c, []*TxReq{&tx}, StatusOK)
@@ -236,7 +236,7 @@ func TestFaultPlanHaltAt(t *testing.T) {
 	txs := make([]*TxReq, 5)
 	for i := range txs {
 		txs[i] = new(TxReq)
-		engTestBuild(t, dev, txs[i], 0, engTestPattern(6, byte(i)), c.cb)
+		engTestBuild(t, dev, txs[i], 0, engTestPattern(6, byte(i)), &c)
 		require.NoError(t, e.Send(nil, txs[i], false))
 	}
 	n, err := e.Process()

@@ -162,10 +162,10 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 					flags = FlagUrgent
 				}
 				rec := r
-				if err := r.tx.Init(flags, r.n, func(_ *TxReq, st Status) {
+				if err := r.tx.Init(flags, r.n, CompleterFunc(func(_ *TxReq, st Status) {
 					rec.st.Store(int32(st))
 					rec.done.Add(1)
-				}); err != nil {
+				})); err != nil {
 					t.Errorf("Init: %v", err)
 					return
 				}

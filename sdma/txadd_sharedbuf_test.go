@@ -31,7 +31,7 @@ func TestSharedBufDirect(t *testing.T) {
 
 	buf := engTestPattern(4096, 1)
 	var ok, bad atomic.Int64
-	cb := func(_ *TxReq, st Status) {
+	var cb CompleterFunc = func(_ *TxReq, st Status) {
 		if st == StatusOK {
 			ok.Add(1)
 		} else {

@@ -326,7 +326,7 @@ func TestAddAHGPayload(t *testing.T) {
 	dev, _ := txTestIOMMU(t)
 	var tx TxReq
 	data := txTestPattern(30, 4)
-	require.NoError(t, tx.InitAHG(FlagUseAHG|FlagUrgent, 30, 2, []uint32{1, 2, 3 | 1<<31, 4, 5 | 1<<30, 6}, 24, nil))
+	require.NoError(t, tx.InitAHG(FlagUseAHG|FlagUrgent, 30, AHG{Entry: 2, Words: []uint32{1, 2, 3 | 1<<31, 4, 5 | 1<<30, 6}, HeaderLen: 24}, nil))
 	require.NoError(t, tx.AddKVAddr(dev, data[:20]))
 	require.NoError(t, tx.AddKVAddr(dev, data[20:]))
 	ds := tx.Descs()
@@ -340,7 +340,7 @@ func TestAddAHGPayload(t *testing.T) {
 func TestAddKeepsDesc0Bits(t *testing.T) {
 	dev, _ := txTestIOMMU(t)
 	var tx TxReq
-	require.NoError(t, tx.InitAHG(FlagAHGCopy, 8, 9, nil, 0, nil))
+	require.NoError(t, tx.InitAHG(FlagAHGCopy, 8, AHG{Entry: 9}, nil))
 	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
 	d := tx.Descs()[0]
 	assert.True(t, d.First() && d.Last())
@@ -467,7 +467,7 @@ func TestTxAddAllocs(t *testing.T) {
 				tx.AddPage(dev, pg, dma.PageSize-100, 100), tx.AddKVAddr(dev, heap[:7]))
 		}},
 		{"AHG UPDATE3 extended", func(tx *TxReq) error {
-			err := tx.InitAHG(FlagUseAHG|FlagUrgent, 40, 7, words, 60, nil)
+			err := tx.InitAHG(FlagUseAHG|FlagUrgent, 40, AHG{Entry: 7, Words: words, HeaderLen: 60}, nil)
 			for i := 0; i < 40 && err == nil; i += 4 {
 				err = tx.AddPage(dev, pg, i, 4)
 			}
@@ -618,7 +618,7 @@ func TestAddMappingFailureEveryPath(t *testing.T) {
 			base := m.LiveCount()
 			var tx TxReq
 			if tc.name == "AHG packet" {
-				require.NoError(t, tx.InitAHG(FlagUseAHG, tc.tlen, 1, []uint32{1, 2, 3, 4, 5, 6, 7}, 20, nil))
+				require.NoError(t, tx.InitAHG(FlagUseAHG, tc.tlen, AHG{Entry: 1, Words: []uint32{1, 2, 3, 4, 5, 6, 7}, HeaderLen: 20}, nil))
 			} else {
 				require.NoError(t, tx.Init(0, tc.tlen, nil))
 			}
@@ -699,7 +699,7 @@ func TestCleanSkipsAHGEditDescs(t *testing.T) {
 	require.Len(t, words, desc.MaxAHGWords)
 
 	var tx TxReq
-	require.NoError(t, tx.InitAHG(FlagUseAHG, 8, 3, words, 16, nil))
+	require.NoError(t, tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 3, Words: words, HeaderLen: 16}, nil))
 	require.Equal(t, 3, tx.NumDesc())
 	require.Equal(t, desc.MapSingle, tx.Descs()[1].Generation(), "the edit descriptor looks like a mapping")
 	require.Equal(t, desc.MapPage, tx.Descs()[2].Generation())

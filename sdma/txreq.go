@@ -47,9 +47,28 @@ func (s Status) String() string {
 	return "Status(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Callback is called once when a txreq completes, after its mappings are undone
-// (hfi1: callback_t). It runs on the completion pass and must not block.
-type Callback func(tx *TxReq, status Status)
+// Completer is told once when a txreq completes, after its mappings are undone
+// (hfi1: callback_t). Complete runs on the completion pass and must not block.
+//
+// Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
+// pointer in an interface does not allocate, so
+//
+//	func (p *packet) Complete(tx *sdma.TxReq, st sdma.Status) { /* p is your packet */ }
+//	…
+//	p.tx.Init(0, n, p)
+//
+// gets from the completion back to your type with no allocation and no unsafe. CompleterFunc
+// adapts a function, for code where an allocation per packet does not matter (a func literal
+// that captures variables is allocated each time it is created).
+type Completer interface {
+	Complete(tx *TxReq, status Status)
+}
+
+// CompleterFunc adapts a function to Completer.
+type CompleterFunc func(tx *TxReq, status Status)
+
+// Complete calls f(tx, status).
+func (f CompleterFunc) Complete(tx *TxReq, status Status) { f(tx, status) }
 
 // txreq life-cycle states held in TxReq.state.
 const (
@@ -109,7 +128,7 @@ type TxReq struct {
 	coalescing  bool                    // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
 	coalesceIdx int                     // bytes copied into coalesceBuf (tx->coalesce_idx)
 	wait        *IOWait                 // set by Send (tx->wait)
-	complete    Callback                // tx->complete
+	complete    Completer               // tx->complete
 	dev         *Device                 // device whose mapper holds this txreq's mappings; set by the first add
 	packetLen   uint16                  // packet length incl. coalesce pad (tx->packet_len)
 	tlen        uint16                  // bytes still to add; 0 closes the packet (tx->tlen)
@@ -155,8 +174,8 @@ func txErr(op string, sentinel error, reason string) error {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// Init initialises tx for a packet of tlen bytes without AHG (hfi1: sdma_txinit). cb, which may
-// be nil, is called once when the packet completes.
+// Init initialises tx for a packet of tlen bytes without AHG (hfi1: sdma_txinit). c, which may
+// be nil, is told once when the packet completes (see Completer).
 //
 // flags may hold FlagUrgent, FlagVIP and FlagAHGCopy (which stores this packet's header in AHG
 // entry 0; use InitAHG for another entry). FlagUseAHG needs update words: use InitAHG.
@@ -165,31 +184,44 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // kernel, unknown flags and a txreq in flight are refused (ErrInvalid). A failed Init changes
 // nothing. A txreq that is built but was never sent is cleaned first (the kernel would leak its
 // mappings).
-func (tx *TxReq) Init(flags Flags, tlen int, cb Callback) error {
-	return tx.initAHG("Init", flags, tlen, 0, nil, 0, cb)
+func (tx *TxReq) Init(flags Flags, tlen int, c Completer) error {
+	return tx.initAHG("Init", flags, tlen, AHG{}, c)
+}
+
+// AHG says where InitAHG's header comes from (the ahg_entry, num_ahg, ahg and ahg_hlen arguments
+// of sdma_txinit_ahg).
+type AHG struct {
+	// Entry is the AHG entry, 0..31: the one FlagAHGCopy stores the header in, or the one
+	// FlagUseAHG builds it from.
+	Entry int
+	// Words are the update words (FlagUseAHG only), 1..9, built with desc.AHGUpdate.
+	Words []uint32
+	// HeaderLen is the header's length in bytes (FlagUseAHG only), a multiple of 4 in 8..64.
+	HeaderLen int
 }
 
 // InitAHG initialises tx for a packet of tlen bytes using the chip's automatic header generation
 // (hfi1: sdma_txinit_ahg).
 //
-// With FlagAHGCopy the chip stores this packet's header in AHG entry ahgEntry (0..31); ahgWords
-// and ahgHeaderLen are ignored, as in the kernel (FlagAHGCopy wins over FlagUseAHG).
+// With FlagAHGCopy the chip stores this packet's header in AHG entry ahg.Entry (0..31);
+// ahg.Words and ahg.HeaderLen are ignored, as in the kernel (FlagAHGCopy wins over FlagUseAHG).
 //
-// With FlagUseAHG the header comes from entry ahgEntry, ahgHeaderLen bytes long (a multiple of 4,
-// 8..64), patched by ahgWords (1..9 update words built with desc.AHGUpdate). The first descriptor
-// becomes a zero-length header descriptor holding the mode, entry, header dwords and word 0;
-// words 1..4 and 5..8 go into one or two edit descriptors (modes UPDATE1, UPDATE2, UPDATE3), as
-// _sdma_txreq_ahgadd lays them out. tlen is then the payload only.
+// With FlagUseAHG the header comes from entry ahg.Entry, ahg.HeaderLen bytes long (a multiple of
+// 4, 8..64), patched by ahg.Words (1..9 update words built with desc.AHGUpdate). The first
+// descriptor becomes a zero-length header descriptor holding the mode, entry, header dwords and
+// word 0; words 1..4 and 5..8 go into one or two edit descriptors (modes UPDATE1, UPDATE2,
+// UPDATE3), as _sdma_txreq_ahgadd lays them out. tlen is then the payload only.
 //
 // Unlike the kernel, which only WARNs or masks, out-of-range AHG arguments are refused with
 // ErrInvalid: an entry over 31, zero or more than 9 words with FlagUseAHG, a header length that
 // is not a multiple of 4, is 4, 0 or over 64, and words given without FlagUseAHG. Other errors
 // and behaviour as Init.
-func (tx *TxReq) InitAHG(flags Flags, tlen int, ahgEntry int, ahgWords []uint32, ahgHeaderLen int, cb Callback) error {
-	return tx.initAHG("InitAHG", flags, tlen, ahgEntry, ahgWords, ahgHeaderLen, cb)
+func (tx *TxReq) InitAHG(flags Flags, tlen int, ahg AHG, c Completer) error {
+	return tx.initAHG("InitAHG", flags, tlen, ahg, c)
 }
 
-func (tx *TxReq) initAHG(op string, flags Flags, tlen int, ahgEntry int, ahg []uint32, ahgHlen int, cb Callback) error {
+func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) error {
+	ahgEntry, ahg, ahgHlen := a.Entry, a.Words, a.HeaderLen
 	if tlen == 0 {
 		return txErr(op, ErrNoData, "zero-length packet")
 	}
@@ -225,7 +257,10 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, ahgEntry int, ahg []u
 	tx.descp = tx.descs[:]
 	tx.numDesc = 0
 	tx.flags = flags
-	tx.complete = cb
+	tx.complete = c
+	if f, ok := c.(CompleterFunc); ok && f == nil {
+		tx.complete = nil // a nil func in a non-nil interface: nothing to call
+	}
 	tx.coalescing = false
 	tx.coalesceIdx = 0
 	tx.wait = nil

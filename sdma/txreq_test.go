@@ -56,7 +56,7 @@ func TestTxInitErrors(t *testing.T) {
 
 func TestTxInitAHGCopy(t *testing.T) {
 	var tx TxReq
-	require.NoError(t, tx.InitAHG(FlagAHGCopy, 100, 17, nil, 0, nil))
+	require.NoError(t, tx.InitAHG(FlagAHGCopy, 100, AHG{Entry: 17}, nil))
 	d := tx.descs[0]
 	assert.True(t, d.First())
 	assert.Equal(t, desc.AHGCopy, d.HeaderMode())
@@ -67,7 +67,7 @@ func TestTxInitAHGCopy(t *testing.T) {
 	assert.Equal(t, desc.AHGCopy, tx.descs[0].HeaderMode())
 	assert.Equal(t, 0, tx.descs[0].HeaderIndex())
 	// COPY wins over USE_AHG, as in the kernel; the words are ignored.
-	require.NoError(t, tx.InitAHG(FlagAHGCopy|FlagUseAHG, 100, 3, []uint32{1, 2}, 20, nil))
+	require.NoError(t, tx.InitAHG(FlagAHGCopy|FlagUseAHG, 100, AHG{Entry: 3, Words: []uint32{1, 2}, HeaderLen: 20}, nil))
 	assert.Equal(t, desc.AHGCopy, tx.descs[0].HeaderMode())
 	assert.Equal(t, 0, tx.NumDesc())
 }
@@ -88,7 +88,7 @@ func TestTxInitAHGLayout(t *testing.T) {
 		for i := range tx.descs {
 			tx.descs[i] = desc.Desc{Qw0: ^uint64(0), Qw1: ^uint64(0)}
 		}
-		require.NoError(t, tx.InitAHG(FlagUseAHG, 64, 31, words[:tc.n], 60, nil))
+		require.NoError(t, tx.InitAHG(FlagUseAHG, 64, AHG{Entry: 31, Words: words[:tc.n], HeaderLen: 60}, nil))
 		require.Equal(t, tc.numDesc, tx.NumDesc(), "words %d", tc.n)
 		d0 := tx.descs[0]
 		assert.True(t, d0.First())
@@ -116,18 +116,22 @@ func TestTxInitAHGLayout(t *testing.T) {
 func TestTxInitAHGErrors(t *testing.T) {
 	w := []uint32{1}
 	for name, f := range map[string]func(*TxReq) error{
-		"entry 32":           func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 32, w, 8, nil) },
-		"entry -1":           func(tx *TxReq) error { return tx.InitAHG(FlagAHGCopy, 8, -1, nil, 0, nil) },
-		"10 words":           func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, make([]uint32, 10), 8, nil) },
-		"0 words":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, nil, 8, nil) },
-		"hlen 6":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 6, nil) },
-		"hlen 4":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 4, nil) },
-		"hlen 0":             func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 0, nil) },
-		"hlen 68":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, 0, w, 68, nil) },
-		"words, no USE_AHG":  func(tx *TxReq) error { return tx.InitAHG(0, 8, 0, w, 8, nil) },
-		"words, AHG_COPY":    func(tx *TxReq) error { return tx.InitAHG(FlagAHGCopy, 8, 0, w, 8, nil) },
-		"tlen 0 before AHG":  func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 0, 0, w, 8, nil) },
-		"tlen 16384 too big": func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 16384, 0, w, 8, nil) },
+		"entry 32": func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 32, Words: w, HeaderLen: 8}, nil) },
+		"entry -1": func(tx *TxReq) error { return tx.InitAHG(FlagAHGCopy, 8, AHG{Entry: -1}, nil) },
+		"10 words": func(tx *TxReq) error {
+			return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, Words: make([]uint32, 10), HeaderLen: 8}, nil)
+		},
+		"0 words":           func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, HeaderLen: 8}, nil) },
+		"hlen 6":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, Words: w, HeaderLen: 6}, nil) },
+		"hlen 4":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, Words: w, HeaderLen: 4}, nil) },
+		"hlen 0":            func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, Words: w}, nil) },
+		"hlen 68":           func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 0, Words: w, HeaderLen: 68}, nil) },
+		"words, no USE_AHG": func(tx *TxReq) error { return tx.InitAHG(0, 8, AHG{Entry: 0, Words: w, HeaderLen: 8}, nil) },
+		"words, AHG_COPY":   func(tx *TxReq) error { return tx.InitAHG(FlagAHGCopy, 8, AHG{Entry: 0, Words: w, HeaderLen: 8}, nil) },
+		"tlen 0 before AHG": func(tx *TxReq) error { return tx.InitAHG(FlagUseAHG, 0, AHG{Entry: 0, Words: w, HeaderLen: 8}, nil) },
+		"tlen 16384 too big": func(tx *TxReq) error {
+			return tx.InitAHG(FlagUseAHG, 16384, AHG{Entry: 0, Words: w, HeaderLen: 8}, nil)
+		},
 	} {
 		var tx TxReq
 		err := f(&tx)

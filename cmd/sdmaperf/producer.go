@@ -25,8 +25,9 @@ type perfTx struct {
 	slot  int32         // the payload slot the packet's fragments live in
 }
 
-// txOf gets from the *sdma.TxReq a callback receives back to its perfTx (container_of).
-var txOf = alloc.OuterFunc[perfTx, sdma.TxReq]()
+// Complete is every packet's completion (sdma.Completer, on the engine's completion pass): the
+// txreq's Completer is the *perfTx itself, so the completion finds its packet without allocating.
+func (tx *perfTx) Complete(_ *sdma.TxReq, st sdma.Status) { tx.p.complete(tx, st) }
 
 // producer is one sending goroutine and the state its completions update.
 //
@@ -44,8 +45,7 @@ type producer struct {
 	run   *sizeRun
 	eng   *sdma.Engine
 	alloc alloc.Allocator[perfTx]
-	slots chan int32    // free payload slots: taken by the producer, given back by the callback
-	cb    sdma.Callback // made once: Init must not allocate per packet
+	slots chan int32 // free payload slots: taken by the producer, given back by the callback
 
 	// Payload memory, slot i: bufs[i] (-mem kvaddr), or pages[i*frags : (i+1)*frags], one page
 	// per fragment (-mem page).
@@ -76,8 +76,7 @@ type producer struct {
 }
 
 // complete is every packet's completion callback (on the engine's completion pass).
-func (p *producer) complete(t *sdma.TxReq, st sdma.Status) {
-	tx := txOf(t)
+func (p *producer) complete(tx *perfTx, st sdma.Status) {
 	if st == sdma.StatusOK {
 		if p.run.measuring.Load() {
 			_ = p.hist.RecordValue(int64(p.run.now() - tx.start))
@@ -174,7 +173,7 @@ func (p *producer) send(ctx context.Context, frags []int) bool {
 	}
 	tx.p, tx.size, tx.slot = p, p.run.size, slot
 	dev := p.run.dev
-	if err := tx.Init(0, p.run.size, p.cb); err != nil {
+	if err := tx.Init(0, p.run.size, tx); err != nil {
 		return p.fail(tx, err)
 	}
 	off := 0
@@ -313,7 +312,6 @@ func newProducer(r *sizeRun, i int) (*producer, error) {
 	}
 	p := &producer{id: i, run: r, eng: r.dev.Engine(i % cfg.Engines), alloc: a,
 		slots: make(chan int32, cfg.Depth), hist: newHistogram()}
-	p.cb = p.complete
 	if cfg.Send == "sleep" {
 		p.initIOWait()
 	}

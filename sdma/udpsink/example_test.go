@@ -39,7 +39,7 @@ func ExampleNew() {
 	hdr, payload := make([]byte, 40), make([]byte, 1000) // two segments: 1040 bytes, no pad
 	for i := range 10 {
 		tx := new(sdma.TxReq)
-		if err := tx.Init(0, len(hdr)+len(payload), func(*sdma.TxReq, sdma.Status) {}); err != nil {
+		if err := tx.Init(0, len(hdr)+len(payload), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {})); err != nil {
 			panic(err)
 		}
 		if err := tx.AddKVAddr(dev, hdr); err != nil {
