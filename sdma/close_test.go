@@ -32,13 +32,13 @@ func newCloseLedger(n int) *closeLedger { return &closeLedger{done: make([]atomi
 // build initialises tx as txreq i of the ledger, with one KV fragment of buf. An add refused
 // because the device closed is returned (tx is then clean); any other error fails the test.
 func (l *closeLedger) build(t testing.TB, dev *sdma.Device, tx *sdma.TxReq, i int, buf []byte) error {
-	err := tx.Init(0, len(buf), func(_ *sdma.TxReq, _ sdma.Status) {
+	err := tx.Init(0, len(buf), sdma.CompleterFunc(func(_ *sdma.TxReq, _ sdma.Status) {
 		if l.closed.Load() {
 			l.afterEnd.Add(1)
 		}
 		l.done[i].Add(1)
 		l.completed.Add(1)
-	})
+	}))
 	if err == nil {
 		err = tx.AddKVAddr(dev, buf)
 	}
