@@ -240,7 +240,7 @@ func (r *batchRig) packet(n int, flags Flags) (*TxReq, uint64) {
 		buf[i] = byte(id) + byte(i*7)
 	}
 	tx := new(TxReq)
-	require.NoError(r.t, tx.Init(flags, n, r.complete))
+	require.NoError(r.t, tx.Init(flags, n, r))
 	require.NoError(r.t, tx.AddKVAddr(r.dev, buf))
 	r.register(tx, id, buf, buf)
 	return tx, id
@@ -272,7 +272,7 @@ func (r *batchRig) refused(id uint64) {
 
 // complete is every txreq's callback: it records the status once and poisons the buffer, so
 // that a sink still reading it would see the change.
-func (r *batchRig) complete(tx *TxReq, st Status) {
+func (r *batchRig) Complete(tx *TxReq, st Status) {
 	r.mu.Lock()
 	id := r.txs[tx]
 	if _, ok := r.status[id]; ok {
@@ -508,7 +508,7 @@ func TestBatchSinkAHGHeaders(t *testing.T) {
 	}
 	pay := engTestPattern(8, 1)
 	tx := new(TxReq)
-	require.NoError(t, tx.InitAHG(FlagAHGCopy, len(hdr)+len(pay), 3, nil, 0, r.complete))
+	require.NoError(t, tx.InitAHG(FlagAHGCopy, len(hdr)+len(pay), AHG{Entry: 3}, r))
 	require.NoError(t, tx.AddKVAddr(r.dev, hdr))
 	require.NoError(t, tx.AddKVAddr(r.dev, pay))
 	r.register(tx, id, pay, append(append([]byte(nil), hdr...), pay...))
@@ -520,7 +520,7 @@ func TestBatchSinkAHGHeaders(t *testing.T) {
 		require.NoError(t, err)
 		pay := engTestPattern(12, byte(id))
 		tx := new(TxReq)
-		require.NoError(t, tx.InitAHG(FlagUseAHG, len(pay), 3, []uint32{w}, len(hdr), r.complete))
+		require.NoError(t, tx.InitAHG(FlagUseAHG, len(pay), AHG{Entry: 3, Words: []uint32{w}, HeaderLen: len(hdr)}, r))
 		require.NoError(t, tx.AddKVAddr(r.dev, pay))
 		want := append([]byte(nil), hdr...)
 		binary.LittleEndian.PutUint16(want, uint16(id))
