@@ -308,3 +308,13 @@ func TestRunSinkStall(t *testing.T) {
 	assert.Contains(t, out, "stalls")
 	assert.Regexp(t, `(?m)^ 64 +0 +\d+ +\d+ +0 +0 +0 +0 +20 +0 +0$`, out, "the counter row shows 20 stalls")
 }
+
+// TestRunDurationSaysWhatTheDrainWaitsFor: -D bounds the sending; a sink that stalls every
+// delivery makes the drain of what is in flight outlast it, and sdmaperf says so on stderr (how
+// many packets, and how long at the current rate) instead of running on silently.
+func TestRunDurationSaysWhatTheDrainWaitsFor(t *testing.T) {
+	code, _, errOut := runTool(t, "-D", "50ms", "-warmup", "0", "-size", "64", "-frags", "1", "-depth", "64",
+		"-producers", "1", "-faults", "sinkstall=1,stall=15ms")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `-D 50ms is over; draining [1-9][0-9]* packets still in flight: ~[0-9.]+m?s at the current rate`, errOut)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -202,8 +203,9 @@ func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, e
 	r.measuring.Store(true)
 	s := startSampler(r, start, newProgress(cfg, r.size, stderr, expected))
 	if cfg.Iterations == 0 {
-		t := time.AfterFunc(cfg.Duration, func() { r.stop.Store(true) })
-		defer t.Stop()
+		note := newDrainNote(r, stderr)
+		t := time.AfterFunc(cfg.Duration, func() { r.stop.Store(true); note.start() })
+		defer func() { note.finish(!t.Stop()) }()
 	}
 	more := func(p *producer, sent int) bool { // whether p sends another packet
 		if quota != nil {
@@ -323,4 +325,70 @@ func fill(b []byte, id int) {
 	for i := range b {
 		b[i] = byte(i) ^ byte(id*37)
 	}
+}
+
+// drainGrace is how long the drain after -D may take before sdmaperf says what it waits for.
+const drainGrace = 500 * time.Millisecond
+
+// drainNote tells stderr, when the drain after -D takes longer than drainGrace, how many
+// packets are still in flight and how long they will take at the delivery rate of the grace
+// period: -D bounds the sending, not the completion of what was sent (a stalling sink
+// completes one packet per stall).
+type drainNote struct {
+	r      *sizeRun
+	w      io.Writer
+	done   chan struct{} // closed by finish: the drain ended
+	exited chan struct{} // closed when the note's goroutine returned
+}
+
+func newDrainNote(r *sizeRun, w io.Writer) *drainNote {
+	return &drainNote{r: r, w: w, done: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// start runs when -D is over (the stop timer's goroutine).
+func (n *drainNote) start() {
+	go func() {
+		defer close(n.exited)
+		c0 := n.r.delivered()
+		select {
+		case <-n.done:
+			return
+		case <-time.After(drainGrace):
+		}
+		inflight, c1 := n.r.inFlight(), n.r.delivered()
+		eta := "for an unknown time (nothing delivered in the last " + drainGrace.String() + ")"
+		if c1 > c0 {
+			eta = "~" + (time.Duration(inflight) * drainGrace / time.Duration(c1-c0)).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(n.w, "sdmaperf: -D %v is over; draining %d packets still in flight: %s at the current rate\n",
+			n.r.cfg.Duration, inflight, eta)
+	}()
+}
+
+// finish ends the note and, if the stop timer fired (and so start runs or ran), waits for the
+// note's goroutine, which may write to stderr.
+func (n *drainNote) finish(fired bool) {
+	close(n.done)
+	if fired {
+		<-n.exited
+	}
+}
+
+// delivered counts the packets the engines delivered so far: the drain's progress (their
+// completions follow in batches, at the engines' interrupts).
+func (r *sizeRun) delivered() uint64 {
+	var c uint64
+	for i := range r.dev.NumEngines() {
+		c += r.dev.Engine(i).Stats().Packets
+	}
+	return c
+}
+
+// inFlight counts the packets sent and not yet completed (payload slots taken).
+func (r *sizeRun) inFlight() int {
+	n := 0
+	for _, p := range r.ps {
+		n += cap(p.slots) - len(p.slots)
+	}
+	return n
 }
