@@ -1,0 +1,812 @@
+package pio
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Releaser is told once per packet that its credits came back (hfi1: pio_release_cb with its
+// arg). Released runs on the goroutine that ran the credit-return pass (the chip model's, a
+// BufferAlloc that found no room, or Disable, Restart and Close) with the context's release lock
+// held: it must not block and must not call into the same context. A panic in it is recovered
+// and counted (Stats.ReleasePanics); the pass goes on.
+type Releaser interface {
+	Released(code ReleaseCode)
+}
+
+// ReleaseFunc adapts a function to Releaser.
+type ReleaseFunc func(code ReleaseCode)
+
+// Released calls f.
+func (f ReleaseFunc) Released(code ReleaseCode) { f(code) }
+
+// Sink receives each packet the chip model sends: the bytes after the PBC, LengthDWs×4 − 8 of
+// them, as one segment or two (when the packet wraps at the end of the send buffer). It has the
+// shape of sdma.Sink, so any sdma sink serves a send context too. segs alias the send buffer and
+// are valid only during the call. An error is counted (Stats.SinkErrors), not propagated; a panic
+// is recovered and counted the same way.
+type Sink interface {
+	Deliver(ctxt int, segs [][]byte) error
+}
+
+// Config configures a send context (the parameters of hfi1's sc_alloc).
+type Config struct {
+	// Type is the context type; it picks the default size and threshold.
+	Type Type
+	// Credits is the size in 64-byte blocks, 1..MaxBlocks. 0: the type's default size from
+	// ContextSizes(SizeConfig{SDMA: true}) (kernel 18, VL15 102, ACK 32, user 1024).
+	Credits int
+	// Threshold is the credit-return threshold in blocks: the chip writes the free counter back
+	// once this many consumed credits are unreturned. 0: DefaultCreditThreshold(Type, Credits,
+	// MTU, 32).
+	Threshold int
+	// MTU is the MTU in bytes the default threshold is computed for; 0: 10240 (hfi1_max_mtu).
+	MTU int
+	// Index is the context's software index, handed to the sink with each packet.
+	Index int
+	// Sink receives the packets. nil: they are dropped (counted in Stats).
+	Sink Sink
+	// Manual runs no chip goroutine: the caller drives the chip with Process (and a blocking
+	// send drives it itself while it waits).
+	Manual bool
+	// Faults is the initial fault plan (SetFaults changes it).
+	Faults FaultPlan
+}
+
+// context flags (hfi1: SCF_*).
+const (
+	scfEnabled = 0x01 // SCF_ENABLED: allocations allowed
+	scfInFree  = 0x02 // SCF_IN_FREE: being freed (Close): no restarts
+	scfHalted  = 0x04 // SCF_HALTED: the chip halted the context
+	scfFrozen  = 0x08 // SCF_FROZEN
+)
+
+// buffer states, in Buf.state.
+const (
+	bufFree      uint32 = iota // not allocated (or consumed by the chip)
+	bufAllocated               // handed out by BufferAlloc, being written
+	bufWritten                 // the copy ended: the chip may consume it
+)
+
+// Buf is one allocated PIO buffer: the blocks of one packet (hfi1: struct pio_buf, an entry of
+// the shadow ring). It is returned by BufferAlloc and belongs to the caller until the copy ends
+// (Copy, or CopyEnd after CopyStart and CopyMid); after that it is the context's, and the
+// pointer must not be used again (the slot is reused).
+type Buf struct {
+	sc         *SendContext
+	rel        Releaser // called once when the credits come back; cleared when called
+	sentAt     uint64   // the fill count after this allocation: sent once free >= sentAt (sent_at)
+	start      uint32   // byte offset of the first block in the send buffer
+	blocks     uint32   // blocks allocated
+	qwWritten  uint32   // quadwords written so far (qw_written)
+	carryBytes uint32   // valid low bytes in carry (carry_bytes)
+	carry      uint64   // pending bytes of a segmented copy, unused bytes zero (carry)
+
+	// state is bufFree/bufAllocated/bufWritten. Written by BufferAlloc (allocated, under the
+	// alloc lock, before the head store that publishes the slot), by the copy's end (written:
+	// the store-release that hands the blocks to the chip) and by the chip (free, after
+	// consuming); read by the chip (load-acquire).
+	state atomic.Uint32
+	_     [64 - 52]byte // one slot per cache line
+}
+
+// SendContext is a PIO send context (hfi1: struct send_context): a send buffer of Credits
+// 64-byte blocks handed out as credits in order, a shadow ring of the buffers in flight, the
+// chip model that consumes whole blocks in order and writes the free counter back, the release
+// pass that returns credits and runs release callbacks, and the wait list of producers that
+// found no credits.
+//
+// A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait.
+type SendContext struct {
+	// Read-only after New.
+	typ     Type
+	index   int
+	credits uint64   // blocks in the context (credits)
+	size    int      // bytes: credits × 64 (size)
+	buf     []byte   // the send buffer, 64-byte aligned (the PIO memory at base_addr)
+	sr      []Buf    // shadow ring, credits+1 entries so head == tail means empty (sr)
+	srSize  uint32   // len(sr) (sr_size)
+	sink    Sink     // nil: drop
+	manual  bool     // no chip goroutine
+	bell    chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
+	closeMu sync.Mutex // serialises Close
+
+	_ cpu.CacheLinePad
+
+	// Allocator fields (hfi1: the alloc_lock cache line). All under allocMu except where said.
+	allocMu   sync.Mutex
+	fill      uint64 // blocks ever allocated (fill)
+	allocFree uint64 // a copy of free, refreshed only when room runs short (alloc_free)
+	fillWrap  uint64 // fill modulo credits: the next block to hand out (fill_wrap)
+	hwEnabled bool   // the context's CSR enable bit (SendCtxtCtrl.CtxtEnable): set by Enable, cleared by Disable
+	// srHead is the next shadow-ring slot to hand out (sr_head). Written by BufferAlloc under
+	// allocMu (atomic store: publishes the slot to the releaser and the chip, smp_wmb + store in
+	// the kernel) and by Enable; read by the release pass and the chip (atomic load).
+	srHead atomic.Uint32
+	// flags are the SCF_* bits. Written under allocMu (atomic store); read anywhere (atomic load).
+	flags atomic.Uint32
+	// inFlight counts buffers allocated whose copy has not ended (buffers_allocated, per-CPU in
+	// the kernel). Added to under allocMu by BufferAlloc, subtracted by the copy's end; read by
+	// Disable, which waits for it to reach zero before it flushes the shadow ring.
+	inFlight atomic.Int64
+
+	_ cpu.CacheLinePad
+
+	// Releaser fields (hfi1: the release_lock cache line). srTail under releaseMu.
+	releaseMu sync.Mutex
+	srTail    uint32 // the oldest slot whose callback has not run (sr_tail)
+	// free is the number of blocks ever returned (free). Written by the release pass under
+	// releaseMu (atomic store, after srTail: smp_wmb in the kernel); read by BufferAlloc
+	// (atomic load, READ_ONCE).
+	free atomic.Uint64
+	// hwFree is the credit return word the chip writes to host memory (*hw_free): the free
+	// counter modulo 2048 and the CR_* reason bits. Written by the chip (atomic store), read by
+	// the release pass (atomic load).
+	hwFree atomic.Uint64
+	// releaseSeq counts release passes that returned credits, and flushes. Written under
+	// releaseMu (atomic add),
+	// read by producers before they try to allocate and again under waitMu before they park
+	// (QueueWait): a change means credits may have come back, so they retry instead.
+	releaseSeq atomic.Uint32
+
+	_ cpu.CacheLinePad
+
+	// Wait list (hfi1: piowait under waitlock).
+	waitMu    sync.Mutex
+	waitHead  *Waiter
+	waitTail  *Waiter
+	waitCount atomic.Int32 // waiters queued: written under waitMu, read by the chip (it returns credits per packet while producers wait)
+
+	_ cpu.CacheLinePad
+
+	// The chip model. All under hwMu.
+	hwMu       sync.Mutex
+	chipIdx    uint32 // next shadow-ring slot the chip consumes
+	chipFree   uint64 // blocks consumed: the chip's free counter
+	returned   uint64 // chipFree at the last credit return
+	chipPkts   uint64 // packets consumed since the last Enable
+	hwHalted   bool   // the chip halted: it consumes nothing until Enable
+	hwStopped  bool   // Disable stopped the chip
+	faults     FaultPlan
+	faultCount uint64 // packets consumed ever (for FaultPlan.HaltAt), never reset
+	segs       [2][]byte // the sink's segments for the packet being sent (no allocation per packet)
+	// threshold is the credit-return threshold in blocks. Written by SetThreshold (atomic
+	// store), read by the chip (atomic load).
+	threshold atomic.Uint64
+	// force asks the chip for a credit return (SendCtxtCreditForce). Written by ReturnCredits,
+	// cleared by the chip (atomic swap).
+	force atomic.Bool
+
+	lastHalt atomic.Pointer[HaltError]
+	stats    stats
+}
+
+type stats struct {
+	packets, blocks, bytes            atomic.Uint64
+	creditReturns, releases, flushed  atomic.Uint64
+	halts, restarts, noCredits, waits atomic.Uint64
+	wakeups, sinkErrors, relPanics    atomic.Uint64
+}
+
+// Stats are a context's counters.
+type Stats struct {
+	Packets       uint64 // packets the chip sent
+	Blocks        uint64 // blocks the chip consumed
+	Bytes         uint64 // bytes delivered to the sink (after the PBC)
+	CreditReturns uint64 // credit return write-backs
+	Releases      uint64 // release callbacks run with the chip's code
+	Flushed       uint64 // release callbacks run with PRCSCDisable by a disable (halt, Disable, Close)
+	Halts         uint64 // halts of the chip
+	Restarts      uint64 // recoveries (sc_restart)
+	NoCredits     uint64 // BufferAlloc calls that found no room
+	Waits         uint64 // producers queued on the wait list
+	Wakeups       uint64 // producers woken from the wait list
+	SinkErrors    uint64 // sink errors and panics
+	ReleasePanics uint64 // release callbacks that panicked
+}
+
+// New allocates and enables a send context (hfi1: sc_alloc + sc_enable). Bad configuration is an
+// error matching ErrInvalid.
+func New(cfg Config) (*SendContext, error) {
+	if cfg.Type >= NumTypes {
+		return nil, errf("New", ErrInvalid, "unknown context type "+cfg.Type.String())
+	}
+	if cfg.Credits == 0 {
+		sz, err := ContextSizes(SizeConfig{SDMA: true, RcvContexts: 2})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Credits = sz[cfg.Type].Blocks
+	}
+	if cfg.Credits < 1 || cfg.Credits > MaxBlocks {
+		return nil, errf("New", ErrInvalid, "credits "+itoa(cfg.Credits)+" outside 1.."+itoa(MaxBlocks))
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 10240
+	}
+	if cfg.Threshold == 0 {
+		cfg.Threshold = DefaultCreditThreshold(cfg.Type, cfg.Credits, cfg.MTU, 32)
+	}
+	if cfg.Threshold < 1 || cfg.Threshold > cfg.Credits {
+		return nil, errf("New", ErrInvalid, "threshold "+itoa(cfg.Threshold)+" outside 1..credits ("+itoa(cfg.Credits)+")")
+	}
+	if err := cfg.Faults.check(); err != nil {
+		return nil, err
+	}
+	sc := &SendContext{
+		typ:     cfg.Type,
+		index:   cfg.Index,
+		credits: uint64(cfg.Credits),
+		size:    cfg.Credits * BlockSize,
+		buf:     alignedBuf(cfg.Credits * BlockSize),
+		sr:      make([]Buf, cfg.Credits+1),
+		srSize:  uint32(cfg.Credits + 1),
+		sink:    cfg.Sink,
+		manual:  cfg.Manual,
+		faults:  cfg.Faults,
+	}
+	for i := range sc.sr {
+		sc.sr[i].sc = sc
+	}
+	sc.threshold.Store(uint64(cfg.Threshold))
+	if err := sc.Enable(); err != nil {
+		return nil, err
+	}
+	if !sc.manual {
+		sc.bell = make(chan struct{}, 1)
+		sc.quit = make(chan struct{})
+		sc.done = make(chan struct{})
+		go sc.run()
+	}
+	return sc, nil
+}
+
+// Index returns the context's software index (sw_index).
+func (sc *SendContext) Index() int { return sc.index }
+
+// Type returns the context's type.
+func (sc *SendContext) Type() Type { return sc.typ }
+
+// Credits returns the context's size in blocks (credits).
+func (sc *SendContext) Credits() int { return int(sc.credits) }
+
+// Threshold returns the credit-return threshold in blocks.
+func (sc *SendContext) Threshold() int { return int(sc.threshold.Load()) }
+
+// SetThreshold changes the credit-return threshold and forces a credit return, as the kernel
+// does on a change to avoid a stall (hfi1: sc_set_cr_threshold). It must be in 1..Credits.
+func (sc *SendContext) SetThreshold(blocks int) error {
+	if blocks < 1 || blocks > int(sc.credits) {
+		return errf("SetThreshold", ErrInvalid, "threshold "+itoa(blocks)+" outside 1..credits ("+itoa(int(sc.credits))+")")
+	}
+	if sc.threshold.Swap(uint64(blocks)) != uint64(blocks) {
+		sc.ReturnCredits()
+	}
+	return nil
+}
+
+// Enabled reports whether the context accepts allocations (SCF_ENABLED).
+func (sc *SendContext) Enabled() bool { return sc.flags.Load()&scfEnabled != 0 }
+
+// Halted reports whether the chip halted the context and it has not been restarted yet.
+func (sc *SendContext) Halted() bool { return sc.flags.Load()&scfHalted != 0 }
+
+// LastHalt returns the most recent halt, or nil.
+func (sc *SendContext) LastHalt() *HaltError { return sc.lastHalt.Load() }
+
+// InFlight returns the buffers allocated whose copy has not ended (buffers_allocated).
+func (sc *SendContext) InFlight() int { return int(sc.inFlight.Load()) }
+
+// Avail returns the blocks free right now from the allocator's view (credits - (fill - free)).
+func (sc *SendContext) Avail() int {
+	sc.allocMu.Lock()
+	defer sc.allocMu.Unlock()
+	return int(sc.credits - (sc.fill - sc.free.Load()))
+}
+
+// Stats returns a snapshot of the context's counters.
+func (sc *SendContext) Stats() Stats {
+	s := &sc.stats
+	return Stats{
+		Packets: s.packets.Load(), Blocks: s.blocks.Load(), Bytes: s.bytes.Load(),
+		CreditReturns: s.creditReturns.Load(), Releases: s.releases.Load(), Flushed: s.flushed.Load(),
+		Halts: s.halts.Load(), Restarts: s.restarts.Load(), NoCredits: s.noCredits.Load(),
+		Waits: s.waits.Load(), Wakeups: s.wakeups.Load(), SinkErrors: s.sinkErrors.Load(),
+		ReleasePanics: s.relPanics.Load(),
+	}
+}
+
+// BufferAlloc reserves the blocks for one packet of dwLen dwords, PBC included (hfi1:
+// sc_buffer_alloc). rel, if not nil, is told once when the packet's credits come back. The
+// buffer must then be written with Copy, or CopyStart, CopyMid... and CopyEnd.
+//
+// Not enough room: it refreshes its copy of the free count, then runs a release pass itself, and
+// if there is still no room returns ErrNoCredits (bare; nothing changed). A context that is not
+// enabled (halted, stopped, disabled) gives ErrNotRunning, a closed one ErrClosed. A length
+// outside 2..MaxPacketDWs or beyond the context's buffer is an error matching ErrMsgSize.
+//
+// Allocation is per context under one lock, as in the kernel: a lock-free reservation would save
+// the lock but the release pass it sometimes runs, the shadow ring and the halt flags all want
+// the same serialisation (see the package doc).
+func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
+	blocks := uint64(dwordsToBlocks(dwLen))
+	if dwLen < 2 || dwLen > MaxPacketDWs || blocks > sc.credits {
+		return nil, errf("BufferAlloc", ErrMsgSize, "packet of "+itoa(dwLen)+" dwords: want 2.."+itoa(min(MaxPacketDWs, int(sc.credits)*blockDWs)))
+	}
+	sc.allocMu.Lock()
+	if f := sc.flags.Load(); f&scfEnabled == 0 {
+		sc.allocMu.Unlock()
+		if f&scfInFree != 0 {
+			return nil, ErrClosed
+		}
+		return nil, ErrNotRunning
+	}
+	if blocks > sc.credits-(sc.fill-sc.allocFree) {
+		// Copy from the releaser's cache line and recalculate; still no room: run a release
+		// pass now (the kernel's one retry).
+		sc.allocFree = sc.free.Load()
+		if blocks > sc.credits-(sc.fill-sc.allocFree) {
+			sc.releaseUpdate()
+			sc.allocFree = sc.free.Load()
+			if blocks > sc.credits-(sc.fill-sc.allocFree) {
+				sc.allocMu.Unlock()
+				sc.stats.noCredits.Add(1)
+				return nil, ErrNoCredits
+			}
+		}
+	}
+	sc.inFlight.Add(1)
+	head := sc.srHead.Load()
+	sc.fill += blocks
+	start := sc.fillWrap
+	sc.fillWrap += blocks
+	if sc.fillWrap >= sc.credits {
+		sc.fillWrap -= sc.credits
+	}
+	b := &sc.sr[head]
+	b.sentAt = sc.fill
+	b.rel = rel
+	b.start = uint32(start * BlockSize)
+	b.blocks = uint32(blocks)
+	b.qwWritten = 0
+	b.carry = 0
+	b.carryBytes = 0
+	b.state.Store(bufAllocated)
+	next := head + 1
+	if next >= sc.srSize {
+		next = 0
+	}
+	// Store-release: the slot's fields above are visible to the release pass and the chip
+	// before they see the new head (smp_wmb; sc->sr_head = next).
+	sc.srHead.Store(next)
+	sc.allocMu.Unlock()
+	return b, nil
+}
+
+// ReleaseSeq returns the release sequence count (bumped by each release pass that returned
+// credits, and by Disable and Enable): take it before an allocation attempt and hand it to
+// QueueWait, which parks only if it has not moved since.
+func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
+
+// ReleaseUpdate runs a release pass now (hfi1: sc_release_update): it reads the chip's credit
+// return word, advances the free count, runs the release callback of every packet now sent, in
+// order, and wakes up to WaitBatchSize waiters. The chip model runs it after each credit return
+// (the credit-return interrupt); BufferAlloc runs it when room runs short.
+func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate() }
+
+func (sc *SendContext) releaseUpdate() {
+	sc.releaseMu.Lock()
+	hw := sc.hwFree.Load()
+	old := sc.free.Load()
+	free := old + (hw-old)&crCounterMask
+	head := sc.srHead.Load()
+	tail := sc.srTail
+	code, haveCode := PRCOK, false
+	for head != tail {
+		b := &sc.sr[tail]
+		if int64(free-b.sentAt) < 0 { // sent_before(free, sent_at): not sent yet
+			break
+		}
+		if r := b.rel; r != nil {
+			if !haveCode {
+				code, haveCode = fillCode(hw), true
+			}
+			b.rel = nil
+			sc.stats.releases.Add(1)
+			sc.callRelease(r, code)
+		}
+		tail++
+		if tail >= sc.srSize {
+			tail = 0
+		}
+	}
+	sc.srTail = tail
+	// The tail is updated before free (smp_wmb): an allocator that sees the new free finds the
+	// slots behind it released.
+	sc.free.Store(free)
+	if free != old {
+		sc.releaseSeq.Add(1) // credits came back: a producer about to park retries instead
+	}
+	sc.releaseMu.Unlock()
+	sc.piobufavail()
+}
+
+func (sc *SendContext) callRelease(r Releaser, code ReleaseCode) {
+	defer func() {
+		if p := recover(); p != nil {
+			sc.stats.relPanics.Add(1)
+		}
+	}()
+	r.Released(code)
+}
+
+// ReturnCredits asks the chip for a credit return now (hfi1: sc_return_credits, a write of
+// SendCtxtCreditForce): it writes the free counter back with the force reason (released packets
+// get PRCSCDisable, as fill_code maps it) and runs a release pass.
+func (sc *SendContext) ReturnCredits() {
+	sc.force.Store(true)
+	sc.kick()
+}
+
+// kick wakes the chip goroutine (the doorbell); with a manual chip it does nothing.
+func (sc *SendContext) kick() {
+	if sc.bell != nil {
+		select {
+		case sc.bell <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stop stops allocations (hfi1: sc_stop(sc, SCF_FROZEN)): new BufferAlloc calls get
+// ErrNotRunning; the chip goes on sending what was written. Enable does not undo a Stop alone
+// (the hardware is still enabled); Restart or Disable then Enable does.
+func (sc *SendContext) Stop() {
+	sc.stop(scfFrozen)
+}
+
+func (sc *SendContext) stop(flag uint32) {
+	sc.allocMu.Lock()
+	sc.flags.Store(sc.flags.Load()&^scfEnabled | flag)
+	sc.allocMu.Unlock()
+}
+
+// Disable disables the context (hfi1: sc_disable): allocations stop, it waits for the buffers
+// being written to be finished (Copy or CopyEnd; the caller must not hold an unfinished buffer of
+// this context), lets the chip send what was fully written unless it halted, stops the chip, and
+// runs every release callback still pending with PRCSCDisable, in order, exactly once. Then it
+// wakes every waiter (they find the context disabled). Disabling a disabled context does it all
+// again, harmlessly.
+func (sc *SendContext) Disable() {
+	sc.allocMu.Lock()
+	sc.flags.Store(sc.flags.Load() &^ scfEnabled)
+	sc.hwEnabled = false
+	for sc.inFlight.Load() != 0 { // producers finish their copies without the alloc lock
+		runtime.Gosched()
+	}
+	sc.hwMu.Lock()
+	if !sc.hwHalted && !sc.hwStopped {
+		sc.consume() // sc_wait_for_packet_egress: what was launched goes out
+	}
+	sc.hwStopped = true
+	sc.hwMu.Unlock()
+
+	sc.releaseMu.Lock()
+	head := sc.srHead.Load()
+	for sc.srTail != head {
+		b := &sc.sr[sc.srTail]
+		if r := b.rel; r != nil {
+			b.rel = nil
+			sc.stats.flushed.Add(1)
+			sc.callRelease(r, PRCSCDisable)
+		}
+		sc.srTail++
+		if sc.srTail >= sc.srSize {
+			sc.srTail = 0
+		}
+	}
+	sc.releaseSeq.Add(1)
+	sc.releaseMu.Unlock()
+
+	sc.wakeAll()
+	sc.allocMu.Unlock()
+}
+
+// Enable enables the context (hfi1: sc_enable). If the hardware is already enabled it does
+// nothing (the kernel's "only clear free and fill if transitioning 0 -> 1"); otherwise it resets
+// the counters, the shadow ring and the chip, clears the flags and allows allocations. A closed
+// context gives ErrClosed.
+func (sc *SendContext) Enable() error {
+	sc.allocMu.Lock()
+	defer sc.allocMu.Unlock()
+	if sc.flags.Load()&scfInFree != 0 {
+		return errf("Enable", ErrClosed, "send context "+itoa(sc.index)+" is closed")
+	}
+	if sc.hwEnabled {
+		return nil
+	}
+	sc.hwMu.Lock()
+	sc.releaseMu.Lock()
+	sc.hwFree.Store(0)
+	sc.free.Store(0)
+	sc.allocFree, sc.fill, sc.fillWrap = 0, 0, 0
+	sc.srHead.Store(0)
+	sc.srTail = 0
+	for i := range sc.sr {
+		sc.sr[i].rel = nil
+		sc.sr[i].state.Store(bufFree)
+	}
+	sc.chipIdx, sc.chipFree, sc.returned, sc.chipPkts = 0, 0, 0, 0
+	sc.hwHalted, sc.hwStopped = false, false
+	sc.force.Store(false)
+	sc.releaseSeq.Add(1)
+	sc.releaseMu.Unlock()
+	sc.hwMu.Unlock()
+	sc.hwEnabled = true
+	sc.flags.Store(scfEnabled)
+	return nil
+}
+
+// Restart recovers a halted context (hfi1: sc_restart): with allocations already stopped by the
+// halt, it waits for the buffers being written to be finished, disables the context (every
+// pending packet is released with PRCSCDisable, exactly once) and enables it again. A context
+// that is not halted, or is closing, gives ErrInvalid. The chip model calls it itself after a
+// halt (the kernel's halt_work); it is exported for a manual chip and for tests.
+func (sc *SendContext) Restart() error {
+	if f := sc.flags.Load(); f&scfHalted == 0 || f&scfInFree != 0 {
+		return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is not halted")
+	}
+	sc.Disable()
+	if err := sc.Enable(); err != nil {
+		return err
+	}
+	sc.stats.restarts.Add(1)
+	return nil
+}
+
+// Close disables the context for good (hfi1: sc_free): every pending packet is released with
+// PRCSCDisable exactly once, every waiter is woken, the chip goroutine stops, and later calls get
+// ErrClosed. Close is idempotent and safe to call concurrently.
+func (sc *SendContext) Close() error {
+	sc.closeMu.Lock()
+	defer sc.closeMu.Unlock()
+	if sc.flags.Load()&scfInFree != 0 {
+		return nil
+	}
+	sc.allocMu.Lock()
+	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfInFree)
+	sc.allocMu.Unlock()
+	sc.Disable()
+	if sc.quit != nil {
+		close(sc.quit)
+		<-sc.done
+	}
+	return nil
+}
+
+// run is the chip goroutine: it consumes what the doorbell announces until Close.
+func (sc *SendContext) run() {
+	defer close(sc.done)
+	for {
+		select {
+		case <-sc.bell:
+		case <-sc.quit:
+			return
+		}
+		for sc.Process() > 0 {
+		}
+	}
+}
+
+// Process runs the chip model once: it consumes every fully written packet in order, hands each
+// to the sink, writes the free counter back when the threshold, the PBC, a waiting producer or a
+// forced return asks, and then runs the release pass (the credit-return interrupt). A halt it
+// detects (or injects) stops allocations and restarts the context before Process returns. It
+// returns the packets consumed. With Config.Manual it is the only way packets move; otherwise the
+// chip goroutine calls it, and calling it too is harmless.
+func (sc *SendContext) Process() int {
+	sc.hwMu.Lock()
+	n, h, wb := sc.consume()
+	sc.hwMu.Unlock()
+	if wb {
+		sc.releaseUpdate()
+	}
+	if h != nil {
+		sc.halted(h)
+	}
+	return n
+}
+
+// consume is the chip: hwMu held.
+func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
+	if sc.hwHalted || sc.hwStopped {
+		return 0, nil, false
+	}
+	head := sc.srHead.Load()
+	for sc.chipIdx != head {
+		b := &sc.sr[sc.chipIdx]
+		if b.state.Load() != bufWritten { // not yet fully written: the chip waits, in order
+			break
+		}
+		if h = sc.check(b); h != nil {
+			sc.hwHalted = true
+			return n, h, wb
+		}
+		sc.chipFree += uint64(b.blocks)
+		sc.chipPkts++
+		n++
+		b.state.Store(bufFree)
+		sc.chipIdx++
+		if sc.chipIdx >= sc.srSize {
+			sc.chipIdx = 0
+		}
+		var why uint64
+		if PBC(le64(sc.buf[b.start:]))&PBCCreditReturn != 0 {
+			why |= crDueToPBC
+		}
+		if sc.chipFree-sc.returned >= sc.threshold.Load() {
+			why |= crDueToThreshold
+		}
+		if why != 0 || sc.waitCount.Load() != 0 {
+			sc.writeBack(why)
+			wb = true
+		}
+	}
+	if sc.force.Swap(false) {
+		sc.writeBack(crDueToForce)
+		wb = true
+	}
+	return n, nil, wb
+}
+
+// check validates the packet's PBC and sends it (hwMu held); it returns a halt instead when the
+// fault plan or the PBC says so.
+func (sc *SendContext) check(b *Buf) *HaltError {
+	sc.faultCount++ // counts attempts, so a halted packet is not numbered again after the restart
+	if sc.faults.haltNow(sc.faultCount) {
+		return &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.chipPkts}
+	}
+	pbc := PBC(le64(sc.buf[b.start:]))
+	dw := pbc.LengthDWs()
+	if dw < 2 {
+		return &HaltError{Context: sc.index, Cause: CauseBadPBC, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords"}
+	}
+	if dwordsToBlocks(dw) != int(b.blocks) {
+		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords in " + itoa(int(b.blocks)) + " blocks"}
+	}
+	nb := dw*4 - pbcBytes
+	off := int(b.start) + pbcBytes // the PBC is in the first block: no wrap before the data
+	segs := &sc.segs
+	ss := segs[:1]
+	if off+nb <= sc.size {
+		segs[0] = sc.buf[off : off+nb]
+	} else {
+		segs[0] = sc.buf[off:sc.size]
+		segs[1] = sc.buf[:nb-(sc.size-off)]
+		ss = segs[:2]
+	}
+	sc.stats.packets.Add(1)
+	sc.stats.blocks.Add(uint64(b.blocks))
+	sc.stats.bytes.Add(uint64(nb))
+	sc.deliver(ss)
+	segs[0], segs[1] = nil, nil
+	return nil
+}
+
+func (sc *SendContext) deliver(segs [][]byte) {
+	if sc.sink == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			sc.stats.sinkErrors.Add(1)
+		}
+	}()
+	if err := sc.sink.Deliver(sc.index, segs); err != nil {
+		sc.stats.sinkErrors.Add(1)
+	}
+}
+
+// writeBack writes the credit return word (hwMu held): the free counter modulo 2048 and why.
+func (sc *SendContext) writeBack(why uint64) {
+	sc.hwFree.Store(sc.chipFree&crCounterMask | why)
+	sc.returned = sc.chipFree
+	sc.stats.creditReturns.Add(1)
+}
+
+// halted is the software reaction to a halt (the error interrupt's sc_stop(sc, SCF_HALTED) and
+// the halt_work's sc_restart), run by whoever drove the chip into it.
+func (sc *SendContext) halted(h *HaltError) {
+	sc.lastHalt.Store(h)
+	sc.stats.halts.Add(1)
+	sc.stop(scfHalted)
+	_ = sc.Restart() // ErrInvalid only when Close got there first: then Close flushes
+}
+
+// InjectHalt halts the context now, as a send context error would: allocations stop, the
+// pending packets are released with PRCSCDisable and the context is restarted before it
+// returns. A context that is not enabled gives ErrNotRunning.
+func (sc *SendContext) InjectHalt() error {
+	sc.hwMu.Lock()
+	if sc.hwHalted || sc.hwStopped {
+		sc.hwMu.Unlock()
+		return ErrNotRunning
+	}
+	sc.hwHalted = true
+	h := &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.chipPkts, Detail: "InjectHalt"}
+	sc.hwMu.Unlock()
+	sc.halted(h)
+	return nil
+}
+
+// SetFaults replaces the fault plan.
+func (sc *SendContext) SetFaults(p FaultPlan) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	sc.hwMu.Lock()
+	sc.faults = p
+	sc.hwMu.Unlock()
+	return nil
+}
+
+// SendWait allocates a buffer for the packet made of segs (concatenated; a PBC of CreatePBC(flags,
+// 0, vl, length) is put in front), waiting on ctx while the context has no credits, copies it and
+// hands it to the chip. rel is told when its credits come back. It drives a manual chip itself
+// while it waits. It returns ctx's error if ctx ends first (nothing was allocated),
+// ErrNotRunning if the context is halted or disabled, ErrClosed after Close.
+func (sc *SendContext) SendWait(ctx context.Context, flags PBC, vl uint8, segs [][]byte, rel Releaser) error {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	dw := 2 + (n+3)/4
+	b, err := sc.BufferAllocWait(ctx, dw, rel)
+	if err != nil {
+		return err
+	}
+	return b.CopySegs(CreatePBC(flags, 0, vl, uint32(dw)), segs)
+}
+
+// BufferAllocWait is BufferAlloc that waits on ctx while there are no credits: it parks on the
+// context's wait list (QueueWait) and is woken by a release pass; with a manual chip it drives
+// the chip itself.
+func (sc *SendContext) BufferAllocWait(ctx context.Context, dwLen int, rel Releaser) (*Buf, error) {
+	var w *Waiter
+	for {
+		seq := sc.ReleaseSeq()
+		b, err := sc.BufferAlloc(dwLen, rel)
+		if err != ErrNoCredits {
+			return b, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if sc.manual {
+			if sc.Process() == 0 {
+				sc.ReturnCredits()
+				sc.Process()
+				runtime.Gosched()
+			}
+			continue
+		}
+		if w == nil {
+			w = newChanWaiter()
+		}
+		if !sc.QueueWait(w, seq) {
+			continue
+		}
+		select {
+		case <-w.ch:
+		case <-ctx.Done():
+			sc.CancelWait(w)
+			return nil, ctx.Err()
+		}
+	}
+}

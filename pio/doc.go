@@ -1,0 +1,96 @@
+// Package pio is hfi1's other transmit path, programmed I/O (seed 004: "for TX, the CPU copies
+// the data to the chip directly"): send contexts whose send buffer of 64-byte blocks is handed out
+// as credits, the copy of each packet into it behind its PBC, a model of the chip that consumes
+// whole blocks in order and writes a free counter back, the release pass that returns credits and
+// runs release callbacks, the wait list of producers that found no credits, and halts with their
+// recovery. It is a sibling of package sdma, not a mode of it: it imports nothing of gosdma, and
+// the choice between the two per packet (hfi1_verbs_send) lives above both, in package verbs.
+//
+// # One packet's way
+//
+// BufferAlloc reserves the packet's blocks (its length in dwords, PBC included, rounded up to
+// whole blocks) under the context's allocation lock, as the kernel's sc_buffer_alloc does, and
+// records it in the shadow ring with the fill count it will be sent at. The caller writes it with
+// Copy (pio_copy: PBC, data in whole dwords) or CopyStart, CopyMid... CopyEnd (seg_pio_copy_*:
+// pieces of any length, bytes carried between them); the copy writes whole quadwords only, fills
+// whole blocks, wraps from the end of the buffer to its start only at a block boundary, and ends
+// by handing the blocks to the chip. The chip (a goroutine per context, or the caller's Process)
+// takes packets in allocation order once they are fully written, checks the PBC, hands the bytes
+// after it to the Sink, and writes the free counter back when the unreturned credits reach the
+// threshold, the PBC asks (PBCCreditReturn), a producer waits, or a return is forced
+// (ReturnCredits). Each write-back runs the release pass (sc_release_update): every packet now
+// sent has its Releaser called once, in order, with the PRC_* codes of the write-back, and up to
+// WaitBatchSize parked producers are woken.
+//
+// # The copy
+//
+// The quadword runs go through one per-arch seam (Implementations, SetImplementation): on amd64
+// an assembly writer with non-temporal stores, 32-byte VMOVNTDQ where klauspost/cpuid/v2 reports
+// AVX (else 8-byte MOVNTI), fenced with SFENCE before the buffer is handed to the chip, because
+// the real send buffer is write-combining memory that wants whole, streaming stores; elsewhere,
+// and under the purego build tag, a Go writer of 8-byte stores. Both leave the same bytes (a
+// differential test and FuzzCopySegs hold them to a model). copy is not used: memmove may store
+// a range with overlapping or narrower writes, which write-combining MMIO must not see.
+//
+// # Why PIO needs no mapping (seed 004)
+//
+// The 2006 thread added ib_dma_mapping_ops because a PIO chip's driver must get the CPU address
+// back from a "DMA address": the CPU, not the device, reads the data. Here that is concrete: the
+// copy reads the caller's []byte through its CPU address, so a PIO packet is never mapped, while
+// an SDMA packet is mapped through the device's dma.Mapper and read by the hardware model only
+// through Mapper.Translate. Package verbs serves both from one send call: the same caller bytes
+// go to Mapper.Map on the SDMA path and straight to the copy (the identity) on the PIO path,
+// which is what the interposable mapper made possible.
+//
+// # Halts and recovery
+//
+// A packet whose PBC length does not match its blocks, a FaultPlan or InjectHalt halts the chip:
+// allocations stop (sc_stop), the context waits for the copies in progress, disables itself
+// (sc_disable: every packet still in the shadow ring is released with PRCSCDisable, exactly once,
+// whether the chip had sent it or not, and every waiter is woken) and enables itself again
+// (sc_enable: counters and shadow ring reset), all before the call that met the halt returns
+// (the kernel's halt_work). Producers meanwhile get ErrNotRunning. Close is a final Disable.
+//
+// # Kernel names
+//
+//	kernel                                        Go
+//	struct send_context, sc_alloc, sc_free        SendContext, New, (*SendContext).Close
+//	SC_KERNEL, SC_VL15, SC_ACK, SC_USER           Kernel, VL15, ACK, User (Type)
+//	init_sc_pools_and_sizes, struct sc_config_sizes  ContextSizes, TypeSize
+//	sc_mtu_to_threshold, sc_percent_to_threshold  MTUToThreshold, PercentToThreshold
+//	sc_alloc's threshold choice, sc_set_cr_threshold  DefaultCreditThreshold, SetThreshold
+//	struct pio_buf, sc_buffer_alloc               Buf, (*SendContext).BufferAlloc
+//	pio_copy                                      (*Buf).Copy
+//	seg_pio_copy_start, _mid, _end                (*Buf).CopyStart, CopyMid, CopyEnd (CopySegs)
+//	create_pbc, PBC_*                             CreatePBC, PBC and its constants
+//	struct credit_return, CR_*, fill_code         the credit return word, ReleaseCode
+//	pio_release_cb, PRC_*                         Releaser, PRCOK..PRCSCDisable
+//	sc_release_update                             (*SendContext).ReleaseUpdate
+//	sc_return_credits                             (*SendContext).ReturnCredits
+//	piowait, pio_wait, sc_piobufavail             Waiter, QueueWait, the wake-up in the pass
+//	PIO_WAIT_BATCH_SIZE                           WaitBatchSize
+//	(none: a blocking send)                       BufferAllocWait, SendWait
+//	sc_stop, sc_disable, sc_enable, sc_restart    Stop, Disable, Enable, Restart
+//	SCF_ENABLED, SCF_HALTED                       Enabled, Halted
+//	buffers_allocated                             InFlight
+//	PIO_BLOCK_SIZE, PIO_MAX_BLOCKS                BlockSize, MaxBlocks
+//	piothreshold, PIO_THRESHOLD_CEILING           DefaultThreshold, ThresholdCeiling
+//
+// # Choices
+//
+// Allocation is per context under one lock, as in the kernel. A lock-free reservation (a CAS on
+// the fill count, as the sdma ring's Reserve) would save the lock's uncontended cost, some 20 ns
+// of a send of a few hundred, but the allocator also refreshes its copy of the free count, runs a
+// release pass when room runs short, and must see the halt flags and the shadow ring head move
+// together: the kernel's lock keeps those one step, and so does this package.
+//
+// The model's chip returns credits after every packet while producers wait (the kernel enables
+// the credit-return interrupt then and forces a return); otherwise at the threshold, the PBC's
+// request or a forced return. As in the kernel's fill_code, a forced return reports PRCSCDisable.
+//
+// # Concurrency
+//
+// A SendContext is safe for concurrent use. A Buf belongs to the goroutine that allocated it
+// until its copy ends. Release callbacks and wake-ups run on whichever goroutine ran the pass,
+// with the release lock held for callbacks: they must not block or call into the same context.
+package pio

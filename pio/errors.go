@@ -1,0 +1,89 @@
+package pio
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors of package pio, with the kernel's answer each stands for. Every error the
+// package returns is one of these or an *Error (or *HaltError) matching one with errors.Is.
+// ErrNoCredits and ErrNotRunning are returned bare, so the flow-control path does not allocate.
+var (
+	// ErrInvalid: a bad argument (length, type, threshold, a PBC that does not match the buffer).
+	// Nothing was changed (-EINVAL).
+	ErrInvalid = errors.New("pio: invalid argument")
+	// ErrMsgSize: a packet longer than the context's buffer or than a PBC can describe.
+	ErrMsgSize = errors.New("pio: packet too long for the send context")
+	// ErrNoCredits: not enough free blocks right now (sc_buffer_alloc returned NULL). Nothing was
+	// changed; wait for a credit return (SendWait, QueueWait) or retry.
+	ErrNoCredits = errors.New("pio: no send credits")
+	// ErrNotRunning: the context is not enabled: halted, stopped or disabled (sc_buffer_alloc's
+	// ERR_PTR(-ECOMM)). Nothing was allocated.
+	ErrNotRunning = errors.New("pio: send context not enabled")
+	// ErrClosed: the context was closed (sc_free).
+	ErrClosed = errors.New("pio: send context closed")
+	// ErrHalted: the chip halted the context (a HaltError carries the cause).
+	ErrHalted = errors.New("pio: send context halted")
+	// ErrState: a buffer used out of order (a copy after the end, a mid before a start).
+	ErrState = errors.New("pio: buffer used out of order")
+)
+
+// Error carries the detail of a refused call; it matches its sentinel with errors.Is.
+type Error struct {
+	Op  string // the function: "New", "BufferAlloc", "Copy", ...
+	Msg string // what was wrong, with the values involved
+	Err error  // the sentinel
+}
+
+func (e *Error) Error() string { return "pio: " + e.Op + ": " + e.Msg }
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+func errf(op string, sentinel error, msg string) *Error {
+	return &Error{Op: op, Msg: msg, Err: sentinel}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// HaltCause names why the chip model halted a context (hfi1: the send context error bits that
+// sc_stop(sc, SCF_HALTED) reacts to).
+type HaltCause uint8
+
+const (
+	CauseInjected  HaltCause = iota + 1 // an injected halt (FaultPlan, InjectHalt)
+	CausePBCLength                      // the PBC's length does not match the blocks written (a PBC error)
+	CauseBadPBC                         // a PBC of fewer than 2 dwords or past MaxPacketDWs
+)
+
+// String names the cause.
+func (c HaltCause) String() string {
+	switch c {
+	case CauseInjected:
+		return "injected"
+	case CausePBCLength:
+		return "pbc-length"
+	case CauseBadPBC:
+		return "bad-pbc"
+	}
+	return "HaltCause(" + itoa(int(c)) + ")"
+}
+
+// HaltError records one halt of a context; it matches ErrHalted.
+type HaltError struct {
+	Context int       // the context's software index
+	Cause   HaltCause // why
+	Packet  uint64    // the chip's packet count at the halt (the halted packet is Packet+1)
+	Detail  string
+}
+
+func (e *HaltError) Error() string {
+	s := "pio: send context " + itoa(e.Context) + " halted (" + e.Cause.String() + ") at packet " + strconv.FormatUint(e.Packet+1, 10)
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Is matches ErrHalted.
+func (e *HaltError) Is(target error) bool { return target == ErrHalted }

@@ -1,0 +1,35 @@
+package pio
+
+import (
+	"errors"
+	"slices"
+)
+
+// Implementations returns the names of the copy implementations available here, the preferred
+// first: on amd64 "asm" (non-temporal stores: 32-byte VMOVNTDQ where the CPU reports AVX, else
+// 8-byte MOVNTI, then SFENCE), "asm-movnti" (the MOVNTI writer, forced) and "go"; elsewhere and
+// with the purego build tag only "go". The slice is a fresh copy.
+func Implementations() []string { return slices.Clone(implementations) }
+
+// SetImplementation makes every copy use the named implementation until restore is called. It
+// is a process-wide switch for tests and benchmarks: do not call it while copies run. An unknown
+// name gives an error matching errors.ErrUnsupported and changes nothing.
+func SetImplementation(name string) (restore func(), err error) {
+	restore, ok := setImpl(name)
+	if !ok {
+		return func() {}, &Error{Op: "SetImplementation", Msg: "unknown implementation " + name, Err: errors.ErrUnsupported}
+	}
+	return restore, nil
+}
+
+// WriteQWords writes len(src)/8 whole quadwords of src to dst with the selected implementation,
+// exactly as the send-buffer copy does (8-byte or wider aligned stores, non-temporal on amd64).
+// dst must hold at least that many bytes. It is the copy's building block, exported for the
+// benchmarks that compare it with copy.
+func WriteQWords(dst, src []byte) {
+	n := len(src) &^ 7
+	if n == 0 {
+		return
+	}
+	writeQWs(dst[:n], src[:n])
+}

@@ -1,0 +1,141 @@
+package pio
+
+// Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
+// on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
+// release pass, on that pass's goroutine, without locks held; it must not block.
+type Waiter struct {
+	wakeup func(*Waiter)
+	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
+	next   *Waiter       // list link, under the context's waitMu
+	queued bool          // on a wait list, under the context's waitMu
+}
+
+// Init sets the wake-up function. A Waiter must not be re-initialised while queued.
+func (w *Waiter) Init(wakeup func(*Waiter)) { w.wakeup = wakeup }
+
+func newChanWaiter() *Waiter {
+	w := &Waiter{ch: make(chan struct{}, 1)}
+	w.wakeup = func(w *Waiter) {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	return w
+}
+
+// QueueWait parks w on the context's wait list unless a release pass ran since seq (taken with
+// ReleaseSeq before the allocation that found no credits): then it returns false and the caller
+// retries (the sleep window: credits that came back between the failed allocation and the
+// parking are never missed). Parking the first waiter asks the chip for a credit return (hfi1:
+// pio_wait's hfi1_sc_wantpiobuf_intr(sc, 1)); while waiters are queued the chip model returns
+// credits after every packet. A waiter already queued stays where it is.
+func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
+	sc.waitMu.Lock()
+	if sc.releaseSeq.Load() != seq {
+		sc.waitMu.Unlock()
+		return false
+	}
+	first := sc.waitHead == nil
+	if !w.queued {
+		w.queued = true
+		w.next = nil
+		if sc.waitTail == nil {
+			sc.waitHead = w
+		} else {
+			sc.waitTail.next = w
+		}
+		sc.waitTail = w
+		sc.waitCount.Add(1)
+		sc.stats.waits.Add(1)
+	}
+	sc.waitMu.Unlock()
+	if first {
+		sc.ReturnCredits()
+	}
+	return true
+}
+
+// CancelWait takes w off the wait list; it reports whether w was queued.
+func (sc *SendContext) CancelWait(w *Waiter) bool {
+	sc.waitMu.Lock()
+	defer sc.waitMu.Unlock()
+	if !w.queued {
+		return false
+	}
+	var prev *Waiter
+	for x := sc.waitHead; x != nil; prev, x = x, x.next {
+		if x == w {
+			if prev == nil {
+				sc.waitHead = x.next
+			} else {
+				prev.next = x.next
+			}
+			if sc.waitTail == x {
+				sc.waitTail = prev
+			}
+			break
+		}
+	}
+	w.queued, w.next = false, nil
+	sc.waitCount.Add(-1)
+	return true
+}
+
+// Waiting returns the number of queued waiters.
+func (sc *SendContext) Waiting() int { return int(sc.waitCount.Load()) }
+
+// popLocked takes up to len(batch) waiters off the list, in order (waitMu held).
+func (sc *SendContext) popLocked(batch []*Waiter) int {
+	n := 0
+	for n < len(batch) && sc.waitHead != nil {
+		w := sc.waitHead
+		sc.waitHead = w.next
+		if sc.waitHead == nil {
+			sc.waitTail = nil
+		}
+		w.queued, w.next = false, nil
+		sc.waitCount.Add(-1)
+		batch[n] = w
+		n++
+	}
+	return n
+}
+
+// piobufavail wakes up to WaitBatchSize waiters, in order, after a release pass (hfi1:
+// sc_piobufavail). If more are left it asks for another credit return, whose pass wakes the next
+// batch (the kernel's "redo the force to avoid a potential hang").
+func (sc *SendContext) piobufavail() {
+	if sc.waitCount.Load() == 0 {
+		return
+	}
+	var batch [WaitBatchSize]*Waiter
+	sc.waitMu.Lock()
+	n := sc.popLocked(batch[:])
+	more := sc.waitHead != nil
+	sc.waitMu.Unlock()
+	if more {
+		sc.ReturnCredits()
+	}
+	sc.wakeBatch(batch[:n])
+}
+
+// wakeAll wakes every waiter (sc_disable's flush of piowait).
+func (sc *SendContext) wakeAll() {
+	for sc.waitCount.Load() != 0 {
+		var batch [WaitBatchSize]*Waiter
+		sc.waitMu.Lock()
+		n := sc.popLocked(batch[:])
+		sc.waitMu.Unlock()
+		sc.wakeBatch(batch[:n])
+	}
+}
+
+func (sc *SendContext) wakeBatch(ws []*Waiter) {
+	for _, w := range ws {
+		sc.stats.wakeups.Add(1)
+		if w.wakeup != nil {
+			w.wakeup(w)
+		}
+	}
+}
