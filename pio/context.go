@@ -105,13 +105,13 @@ type SendContext struct {
 	// Read-only after New.
 	typ     Type
 	index   int
-	credits uint64   // blocks in the context (credits)
-	size    int      // bytes: credits × 64 (size)
-	buf     []byte   // the send buffer, 64-byte aligned (the PIO memory at base_addr)
-	sr      []Buf    // shadow ring, credits+1 entries so head == tail means empty (sr)
-	srSize  uint32   // len(sr) (sr_size)
-	sink    Sink     // nil: drop
-	manual  bool     // no chip goroutine
+	credits uint64 // blocks in the context (credits)
+	size    int    // bytes: credits × 64 (size)
+	buf     []byte // the send buffer, 64-byte aligned (the PIO memory at base_addr)
+	sr      []Buf  // shadow ring, credits+1 entries so head == tail means empty (sr)
+	srSize  uint32 // len(sr) (sr_size)
+	sink    Sink   // nil: drop
+	manual  bool   // no chip goroutine
 	bell    chan struct{}
 	quit    chan struct{}
 	done    chan struct{}
@@ -174,7 +174,7 @@ type SendContext struct {
 	hwHalted   bool   // the chip halted: it consumes nothing until Enable
 	hwStopped  bool   // Disable stopped the chip
 	faults     FaultPlan
-	faultCount uint64 // packets consumed ever (for FaultPlan.HaltAt), never reset
+	faultCount uint64    // packets consumed ever (for FaultPlan.HaltAt), never reset
 	segs       [2][]byte // the sink's segments for the packet being sent (no allocation per packet)
 	// threshold is the credit-return threshold in blocks. Written by SetThreshold (atomic
 	// store), read by the chip (atomic load).

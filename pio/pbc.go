@@ -81,15 +81,15 @@ func (p PBC) StaticRate() uint16 { return uint16(uint64(p) >> PBCStaticRateShift
 // cr[], CR_* in chip.h). Bits 0..10 are the context's free counter (in blocks, modulo 2048),
 // bit 11 a status error, bits 12..15 why the credits came back.
 const (
-	crCounterMask       = 0x7ff   // CR_COUNTER_MASK (CR_COUNTER_SHIFT 0)
-	crStatus            = 1 << 11 // CR_STATUS_SMASK
-	crDueToPBC          = 1 << 12 // CR_CREDIT_RETURN_DUE_TO_PBC_SMASK
-	crDueToThreshold    = 1 << 13 // CR_CREDIT_RETURN_DUE_TO_THRESHOLD_SMASK
-	crDueToErr          = 1 << 14 // CR_CREDIT_RETURN_DUE_TO_ERR_SMASK
-	crDueToForce        = 1 << 15 // CR_CREDIT_RETURN_DUE_TO_FORCE_SMASK
-	blockDWs            = BlockSize / 4 // BLOCK_DWORDS
-	blockQWs            = BlockSize / 8 // PIO_BLOCK_QWS
-	pbcBytes            = 8
+	crCounterMask    = 0x7ff         // CR_COUNTER_MASK (CR_COUNTER_SHIFT 0)
+	crStatus         = 1 << 11       // CR_STATUS_SMASK
+	crDueToPBC       = 1 << 12       // CR_CREDIT_RETURN_DUE_TO_PBC_SMASK
+	crDueToThreshold = 1 << 13       // CR_CREDIT_RETURN_DUE_TO_THRESHOLD_SMASK
+	crDueToErr       = 1 << 14       // CR_CREDIT_RETURN_DUE_TO_ERR_SMASK
+	crDueToForce     = 1 << 15       // CR_CREDIT_RETURN_DUE_TO_FORCE_SMASK
+	blockDWs         = BlockSize / 4 // BLOCK_DWORDS
+	blockQWs         = BlockSize / 8 // PIO_BLOCK_QWS
+	pbcBytes         = 8
 )
 
 // ReleaseCode tells a release callback why its credits came back (hfi1: the PRC_* bits; more than

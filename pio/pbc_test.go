@@ -43,12 +43,12 @@ func TestPBCBitsByHand(t *testing.T) {
 
 func TestFillCodeByHand(t *testing.T) {
 	cases := map[uint64]ReleaseCode{
-		0x07ff: PRCOK,                      // counter only
-		0x0800: PRCStatusErr,               // CR_STATUS, bit 11
-		0x1000: PRCPBC,                     // due to PBC, bit 12
-		0x2000: PRCThreshold,               // due to threshold, bit 13
-		0x4000: PRCFillErr,                 // due to error, bit 14
-		0x8000: PRCSCDisable,               // due to force, bit 15: the kernel reports SC_DISABLE
+		0x07ff: PRCOK,        // counter only
+		0x0800: PRCStatusErr, // CR_STATUS, bit 11
+		0x1000: PRCPBC,       // due to PBC, bit 12
+		0x2000: PRCThreshold, // due to threshold, bit 13
+		0x4000: PRCFillErr,   // due to error, bit 14
+		0x8000: PRCSCDisable, // due to force, bit 15: the kernel reports SC_DISABLE
 		0xf800: PRCStatusErr | PRCPBC | PRCThreshold | PRCFillErr | PRCSCDisable,
 	}
 	for hw, want := range cases {

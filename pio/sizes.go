@@ -51,13 +51,13 @@ func (t Type) String() string {
 // SizeConfig is the input to ContextSizes: the chip and driver parameters the kernel's
 // init_sc_pools_and_sizes reads.
 type SizeConfig struct {
-	MemSize       int  // PIO send memory in bytes (chip_pio_mem_size); 0: DefaultMemSize
-	SendContexts  int  // contexts the chip has (chip_send_contexts); 0: 160
-	NumVLs        int  // data VLs (num_vls); 0: 8
-	KrcvQueues    int  // kernel receive queues (n_krcv_queues): the ACK context count; 0: 1
-	RcvContexts   int  // receive contexts (num_rcv_contexts): user contexts = this - KrcvQueues; 0: KrcvQueues
-	SDMA          bool // SDMA enabled (HFI1_CAP_SDMA): kernel contexts get the fixed 3-deep size
-	PIOThreshold  int  // piothreshold; 0: DefaultThreshold
+	MemSize      int  // PIO send memory in bytes (chip_pio_mem_size); 0: DefaultMemSize
+	SendContexts int  // contexts the chip has (chip_send_contexts); 0: 160
+	NumVLs       int  // data VLs (num_vls); 0: 8
+	KrcvQueues   int  // kernel receive queues (n_krcv_queues): the ACK context count; 0: 1
+	RcvContexts  int  // receive contexts (num_rcv_contexts): user contexts = this - KrcvQueues; 0: KrcvQueues
+	SDMA         bool // SDMA enabled (HFI1_CAP_SDMA): kernel contexts get the fixed 3-deep size
+	PIOThreshold int  // piothreshold; 0: DefaultThreshold
 }
 
 // TypeSize is one context type's count and size in blocks (hfi1: struct sc_config_sizes after
