@@ -301,6 +301,7 @@ func closeStormDevice(t *testing.T, seed uint64, d int) (accepted, offered int64
 		}
 	}
 	assert.Equal(t, atEnd, led.completed.Load(), "device %d: completions after Close returned", d)
+	assert.Zero(t, dev.UnmapErrors(), "device %d: unmaps failed", d)
 	if n := iommu.LiveCount(); n != 0 {
 		t.Errorf("device %d (seed %d): %d mappings left after Close: %v", d, seed, n, iommu.Live())
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/ring"
 )
@@ -121,6 +122,10 @@ type Device struct {
 	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
 	sink    Sink          // set by NewDevice, read-only after
 
+	// unmapErrs counts unmaps that failed on a path that promised to undo a mapping (a txreq's
+	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
+	unmapErrs atomic.Uint64
+
 	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them.
 	state     atomic.Int32
 	closeOnce sync.Once // Close's body runs once
@@ -231,6 +236,27 @@ func (cfg *Config) normalize() error {
 
 // Mapper returns the device's DMA mapper.
 func (dev *Device) Mapper() dma.Mapper { return dev.mapper }
+
+// UnmapErrors returns how many unmaps failed on a path that promised to undo a mapping: a txreq's
+// completion or Clean, an add refused after its mapping was made. Each would mean a mapping this
+// package lost track of (a bug here or in the mapper); the count stays 0 in a correct program.
+func (dev *Device) UnmapErrors() uint64 { return dev.unmapErrs.Load() }
+
+// unmap undoes one mapping a txreq made, by its descriptor type (hfi1: sdma_unmap_desc), and
+// counts a failure.
+func (dev *Device) unmap(mapType int, addr dma.Addr, n int) error {
+	var err error
+	switch mapType {
+	case desc.MapSingle:
+		err = dev.mapper.UnmapSingle(addr, n, dma.ToDevice)
+	case desc.MapPage:
+		err = dev.mapper.UnmapPage(addr, n, dma.ToDevice)
+	}
+	if err != nil {
+		dev.unmapErrs.Add(1)
+	}
+	return err
+}
 
 // padAddr is the bus address of the shared zeroed pad (sdma_pad_phys).
 func (dev *Device) padAddr() dma.Addr { return dev.pad.Addr() }

@@ -426,6 +426,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 	assert.Zero(t, orphans.Load(), "a txreq completed again after its completion")
 	assert.Equal(t, producers*8, list.Len(), "every txreq came back to the allocator once")
 	assert.Zero(t, iommu.LiveCount(), "IOMMU leak report: %v", iommu.Live())
+	assert.Zero(t, dev.UnmapErrors(), "unmaps that failed on a path promising to undo")
 	assert.NotZero(t, ok)
 	assert.NotZero(t, aborted)
 	var acts [len(actions)]int64

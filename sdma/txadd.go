@@ -152,10 +152,10 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 // an address beyond 48 bits is refused: the fresh mapping is undone and tx cleaned (ErrMapping).
 func (tx *TxReq) addDesc(op string, dev *Device, mapType int, addr dma.Addr, n int) error {
 	if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
-		tx.unmapDesc(desc.Desc{Qw0: uint64(addr)&desc.PhyAddrMask | uint64(n)<<desc.ByteCountShift,
-			Qw1: uint64(mapType) << desc.GenerationShift})
+		// Undone at the address the mapper gave: a descriptor cannot hold it (it would mask it).
+		uerr := dev.unmap(mapType, addr, n)
 		tx.clean()
-		return txErr(op, ErrMapping, "mapper returned a bus address beyond 48 bits")
+		return &TxError{Op: op, Reason: "mapper returned a bus address beyond 48 bits", Err: ErrMapping, Cause: uerr}
 	}
 	d := &tx.descp[tx.numDesc]
 	if tx.numDesc == 0 {

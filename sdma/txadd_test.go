@@ -756,3 +756,44 @@ func TestAddToClosedDevice(t *testing.T) {
 	assert.Zero(t, tx.NumDesc(), "the failed add cleaned the txreq")
 	assert.Zero(t, m.LiveCount(), "no mapping left: the txreq's was undone, Close freed the pad")
 }
+
+// TestAddRefusedHighAddressUnmapped: a mapper that hands out bus addresses beyond the
+// descriptor's 48 bits (an IOMMU with a 56-bit IOVA space and 1 TiB granules) gets each such
+// mapping refused with ErrMapping and undone at the address it gave, not the masked one: nothing
+// stays mapped, and no unmap failed, through every add.
+func TestAddRefusedHighAddressUnmapped(t *testing.T) {
+	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{PageSize: 1 << 40, IOVABits: 56})
+	require.NoError(t, err)
+	dev, err := NewDevice(Config{Mapper: iommu, Manual: true})
+	require.NoError(t, err)
+	defer dev.Close()
+	base := iommu.LiveCount() // the device's pad
+	region, err := dma.AllocPages(1)
+	require.NoError(t, err)
+	defer region.Close()
+	page, err := region.Page(0)
+	require.NoError(t, err)
+	buf := make([]byte, 64)
+	adds := map[string]func(tx *TxReq) error{
+		"AddKVAddr": func(tx *TxReq) error { return tx.AddKVAddr(dev, buf) },
+		"AddBytes":  func(tx *TxReq) error { return tx.AddBytes(dev, buf) },
+		"AddPage":   func(tx *TxReq) error { return tx.AddPage(dev, page, 0, 64) },
+		"AddPages":  func(tx *TxReq) error { return tx.AddPages(dev, region, 0, 64) },
+	}
+	for name, add := range adds {
+		refused := 0
+		for i := 0; i < 600 && refused < 3; i++ { // 256 granules below 2^48 of 65536: they run out
+			var tx TxReq
+			require.NoError(t, tx.Init(0, 64, nil))
+			err := add(&tx)
+			if err != nil {
+				require.ErrorIs(t, err, ErrMapping, name)
+				refused++
+			}
+			require.NoError(t, tx.Clean())
+			require.Equal(t, base, iommu.LiveCount(), "%s, add %d: mappings left: %v", name, i, iommu.Live())
+		}
+		require.Positive(t, refused, "%s: the mapper never handed out an address beyond 48 bits", name)
+	}
+	require.Zero(t, dev.UnmapErrors(), "unmaps that failed on a path that promised to undo")
+}

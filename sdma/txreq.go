@@ -329,10 +329,10 @@ func (tx *TxReq) Clean() error {
 // sets numDesc to 0 and the state to txFree. The extended array and the coalesce buffer are kept
 // for reuse. It is idempotent.
 //
-// An unmap error cannot be reported here (the kernel's unmaps return nothing, and the mapper
-// does not record it): it would mean the mapping was already gone, a bug in this file. The tests
-// and fuzz targets wrap the mapper in a dma.Counting and require that no unmap ever fails and that
-// every map is undone exactly once.
+// An unmap error cannot be returned here (the kernel's unmaps return nothing): it would mean the
+// mapping was already gone, a bug in this package or the mapper. It is counted instead
+// (Device.UnmapErrors), and the tests require the count to stay 0; they also wrap the mapper in a
+// dma.Counting and require that every map is undone exactly once.
 func (tx *TxReq) clean() {
 	if n := int(tx.numDesc); n > 0 {
 		ds := tx.descp[:n]
@@ -350,14 +350,8 @@ func (tx *TxReq) clean() {
 
 // unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
 func (tx *TxReq) unmapDesc(d desc.Desc) {
-	if tx.dev == nil {
-		return
-	}
-	switch d.Generation() {
-	case desc.MapSingle:
-		_ = tx.dev.mapper.UnmapSingle(dma.Addr(d.Addr()), d.Len(), dma.ToDevice)
-	case desc.MapPage:
-		_ = tx.dev.mapper.UnmapPage(dma.Addr(d.Addr()), d.Len(), dma.ToDevice)
+	if tx.dev != nil {
+		_ = tx.dev.unmap(d.Generation(), dma.Addr(d.Addr()), d.Len())
 	}
 }
 
