@@ -204,16 +204,23 @@ func (e *Engine) UnlockWait() { e.waitMu.Unlock() }
 // the head; a priority above 0 also puts it at the head. A w already parked (here or on another
 // engine) is left where it is; QueueWait reports whether it queued w. The check and the claim are
 // one atomic step, so two engines never both queue w.
-func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) bool {
+//
+// A need the ring can never meet (more descriptors than it holds) is refused with ErrInvalid and
+// nothing changes: such a waiter would stop every completion pass's wakeups at itself, starving
+// everyone queued behind it. A nil w is ErrInvalid too.
+func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	if w == nil {
-		return false
+		return false, txErr("QueueWait", ErrInvalid, "nil iowait")
 	}
 	if need <= 0 {
 		if tx := w.txHead.Front(); tx != nil {
 			need = tx.NumDesc()
 		}
 	}
-	return e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent)
+	if capacity := e.ring.Size() - 1; need > capacity {
+		return false, txErr("QueueWait", ErrInvalid, "need of "+itoa(need)+" descriptors exceeds the ring's capacity "+itoa(capacity))
+	}
+	return e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent), nil
 }
 
 // queueLocked claims w for this engine's wait list (on: nil → e) and queues it with need and

@@ -477,9 +477,9 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	e.LockWait()
 	for i := range ws {
 		ws[i] = mk(i)
-		require.True(t, e.QueueWait(ws[i], 2, true))
+		require.True(t, must(e.QueueWait(ws[i], 2, true)))
 	}
-	assert.False(t, e.QueueWait(ws[0], 2, true), "already queued")
+	assert.False(t, must(e.QueueWait(ws[0], 2, true)), "already queued")
 	e.UnlockWait()
 	e.Poll()
 	require.Len(t, order, 20)
@@ -498,9 +498,9 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	free()
 	a, b, c := mk(1), mk(2), mk(3)
 	e.LockWait()
-	e.QueueWait(a, 10, true)
-	e.QueueWait(b, 60, true)
-	e.QueueWait(c, 2, true)
+	must(e.QueueWait(a, 10, true))
+	must(e.QueueWait(b, 60, true))
+	must(e.QueueWait(c, 2, true))
 	e.UnlockWait()
 	e.Poll()
 	assert.Equal(t, []int{1}, order)
@@ -518,9 +518,9 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	p, q, r := mk(1), mk(2), mk(3)
 	r.SetPriority(1)
 	e.LockWait()
-	e.QueueWait(p, 2, true)  // tail
-	e.QueueWait(q, 2, false) // head, starved 1
-	e.QueueWait(r, 2, true)  // head (priority)
+	must(e.QueueWait(p, 2, true))  // tail
+	must(e.QueueWait(q, 2, false)) // head, starved 1
+	must(e.QueueWait(r, 2, true))  // head (priority)
 	e.UnlockWait()
 	assert.Equal(t, 1, q.Starved())
 	e.Poll()
@@ -536,10 +536,10 @@ func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
 	w.Init(nil, func(*IOWait, int) {}, nil)
 	a, b := dev.Engine(0), dev.Engine(1)
 	a.LockWait()
-	require.True(t, a.QueueWait(&w, 1, true))
+	require.True(t, must(a.QueueWait(&w, 1, true)))
 	a.UnlockWait()
 	b.LockWait()
-	assert.False(t, b.QueueWait(&w, 1, true), "parked on another engine: left there")
+	assert.False(t, must(b.QueueWait(&w, 1, true)), "parked on another engine: left there")
 	b.UnlockWait()
 	assert.True(t, a.Waiting(&w))
 	assert.False(t, b.Waiting(&w))
@@ -560,7 +560,7 @@ func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
 				e.LockWait()
-				if e.QueueWait(&w, 1, r&1 == 0) {
+				if must(e.QueueWait(&w, 1, r&1 == 0)) {
 					queued[i].Add(1)
 					if h := holders.Add(1); h != 1 {
 						t.Errorf("w is on %d wait lists", h)
@@ -581,4 +581,63 @@ func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
 	assert.Zero(t, holders.Load())
 	assert.NotZero(t, queued[0].Load()+queued[1].Load())
 	assert.Zero(t, a.dmawait.n+b.dmawait.n)
+}
+
+// must unwraps QueueWait's answer in tests whose needs are all valid.
+func must(queued bool, err error) bool {
+	if err != nil {
+		panic(err)
+	}
+	return queued
+}
+
+// TestQueueWaitRefusesANeedTheRingCannotMeet: QueueWait with a need beyond the ring's capacity
+// is ErrInvalid naming the capacity, and queues nothing; so a waiter queued after it is woken by
+// the next pass that frees its room (a waiter needing 1000 of 63 would stop every wakeup at itself).
+func TestQueueWaitRefusesANeedTheRingCannotMeet(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	woken := 0
+	var big, small IOWait
+	big.Init(nil, func(*IOWait, int) { t.Error("the refused waiter was woken") }, nil)
+	small.Init(nil, func(*IOWait, int) { woken++ }, nil)
+
+	e.LockWait()
+	queued, err := e.QueueWait(&big, 1000, false)
+	e.UnlockWait()
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "capacity 63")
+	assert.False(t, queued)
+	assert.False(t, e.Waiting(&big), "nothing changed")
+	assert.Zero(t, big.Starved(), "nothing changed")
+
+	// A txreq on TxHead that the ring can never hold is the same need.
+	var tx TxReq
+	require.NoError(t, tx.Init(0, 64*4, nil))
+	for i := 0; i < 64; i++ {
+		require.NoError(t, tx.AddKVAddr(dev, make([]byte, 4)))
+	}
+	big.TxHead().PushBack(&tx)
+	e.LockWait()
+	_, err = e.QueueWait(&big, 0, false)
+	e.UnlockWait()
+	require.ErrorIs(t, err, ErrInvalid)
+	big.TxHead().PopFront()
+	require.NoError(t, tx.Clean())
+
+	_, err = e.QueueWait(nil, 1, false)
+	require.ErrorIs(t, err, ErrInvalid)
+
+	// The waiter behind is woken by the next pass that frees room.
+	e.LockWait()
+	require.True(t, must(e.QueueWait(&small, 2, true)))
+	e.UnlockWait()
+	var one TxReq
+	require.NoError(t, one.Init(0, 4, nil))
+	require.NoError(t, one.AddKVAddr(dev, make([]byte, 4)))
+	require.NoError(t, e.Send(nil, &one, false))
+	_, err = e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	assert.Equal(t, 1, woken)
 }

@@ -63,7 +63,7 @@ func TestStopAbortsAndFlushesStart(t *testing.T) {
 	woken := make(chan int, 1)
 	var w IOWait
 	w.Init(nil, func(_ *IOWait, r int) { woken <- r }, nil)
-	require.True(t, e.QueueWait(&w, 1, true))
+	require.True(t, must(e.QueueWait(&w, 1, true)))
 
 	require.NoError(t, e.Stop())
 	assert.Equal(t, S00HwDown, e.State())
