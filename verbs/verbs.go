@@ -1,0 +1,369 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/pio"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// Sentinel errors of package verbs. Errors of the two paths come through as they are (sdma's and
+// pio's sentinels).
+var (
+	// ErrInvalid: a bad configuration or argument; nothing was changed.
+	ErrInvalid = errors.New("verbs: invalid argument")
+	// ErrAborted: an SDMA packet completed StatusAborted (a halt, Stop or Close flushed it); it
+	// may or may not have been sent. Handed to Completion.Done.
+	ErrAborted = errors.New("verbs: packet aborted")
+)
+
+// Path is the way a packet went.
+type Path uint8
+
+const (
+	PathPIO  Path = 1 // the CPU copied it into a PIO send context (hfi1_verbs_send_pio)
+	PathSDMA Path = 2 // an SDMA engine gathered it (hfi1_verbs_send_dma)
+)
+
+// String names the path ("pio", "sdma").
+func (p Path) String() string {
+	switch p {
+	case PathPIO:
+		return "pio"
+	case PathSDMA:
+		return "sdma"
+	}
+	return "Path(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Config configures a Device.
+type Config struct {
+	// SDMA is the SDMA device (required). The Device sends through it but does not own it:
+	// close it after the Device.
+	SDMA *sdma.Device
+	// PIOThreshold is the largest packet, in bytes, that goes by PIO (piothreshold): 0 means
+	// pio.DefaultThreshold (256); at most pio.ThresholdCeiling (4096), the largest PIO packet the
+	// kernel sizes send contexts for. DisablePIO sends everything by SDMA (piothreshold=0).
+	PIOThreshold int
+	DisablePIO   bool
+	// Contexts is the number of kernel PIO send contexts, 1..160; 0 means 1. Flows are spread
+	// over them by selector, as pio_select_send_context_vl spreads QPs.
+	Contexts int
+	// Credits is each context's size in blocks; 0 means the kernel's 3-deep size for the
+	// threshold, 3 × (min(threshold, 4096) + 128) / 64.
+	Credits int
+	// ManualPIO runs the PIO chips without goroutines: the caller calls Process (a blocking
+	// send drives them itself). Set it when the SDMA device is Manual too: Drain then drives the
+	// flow's engine (Process, Poll) instead of waiting for its goroutine.
+	ManualPIO bool
+	// PIOFaults is every context's initial fault plan.
+	PIOFaults pio.FaultPlan
+}
+
+// Device is a send device with both of hfi1's transmit paths: it owns kernel PIO send contexts
+// whose sink is the SDMA device's sink, and chooses per packet (hfi1_verbs_send). It is safe for
+// concurrent use.
+type Device struct {
+	sdma      *sdma.Device
+	pio       []*pio.SendContext // read-only after New
+	threshold int                // 0 when PIO is disabled
+	manual    bool               // ManualPIO: waits drive the chips and engines instead of blocking
+	pool      sync.Pool          // *sdmaPacket
+	closed    atomic.Bool
+}
+
+// New creates the PIO contexts and the Device. Bad configuration is an error matching ErrInvalid
+// (or pio's).
+func New(cfg Config) (*Device, error) {
+	if cfg.SDMA == nil {
+		return nil, errors.Join(ErrInvalid, errors.New("verbs: Config.SDMA is nil"))
+	}
+	thr := cfg.PIOThreshold
+	if thr == 0 {
+		thr = pio.DefaultThreshold
+	}
+	if thr < 0 || thr > pio.ThresholdCeiling {
+		return nil, errors.Join(ErrInvalid, errors.New("verbs: PIOThreshold "+strconv.Itoa(thr)+" outside 0.."+strconv.Itoa(pio.ThresholdCeiling)))
+	}
+	n := cfg.Contexts
+	if n == 0 {
+		n = 1
+	}
+	if n < 1 || n > 160 {
+		return nil, errors.Join(ErrInvalid, errors.New("verbs: Contexts "+strconv.Itoa(n)+" outside 1..160"))
+	}
+	credits := cfg.Credits
+	if credits == 0 {
+		credits = 3 * (min(thr, pio.ThresholdCeiling) + 128) / pio.BlockSize
+	}
+	d := &Device{sdma: cfg.SDMA, threshold: thr, manual: cfg.ManualPIO}
+	if cfg.DisablePIO {
+		d.threshold = 0
+	}
+	d.pool.New = func() any { return &sdmaPacket{dev: d} }
+	for i := range n {
+		sc, err := pio.New(pio.Config{Type: pio.Kernel, Credits: credits, Index: i, Sink: cfg.SDMA.Sink(), Manual: cfg.ManualPIO, Faults: cfg.PIOFaults})
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.pio = append(d.pio, sc)
+	}
+	return d, nil
+}
+
+// PIOThreshold returns the threshold in bytes (0: PIO disabled).
+func (d *Device) PIOThreshold() int { return d.threshold }
+
+// SDMA returns the SDMA device.
+func (d *Device) SDMA() *sdma.Device { return d.sdma }
+
+// Context returns PIO send context i.
+func (d *Device) Context(i int) *pio.SendContext { return d.pio[i] }
+
+// NumContexts returns the number of PIO send contexts.
+func (d *Device) NumContexts() int { return len(d.pio) }
+
+// Process drives every PIO context's chip once (for ManualPIO) and returns the packets sent.
+func (d *Device) Process() int {
+	n := 0
+	for _, sc := range d.pio {
+		n += sc.Process()
+	}
+	return n
+}
+
+// Close closes the PIO contexts (every PIO packet still held is released, exactly once). It does
+// not close the SDMA device. Close is idempotent.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	for _, sc := range d.pio {
+		sc.Close()
+	}
+	return nil
+}
+
+// Completion is told once when a packet's memory is the caller's again: for PIO right after the
+// copy, before Send returns (as hfi1 completes a PIO work request after pio_copy); for SDMA when
+// the engine completes the txreq (err is nil, or ErrAborted). Done runs on the completion pass
+// for SDMA and must not block. Implement it on a pointer type to send without allocating.
+type Completion interface {
+	Done(path Path, err error)
+}
+
+// Flow is one sender's ordered stream of packets, the QP of hfi1_verbs_send: it counts its
+// packets in flight on each path (the iowait's pio_busy and sdma_busy), which is what keeps the
+// flow in order across the two paths. A Flow is used by one goroutine at a time.
+type Flow struct {
+	dev      *Device
+	sc       *pio.SendContext // pio_select_send_context_vl(selector)
+	engine   *sdma.Engine     // sdma_select_engine_vl(selector, vl)
+	vl       uint8
+	pioBusy  atomic.Int32 // PIO packets copied whose credits have not come back (iowait_pio_inc/dec)
+	sdmaBusy atomic.Int32 // SDMA txreqs sent and not completed (iowait_sdma_inc/dec)
+	drained  chan struct{} // a token when a busy count reaches zero (iowait_drain_wakeup)
+	stats    [3]atomic.Uint64
+}
+
+// NewFlow returns a flow whose packets go to the PIO context and SDMA engine the selector and VL
+// pick.
+func (d *Device) NewFlow(selector uint32, vl uint8) *Flow {
+	return &Flow{
+		dev:     d,
+		sc:      d.pio[int(selector%uint32(len(d.pio)))],
+		engine:  d.sdma.SelectEngine(selector, vl),
+		vl:      vl,
+		drained: make(chan struct{}, 1),
+	}
+}
+
+// Sent returns the packets the flow sent by each path.
+func (f *Flow) Sent(p Path) uint64 { return f.stats[p%3].Load() }
+
+// Busy returns the flow's packets in flight on each path.
+func (f *Flow) Busy() (pio, sdma int) { return int(f.pioBusy.Load()), int(f.sdmaBusy.Load()) }
+
+// Released is the PIO release callback (verbs_pio_complete): one fewer PIO packet in flight.
+func (f *Flow) Released(pio.ReleaseCode) {
+	if f.pioBusy.Add(-1) == 0 {
+		f.signal()
+	}
+}
+
+func (f *Flow) signal() {
+	select {
+	case f.drained <- struct{}{}:
+	default:
+	}
+}
+
+// choose is get_send_routine: PIO for a packet up to the threshold, unless the flow still has
+// SDMA packets in flight (they would be overtaken); SDMA otherwise.
+func (f *Flow) choose(n int) Path {
+	if n <= f.dev.threshold && f.sdmaBusy.Load() == 0 {
+		return PathPIO
+	}
+	return PathSDMA
+}
+
+// Send sends one packet made of segs, concatenated, on the flow (hfi1: hfi1_verbs_send). A packet
+// of at most PIOThreshold bytes goes by PIO unless the flow has SDMA packets in flight; any other
+// goes by SDMA, after the flow's PIO packets have drained (pio_wait with HFI1_S_WAIT_PIO_DRAIN),
+// so the sink sees each flow's packets in order whichever way they went. Both paths deliver the
+// same bytes, padded to whole dwords. It waits on ctx for room (credits, ring slots) and for the
+// drain; c, if not nil, is told when the memory of segs is the caller's again. It returns the
+// path taken, or an error with nothing sent: ctx's, ErrInvalid, or the path's own
+// (pio.ErrNotRunning, sdma.ErrClosed, ...). An SDMA packet refused with sdma.ErrNotRunning was
+// accepted to the flush list: c is told ErrAborted later.
+func (f *Flow) Send(ctx context.Context, segs [][]byte, c Completion) (Path, error) {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	if n == 0 {
+		return 0, errors.Join(ErrInvalid, errors.New("verbs: empty packet"))
+	}
+	if f.choose(n) == PathPIO {
+		return PathPIO, f.sendPIO(ctx, segs, c)
+	}
+	if err := f.drainPIO(ctx); err != nil {
+		return 0, err
+	}
+	return PathSDMA, f.sendSDMA(ctx, segs, n, c)
+}
+
+// sendPIO is hfi1_verbs_send_pio: PBC, copy, done.
+func (f *Flow) sendPIO(ctx context.Context, segs [][]byte, c Completion) error {
+	f.pioBusy.Add(1) // iowait_pio_inc before sc_buffer_alloc
+	if err := f.sc.SendWait(ctx, 0, f.vl, segs, f); err != nil {
+		f.Released(pio.PRCOK) // verbs_pio_complete(qp, 0): not queued
+		return err
+	}
+	f.stats[PathPIO].Add(1)
+	if c != nil {
+		c.Done(PathPIO, nil)
+	}
+	return nil
+}
+
+// drainPIO waits until the flow has no PIO packet in flight, forcing credit returns (the drain
+// wait's want-PIO-buffer interrupt).
+func (f *Flow) drainPIO(ctx context.Context) error {
+	for f.pioBusy.Load() != 0 {
+		f.sc.ReturnCredits()
+		f.sc.Process() // harmless beside the chip goroutine; the only driver of a manual chip
+		if f.pioBusy.Load() == 0 {
+			break
+		}
+		if err := f.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait waits for a busy count to reach zero: on the drained token, or, with manual chips, by
+// yielding (another goroutine's unfinished copy may hold the chip back; the caller drives).
+func (f *Flow) wait(ctx context.Context) error {
+	if f.dev.manual {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		runtime.Gosched()
+		return nil
+	}
+	select {
+	case <-f.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Drain waits until every packet of the flow has completed on both paths (iowait_drain).
+func (f *Flow) Drain(ctx context.Context) error {
+	if err := f.drainPIO(ctx); err != nil {
+		return err
+	}
+	for f.sdmaBusy.Load() != 0 {
+		if f.dev.manual {
+			f.engine.Process()
+			f.engine.Poll()
+		}
+		if f.sdmaBusy.Load() == 0 {
+			break
+		}
+		if err := f.wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sdmaPacket is one SDMA packet of a flow: the txreq and who to tell.
+type sdmaPacket struct {
+	tx   sdma.TxReq
+	dev  *Device
+	flow *Flow
+	c    Completion
+}
+
+// Complete is the SDMA completion (verbs_sdma_complete).
+func (p *sdmaPacket) Complete(_ *sdma.TxReq, st sdma.Status) {
+	f, c := p.flow, p.c
+	p.flow, p.c = nil, nil
+	p.dev.pool.Put(p)
+	var err error
+	if st != sdma.StatusOK {
+		err = ErrAborted
+	}
+	if f.sdmaBusy.Add(-1) == 0 {
+		f.signal()
+	}
+	if c != nil {
+		c.Done(PathSDMA, err)
+	}
+}
+
+// sendSDMA is hfi1_verbs_send_dma: a txreq over the caller's memory, mapped through the device's
+// mapper, sent with the blocking send.
+func (f *Flow) sendSDMA(ctx context.Context, segs [][]byte, n int, c Completion) error {
+	p := f.dev.pool.Get().(*sdmaPacket)
+	p.flow, p.c = f, c
+	if err := p.tx.Init(0, n, p); err != nil {
+		f.dev.pool.Put(p)
+		return err
+	}
+	for _, s := range segs {
+		if len(s) == 0 {
+			continue
+		}
+		if err := p.tx.AddKVAddr(f.dev.sdma, s); err != nil { // the add cleaned tx
+			p.flow, p.c = nil, nil
+			f.dev.pool.Put(p)
+			return err
+		}
+	}
+	f.sdmaBusy.Add(1)
+	err := f.engine.SendWait(ctx, &p.tx)
+	if err == nil || errors.Is(err, sdma.ErrNotRunning) { // accepted: Complete runs
+		if err == nil {
+			f.stats[PathSDMA].Add(1)
+		}
+		return err
+	}
+	p.tx.Clean()
+	p.flow, p.c = nil, nil
+	f.dev.pool.Put(p)
+	if f.sdmaBusy.Add(-1) == 0 {
+		f.signal()
+	}
+	return err
+}
