@@ -166,8 +166,8 @@ type Flow struct {
 	sc       *pio.SendContext // pio_select_send_context_vl(selector)
 	engine   *sdma.Engine     // sdma_select_engine_vl(selector, vl)
 	vl       uint8
-	pioBusy  atomic.Int32 // PIO packets copied whose credits have not come back (iowait_pio_inc/dec)
-	sdmaBusy atomic.Int32 // SDMA txreqs sent and not completed (iowait_sdma_inc/dec)
+	pioBusy  atomic.Int32  // PIO packets copied whose credits have not come back (iowait_pio_inc/dec)
+	sdmaBusy atomic.Int32  // SDMA txreqs sent and not completed (iowait_sdma_inc/dec)
 	drained  chan struct{} // a token when a busy count reaches zero (iowait_drain_wakeup)
 	stats    [3]atomic.Uint64
 }
