@@ -1,0 +1,75 @@
+// Package usdma sends whole messages the way PSM does through hfi1's user SDMA: a packet queue
+// (PktQ) takes a request of up to 8 data vectors and a header template, splits the data into
+// MTU-sized packets, builds their headers with the engine's AHG (the first packet's header is
+// stored in an AHG entry, the later ones are patched by update words), keeps the vectors pinned
+// across requests in a cache, and reports each request's end in a completion ring that a
+// poller reads without locks. It sits above package sdma and uses only its exported API.
+//
+// # A message's way
+//
+// Submit validates the request as the kernel does, claims its completion slot (QUEUED), pins
+// the vectors, picks the engine from the destination LID and the VL, allocates an AHG entry
+// for a multi-packet request, and then, at most MaxPktsPerQueue packets at a time, builds
+// txreqs from the queue's allocator and hands them to the engine with SendList. Packet 0 carries
+// the template's header (AHG_COPY stores it in the entry); packet k carries update words for
+// BTH.PSN (template PSN + k, masked to 24 or 31 bits; BTH.A on the last packet), the KDETH eager
+// offset (template offset + bytes before it) and, when its length differs from the template's,
+// PBC.LengthDWs and LRH.PktLen. With no AHG entry free (or Config.DisableAHG), every packet
+// carries a full header built the same way. Payload is added one descriptor per page piece.
+// When the ring is full the queue goes DEFERRED on the engine's wait list (the
+// defer_packet_queue sleeper, with the 2019 sleep-window fix) and Submit waits until the
+// completion pass makes it ACTIVE again, retrying every Config.Timeout (SDMA_IOWAIT_TIMEOUT).
+// Each packet's completion frees its txreq; the last one releases the pins and writes the slot
+// COMPLETE, or ERROR with the first error's errcode, exactly once.
+//
+// # Completion ring
+//
+// Comp(slot) reads an entry without locks, as PSM polls the ring the kernel maps for it: the
+// errcode is stored before the status, the status store publishes it (see compEntry). Wait
+// blocks a Go caller until a slot's request ended, or its context is done.
+//
+// # Differences from the kernel
+//
+// EXPECTED (TID) requests are refused with ErrExpected: they need the receive side's TID
+// entries, which gosdma does not model. The P_Key check and the SC-to-VL table are reduced to
+// "VL below Config.NumVLs and SC equal to VL". The template checks of check_header_template run
+// before the slot is claimed, so a bad template changes nothing (the kernel fails the request
+// after marking it QUEUED). A one-packet message of a length that is not a multiple of 4 is sent
+// padded (the kernel leaves such a packet unclosed). Submit returns as soon as its packets are
+// in the ring, also after an error: the slot ends ERROR when the packets already handed over
+// complete (the kernel waits for them). Pinning is a long-lived device mapping of the vector
+// (Mapper.MapSingle), and page pieces are added by bus address (sdma's AddDAddr) rather than
+// mapped per packet (sdma_txadd_page); when dma grows memory registration, the pin cache is the
+// place to use it.
+//
+// # Kernel names
+//
+//	kernel (user_sdma.[ch], mmu_rb.c, uapi hfi1_user.h)  Go
+//	struct hfi1_user_sdma_pkt_q, hfi1_user_sdma_alloc_queues  PktQ, New
+//	hfi1_user_sdma_free_queues                            (*PktQ).Close
+//	hfi1_user_sdma_process_request                        (*PktQ).Submit
+//	struct sdma_req_info, req_opcode, req_iovcnt          ReqInfo, Opcode, IOVCnt, Ctrl
+//	enum sdma_req_opcode EXPECTED, EAGER                  Expected (refused), Eager
+//	struct hfi1_pkt_header, struct hfi1_kdeth_header      Header (64 bytes, uapi byte order), Template
+//	struct user_sdma_request                              the slot's request (unexported)
+//	struct user_sdma_txreq, pq->txreq_cache               TxReq, Config.Alloc (any alloc.Allocator)
+//	struct iowait busy, iowait_init                       the queue's embedded sdma.IOWait
+//	enum pkt_q_sdma_state, pq->state                      QState (Active, Deferred), (*PktQ).State
+//	defer_packet_queue, activate_packet_queue             the queue's sleep and wakeup callbacks
+//	SDMA_IOWAIT_TIMEOUT                                   IOWaitTimeout, Config.Timeout
+//	MAX_VECTORS_PER_REQ, MAX_PKTS_PER_QUEUE               MaxVectorsPerReq, MaxPktsPerQueue
+//	hfi1_sdma_comp_ring_size (sdma_comp_size)             DefaultSlots, Config.Slots
+//	user_sdma_send_pkts, compute_data_length              the send loop (unexported)
+//	check_header_template                                 Submit's validation
+//	user_sdma_txadd_ahg (SDMA_TXREQ_F_AHG_COPY)           packet 0 of an AHG request
+//	set_txreq_header_ahg, ahg_header_set                  later packets: USE_AHG update words
+//	set_txreq_header, set_pkt_bth_psn                     full headers (no AHG entry free)
+//	sdma_ahg_alloc, sdma_ahg_free                         sdma's (*Engine).AHGAlloc, AHGFree
+//	user_sdma_txadd, sdma_txadd_page per page piece       one AddDAddr per page piece of a pinned vector
+//	user_sdma_txreq_cb, user_sdma_free_request            the packet callback; the request's end
+//	struct hfi1_sdma_comp_entry, set_comp_state           CompEntry, (*PktQ).Comp, Wait
+//	enum hfi1_sdma_comp_state FREE/QUEUED/COMPLETE/ERROR  CompState Free, Queued, Complete, Error
+//	mmu_rb handler, struct sdma_mmu_node                  the pin cache (unexported), PinStats
+//	pin_vector_pages, sdma_rb_evict, hfi1_can_pin_pages   pinning on Submit, LRU eviction, Config.PinLimit
+//	MMU notifier invalidate (sdma_rb_invalidate)          (*PktQ).Invalidate
+package usdma

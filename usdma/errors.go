@@ -1,0 +1,77 @@
+package usdma
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors of package usdma, with the errno hfi1's user_sdma returns for each. Typed
+// errors (*ReqError, *CompError) carry detail and match these with errors.Is.
+var (
+	ErrInvalid    = errors.New("usdma: invalid request")                       // -EINVAL
+	ErrSlotInUse  = errors.New("usdma: completion slot in use")                // -EBADSLT
+	ErrExpected   = errors.New("usdma: EXPECTED (TID) requests not supported") // -EINVAL in spirit: receive-side TIDs are out of scope
+	ErrNotRunning = errors.New("usdma: engine not running")                    // -ECOMM
+	ErrFault      = errors.New("usdma: request failed")                        // -EFAULT: a packet of the request completed with an error
+	ErrNoMem      = errors.New("usdma: no txreq or mapping")                   // -ENOMEM, and -ENOSPC from a mapping
+	ErrClosed     = errors.New("usdma: packet queue closed")
+	ErrSlotFree   = errors.New("usdma: completion slot never used")
+)
+
+// Errno values written to a completion entry's Errcode, as the kernel writes them.
+const (
+	EFAULT    = 14  // a packet of the request completed with an error, or sending stopped after one
+	ENOMEM    = 12  // no txreq could be had
+	ENOSPC    = 28  // a mapping failed (sdma_txadd_*'s -ENOSPC)
+	EINVAL    = 22  // the request failed a check while sending
+	ECOMM     = 70  // the engine stopped while sending
+	ESHUTDOWN = 108 // the device or the queue closed while sending (gosdma's; the kernel has no close mid-request)
+	// ErrcodeAborted is what user_sdma_txreq_cb writes for a packet that completed aborted:
+	// set_comp_state's errcode = -ret with ret = SDMA_TXREQ_S_ABORTED (2), as a u32.
+	ErrcodeAborted = 0xfffffffe
+)
+
+// ReqError reports a request that Submit refused, with the check that failed. Nothing changed:
+// the slot is as it was, nothing was sent or pinned.
+type ReqError struct {
+	Slot   int    // the request's completion slot (info.CompIdx)
+	Reason string // what was wrong
+	Err    error  // the sentinel
+}
+
+func (e *ReqError) Error() string {
+	return "usdma: request slot " + strconv.Itoa(e.Slot) + ": " + e.Reason
+}
+
+// Unwrap returns the sentinel.
+func (e *ReqError) Unwrap() error { return e.Err }
+
+func reqErr(slot int, sentinel error, reason string) error {
+	return &ReqError{Slot: slot, Reason: reason, Err: sentinel}
+}
+
+// CompError is the outcome of a request that ended in state Error: the errcode its completion
+// entry holds and the first error that caused it. It matches ErrFault, and the cause.
+type CompError struct {
+	Slot    int
+	Errcode uint32 // as in the completion entry
+	Cause   error  // the first error (a halt's abort, a mapping failure, ...), or nil
+}
+
+func (e *CompError) Error() string {
+	s := "usdma: request slot " + strconv.Itoa(e.Slot) + " failed, errcode " + strconv.FormatUint(uint64(e.Errcode), 10)
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap returns ErrFault and the cause.
+func (e *CompError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrFault, e.Cause}
+	}
+	return []error{ErrFault}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,316 @@
+package usdma
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// IOWaitTimeout is how long a deferred Submit waits for its queue to be activated before it
+// tries again (hfi1: SDMA_IOWAIT_TIMEOUT, 1000 ms).
+const IOWaitTimeout = time.Second
+
+// QState is a packet queue's send state (hfi1: enum pkt_q_sdma_state).
+type QState uint32
+
+const (
+	Active   QState = iota // SDMA_PKT_Q_ACTIVE: sending
+	Deferred               // SDMA_PKT_Q_DEFERRED: parked on an engine's wait list for ring room
+)
+
+// String names the state.
+func (s QState) String() string {
+	if s == Deferred {
+		return "DEFERRED"
+	}
+	return "ACTIVE"
+}
+
+// TxReq is the packet queue's txreq (hfi1: struct user_sdma_txreq): sdma.TxReq first, then the
+// packet's own header (the copy the engine reads, "because the HW needs a cacheline-aligned
+// address") and its place in its request. Config.Alloc hands them out.
+type TxReq struct {
+	sdma.TxReq
+	hdr    Header
+	req    *request
+	seqnum uint16
+	flags  uint8
+}
+
+// txreq flags (hfi1: TXREQ_FLAGS_*).
+const (
+	txReqAck       = 1 << 0 // TXREQ_FLAGS_REQ_ACK: set BTH.A (the request's last packet)
+	txReqDisableSH = 1 << 1 // TXREQ_FLAGS_REQ_DISABLE_SH: no header suppression (used by EXPECTED only)
+)
+
+// Config configures a packet queue. Device is required; every other zero value picks the
+// kernel's default.
+type Config struct {
+	Device *sdma.Device
+	// Slots is the number of request slots and completion entries (hfi1_sdma_comp_ring_size),
+	// 1..65536; 0 means 128.
+	Slots int
+	// Ctxt and Subctxt name the queue's context; they feed the engine selector as in the kernel.
+	Ctxt, Subctxt uint16
+	// Alloc is the queue's txreq allocator (the kernel's per-queue kmem_cache): any of package
+	// alloc's. nil means a Slab of 256-object slabs. Allocators must not reset objects by
+	// assignment (a TxReq must not be copied once initialised): use no reset hook.
+	Alloc alloc.Allocator[TxReq]
+	// MTU bounds the fragment size, 64..10240; 0 means 10240.
+	MTU int
+	// NumVLs is the number of operational VLs (vls_operational) a header's VL must be below,
+	// 1..8; 0 means 8.
+	NumVLs int
+	// DisableAHG sends every packet with a full header (the kernel without HFI1_CAP_SDMA_AHG).
+	DisableAHG bool
+	// ExtendedPSN makes BTH.PSN 31 bits wide instead of 24 (HFI1_CAP_EXTENDED_PSN).
+	ExtendedPSN bool
+	// PinLimit caps the pages the pin cache keeps pinned (hfi1_can_pin_pages); least recently
+	// used vectors no request holds are evicted first. 0 means no limit.
+	PinLimit int
+	// Timeout is how long a deferred Submit waits for room before it tries again
+	// (SDMA_IOWAIT_TIMEOUT); 0 means IOWaitTimeout.
+	Timeout time.Duration
+}
+
+// PktQ is a user SDMA packet queue (hfi1: struct hfi1_user_sdma_pkt_q with its
+// hfi1_user_sdma_comp_q): it sends whole messages as requests of up to 8 data vectors, split
+// into packets whose headers the engine's AHG builds from the first, tracks each request in a
+// slot of its completion ring, and keeps the vectors pinned across requests.
+//
+// A PktQ is safe for concurrent use. Submits are serialised (one request is sent at a time, as
+// the kernel's process_request blocks its caller until its packets are in the ring); Comp, Wait,
+// Stats and Invalidate may run alongside.
+type PktQ struct {
+	// Read-only after New.
+	dev      *sdma.Device
+	alloc    alloc.Allocator[TxReq]
+	outer    func(*sdma.TxReq) *TxReq
+	ctxt     uint16
+	subctxt  uint16
+	mtu      int
+	numVLs   int
+	ahg      bool
+	psnMask  uint32
+	timeout  time.Duration
+	comps    []compEntry // the completion ring; see compEntry for its memory ordering
+	reqs     []request   // one per slot
+	pins     pinCache
+	activeCh chan struct{} // cap 1: activate's signal to a deferred Submit
+
+	// busy is the queue's iowait (hfi1: pq->busy), embedded as seed 000 asks. Its sleep is
+	// deferPacketQueue and its wakeup activate.
+	busy sdma.IOWait
+	// state is ACTIVE or DEFERRED (hfi1: pq->state, written with xchg). Written by
+	// deferPacketQueue (DEFERRED, under the engine's wait lock) and activate (ACTIVE, on the
+	// completion pass) and Submit (ACTIVE); read by Submit while it waits.
+	state atomic.Uint32
+
+	// sendMu serialises Submit (the sending side of the queue). closed is set under it.
+	sendMu sync.Mutex
+	closed atomic.Bool // set by Close; read by Submit
+
+	// compMu guards slot ownership (request.inUse), the slot's final state write with its
+	// release, and the waiters; it is a leaf lock, taken on the completion pass when a request
+	// ends.
+	compMu sync.Mutex
+	nreqs  int           // requests not ended (hfi1: pq->n_reqs); guarded by compMu
+	idle   chan struct{} // closed when nreqs drops to 0 while Close waits; guarded by compMu
+
+	stats counters
+
+	// testOnEnd, if set (tests only, before use), is called once per request end with the state
+	// written, under compMu, before the waiters are woken.
+	testOnEnd func(slot int, st CompState)
+}
+
+// counters are the queue's statistics, each an atomic counter written where the event
+// happens and read by Stats.
+type counters struct {
+	requests, completed, failed, packets, ahgPackets, fullHeaders, ahgFallbacks, deferrals, timeouts atomic.Uint64
+}
+
+// Stats is a snapshot of a queue's counters.
+type Stats struct {
+	Requests     uint64 // requests accepted (set QUEUED)
+	Completed    uint64 // requests that ended COMPLETE
+	Failed       uint64 // requests that ended ERROR
+	Packets      uint64 // packets handed to the engine
+	AHGPackets   uint64 // of which built by the engine's AHG (USE_AHG)
+	FullHeaders  uint64 // of which carried a full header (AHG_COPY first packets included)
+	AHGFallbacks uint64 // multi-packet requests sent with full headers because no AHG entry was free
+	Deferrals    uint64 // times the queue was parked on an engine's wait list (DEFERRED)
+	Timeouts     uint64 // deferred waits that ran out the timeout and retried
+	Pins         PinStats
+}
+
+// New returns a packet queue on cfg.Device (hfi1: hfi1_user_sdma_alloc_queues). A bad field is
+// ErrInvalid naming it; nothing is allocated then.
+func New(cfg Config) (*PktQ, error) {
+	bad := func(reason string) (*PktQ, error) { return nil, reqErr(-1, ErrInvalid, "config: "+reason) }
+	switch {
+	case cfg.Device == nil:
+		return bad("nil Device")
+	case cfg.Slots < 0 || cfg.Slots > 1<<16:
+		return bad("Slots " + itoa(cfg.Slots) + " out of 1..65536")
+	case cfg.MTU != 0 && (cfg.MTU < PIOBlockSize || cfg.MTU > DefaultMTU):
+		return bad("MTU " + itoa(cfg.MTU) + " out of 64..10240")
+	case cfg.NumVLs < 0 || cfg.NumVLs > sdma.MaxVLs:
+		return bad("NumVLs " + itoa(cfg.NumVLs) + " out of 1..8")
+	case cfg.PinLimit < 0 || cfg.Timeout < 0:
+		return bad("negative PinLimit or Timeout")
+	}
+	pq := &PktQ{
+		dev:      cfg.Device,
+		alloc:    cfg.Alloc,
+		outer:    alloc.OuterFunc[TxReq, sdma.TxReq](),
+		ctxt:     cfg.Ctxt,
+		subctxt:  cfg.Subctxt,
+		mtu:      or(cfg.MTU, DefaultMTU),
+		numVLs:   or(cfg.NumVLs, sdma.MaxVLs),
+		ahg:      !cfg.DisableAHG,
+		psnMask:  psnMask,
+		timeout:  cfg.Timeout,
+		activeCh: make(chan struct{}, 1),
+	}
+	if cfg.ExtendedPSN {
+		pq.psnMask = psnMaskExt
+	}
+	if pq.timeout == 0 {
+		pq.timeout = IOWaitTimeout
+	}
+	if pq.alloc == nil {
+		slab, err := alloc.NewSlab(alloc.SlabConfig[TxReq]{ObjectsPerSlab: 256})
+		if err != nil {
+			return nil, err
+		}
+		pq.alloc = slab
+	}
+	n := or(cfg.Slots, DefaultSlots)
+	pq.comps = make([]compEntry, n)
+	pq.reqs = make([]request, n)
+	for i := range pq.reqs {
+		pq.reqs[i].pq = pq
+		pq.reqs[i].slot = i
+	}
+	pq.pins = pinCache{mapper: cfg.Device.Mapper(), limit: cfg.PinLimit, nodes: make(map[pinKey]*pinNode)}
+	pq.busy.Init(pq.deferPacketQueue, pq.activate, nil)
+	return pq, nil
+}
+
+func or(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// State returns the queue's send state.
+func (pq *PktQ) State() QState { return QState(pq.state.Load()) }
+
+// Stats returns a snapshot of the queue's counters.
+func (pq *PktQ) Stats() Stats {
+	s := &pq.stats
+	return Stats{
+		Requests: s.requests.Load(), Completed: s.completed.Load(), Failed: s.failed.Load(),
+		Packets: s.packets.Load(), AHGPackets: s.ahgPackets.Load(), FullHeaders: s.fullHeaders.Load(),
+		AHGFallbacks: s.ahgFallbacks.Load(), Deferrals: s.deferrals.Load(), Timeouts: s.timeouts.Load(),
+		Pins: pq.pins.snapshot(),
+	}
+}
+
+// Invalidate tells the queue that the memory of buf is going away (munmap, free, reuse for
+// something else): every pinned vector overlapping it is dropped from the pin cache (hfi1: the
+// MMU notifier's invalidate). A vector that requests in flight still use stays mapped until
+// the last of them ends, so the engine never reads unmapped memory. It returns the number of
+// cached vectors dropped.
+func (pq *PktQ) Invalidate(buf []byte) int {
+	if len(buf) == 0 {
+		return 0
+	}
+	return pq.pins.invalidate(addrOf(buf), len(buf))
+}
+
+// deferPacketQueue is the queue's sleep callback (hfi1: defer_packet_queue): the queue becomes
+// DEFERRED and, unless the ring made progress meanwhile, parks on the engine's wait list with
+// the txreq left at the head of the request's list. sdma's DeferOrRetry holds the wait lock
+// across its progress check and the queueing (the 2019 sleep-window fix). The state is stored
+// before: a wakeup can only come after the queueing, and if DeferOrRetry asks for a retry the
+// queue is ACTIVE again.
+func (pq *PktQ) deferPacketQueue(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
+	pq.state.Store(uint32(Deferred))
+	err := e.DeferOrRetry(w, tx, seq, pktsSent)
+	if errors.Is(err, sdma.ErrAgain) {
+		pq.state.Store(uint32(Active))
+	} else {
+		pq.stats.deferrals.Add(1)
+	}
+	return err
+}
+
+// activate is the queue's wakeup (hfi1: activate_packet_queue): ACTIVE, and wake the sender.
+// It runs on the completion pass and does not block.
+func (pq *PktQ) activate(*sdma.IOWait, int) {
+	pq.state.Store(uint32(Active))
+	select {
+	case pq.activeCh <- struct{}{}:
+	default:
+	}
+}
+
+// waitActive waits until the queue is ACTIVE again, the timeout passes (hfi1:
+// wait_event_interruptible_timeout on pq->busy.wait_dma), or ctx ends.
+func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
+	t.Reset(pq.timeout)
+	defer t.Stop()
+	for QState(pq.state.Load()) != Active {
+		select {
+		case <-pq.activeCh:
+		case <-t.C:
+			pq.stats.timeouts.Add(1)
+			return nil // try again; the engine's answer decides
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close shuts the queue (hfi1: hfi1_user_sdma_free_queues): new Submits get ErrClosed, a Submit
+// in progress finishes, Close waits until every packet in flight completed and every request
+// ended (its slot COMPLETE or ERROR), then unpins every cached vector. It returns ctx's error
+// if ctx ends first (the queue is closed to new requests either way; call Close again to finish
+// the wait). Packets in flight complete only as the engine runs them: close the device to
+// abort them instead.
+func (pq *PktQ) Close(ctx context.Context) error {
+	pq.closed.Store(true)
+	pq.activate(nil, 0) // a deferred Submit stops waiting and sees the close
+	pq.sendMu.Lock()    // no Submit runs from here on
+	defer pq.sendMu.Unlock()
+	if err := pq.busy.Drain(ctx); err != nil { // hfi1: iowait_sdma_drain
+		return err
+	}
+	pq.compMu.Lock()
+	var idle chan struct{}
+	if pq.nreqs > 0 {
+		if pq.idle == nil {
+			pq.idle = make(chan struct{})
+		}
+		idle = pq.idle
+	}
+	pq.compMu.Unlock()
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	pq.pins.invalidate(0, int(^uint(0)>>1))
+	return nil
+}

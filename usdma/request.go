@@ -1,0 +1,156 @@
+package usdma
+
+// Opcode is a request's opcode (hfi1: enum sdma_req_opcode).
+type Opcode uint8
+
+const (
+	Expected Opcode = 0 // EXPECTED: TID (receive-side expected buffer) packets; refused, see ErrExpected
+	Eager    Opcode = 1 // EAGER: packets into the receiver's eager buffers
+)
+
+// Request limits (hfi1: user_sdma.h and the uapi).
+const (
+	MaxVectorsPerReq = 8     // MAX_VECTORS_PER_REQ: data vectors per request
+	MaxPktsPerQueue  = 16    // MAX_PKTS_PER_QUEUE: packets built per request pass before sending them
+	DefaultSlots     = 128   // hfi1_sdma_comp_ring_size: request slots and completion entries
+	DefaultMTU       = 10240 // HFI1_DEFAULT_MAX_MTU: the largest fragment size
+	PIOBlockSize     = 64    // PIO_BLOCK_SIZE: a fragment size is a multiple of it
+	MaxSDMAPktSize   = 16383 // MAX_SDMA_PKT_SIZE: header and fragment together
+)
+
+// Bit layout of ReqInfo.Ctrl (HFI1_SDMA_REQ_*).
+const (
+	reqVersionShift = 0
+	reqVersionMask  = 0xf
+	reqOpcodeShift  = 4
+	reqOpcodeMask   = 0xf
+	reqIOVCntShift  = 8
+	reqIOVCntMask   = 0xff
+)
+
+// ReqInfo is the request descriptor PSM writes before the header (hfi1: struct sdma_req_info).
+type ReqInfo struct {
+	// Ctrl holds the version (bits 3:0, unused), the opcode (7:4) and the io vector count
+	// (15:8), which counts the header vector too: 1 + the number of data vectors. Use Ctrl().
+	Ctrl uint16
+	// NPkts is the number of packets the data is split into, computed by the caller.
+	NPkts uint16
+	// FragSize is the payload of every packet but the first (whose length is in the header
+	// template) and the last.
+	FragSize uint16
+	// CompIdx is the request slot, and the completion ring entry that reports on it.
+	CompIdx uint16
+}
+
+// Ctrl encodes ReqInfo.Ctrl for op and data vectors (iovcnt = 1 + dataVecs).
+func Ctrl(op Opcode, dataVecs int) uint16 {
+	return uint16(op&reqOpcodeMask)<<reqOpcodeShift | uint16((dataVecs+1)&reqIOVCntMask)<<reqIOVCntShift
+}
+
+// Opcode returns the opcode bits of Ctrl (req_opcode).
+func (i ReqInfo) Opcode() Opcode { return Opcode(i.Ctrl >> reqOpcodeShift & reqOpcodeMask) }
+
+// IOVCnt returns the io vector count of Ctrl, header vector included (req_iovcnt).
+func (i ReqInfo) IOVCnt() int { return int(i.Ctrl >> reqIOVCntShift & reqIOVCntMask) }
+
+// Message returns the request info and header template for sending data (the concatenation
+// of vecs) as one eager message on slot: fragSize bytes per packet, the first packet's length
+// in the header, the packet count computed. It is what PSM computes before its writev.
+func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
+	n := 0
+	for _, v := range vecs {
+		n += len(v)
+	}
+	npkts := 1
+	if n > fragSize && fragSize > 0 {
+		npkts = (n + fragSize - 1) / fragSize
+	}
+	first := n
+	if fragSize > 0 {
+		first = min(n, fragSize)
+	}
+	info := ReqInfo{Ctrl: Ctrl(Eager, len(vecs)), NPkts: uint16(npkts), FragSize: uint16(fragSize), CompIdx: uint16(slot)}
+	return info, t.Header(first)
+}
+
+// firstLen is the payload of packet 0: the header template's LRH length less the header and
+// the ICRC, or all the data when there is less than a dword (hfi1: compute_data_length for
+// seqnum 0). Unlike the kernel, a template longer than the data is clamped to the data, so that
+// a one-packet message of a length that is not a multiple of 4 goes out padded (the kernel
+// would leave that packet unclosed).
+func firstLen(hdr *Header, dataLen int) int {
+	if dataLen < 4 {
+		return dataLen
+	}
+	return max(0, min(hdr.PktLen()<<2-lrhToICRC, dataLen))
+}
+
+// validate runs every check hfi1_user_sdma_process_request and check_header_template make,
+// before anything changes. It returns the total data length.
+func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
+	slot := int(info.CompIdx)
+	fail := func(sentinel error, reason string) (int, error) { return 0, reqErr(slot, sentinel, reason) }
+	switch {
+	case hdr == nil:
+		return fail(ErrInvalid, "nil header template")
+	case slot >= len(pq.comps):
+		return fail(ErrInvalid, "completion index "+itoa(slot)+" out of 0.."+itoa(len(pq.comps)-1))
+	case info.IOVCnt() < 1 || info.IOVCnt() != len(vecs)+1:
+		return fail(ErrInvalid, "io vector count "+itoa(info.IOVCnt())+" in Ctrl, want 1 + "+itoa(len(vecs))+" data vectors")
+	case info.FragSize == 0:
+		return fail(ErrInvalid, "request does not specify fragsize")
+	case info.Opcode() == Expected:
+		return fail(ErrExpected, "EXPECTED (TID) requests need receive-side TID entries, which gosdma does not model; send EAGER")
+	case info.Opcode() != Eager:
+		return fail(ErrInvalid, "unknown opcode "+itoa(int(info.Opcode())))
+	case info.NPkts == 0:
+		return fail(ErrInvalid, "zero packets")
+	case len(vecs) > MaxVectorsPerReq:
+		return fail(ErrInvalid, "too many vectors ("+itoa(len(vecs))+"/"+itoa(MaxVectorsPerReq)+")")
+	case int(info.FragSize)%PIOBlockSize != 0:
+		return fail(ErrInvalid, "fragsize "+itoa(int(info.FragSize))+" not a multiple of "+itoa(PIOBlockSize))
+	case int(info.FragSize) > pq.mtu:
+		return fail(ErrInvalid, "fragsize "+itoa(int(info.FragSize))+" over the MTU "+itoa(pq.mtu))
+	case HeaderSize+int(info.FragSize) > MaxSDMAPktSize:
+		return fail(ErrInvalid, "fragsize "+itoa(int(info.FragSize))+" makes packets over "+itoa(MaxSDMAPktSize)+" bytes")
+	}
+	if op := hdr.Opcode(); op&opcodeCheck != opcodeCheck {
+		return fail(ErrInvalid, "invalid opcode 0x"+hex(int(op))+": user packets use 0xC0..0xFF")
+	}
+	if vl, sc := hdr.VL(), hdr.SC(); vl >= pq.numVLs || vl != sc {
+		return fail(ErrInvalid, "invalid SC("+itoa(sc)+")/VL("+itoa(vl)+"): VL must be below "+itoa(pq.numVLs)+" and equal the SC")
+	}
+	if hdr.LNH() == lnhGRH {
+		return fail(ErrInvalid, "the template has a GRH (LRH.LNH 3)")
+	}
+	n := 0
+	for i, v := range vecs {
+		if len(v) == 0 {
+			return fail(ErrInvalid, "data vector "+itoa(i)+" is empty")
+		}
+		n += len(v)
+	}
+	// check_header_template, which the kernel runs on packet 0 after the slot is QUEUED: here
+	// before anything changes.
+	lrh := hdr.PktLen() << 2
+	if lrh > lrhLen(int(info.FragSize)) || (n >= 4 && lrh < lrhToICRC) {
+		return fail(ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(int(info.FragSize)))+" (header, ICRC and at most fragsize)")
+	}
+	first := firstLen(hdr, n)
+	want := 1
+	if rest := n - first; rest > 0 {
+		want += (rest + int(info.FragSize) - 1) / int(info.FragSize)
+	}
+	if first == 0 && n > 0 {
+		return fail(ErrInvalid, "the template's first packet carries no data")
+	}
+	if want != int(info.NPkts) {
+		return fail(ErrInvalid, "npkts "+itoa(int(info.NPkts))+" does not split "+itoa(n)+" bytes: a first packet of "+itoa(first)+" and fragments of "+itoa(int(info.FragSize))+" make "+itoa(want))
+	}
+	return n, nil
+}
+
+func hex(n int) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[n>>4&0xf], digits[n&0xf]})
+}

@@ -1,0 +1,506 @@
+package usdma
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// request is one slot's request (hfi1: struct user_sdma_request).
+//
+// Ownership: the submitting goroutine owns the send-side fields from the slot claim until
+// Submit returns; the completion pass reads pq, slot, npkts and the pins (set before the first
+// packet is handed to the engine, which publishes them) and writes fail and pending. inUse,
+// outcome and waiters are guarded by pq.compMu.
+type request struct {
+	pq   *PktQ
+	slot int
+
+	// Guarded by pq.compMu.
+	inUse   bool      // the slot is claimed (hfi1: req_in_use bit)
+	outcome error     // the last ended request's outcome (nil: COMPLETE), for Wait
+	waiters []*waiter // Wait calls to wake when the request ends
+
+	// pending counts the request's packets in flight plus one for the submitter (hfi1: the
+	// seqcomp/seqsubmitted pair). Whoever brings it to 0 ends the request, exactly once: the
+	// last completion callback, or Submit if no packet is in flight by then.
+	pending atomic.Int32
+	// fail is the first error (hfi1: has_error, and the errcode set_comp_state writes): set
+	// once by CAS from nil, by a completion callback (aborted) or by the submitter; read by
+	// the submitter between packets and by whoever ends the request.
+	fail atomic.Pointer[reqFail]
+
+	// Send side: the submitter's.
+	info      ReqInfo
+	hdr       Header // the template (hfi1: req->hdr); updated at packet 2 as set_txreq_header does
+	eng       *sdma.Engine
+	ahgIdx    int // the AHG entry, or -1
+	dataLen   int
+	sent      int // payload bytes built into packets
+	koffset   uint32
+	seqnum    uint16 // packets built
+	submitted uint16 // packets taken by the engine (hfi1: seqsubmitted)
+	vecs      [MaxVectorsPerReq][]byte
+	pins      [MaxVectorsPerReq]*pinNode
+	nvecs     int
+	iovIdx    int
+	iovOff    int
+	txps      sdma.TxList // packets built and not yet taken by the engine (hfi1: req->txps)
+}
+
+// reqFail is a request's first error: the errcode its completion entry gets and the cause.
+type reqFail struct {
+	errcode uint32
+	cause   error
+}
+
+var failAborted = &reqFail{errcode: ErrcodeAborted, cause: errors.New("usdma: a packet completed aborted (the engine halted, stopped or closed)")}
+
+func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
+
+// Submit sends one request: the data vectors vecs, split into info.NPkts packets of the header
+// template hdr (hfi1: hfi1_user_sdma_process_request). It validates the request first, as the
+// kernel does (completion index, vector count, fragment size against 64-byte blocks, the MTU
+// and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length, the packet count, a slot
+// in use): any failure is a *ReqError and changes nothing. EXPECTED requests are refused with
+// ErrExpected: they need receive-side TID entries, which gosdma does not model.
+//
+// An accepted request claims its slot and sets its completion entry QUEUED. Submit pins the
+// vectors (through the pin cache), takes an AHG entry of the engine for a multi-packet request,
+// and builds and sends at most MaxPktsPerQueue packets at a time until all are in the engine's
+// ring; when the ring is full the queue goes DEFERRED on the engine's wait list until room
+// comes (or the timeout passes, and it tries again). Like the kernel it returns once every
+// packet is in the ring, without waiting for completions; the slot becomes COMPLETE, or ERROR
+// with the first error, exactly once, when the last packet completes: poll Comp or call Wait.
+// The vectors must not change until then.
+//
+// If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
+// a packet already completed aborted), Submit returns the error; the slot still ends exactly
+// once, ERROR, when the packets already handed over complete. ctx bounds only the waits for
+// ring room; a request cut short by ctx ends ERROR too.
+func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
+	dataLen, err := pq.validate(info, hdr, vecs)
+	if err != nil {
+		return err
+	}
+	pq.sendMu.Lock()
+	defer pq.sendMu.Unlock()
+	if pq.closed.Load() {
+		return reqErr(int(info.CompIdx), ErrClosed, "the queue is closed")
+	}
+	r := &pq.reqs[info.CompIdx]
+	if !pq.claim(r) {
+		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
+	}
+	// From here the request is accepted: it ends exactly once, through r.done.
+	pq.start(r, info, hdr, dataLen)
+	err = pq.pin(r, vecs)
+	if err == nil {
+		err = pq.selectEngine(r)
+	}
+	if err == nil {
+		err = pq.sendAll(ctx, r)
+	}
+	if r.ahgIdx >= 0 {
+		// All packets using the entry are in the ring (or never will be): the engine processes
+		// them in order, so the entry can serve the next request (hfi1: sdma_ahg_free once
+		// seqsubmitted == npkts).
+		_ = r.eng.AHGFree(r.ahgIdx)
+		r.ahgIdx = -1
+	}
+	r.done()
+	return err
+}
+
+// claim takes slot r for a new request and sets it QUEUED (hfi1: test_and_set_bit on
+// req_in_use, then set_comp_state QUEUED), under compMu so that a poller never sees a slot
+// go back from QUEUED to the previous request's end.
+func (pq *PktQ) claim(r *request) bool {
+	pq.compMu.Lock()
+	defer pq.compMu.Unlock()
+	if r.inUse {
+		return false
+	}
+	r.inUse = true
+	pq.nreqs++
+	pq.comps[r.slot].set(Queued, 0)
+	return true
+}
+
+func (pq *PktQ) start(r *request, info ReqInfo, hdr *Header, dataLen int) {
+	r.info = info
+	r.hdr = *hdr
+	r.hdr.setPBC(2, 0) // no static rate control: sanitise the header (hfi1: req->hdr.pbc[2] = 0)
+	r.eng = nil
+	r.ahgIdx = -1
+	r.dataLen = dataLen
+	r.sent = 0
+	r.koffset = r.hdr.Offset()
+	r.seqnum = 0
+	r.submitted = 0
+	r.nvecs = 0
+	r.iovIdx, r.iovOff = 0, 0
+	r.fail.Store(nil)
+	r.pending.Store(1) // the submitter's hold
+	pq.stats.requests.Add(1)
+	pq.state.Store(uint32(Active))
+}
+
+// pin gets every vector's pin-cache node (hfi1: pin_vector_pages per iovec).
+func (pq *PktQ) pin(r *request, vecs [][]byte) error {
+	for i, v := range vecs {
+		n, err := pq.pins.get(v)
+		if err != nil {
+			r.setFail(&reqFail{errcode: ENOSPC, cause: err})
+			return reqErr(r.slot, ErrNoMem, "pinning data vector "+itoa(i)+": "+err.Error())
+		}
+		r.vecs[i], r.pins[i] = v, n
+		r.nvecs = i + 1
+	}
+	return nil
+}
+
+// selectEngine picks the engine from the destination LID, the context and the VL (hfi1:
+// dlid_to_selector + ctxt + subctxt, sdma_select_user_engine) and an AHG entry for a
+// multi-packet request (hfi1: sdma_ahg_alloc; none free means full headers).
+func (pq *PktQ) selectEngine(r *request) error {
+	dlid := r.hdr.DLID()
+	selector := uint32((dlid>>8)^dlid)&0xff + uint32(pq.ctxt) + uint32(pq.subctxt)
+	r.eng = pq.dev.SelectEngine(selector, uint8(r.hdr.VL()))
+	if r.eng == nil || !r.eng.Running() {
+		r.setFail(&reqFail{errcode: ECOMM, cause: sdma.ErrNotRunning})
+		return reqErr(r.slot, ErrNotRunning, "the engine for VL "+itoa(r.hdr.VL())+" is not running")
+	}
+	if r.info.NPkts > 1 && pq.ahg {
+		if i, err := r.eng.AHGAlloc(); err == nil {
+			r.ahgIdx = i
+		} else {
+			pq.stats.ahgFallbacks.Add(1)
+		}
+	}
+	return nil
+}
+
+// sendAll sends the request's packets, MaxPktsPerQueue at a time, waiting for room while the
+// queue is deferred (the loop of hfi1_user_sdma_process_request).
+func (pq *PktQ) sendAll(ctx context.Context, r *request) error {
+	var t *time.Timer
+	for r.submitted != r.info.NPkts {
+		err := pq.sendPkts(r, MaxPktsPerQueue)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, sdma.ErrBusy) {
+			return pq.stop(r, err)
+		}
+		if pq.closed.Load() {
+			return pq.stop(r, ErrClosed)
+		}
+		if t == nil {
+			t = time.NewTimer(pq.timeout)
+		}
+		if err := pq.waitActive(ctx, t); err != nil {
+			return pq.stop(r, err)
+		}
+	}
+	return nil
+}
+
+// stop ends sending early: the packets built but not taken by the engine are cleaned and freed
+// (hfi1: user_sdma_free_request's txps loop), and the first error is recorded.
+func (pq *PktQ) stop(r *request, err error) error {
+	for stx := r.txps.PopFront(); stx != nil; stx = r.txps.PopFront() {
+		_ = stx.Clean()
+		tx := pq.outer(stx)
+		tx.req = nil
+		_ = pq.alloc.Put(tx)
+	}
+	f := &reqFail{errcode: EFAULT, cause: err}
+	switch {
+	case errors.Is(err, sdma.ErrNotRunning):
+		f.errcode = ECOMM
+	case errors.Is(err, sdma.ErrMapping):
+		f.errcode = ENOSPC
+	case errors.Is(err, ErrNoMem):
+		f.errcode = ENOMEM
+	case errors.Is(err, sdma.ErrClosed), errors.Is(err, ErrClosed):
+		f.errcode = ESHUTDOWN
+	case errors.Is(err, sdma.ErrInvalid):
+		f.errcode = EINVAL
+	}
+	r.setFail(f)
+	if re := (*ReqError)(nil); errors.As(err, &re) {
+		return err
+	}
+	return &ReqError{Slot: r.slot, Reason: "sending stopped after " + itoa(int(r.submitted)) + " of " + itoa(int(r.info.NPkts)) + " packets: " + err.Error(), Err: errFor(f.errcode)}
+}
+
+func errFor(errcode uint32) error {
+	switch errcode {
+	case ECOMM:
+		return ErrNotRunning
+	case ENOSPC, ENOMEM:
+		return ErrNoMem
+	case ESHUTDOWN:
+		return ErrClosed
+	case EINVAL:
+		return ErrInvalid
+	}
+	return ErrFault
+}
+
+// sendPkts builds up to maxpkts packets of r and hands them to the engine (hfi1:
+// user_sdma_send_pkts). Packets the engine did not take (no room) stay on r.txps for the next
+// call.
+func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
+	if f := r.fail.Load(); f != nil {
+		return f.cause // a packet already failed: do not go on (hfi1: has_error, -EFAULT)
+	}
+	if left := int(r.info.NPkts - r.seqnum); maxpkts > left {
+		maxpkts = left
+	}
+	for range maxpkts {
+		if err := pq.buildPkt(r); err != nil {
+			return err
+		}
+	}
+	return pq.sendList(r)
+}
+
+// sendList hands r.txps to the engine (hfi1: sdma_send_txlist) and counts what it took. The
+// pending count is raised for every packet on the list first: a packet's callback may run
+// before SendList returns.
+func (pq *PktQ) sendList(r *request) error {
+	n := r.txps.Len()
+	if n == 0 {
+		return nil
+	}
+	r.pending.Add(int32(n))
+	took, err := r.eng.SendList(&pq.busy, &r.txps)
+	r.pending.Add(-int32(n - took)) // never 0 here: the submitter holds one
+	r.submitted += uint16(took)
+	pq.stats.packets.Add(uint64(took))
+	return err
+}
+
+// buildPkt builds r's next packet onto r.txps: a txreq from the queue's allocator, its header
+// (AHG_COPY for the first packet of an AHG request, USE_AHG update words for the later ones,
+// else a full header) and its payload pieces (one descriptor per page piece).
+func (pq *PktQ) buildPkt(r *request) error {
+	tx, err := pq.alloc.Get()
+	if err != nil {
+		return reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+	}
+	tx.req = r
+	tx.flags = 0
+	tx.seqnum = r.seqnum
+	if r.seqnum == r.info.NPkts-1 {
+		tx.flags |= txReqAck | txReqDisableSH // the last packet asks for an ACK
+	}
+	datalen := pq.dataLen(r)
+	switch {
+	case r.ahgIdx >= 0 && r.seqnum == 0:
+		err = pq.txaddAHG(r, tx, datalen)
+	case r.ahgIdx >= 0:
+		err = pq.setHeaderAHG(r, tx, datalen)
+	default:
+		err = pq.setHeader(r, tx, datalen)
+	}
+	if err == nil {
+		err = pq.addPayload(r, tx, datalen)
+	}
+	if err != nil {
+		_ = tx.Clean()
+		tx.req = nil
+		_ = pq.alloc.Put(tx)
+		return err
+	}
+	r.koffset += uint32(datalen)
+	r.seqnum++
+	r.txps.PushBack(&tx.TxReq)
+	return nil
+}
+
+// dataLen is the payload of r's next packet (hfi1: compute_data_length, EAGER).
+func (pq *PktQ) dataLen(r *request) int {
+	if r.seqnum == 0 {
+		return firstLen(&r.hdr, r.dataLen)
+	}
+	return min(r.dataLen-r.sent, int(r.info.FragSize))
+}
+
+// txaddAHG starts the first packet of an AHG request: its full header, which the engine also
+// stores in the request's AHG entry (hfi1: user_sdma_txadd_ahg, SDMA_TXREQ_F_AHG_COPY).
+func (pq *PktQ) txaddAHG(r *request, tx *TxReq, datalen int) error {
+	tx.hdr = r.hdr
+	lrhlen := lrhLen(padLen(datalen))
+	if pbc := tx.hdr.pbc(0); pbcToLRH(pbc) != lrhlen {
+		tx.hdr.setPBC(0, pbc&0xf000|lrhToPBC(lrhlen))
+	}
+	if err := tx.InitAHG(sdma.FlagAHGCopy, HeaderSize+datalen, sdma.AHG{Entry: r.ahgIdx}, tx); err != nil {
+		return err
+	}
+	pq.stats.fullHeaders.Add(1)
+	return tx.AddKVAddr(pq.dev, tx.hdr[:])
+}
+
+// setHeader gives a packet its full header from the template (hfi1: set_txreq_header, EAGER):
+// the lengths if they differ from the template's, and past the first packet the PSN, the ACK
+// request on the last packet and the eager offset.
+func (pq *PktQ) setHeader(r *request, tx *TxReq, datalen int) error {
+	if err := tx.Init(0, HeaderSize+datalen, tx); err != nil {
+		return err
+	}
+	h := &tx.hdr
+	*h = r.hdr
+	lrhlen := lrhLen(padLen(datalen))
+	if pbc := h.pbc(0); pbcToLRH(pbc) != lrhlen {
+		h.setPBC(0, pbc&0xf000|lrhToPBC(lrhlen))
+		h.setLRH(2, uint16(lrhlen>>2))
+		if r.seqnum == 2 {
+			// The third packet is the first of the run of full fragments (packet 0's length
+			// is the template's, packet 1 may be the short last one): keep its lengths in the
+			// template so the next ones need no change.
+			r.hdr.setPBC(0, h.pbc(0))
+			r.hdr.setLRH(2, h.lrh(2))
+		}
+	}
+	if r.seqnum != 0 {
+		psn := (r.hdr.bth(2) + uint32(r.seqnum)) & pq.psnMask // hfi1: set_pkt_bth_psn
+		if tx.flags&txReqAck != 0 {
+			psn |= bthAckReq
+		}
+		h.setBTH(2, psn)
+		h.setOffset(r.koffset)
+	}
+	pq.stats.fullHeaders.Add(1)
+	return tx.AddKVAddr(pq.dev, h[:])
+}
+
+// setHeaderAHG initialises a later packet of an AHG request with the update words the engine
+// applies to the stored header (hfi1: set_txreq_header_ahg, EAGER): PBC.LengthDWs and
+// LRH.PktLen when the length differs from the template's, BTH.PSN with BTH.A, and the KDETH
+// eager offset. Each word patches 16 bits (12 for the PBC length) of a little-endian header
+// dword; the big-endian LRH and BTH halves go in byte-swapped, as the kernel's cpu_to_be16.
+func (pq *PktQ) setHeaderAHG(r *request, tx *TxReq, datalen int) error {
+	var ahg [desc.MaxAHGWords]uint32
+	n := 0
+	set := func(dw, bit, width uint8, v uint16) {
+		w, err := desc.AHGUpdate(v, dw, bit, width)
+		if err != nil {
+			panic("usdma: AHG update word: " + err.Error()) // constant fields: a bug if it fails
+		}
+		ahg[n] = w
+		n++
+	}
+	lrhlen := lrhLen(padLen(datalen))
+	if pbcToLRH(r.hdr.pbc(0)) != lrhlen {
+		set(dwPBC, 0, 12, lrhToPBC(lrhlen))                          // PBC.PbcLengthDWs
+		set(dwLRHLen, 0, 16, bits.ReverseBytes16(uint16(lrhlen>>2))) // LRH.PktLen (all 16 bits: byte swap)
+	}
+	psn := (r.hdr.bth(2) + uint32(r.seqnum)) & pq.psnMask
+	if tx.flags&txReqAck != 0 {
+		psn |= bthAckReq
+	}
+	set(dwBTHPSN, 0, 16, bits.ReverseBytes16(uint16(psn>>16))) // BTH.A and PSN high half
+	set(dwBTHPSN, 16, 16, bits.ReverseBytes16(uint16(psn)))    // PSN low half
+	set(dwKOffset, 0, 16, uint16(r.koffset))                   // KDETH.Offset (swdata[6]) low
+	set(dwKOffset, 16, 16, uint16(r.koffset>>16))              // and high
+	if err := tx.InitAHG(sdma.FlagUseAHG, datalen, sdma.AHG{Entry: r.ahgIdx, Words: ahg[:n], HeaderLen: HeaderSize}, tx); err != nil {
+		return err
+	}
+	pq.stats.ahgPackets.Add(1)
+	return nil
+}
+
+// addPayload adds datalen bytes of the request's vectors to tx, one descriptor per page
+// piece: a piece ends at a page end of the vector's memory, at the vector's end, or at the
+// packet's end (hfi1: user_sdma_txadd, sdma_txadd_page per piece). The vector is pinned (mapped
+// for the device once, by the pin cache), so each piece is added by bus address.
+func (pq *PktQ) addPayload(r *request, tx *TxReq, datalen int) error {
+	for queued := 0; queued < datalen; {
+		v := r.vecs[r.iovIdx]
+		if r.iovOff == len(v) {
+			r.iovIdx++
+			r.iovOff = 0
+			continue
+		}
+		addr := addrOf(v) + uintptr(r.iovOff)
+		k := min(dma.PageSize-int(addr%dma.PageSize), datalen-queued, len(v)-r.iovOff)
+		bus := r.pins[r.iovIdx].bus + dma.Addr(r.iovOff)
+		if err := tx.AddDAddr(pq.dev, bus, k); err != nil {
+			return err
+		}
+		r.iovOff += k
+		queued += k
+		r.sent += k
+	}
+	return nil
+}
+
+// Complete is every packet's completion (hfi1: user_sdma_txreq_cb), as an sdma.Completer:
+// record a failure, give the txreq back to the queue's allocator, and end the request with its
+// last packet. It runs on the completion pass and does not block.
+func (tx *TxReq) Complete(_ *sdma.TxReq, st sdma.Status) {
+	r := tx.req
+	if r == nil {
+		return
+	}
+	if st != sdma.StatusOK {
+		r.setFail(failAborted)
+	}
+	tx.req = nil
+	_ = r.pq.alloc.Put(tx)
+	r.done()
+}
+
+// done drops one hold on r: a packet's or the submitter's. The last one ends the request.
+func (r *request) done() {
+	if r.pending.Add(-1) == 0 {
+		r.pq.end(r)
+	}
+}
+
+// end ends r exactly once (hfi1: user_sdma_free_request, set_comp_state, pq_update): the pins
+// are released, the slot gets COMPLETE or ERROR with the first error's errcode, is released for
+// a new request, and the waiters wake.
+func (pq *PktQ) end(r *request) {
+	for i := range r.nvecs {
+		pq.pins.put(r.pins[i])
+		r.pins[i], r.vecs[i] = nil, nil
+	}
+	r.nvecs = 0
+	st, code, outcome := Complete, uint32(0), error(nil)
+	if f := r.fail.Load(); f != nil {
+		st, code = Error, f.errcode
+		outcome = &CompError{Slot: r.slot, Errcode: code, Cause: f.cause}
+		pq.stats.failed.Add(1)
+	} else {
+		pq.stats.completed.Add(1)
+	}
+	pq.compMu.Lock()
+	pq.comps[r.slot].set(st, code)
+	r.inUse = false
+	r.outcome = outcome
+	ws := r.waiters
+	r.waiters = nil
+	pq.nreqs--
+	if pq.nreqs == 0 && pq.idle != nil {
+		close(pq.idle)
+		pq.idle = nil
+	}
+	if h := pq.testOnEnd; h != nil {
+		h(r.slot, st) // before anyone can see the end through Wait or Close
+	}
+	pq.compMu.Unlock()
+	for _, w := range ws {
+		w.err = outcome
+		close(w.ch)
+	}
+}
