@@ -360,7 +360,8 @@ func (t *table) occupant(pg uint64) uint64 {
 
 // core is what Direct and IOMMU share: the mapping table, counters, the Mapper methods.
 type core struct {
-	tab table
+	tab  table
+	regs // registered memory (register.go): a snapshot read with no lock
 	// iommu is the IOMMU this core belongs to, or nil for Direct: it says how a new record gets
 	// its bus address (Direct: its CPU address; IOMMU: IOMMU.assign). A concrete pointer rather
 	// than a function value, so that the record template mapBuf builds stays on its stack.
@@ -501,6 +502,9 @@ func (c *core) sync(addr Addr, size int, dir Direction, what string) error {
 	if !dir.Valid() {
 		return fmt.Errorf("dma: %s [%#x,+%d) %v: %w", what, uint64(addr), size, dir, ErrInvalid)
 	}
+	if b, _ := c.lookupReg(addr, size, dir, true); b != nil {
+		return nil
+	}
 	if _, reason := c.tab.lookup(addr, size, dir, true); reason != "" {
 		return fmt.Errorf("dma: %s [%#x,+%d) %v: %s: %w", what, uint64(addr), size, dir, reason, ErrNotMapped)
 	}
@@ -520,14 +524,25 @@ func (c *core) SyncForDevice(addr Addr, size int, dir Direction) error {
 	return c.sync(addr, size, dir, "sync_single_for_device")
 }
 
-// Translate is the device side (see Mapper): one stripe lock, no allocation on success.
+// Translate is the device side (see Mapper). Registered memory is found in the registrations'
+// snapshot with no lock; any other range takes one stripe lock. No allocation on success. If a
+// registration holds addr but refuses the access, the mapping table is asked too (on Direct a
+// buffer may be both registered and mapped), and the registration's reason is reported only if
+// the table has none better than "not mapped".
 func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) {
-	reason := ReasonBadAccess
-	if access.Valid() {
-		var b []byte
-		if b, reason = c.tab.lookup(addr, size, access, false); reason == "" {
-			return b, nil
-		}
+	if !access.Valid() {
+		return nil, c.fault(addr, size, access, ReasonBadAccess)
+	}
+	b, regReason := c.lookupReg(addr, size, access, false)
+	if b != nil {
+		return b, nil
+	}
+	b, reason := c.tab.lookup(addr, size, access, false)
+	if reason == "" {
+		return b, nil
+	}
+	if regReason != "" && reason == ReasonNotMapped {
+		reason = regReason
 	}
 	return nil, c.fault(addr, size, access, reason)
 }
@@ -542,12 +557,29 @@ func (c *core) Faults() uint64 { return c.faults.Load() }
 
 // LiveCount returns the number of live mappings (coherent allocations included). It takes each
 // stripe's lock in turn, so mappings made or undone while it runs may or may not count.
-func (c *core) LiveCount() int { return c.tab.liveCount() }
+func (c *core) LiveCount() int {
+	n := c.tab.liveCount()
+	if c.iommu == nil { // the IOMMU's registrations are records of its table already
+		if s := c.set.Load(); s != nil {
+			n += len(s.byBus)
+		}
+	}
+	return n
+}
 
 // Live returns every live mapping, sorted by address: the leak report (dma-debug's
 // debug_dma_dump_mappings). It takes each stripe's lock in turn, so mappings made or undone
 // while it runs may or may not appear.
-func (c *core) Live() []Mapping { return c.tab.live() }
+func (c *core) Live() []Mapping {
+	out := c.tab.live()
+	if c.iommu == nil { // the IOMMU's registrations are records of its table already
+		if regs := c.registrations(); len(regs) > 0 {
+			out = append(out, regs...)
+			sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+		}
+	}
+	return out
+}
 
 // AllocCoherent allocates size bytes of zeroed memory outside the Go heap, mapped
 // bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Both its CPU address and its bus

@@ -117,6 +117,7 @@ const (
 // the engines. It is safe for concurrent use.
 type Device struct {
 	mapper  dma.Mapper    // set by NewDevice, read-only after
+	regs    dma.Registrar // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
 	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
 	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
 	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
@@ -150,6 +151,7 @@ func NewDevice(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink}
+	dev.regs, _ = m.(dma.Registrar)
 	if dev.sink == nil {
 		dev.sink = &DiscardSink{}
 	}

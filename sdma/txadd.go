@@ -7,6 +7,8 @@ import (
 
 // AddPage adds n bytes at offset in page to tx (hfi1: sdma_txadd_page). The range is mapped
 // through the device's mapper (MapPage, dma.ToDevice) and unmapped when tx completes or is
+// cleaned, unless it lies in memory registered with the device (Device.Register): then its bus
+// address is computed, nothing is mapped, and tx holds a use of the registration until it is
 // cleaned. The range must lie inside the page; for longer ranges use AddPages, which splits them.
 //
 // The add that brings the remaining length to zero closes the packet: a 1 to 3 byte pad
@@ -54,6 +56,11 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 			return err
 		}
 	}
+	if b := page.Bytes(); dev.regs != nil && b != nil {
+		if done, err := tx.addRegistered(op, dev, b[offset:offset+n]); done {
+			return err
+		}
+	}
 	addr, err := dev.mapper.MapPage(page, offset, n, dma.ToDevice)
 	if err != nil {
 		tx.clean()
@@ -63,8 +70,9 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 }
 
 // AddKVAddr adds the bytes of buf to tx (hfi1: sdma_txadd_kvaddr). buf is mapped through the
-// device's mapper (MapSingle, dma.ToDevice) as one descriptor, so it must be memory the device can
-// read contiguously: like the kernel, AddKVAddr does not split at page boundaries (AddBytes does).
+// device's mapper (MapSingle, dma.ToDevice) as one descriptor, or, if it lies in memory registered
+// with the device (Device.Register), added with its computed bus address and no mapping (as
+// AddPage). Either way it must be memory the device can read contiguously: like the kernel, AddKVAddr does not split at page boundaries (AddBytes does).
 // buf must not be modified until tx completes. Closing, extension, coalescing, errors and the
 // cleaning on failure are as for AddPage.
 func (tx *TxReq) AddKVAddr(dev *Device, buf []byte) error {
@@ -79,6 +87,11 @@ func (tx *TxReq) AddKVAddr(dev *Device, buf []byte) error {
 func (tx *TxReq) addKV(op string, dev *Device, buf []byte) error {
 	if tx.numDesc == tx.descLimit {
 		if done, err := tx.extCoal(op, dev, desc.MapSingle, buf); done {
+			return err
+		}
+	}
+	if dev.regs != nil {
+		if done, err := tx.addRegistered(op, dev, buf); done {
 			return err
 		}
 	}

@@ -8,9 +8,11 @@ import (
 // AddBytes adds buf, any byte range of heap (or other CPU) memory, to tx, split so that no
 // descriptor crosses a dma.PageSize boundary of buf's address or exceeds the hardware's 16383
 // byte count (the splitting the kernel leaves to its callers: "it is the user's responsibility
-// to understand the packet boundaries and page boundaries"). Each piece is mapped with MapSingle
-// and added as AddKVAddr adds it, so a long buffer may take several descriptors, and past 63 its
-// pieces are coalesced. buf must not be modified until tx completes.
+// to understand the packet boundaries and page boundaries"). Each piece is added as AddKVAddr
+// adds it, mapped with MapSingle, so a long buffer may take several descriptors, and past 63 its
+// pieces are coalesced. If all of buf lies in memory registered with the device (Device.Register),
+// whose bus addresses are contiguous, it is split only at the 16383 byte count and nothing is
+// mapped. buf must not be modified until tx completes.
 //
 // len(buf) is checked against the bytes left before anything is mapped. Errors and the cleaning
 // on failure are as for AddPage: if a piece fails, every mapping tx made, including the earlier
@@ -21,8 +23,12 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 		return err
 	}
 	base := addrOf(buf)
+	registered := dev.regs != nil && dev.regs.Registered(buf) != nil
 	for len(buf) > 0 {
-		n := min(dma.PageSize-int(base%dma.PageSize), len(buf), desc.MaxByteCount)
+		n := min(len(buf), desc.MaxByteCount)
+		if !registered {
+			n = min(n, dma.PageSize-int(base%dma.PageSize))
+		}
 		if err := tx.addKV(op, dev, buf[:n]); err != nil {
 			return err
 		}
@@ -34,7 +40,8 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 
 // AddPages adds n bytes at byte offset off of region, page-backed memory from dma.AllocPages, to
 // tx: the range is split at page boundaries and each page piece is added as AddPage adds it
-// (MapPage, one descriptor each unless coalesced): the page loop of user_sdma (hfi1:
+// (MapPage, or no mapping if the region's memory is registered with the device; one descriptor
+// each unless coalesced): the page loop of user_sdma (hfi1:
 // user_sdma_txadd, later add_system_pages_to_sdma_packet), done by the library. Pieces are
 // at most dma.PageSize bytes, well under the hardware's 16383.
 //

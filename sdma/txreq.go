@@ -121,20 +121,22 @@ type TxReq struct {
 	next *TxReq
 
 	// Owner-only fields (the caller's while building, the engine's while in flight).
-	descp       []desc.Desc             // current descriptor array: descs[:] or ext; nil until the first Init
-	descs       [desc.NumDesc]desc.Desc // inline descriptors (NUM_DESC)
-	ext         []desc.Desc             // extended array, len MAX_DESC, kept across re-use
-	coalesceBuf []byte                  // bounce buffer past 63 descriptors, kept across re-use
-	coalescing  bool                    // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
-	coalesceIdx int                     // bytes copied into coalesceBuf (tx->coalesce_idx)
-	wait        *IOWait                 // set by Send (tx->wait)
-	complete    Completer               // tx->complete
-	dev         *Device                 // device whose mapper holds this txreq's mappings; set by the first add
-	packetLen   uint16                  // packet length incl. coalesce pad (tx->packet_len)
-	tlen        uint16                  // bytes still to add; 0 closes the packet (tx->tlen)
-	numDesc     uint16                  // descriptors built (tx->num_desc)
-	descLimit   uint16                  // usable descriptors before extending (tx->desc_limit)
-	flags       Flags                   // tx->flags
+	descp       []desc.Desc                  // current descriptor array: descs[:] or ext; nil until the first Init
+	descs       [desc.NumDesc]desc.Desc      // inline descriptors (NUM_DESC)
+	ext         []desc.Desc                  // extended array, len MAX_DESC, kept across re-use
+	coalesceBuf []byte                       // bounce buffer past 63 descriptors, kept across re-use
+	coalescing  bool                         // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
+	coalesceIdx int                          // bytes copied into coalesceBuf (tx->coalesce_idx)
+	wait        *IOWait                      // set by Send (tx->wait)
+	complete    Completer                    // tx->complete
+	dev         *Device                      // device whose mapper holds this txreq's mappings; set by the first add
+	packetLen   uint16                       // packet length incl. coalesce pad (tx->packet_len)
+	tlen        uint16                       // bytes still to add; 0 closes the packet (tx->tlen)
+	numDesc     uint16                       // descriptors built (tx->num_desc)
+	descLimit   uint16                       // usable descriptors before extending (tx->desc_limit)
+	flags       Flags                        // tx->flags
+	regs        [maxTxRegs]*dma.Registration // registrations this packet's descriptors use, each Acquired once (register.go)
+	nregs       uint8                        // entries of regs in use
 
 	// state is the life-cycle (txFree/txBuilding/txInFlight). Written by the owner on Init and
 	// clean, by Send (CAS txBuilding→txInFlight, which rejects a double send) and by the
@@ -341,6 +343,9 @@ func (tx *TxReq) clean() {
 			tx.unmapDesc(ds[i])
 		}
 		tx.numDesc = 0
+	}
+	if tx.nregs != 0 {
+		tx.releaseRegs()
 	}
 	tx.coalescing = false
 	tx.coalesceIdx = 0
