@@ -47,7 +47,7 @@ type Config struct {
 	Producers  int           `json:"producers"`
 	Sizes      []int         `json:"sizes"`            // packet sizes in bytes, one run each
 	Frags      int           `json:"frags"`            // fragments (Add calls) per packet
-	Mem        string        `json:"mem"`              // kvaddr | page: how fragments are added
+	Mem        string        `json:"mem"`              // kvaddr | page | registered: how fragments are added
 	Shared     bool          `json:"shared,omitempty"` // every packet maps the same payload memory
 	Iterations int           `json:"iterations,omitempty"`
 	Duration   time.Duration `json:"duration_ns,omitempty"`
@@ -331,7 +331,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&raw.size, "size", 4096, fmt.Sprintf("packet size in bytes, 1..%d; with -sweep, the largest size (%d unless given)", maxPacket, maxSweepSize))
 	fs.BoolVar(&raw.sweep, "sweep", false, fmt.Sprintf("run every power of two from %d bytes up to -size (like perftest -a)", minSweepSize))
 	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
-	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer) or page (AddPage of dma.AllocPages memory)")
+	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer, mapped per add), page (AddPage of dma.AllocPages memory, mapped per add) or registered (AddKVAddr of a Go buffer registered with the device once: no per-packet mapping)")
 	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
 	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
@@ -495,7 +495,7 @@ var choices = []struct {
 	allowed []string
 }{
 	{"mode", func(c *Config) string { return string(c.Mode) }, []string{string(ModeBW), string(ModeLat)}},
-	{"mem", func(c *Config) string { return c.Mem }, []string{"kvaddr", "page"}},
+	{"mem", func(c *Config) string { return c.Mem }, []string{"kvaddr", "page", "registered"}},
 	{"mapper", func(c *Config) string { return c.Mapper }, []string{"direct", "iommu"}},
 	{"alloc", func(c *Config) string { return c.Alloc }, []string{"slab", "list", "pool"}},
 	{"wait", func(c *Config) string { return c.Wait }, []string{"spin-park", "busy-poll", "park"}},

@@ -327,8 +327,9 @@ func newProducer(r *sizeRun, i int) (*producer, error) {
 // payloadMem sets up a producer's payload memory, by -mem: depth slots (one, reused by every
 // packet, with -shared), each holding one packet.
 var payloadMem = map[string]func(p *producer, r *sizeRun) error{
-	"kvaddr": (*producer).kvaddrMem,
-	"page":   (*producer).pageMem,
+	"kvaddr":     (*producer).kvaddrMem,
+	"page":       (*producer).pageMem,
+	"registered": (*producer).registeredMem,
 }
 
 // memSlots is how many distinct payload slots a producer has.
@@ -341,6 +342,12 @@ func memSlots(cfg Config) int {
 
 // kvaddrMem: each slot is a Go buffer of the packet's size (-mem kvaddr).
 func (p *producer) kvaddrMem(r *sizeRun) error {
+	p.kvaddrSlots(r)
+	return nil
+}
+
+// kvaddrSlots makes the slots of kvaddrMem and returns the memory behind them.
+func (p *producer) kvaddrSlots(r *sizeRun) []byte {
 	n, size := memSlots(r.cfg), r.size
 	mem := make([]byte, n*size)
 	fill(mem, p.id)
@@ -349,6 +356,22 @@ func (p *producer) kvaddrMem(r *sizeRun) error {
 		k := j % n
 		p.bufs[j] = mem[k*size : (k+1)*size : (k+1)*size]
 	}
+	return mem
+}
+
+// registeredMem: the slots of kvaddrMem, registered with the device once (-mem registered):
+// AddKVAddr then computes bus addresses instead of mapping, and completion unmaps nothing. The
+// registration is undone when the run ends, before the device closes.
+func (p *producer) registeredMem(r *sizeRun) error {
+	reg, err := r.dev.Register(p.kvaddrSlots(r))
+	if err != nil {
+		return err
+	}
+	r.close = append(r.close, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return r.dev.Deregister(ctx, reg)
+	})
 	return nil
 }
 
