@@ -1,6 +1,8 @@
 package sdma
 
 import (
+	"runtime/debug"
+
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 )
@@ -17,6 +19,9 @@ import (
 // Callbacks, wakeups and drained callbacks run on the pass's goroutine (the hardware goroutine
 // in CompleteInterrupt mode, the caller of Poll or Process otherwise) with headMu held: they must
 // not block, and must not call Poll, Process, ProgressSchedule or Device.Close. They may Send.
+// One that panics does not unwind the pass: the panic is recovered and recorded
+// (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
+// goes on.
 
 // makeProgress runs one completion pass, waiting for a running one to end first.
 func (e *Engine) makeProgress() int {
@@ -137,10 +142,37 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 		e.stats.aborted.Add(1)
 	}
 	if c != nil {
-		c.Complete(tx, st)
+		e.callComplete(c, tx, st)
 	}
-	if w != nil {
-		w.sdmaDec()
+	if w != nil && w.sdmaDec() && w.drained != nil {
+		e.callDrained(w)
+	}
+}
+
+// callComplete, callDrained and callWakeup call the caller's completion-side callbacks so that
+// a panic cannot leave the pass's locks held (headMu, the head seqcount's write section): it is
+// recovered, recorded (CallbackError) and counted, and the pass goes on as if the callback had
+// returned. The deferred recover costs a few nanoseconds and no allocation.
+func (e *Engine) callComplete(c Completer, tx *TxReq, st Status) {
+	defer e.recoverCallback("completion")
+	c.Complete(tx, st)
+}
+
+func (e *Engine) callDrained(w *IOWait) {
+	defer e.recoverCallback("drained")
+	w.drained(w)
+}
+
+func (e *Engine) callWakeup(w *IOWait) {
+	defer e.recoverCallback("wakeup")
+	w.wakeup(w, WakeAvail)
+}
+
+// recoverCallback records a panic of the callback named what (deferred by the call helpers).
+func (e *Engine) recoverCallback(what string) {
+	if p := recover(); p != nil {
+		e.stats.callbackPanics.Add(1)
+		e.callbackErr.Store(&CallbackError{Engine: e.idx, Callback: what, Panic: p, Stack: debug.Stack()})
 	}
 }
 
@@ -188,10 +220,10 @@ func (e *Engine) wakeBatchLocked(n int) {
 		}
 	}
 	e.stats.wakeups.Add(uint64(n))
-	e.wakeBatch[top].wakeup(e.wakeBatch[top], WakeAvail)
+	e.callWakeup(e.wakeBatch[top])
 	for i := 0; i < n; i++ {
 		if i != top {
-			e.wakeBatch[i].wakeup(e.wakeBatch[i], WakeAvail)
+			e.callWakeup(e.wakeBatch[i])
 		}
 	}
 	clear(e.wakeBatch[:n])

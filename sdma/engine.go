@@ -117,6 +117,9 @@ type Engine struct {
 	// haltCause is the recorded reason of the last halt, nil while none. Written by the state
 	// machine when the engine enters s50_hw_halt_wait (atomic store); read by HaltCause.
 	haltCause atomic.Pointer[HaltError]
+	// callbackErr is the last completion-side callback that panicked. Written by the completion
+	// pass (atomic store); read by CallbackError.
+	callbackErr atomic.Pointer[CallbackError]
 	// sinkErr is the last failed delivery. Written by the hardware side; read by SinkError.
 	sinkErr atomic.Pointer[SinkError]
 	// ahgBits is the AHG entry allocation map (hfi1: sde->ahg_bits): bit i set means entry i
@@ -211,6 +214,16 @@ func (e *Engine) HaltCause() error {
 func (e *Engine) SinkError() error {
 	if s := e.sinkErr.Load(); s != nil {
 		return s
+	}
+	return nil
+}
+
+// CallbackError returns the last completion-side callback on this engine that panicked (a
+// *CallbackError: which callback, the value, the stack), or nil. Such a panic is recovered so
+// that it cannot wedge the engine; see CallbackError.
+func (e *Engine) CallbackError() error {
+	if c := e.callbackErr.Load(); c != nil {
+		return c
 	}
 	return nil
 }

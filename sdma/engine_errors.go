@@ -123,3 +123,19 @@ func (e *SinkError) Is(target error) bool { return target == ErrSink }
 
 // Unwrap returns the error Deliver returned, if any.
 func (e *SinkError) Unwrap() error { return e.Err }
+
+// CallbackError records a completion-side callback that panicked: a txreq's Completer, an
+// IOWait's drained callback or its wakeup. The panic was recovered on the completion pass, which
+// went on: the txreq counted as completed (its mappings were undone before the call), the
+// iowait's busy count dropped, the waiter was off the wait list. Engine.CallbackError returns the
+// last one; EngineStats.CallbackPanics counts them.
+type CallbackError struct {
+	Engine   int    // engine index
+	Callback string // "completion", "drained" or "wakeup"
+	Panic    any    // the value it panicked with
+	Stack    []byte // the goroutine's stack at the recovery (runtime/debug.Stack)
+}
+
+func (e *CallbackError) Error() string {
+	return fmt.Sprintf("sdma: engine %d: %s callback panicked: %v", e.Engine, e.Callback, e.Panic)
+}

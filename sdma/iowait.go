@@ -67,7 +67,8 @@ type IOWait struct {
 // Init sets the callbacks and zeroes the counts (hfi1: iowait_init). sleep may be nil (Send then
 // returns ErrBusy when the ring is full); wakeup is called, on the completion goroutine, when w
 // is taken off the wait list because room became available (reason WakeAvail); drained is called
-// when the last txreq in flight completes. Callbacks must not block. Init must not be called
+// when the last txreq in flight completes. Callbacks must not block; a wakeup or drained callback
+// that panics is recovered and recorded (Engine.CallbackError), as a txreq's Completer is. Init must not be called
 // while w is queued or has txreqs in flight.
 func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
 	w.sleep, w.wakeup, w.drained = sleep, wakeup, drained
@@ -107,11 +108,11 @@ func (e *Engine) Waiting(w *IOWait) bool {
 	return w.on.Load() == e
 }
 
-// sdmaDec drops the busy count; at zero it wakes drainers and calls drained
-// (iowait_sdma_dec + iowait_drain_wakeup).
-func (w *IOWait) sdmaDec() {
+// sdmaDec drops the busy count; at zero it wakes drainers and reports true: the caller then
+// calls drained (iowait_sdma_dec + iowait_drain_wakeup).
+func (w *IOWait) sdmaDec() bool {
 	if w.busy.Add(-1) != 0 {
-		return
+		return false
 	}
 	w.drainMu.Lock()
 	if w.drainCh != nil {
@@ -119,9 +120,7 @@ func (w *IOWait) sdmaDec() {
 		w.drainCh = nil
 	}
 	w.drainMu.Unlock()
-	if w.drained != nil {
-		w.drained(w)
-	}
+	return true
 }
 
 // Drain waits until w has no txreq in flight, or ctx is done (hfi1: iowait_sdma_drain).

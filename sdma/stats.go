@@ -18,6 +18,9 @@ type EngineStats struct {
 	SinkErrors uint64 // deliveries that failed or panicked
 	Flushes    uint64 // BatchSink flushes (each sends the packets the sink held; 0 without one)
 	Recoveries uint64 // returns to s99_running after a halt (s40_hw_clean_up_wait → s99)
+	// CallbackPanics counts completion-side callbacks (completion, drained, wakeup) that
+	// panicked; each was recovered (Engine.CallbackError has the last).
+	CallbackPanics uint64
 
 	// Halts counts the halts by cause (the chip's halt error bits), indexed by HaltCause.
 	Halts [NumHaltCauses]uint64
@@ -25,14 +28,15 @@ type EngineStats struct {
 
 // counters are the engine's live counters. Each is an atomic add by the side named, and an
 // atomic load by Stats. Hardware side (hwMu): packets, descs, bytes, interrupts, faults,
-// sinkErrors, flushes, halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups. Producers (slow
+// sinkErrors, flushes, halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups,
+// callbackPanics. Producers (slow
 // paths only): ringFull, sleeps. The groups sit on separate cache lines.
 type counters struct {
 	packets, descs, bytes, interrupts, faults, sinkErrors atomic.Uint64
 	recoveries, flushes                                   atomic.Uint64
 	halts                                                 [NumHaltCauses]atomic.Uint64
 	_                                                     [lineSize]byte
-	passes, completed, aborted, wakeups                   atomic.Uint64
+	passes, completed, aborted, wakeups, callbackPanics   atomic.Uint64
 	_                                                     [lineSize]byte
 	ringFull, sleeps                                      atomic.Uint64
 }
@@ -53,6 +57,8 @@ func (c *counters) snapshot() EngineStats {
 		SinkErrors: c.sinkErrors.Load(),
 		Flushes:    c.flushes.Load(),
 		Recoveries: c.recoveries.Load(),
+
+		CallbackPanics: c.callbackPanics.Load(),
 	}
 	for i := range c.halts {
 		s.Halts[i] = c.halts[i].Load()

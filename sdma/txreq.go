@@ -48,7 +48,9 @@ func (s Status) String() string {
 }
 
 // Completer is told once when a txreq completes, after its mappings are undone
-// (hfi1: callback_t). Complete runs on the completion pass and must not block.
+// (hfi1: callback_t). Complete runs on the completion pass and must not block. A Complete that
+// panics cannot wedge the engine: the panic is recovered and recorded (Engine.CallbackError) and
+// the pass goes on.
 //
 // Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
 // pointer in an interface does not allocate, so

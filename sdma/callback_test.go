@@ -1,0 +1,113 @@
+package sdma_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// TestCallbackPanicDoesNotWedgeEngine: a completion callback, a drained callback and a wakeup
+// that panic, on a polled engine (the pass runs in Poll) and on an interrupt-driven one (the pass
+// runs on the engine's goroutine): each panic is recovered and recorded (a *CallbackError,
+// counted in the stats), the pass goes on, every other txreq completes exactly once, the next
+// Poll, Drain and Close return, and nothing stays mapped.
+func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
+	for _, mode := range []sdma.CompletionMode{sdma.CompletePoll, sdma.CompleteInterrupt} {
+		t.Run("completion="+mode.String(), func(t *testing.T) {
+			promNoLeak(t)
+			iommu := promIOMMU(t)
+			dev, err := sdma.NewDevice(sdma.Config{Mapper: iommu, RingSize: 64, Completion: mode})
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			ctx, cancel := context.WithTimeout(context.Background(), promHangGuard)
+			defer cancel()
+
+			var drainedPanics atomic.Int32
+			var w sdma.IOWait
+			w.Init(nil, nil, func(*sdma.IOWait) {
+				drainedPanics.Add(1)
+				panic("drained callback panics")
+			})
+			const n = 10
+			led := newCloseLedger(n)
+			txs := make([]sdma.TxReq, n)
+			buf := make([]byte, 64)
+			for i := range txs {
+				if i == 3 || i == 7 {
+					i := i
+					require.NoError(t, txs[i].Init(0, len(buf), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {
+						led.done[i].Add(1)
+						panic("completion callback panics")
+					})))
+					require.NoError(t, txs[i].AddKVAddr(dev, buf))
+				} else {
+					require.NoError(t, led.build(t, dev, &txs[i], i, buf))
+				}
+				require.NoError(t, e.Send(&w, &txs[i], true))
+			}
+			poll := func() (panicked any) {
+				defer func() { panicked = recover() }()
+				e.Poll()
+				return nil
+			}
+			promWait(t, "every txreq to complete", func() bool {
+				if mode == sdma.CompletePoll {
+					require.Nil(t, poll(), "a callback's panic escaped Poll")
+				}
+				for i := range txs {
+					if led.done[i].Load() == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			require.NoError(t, w.Drain(ctx), "the panicking callbacks' txreqs dropped the busy count")
+			for i := range txs {
+				assert.EqualValues(t, 1, led.done[i].Load(), "txreq %d completions", i)
+			}
+			assert.EqualValues(t, 1, drainedPanics.Load())
+
+			// A wakeup that panics.
+			var woke atomic.Int32
+			var pw sdma.IOWait
+			pw.Init(nil, func(*sdma.IOWait, int) { woke.Add(1); panic("wakeup panics") }, nil)
+			e.LockWait()
+			queued, err := e.QueueWait(&pw, 1, true)
+			e.UnlockWait()
+			require.NoError(t, err)
+			require.True(t, queued)
+			var one sdma.TxReq
+			oneLed := newCloseLedger(1)
+			require.NoError(t, oneLed.build(t, dev, &one, 0, buf))
+			require.NoError(t, e.Send(nil, &one, false))
+			promWait(t, "the wakeup", func() bool {
+				if mode == sdma.CompletePoll {
+					require.Nil(t, poll(), "a wakeup's panic escaped Poll")
+				}
+				return woke.Load() > 0
+			})
+
+			st := e.Stats()
+			assert.EqualValues(t, 4, st.CallbackPanics, "two completions, one drained, one wakeup")
+			var ce *sdma.CallbackError
+			require.ErrorAs(t, e.CallbackError(), &ce)
+			assert.Equal(t, "wakeup", ce.Callback)
+			assert.Equal(t, "wakeup panics", ce.Panic)
+			assert.NotEmpty(t, ce.Stack)
+			assert.Contains(t, ce.Error(), "wakeup panics")
+
+			// The engine still runs, and Close returns.
+			var more sdma.TxReq
+			require.NoError(t, oneLed.build(t, dev, &more, 0, buf))
+			require.NoError(t, e.SendWait(ctx, &more))
+			require.NoError(t, dev.Close())
+			assert.EqualValues(t, 2, oneLed.done[0].Load())
+			assert.Zero(t, iommu.LiveCount(), "leak report: %v", iommu.Live())
+		})
+	}
+}
