@@ -12,21 +12,37 @@ import (
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
-// runClient runs every size and prints the report.
+// errInterrupted is a run ended by Ctrl-C: the results so far were printed; exit 130.
+var errInterrupted = errors.New("interrupted")
+
+// runClient runs every size, streaming each size's row, and prints the report.
 func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	rep := Report{Tool: "sdmaperf", Config: cfg}
+	rep := Report{Tool: "sdmaperf", Config: cfg, Host: hostInfo(cfg)}
+	if cfg.HTTP != "" {
+		stopHTTP, err := serveDebug(cfg.HTTP, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
 	cs, err := openSink(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if !cfg.JSON {
-		writeHeader(stdout, cfg)
-	}
-	runErr := runSizes(ctx, cfg, cs.sink, &rep, stderr)
+	out := newReporter(cfg, stdout)
+	out.begin()
+	runErr := runSizes(ctx, cfg, cs.sink, &rep, out, stderr)
 	if err := cs.close(&rep); err != nil && runErr == nil {
 		runErr = err
 	}
-	if err := printReport(stdout, rep); err != nil {
+	if errors.Is(runErr, errNoReceiver) {
+		return runErr // nothing was measured: perftest's one line, no tables
+	}
+	rep.Interrupted = errors.Is(runErr, errInterrupted)
+	if err := out.end(rep); err != nil {
+		return err
+	}
+	if err := writeExtras(stdout, rep); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -35,28 +51,24 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	return verdict(cfg, rep, stderr)
 }
 
-// runSizes runs every size of cfg in turn, appending the results to rep, and stops at the
-// first size that fails.
-func runSizes(ctx context.Context, cfg Config, sink sdma.Sink, rep *Report, stderr io.Writer) error {
+// runSizes runs every size of cfg in turn, appending the results to rep and streaming them to
+// out, and stops at the first size that fails. Ctrl-C (ctx done) keeps the partial result of
+// the size it cut short and returns errInterrupted.
+func runSizes(ctx context.Context, cfg Config, sink sdma.Sink, rep *Report, out reporter, stderr io.Writer) error {
+	emit := func(res Result) {
+		rep.Results = append(rep.Results, res)
+		out.row(res)
+	}
 	for _, size := range cfg.Sizes {
-		res, err := runSize(ctx, cfg, size, sink, stderr)
-		if err != nil {
+		err := runSize(ctx, cfg, size, sink, stderr, emit)
+		switch {
+		case ctx.Err() != nil:
+			return errInterrupted
+		case errors.Is(err, errNoReceiver):
+			return err
+		case err != nil:
 			return fmt.Errorf("%d bytes: %w", size, err)
 		}
-		rep.Results = append(rep.Results, res)
-	}
-	return nil
-}
-
-// printReport prints what the sizes measured: the JSON object, or the tables.
-func printReport(stdout io.Writer, rep Report) error {
-	if rep.Config.JSON {
-		return writeJSON(stdout, rep)
-	}
-	writeTables(stdout, rep.Config, rep.Results)
-	if rep.Receiver != nil {
-		fmt.Fprintln(stdout, indent(rep.Receiver.String()))
-		fmt.Fprintln(stdout, rule)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"net"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,7 +24,7 @@ import (
 const (
 	maxPacket     = 16383   // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
 	maxSweepSize  = 8192    // the largest power of two that fits in a packet
-	minSweepSize  = 8       // the smallest swept size
+	minSweepSize  = 2       // the smallest swept size (perftest -a: 2..2^23, capped here at maxSweepSize)
 	maxFrags      = 256     // past 63 descriptors the library coalesces; more is only slower
 	maxEngines    = 16      // hfi1 has 16 SDMA engines per device
 	maxProducers  = 1024    //
@@ -63,7 +65,18 @@ type Config struct {
 	UDPAddr    string        `json:"udp_addr,omitempty"` // "" with -sink udp: in-process receiver
 	Faults     FaultSpec     `json:"faults"`
 	JSON       bool          `json:"-"`
+	CSV        bool          `json:"-"`
+	Output     string        `json:"-"` // --output: bandwidth | message_rate | latency, one number per size
 	Progress   bool          `json:"-"`
+
+	ReportGbits   bool   `json:"report_gbits,omitempty"`   // --report_gbits: bandwidth in Gb/s
+	RunInfinitely bool   `json:"run_infinitely,omitempty"` // --run_infinitely: a row every -D until Ctrl-C
+	Histogram     bool   `json:"-"`                        // -H: print the latency histogram
+	HistFile      string `json:"-"`                        // -hist: write it to a file
+	Plot          string `json:"-"`                        // -plot: draw the results to a file
+	HTTP          string `json:"-"`                        // -http: serve /debug/vars and /debug/pprof/
+
+	Args []string `json:"-"` // the command line as given (Report.Host has it)
 
 	// Server mode (sdmaperf -server).
 	Server bool          `json:"-"`
@@ -320,6 +333,105 @@ type rawFlags struct {
 	mode, faults string
 	size         int
 	sweep        bool
+	qps          int      // -q: perftest's queue pairs
+	notApplied   []string // perftest flags given that do not apply, as "-d"
+}
+
+// seconds is -D: a bare number is seconds, as perftest's -D; a Go duration (500ms) works too.
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+
+func (s *seconds) Set(v string) error {
+	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		*s = seconds(x * float64(time.Second))
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("want seconds (5) or a duration (500ms)")
+	}
+	*s = seconds(d)
+	return nil
+}
+
+// aliases are perftest's spellings of sdmaperf's flags, shown in -h next to ours.
+var aliases = []struct{ alias, flag string }{
+	{"s", "size"},
+	{"a", "sweep"},
+	{"t", "depth"},
+}
+
+// notApplicable are perftest flags that have no meaning here: given, they get one line on
+// stderr and are ignored.
+var notApplicable = []struct {
+	name    string
+	isValue bool // takes a value (-d mlx5_0), or is a switch (-F)
+	why     string
+}{
+	{"d", true, "an RDMA device; sdmaperf drives the software SDMA engine"},
+	{"i", true, "an IB port; there is no port"},
+	{"x", true, "a GID index; there is no GID"},
+	{"c", true, "a connection type; SDMA sends packets, with no QP"},
+	{"m", true, "the MTU; a packet is one SDMA packet of -size bytes"},
+	{"I", true, "inline data; SDMA has no inline send"},
+	{"u", true, "a QP timeout; there is no QP"},
+	{"S", true, "a service level; there is no fabric"},
+	{"F", false, "the CPU frequency check; figures are quoted as ratios"},
+	{"R", false, "rdma_cm; there is no connection to set up"},
+	{"z", false, "rdma_cm; there is no connection to set up"},
+}
+
+// naFlag records a not-applicable perftest flag when given.
+type naFlag struct {
+	name    string
+	isValue bool
+	raw     *rawFlags
+}
+
+func (f *naFlag) String() string { return "" }
+func (f *naFlag) Set(string) error {
+	f.raw.notApplied = append(f.raw.notApplied, "-"+f.name)
+	return nil
+}
+func (f *naFlag) IsBoolFlag() bool { return !f.isValue }
+
+// aliasOf returns the flag name alias stands for, or "".
+func aliasOf(alias string) string {
+	for _, a := range aliases {
+		if a.alias == alias {
+			return a.flag
+		}
+	}
+	return ""
+}
+
+// aliasesFor lists perftest's spellings of flag name, for -h.
+func aliasesFor(name string) []string {
+	var out []string
+	for _, a := range aliases {
+		if a.flag == name {
+			out = append(out, "-"+a.alias)
+		}
+	}
+	if name == "producers" {
+		out = append(out, "-q (which also sets -engines)")
+	}
+	return out
+}
+
+// isPerftestOnly reports whether a flag name is an alias or a not-applicable perftest flag
+// (not listed on its own in -h).
+func isPerftestOnly(name string) bool {
+	if aliasOf(name) != "" || name == "q" {
+		return true
+	}
+	for _, na := range notApplicable {
+		if na.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
@@ -334,7 +446,8 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer, mapped per add), page (AddPage of dma.AllocPages memory, mapped per add) or registered (AddKVAddr of a Go buffer registered with the device once: no per-packet mapping)")
 	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
-	fs.DurationVar(&cfg.Duration, "D", 2*time.Second, fmt.Sprintf("run time per size when -n is 0 (%v per size with -sweep unless given)", defaultSweepD))
+	cfg.Duration = 2 * time.Second
+	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in seconds as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
 	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t), each with its own payload memory; lat mode uses 1")
 	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))
@@ -346,10 +459,25 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
 	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
-	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
+	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
+	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s), message_rate (Mpps) or latency (median, us) (perftest --output)")
+	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits)")
+	fs.BoolVar(&cfg.RunInfinitely, "run_infinitely", false, "measure -D intervals one after another, printing a row for each, until Ctrl-C (perftest --run_infinitely)")
+	fs.BoolVar(&cfg.Histogram, "H", false, "print the latency histogram, in HdrHistogram's percentile distribution format (perftest -H)")
+	fs.StringVar(&cfg.HistFile, "hist", "", "write the latency histogram to this file, in HdrHistogram's percentile distribution format (HdrHistogram's plotters read it)")
+	fs.StringVar(&cfg.Plot, "plot", "", "draw what the run measured to this file (.svg, .png or .html): bandwidth and message rate against size for a sweep, the latency distribution otherwise")
+	fs.StringVar(&cfg.HTTP, "http", "", "serve /debug/vars (expvar, with the engines' counters) and /debug/pprof/ on this address during the run, such as localhost:6060")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")
 	fs.DurationVar(&cfg.Idle, "idle", 5*time.Second, "with -server: stop after this long without a packet")
+	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given")
+	for _, a := range aliases {
+		fs.Var(fs.Lookup(a.flag).Value, a.alias, "perftest's spelling of -"+a.flag)
+	}
+	for _, na := range notApplicable {
+		fs.Var(&naFlag{na.name, na.isValue, raw}, na.name, "not applicable: "+na.why)
+	}
 	fs.Usage = func() {} // parseConfig prints usage for -h itself
 	return fs
 }
@@ -373,9 +501,19 @@ Flags:
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	sort.Strings(names)
+	var na []string
 	for _, n := range names {
+		if isPerftestOnly(n) {
+			if aliasOf(n) == "" && n != "q" {
+				na = append(na, "-"+n)
+			}
+			continue
+		}
 		f := fs.Lookup(n)
 		typ, help := flag.UnquoteUsage(f)
+		if a := aliasesFor(n); len(a) > 0 {
+			help += "; perftest: " + strings.Join(a, ", ")
+		}
 		line := "  -" + f.Name
 		if typ != "" {
 			line += " " + typ
@@ -386,6 +524,7 @@ Flags:
 		}
 		fmt.Fprintf(w, "%s\n    \t%s (default %s)\n", line, help, def)
 	}
+	fmt.Fprintf(w, "\nperftest flags that do not apply here are accepted with a one-line notice and ignored: %s\n", strings.Join(na, " "))
 }
 
 // parseConfig parses args into a validated Config. It returns errHelp after printing usage for
@@ -406,8 +545,17 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		return cfg, usagef("unexpected argument %q: sdmaperf takes flags only", fs.Arg(0))
 	}
 	set := flagSet{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		if a := aliasOf(f.Name); a != "" {
+			set[a] = true
+		}
+		set[f.Name] = true
+	})
+	for _, n := range raw.notApplied {
+		fmt.Fprintf(stderr, "sdmaperf: not applicable: %s (%s); ignored\n", n, notApplicableWhy(n[1:]))
+	}
 
+	cfg.Args = slices.Clone(args)
 	cfg.Mode = Mode(raw.mode)
 	var err error
 	if cfg.Faults, err = parseFaults(raw.faults); err != nil {
@@ -430,6 +578,7 @@ type check func(cfg *Config, raw rawFlags, set flagSet) error
 // ones fill (Sizes, Depth).
 var clientChecks = []check{
 	checkNoServerFlags,
+	checkQPs,
 	checkChoices,
 	checkRanges,
 	checkSizes,
@@ -439,6 +588,17 @@ var clientChecks = []check{
 	checkRing,
 	checkSink,
 	checkFaults,
+	checkOutputs,
+}
+
+// notApplicableWhy says why perftest's flag name does not apply.
+func notApplicableWhy(name string) string {
+	for _, na := range notApplicable {
+		if na.name == name {
+			return na.why
+		}
+	}
+	return ""
 }
 
 // validate checks each flag and the combinations, and fills the derived fields.
@@ -455,7 +615,7 @@ func validate(cfg *Config, raw rawFlags, set flagSet) error {
 }
 
 // serverFlags are the flags -server takes.
-var serverFlags = []string{"server", "udp-addr", "idle", "json"}
+var serverFlags = []string{"server", "udp-addr", "idle", "json", "http"}
 
 // serverOnly lists the flags that apply to -server only (the client refuses them).
 var serverOnly = []string{"idle"}
@@ -470,8 +630,8 @@ func validateServer(cfg *Config, set flagSet) error {
 	if cfg.UDPAddr == "" {
 		cfg.UDPAddr = defaultUDP
 	}
-	if cfg.Idle <= 0 {
-		return usagef("-idle %v: want a positive duration", cfg.Idle)
+	if cfg.Idle < 0 {
+		return usagef("-idle %v: want a duration, or 0 to wait for the client indefinitely", cfg.Idle)
 	}
 	if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
 		return usagef("-udp-addr: %v", err)
@@ -650,6 +810,61 @@ func checkSink(cfg *Config, _ rawFlags, set flagSet) error {
 func checkFaults(cfg *Config, _ rawFlags, _ flagSet) error {
 	if cfg.Faults.Seed != 0 && !cfg.Faults.Any() {
 		return usagef("-faults seed=%d without a fault to seed", cfg.Faults.Seed)
+	}
+	return nil
+}
+
+// checkQPs applies perftest's -q: N producers (queue pairs) over up to 16 engines.
+func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
+	if !set["q"] {
+		return nil
+	}
+	if set["producers"] {
+		return usagef("-q and -producers both given: -q is perftest's spelling of -producers")
+	}
+	if raw.qps < 1 {
+		return usagef("-q %d: want 1 or more queue pairs (producers)", raw.qps)
+	}
+	cfg.Producers = raw.qps
+	if !set["engines"] {
+		cfg.Engines = min(raw.qps, maxEngines)
+	}
+	return nil
+}
+
+// outputChoices are --output's values.
+var outputChoices = []string{outBandwidth, outMsgRate, outLatency}
+
+// plotFormats are -plot's file extensions.
+var plotFormats = []string{".svg", ".png", ".html"}
+
+// checkOutputs checks the output flags: one stdout format, the plot's file type, the run
+// forever's shape, the -http address.
+func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
+	n := 0
+	for _, on := range []bool{cfg.JSON, cfg.CSV, cfg.Output != "", cfg.Histogram} {
+		if on {
+			n++
+		}
+	}
+	if n > 1 {
+		return usagef("-json, -csv, --output and -H each take stdout: give one")
+	}
+	if cfg.Output != "" {
+		if err := choice("output", cfg.Output, outputChoices...); err != nil {
+			return err
+		}
+	}
+	if cfg.Plot != "" && !slices.Contains(plotFormats, strings.ToLower(filepath.Ext(cfg.Plot))) {
+		return usagef("-plot %s: want a file name ending in %s", cfg.Plot, strings.Join(plotFormats, ", "))
+	}
+	if cfg.RunInfinitely && (cfg.Iterations > 0 || len(cfg.Sizes) > 1) {
+		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
+	}
+	if cfg.HTTP != "" {
+		if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
+			return usagef("-http %s: want host:port, such as localhost:6060", cfg.HTTP)
+		}
 	}
 	return nil
 }

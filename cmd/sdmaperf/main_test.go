@@ -69,9 +69,9 @@ func TestRunEveryOption(t *testing.T) {
 	rep := runJSON(t, "-sweep", "-size", "128", "-n", "400", "-warmup", "0", "-engines", "2", "-producers", "3",
 		"-frags", "2", "-mem", "page", "-mapper", "iommu", "-alloc", "list", "-depth", "8",
 		"-wait", "park", "-send", "spin", "-completion", "poll", "-ring", "64")
-	require.Len(t, rep.Results, 5) // 8, 16, 32, 64, 128
+	require.Len(t, rep.Results, 7) // 2, 4, 8, 16, 32, 64, 128
 	for i, r := range rep.Results {
-		assert.Equal(t, 8<<i, r.Bytes)
+		assert.Equal(t, 2<<i, r.Bytes)
 		assert.EqualValues(t, 400, r.Iterations, "%d bytes", r.Bytes)
 		assert.Zero(t, r.Aborted)
 	}
@@ -252,7 +252,8 @@ func TestRunHaltAndSinkFaults(t *testing.T) {
 	}
 	assert.Equal(t, r.Halts, byCause)
 	assert.Positive(t, r.Aborted, "packets in flight at a halt are aborted")
-	assert.EqualValues(t, 3000, r.Iterations+r.Aborted, "every packet completed, OK or aborted")
+	assert.EqualValues(t, 3000, r.Iterations+r.Aborted+r.SinkErrors, "every packet was accepted, aborted or refused by the sink")
+	assert.Equal(t, r.MapErrors+r.Halts+r.SinkErrors+r.SinkStalls, r.Faults, "faults is the sum of the fault events")
 	assert.Positive(t, r.SinkFailed)
 	assert.Equal(t, r.SinkFailed, r.SinkErrors)
 	assert.Equal(t, 0.01, rep.Config.Faults.HaltRate)
@@ -306,7 +307,7 @@ func TestRunSinkStall(t *testing.T) {
 	code, out, errOut := runTool(t, "-n", "20", "-warmup", "0", "-size", "64", "-faults", "sinkstall=1,stall=1us")
 	require.Equal(t, exitOK, code, "stderr: %s", errOut)
 	assert.Contains(t, out, "stalls")
-	assert.Regexp(t, `(?m)^ 64 +0 +\d+ +\d+ +0 +0 +0 +0 +20 +0 +0$`, out, "the counter row shows 20 stalls")
+	assert.Regexp(t, `(?m)^ 64 +0 +\d+ +\d+ +20 +0 +0 +0 +20 +0 +0$`, out, "the counter row shows 20 stalls, faults counting them")
 }
 
 // TestRunDurationSaysWhatTheDrainWaitsFor: -D bounds the sending; a sink that stalls every

@@ -57,7 +57,7 @@ func newHistogram() *hdrhistogram.Histogram {
 // Result is one packet size's run.
 type Result struct {
 	Bytes      int               `json:"bytes"`
-	Iterations uint64            `json:"iterations"` // packets completed OK
+	Iterations uint64            `json:"iterations"` // packets the sink accepted
 	Elapsed    time.Duration     `json:"elapsed_ns"`
 	BWPeak     float64           `json:"bw_peak_mib_s"` // best sampling interval
 	BWAvg      float64           `json:"bw_avg_mib_s"`
@@ -66,7 +66,7 @@ type Result struct {
 	RingFull   uint64            `json:"ring_full"`                // sends that found the ring full
 	Sleeps     uint64            `json:"sleeps"`                   // waiters parked on an engine's wait list (-send block, sleep)
 	Wakeups    uint64            `json:"wakeups"`                  // waiters the completion passes woke
-	Faults     uint64            `json:"faults"`                   // mapping failures injected plus device faults
+	Faults     uint64            `json:"faults"`                   // every fault event: MapErrors + Halts + SinkErrors + SinkStalls
 	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed
 	Aborted    uint64            `json:"aborted"`                  // packets completed with StatusAborted
 	SinkErrors uint64            `json:"sink_errors"`              // Deliver errors the engine recorded
@@ -81,16 +81,21 @@ type Result struct {
 	HaltCauses    []string        `json:"halt_causes,omitempty"` // the last halt of each engine that halted
 	SinkError     string          `json:"sink_error,omitempty"`  // the last failed delivery
 	Receiver      *udpsink.Report `json:"receiver,omitempty"`
+	BWStdev       float64         `json:"bw_stdev_mib_s"`        // of the sampling intervals' bandwidths
+	Interrupted   bool            `json:"interrupted,omitempty"` // Ctrl-C cut the size short: the figures are of the part that ran
 }
 
 // Report is the whole output of a client run.
 type Report struct {
 	Tool    string   `json:"tool"`
+	Host    *Host    `json:"host,omitempty"`
 	Config  Config   `json:"config"`
 	Results []Result `json:"results"`
 	// Receiver is what the in-process UDP receiver saw over the whole run (-sink udp without
 	// -udp-addr); an external receiver (-server) reports on its own.
 	Receiver *udpsink.Report `json:"receiver,omitempty"`
+	// Interrupted: Ctrl-C ended the run; Results are the sizes that ran, the last one partial.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // writeJSON prints r as one indented JSON object.
@@ -137,27 +142,76 @@ func writeHeader(w io.Writer, cfg Config) {
 	fmt.Fprintln(w, rule)
 }
 
-// writeTables prints the bandwidth table, the latency table and the event counters.
-func writeTables(w io.Writer, cfg Config, results []Result) {
-	fmt.Fprintf(w, " %-8s %-13s %-18s %-21s %-14s\n", "#bytes", "#iterations", "BW peak[MiB/sec]", "BW average[MiB/sec]", "MsgRate[Mpps]")
-	for _, r := range results {
-		fmt.Fprintf(w, " %-8d %-13d %-18.2f %-21.2f %-14.6f\n", r.Bytes, r.Iterations, r.BWPeak, r.BWAvg, r.MsgRate)
+// table is one of the text tables: its heading (with a caption when it needs one) and the row
+// of one result.
+type table struct {
+	head func(w io.Writer, cfg Config)
+	row  func(w io.Writer, cfg Config, r Result)
+}
+
+// bwUnit is the bandwidth unit of the tables: perftest's MB (MiB), or Gb/s with --report_gbits.
+// factor converts MiB/s to it.
+func bwUnit(cfg Config) (label string, factor float64) {
+	if cfg.ReportGbits {
+		return "Gb/sec", mib * 8 / 1e9
 	}
-	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %-11s\n",
-		"#bytes", "#iterations", "t_min[us]", "p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "t_avg[us]")
-	for _, r := range results {
+	return "MiB/sec", 1
+}
+
+// bandwidthTable counts only the packets the sink accepted; #failed is the deliveries it
+// refused, beside them, never inside.
+var bandwidthTable = table{
+	head: func(w io.Writer, cfg Config) {
+		unit, _ := bwUnit(cfg)
+		fmt.Fprintf(w, " %-8s %-13s %-18s %-21s %-14s %s\n", "#bytes", "#iterations", "BW peak["+unit+"]", "BW average["+unit+"]", "MsgRate[Mpps]", "#failed")
+	},
+	row: func(w io.Writer, cfg Config, r Result) {
+		_, k := bwUnit(cfg)
+		fmt.Fprintf(w, " %-8d %-13d %-18.2f %-21.2f %-14.6f %d%s\n", r.Bytes, r.Iterations, r.BWPeak*k, r.BWAvg*k, r.MsgRate, r.SinkErrors, interruptedMark(r))
+	},
+}
+
+// latencyTable: in bw mode the submit-to-completion time of a packet queued behind up to
+// depth-1 others, which its caption says.
+var latencyTable = table{
+	head: func(w io.Writer, cfg Config) {
+		if cfg.Mode == ModeBW {
+			fmt.Fprintf(w, " Latency in bw mode is submit to completion at depth %d: it is queueing, not the\n"+
+				" one-packet latency of -mode lat (ib_send_lat).\n", cfg.Depth)
+		}
+		fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %-11s\n",
+			"#bytes", "#iterations", "t_min[us]", "p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "t_avg[us]")
+	},
+	row: func(w io.Writer, _ Config, r Result) {
 		l := r.Latency
-		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f\n",
-			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg)
-	}
-	fmt.Fprintln(w, rule)
-	fmt.Fprintf(w, " %-8s %-11s %-9s %-9s %-9s %-11s %-9s %-12s %-9s %-7s %s\n", "#bytes", "ring-full", "sleeps", "wakeups", "faults", "map-errors", "aborted", "sink-errors", "stalls", "halts", "recoveries")
-	for _, r := range results {
+		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f%s\n",
+			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg, interruptedMark(r))
+	},
+}
+
+// countersTable: the events of each size. faults is their sum: map-errors + halts +
+// sink-errors + stalls.
+var countersTable = table{
+	head: func(w io.Writer, _ Config) {
+		fmt.Fprintf(w, " %-8s %-11s %-9s %-9s %-9s %-11s %-9s %-12s %-9s %-7s %s\n", "#bytes", "ring-full", "sleeps", "wakeups", "faults", "map-errors", "aborted", "sink-errors", "stalls", "halts", "recoveries")
+	},
+	row: func(w io.Writer, _ Config, r Result) {
 		fmt.Fprintf(w, " %-8d %-11d %-9d %-9d %-9d %-11d %-9d %-12d %-9d %-7d %d\n", r.Bytes, r.RingFull, r.Sleeps, r.Wakeups, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.SinkStalls, r.Halts, r.Recoveries)
+	},
+}
+
+// interruptedMark marks the row of a size cut short by Ctrl-C.
+func interruptedMark(r Result) string {
+	if r.Interrupted {
+		return " (interrupted)"
 	}
-	fmt.Fprintln(w, rule)
-	for _, r := range results {
+	return ""
+}
+
+// writeNotes prints what follows the tables: the faults column's sum, halt causes, the
+// receiver's report, an interruption.
+func writeNotes(w io.Writer, rep Report) {
+	for _, r := range rep.Results {
 		if len(r.HaltsBy) > 0 {
 			label := "halts"
 			if r.HaltsInjected {
@@ -169,6 +223,23 @@ func writeTables(w io.Writer, cfg Config, results []Result) {
 			fmt.Fprintf(w, " %d bytes: last: %s\n", r.Bytes, c)
 		}
 	}
+	if rep.Receiver != nil {
+		fmt.Fprintln(w, indent(rep.Receiver.String()))
+		fmt.Fprintln(w, rule)
+	}
+	if rep.Interrupted {
+		fmt.Fprintln(w, " interrupted: the results so far")
+	}
+}
+
+// writeTables prints every table of the report at once (the text reporter streams instead).
+func writeTables(w io.Writer, rep Report) {
+	t := &textReporter{w: w, cfg: rep.Config}
+	t.tables()[0].head(w, rep.Config)
+	for _, r := range rep.Results {
+		t.row(r)
+	}
+	_ = t.end(rep)
 }
 
 // haltsText lists halt counts by cause, the most frequent first: "memory read fault 12, explicit
@@ -197,11 +268,7 @@ func haltsText(by map[string]uint64) string {
 // writeText prints the whole report as perftest does.
 func writeText(w io.Writer, r Report) {
 	writeHeader(w, r.Config)
-	writeTables(w, r.Config, r.Results)
-	if r.Receiver != nil {
-		fmt.Fprintln(w, indent(r.Receiver.String()))
-		fmt.Fprintln(w, rule)
-	}
+	writeTables(w, r)
 }
 
 // rates fills the bandwidth and message rate of r from bytes, packets and the elapsed time.

@@ -66,7 +66,7 @@ func TestTextOutput(t *testing.T) {
 			break
 		}
 	}
-	assert.Equal(t, []string{"4096", "250000", "1200.00", "976.56", "0.250000"}, strings.Fields(row))
+	assert.Equal(t, []string{"4096", "250000", "1200.00", "976.56", "0.250000", "0"}, strings.Fields(row))
 
 	// Halt causes: injected ones are labelled so, most frequent first.
 	rep := sampleReport(t, "-faults", "halt=0.01")

@@ -55,7 +55,6 @@ type producer struct {
 
 	// Written by the callback (atomics: the sampler reads them while the run goes on).
 	okPackets atomic.Uint64
-	okBytes   atomic.Uint64
 	aborted   atomic.Uint64
 	hist      *hdrhistogram.Histogram // callback only, see above
 
@@ -80,7 +79,6 @@ func (p *producer) complete(tx *perfTx, st sdma.Status) {
 	if st == sdma.StatusOK {
 		if p.run.measuring.Load() {
 			_ = p.hist.RecordValue(int64(p.run.now() - tx.start))
-			p.okBytes.Add(uint64(tx.size))
 			p.okPackets.Add(1)
 		}
 	} else {

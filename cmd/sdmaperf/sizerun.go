@@ -1,14 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -20,8 +22,8 @@ type sizeRun struct {
 	size  int
 	frags []int // a packet's fragment lengths
 	dev   *sdma.Device
-	inj   *dma.FaultInjector // the mapper's fault injector, nil without -faults
-	fsink *sdma.FaultSink    // the sink's fault injector, nil without sinkfail or sinkstall
+
+	fsink *sdma.FaultSink // the sink's fault injector, nil without sinkfail or sinkstall
 	ps    []*producer
 	close []func() error // run in reverse by done
 	base  time.Time      // the run's clock: durations since base
@@ -33,7 +35,6 @@ type sizeRun struct {
 
 // counters are the cumulative counts a result reports as differences over the measured run.
 type counters struct {
-	injected               uint64 // mapping faults injected
 	eng                    engTotals
 	sinkFailed, sinkStalls uint64
 }
@@ -44,24 +45,33 @@ type measurement struct {
 	peak    float64 // MiB/s of the best sampling interval
 }
 
-// runSize runs one packet size on a fresh device and returns its result.
-func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr io.Writer) (Result, error) {
+// runSize runs one packet size on a fresh device and emits its result; with --run_infinitely
+// it emits one per -D interval until ctx is done. A run cut short by ctx emits what it
+// measured, marked Interrupted, and returns ctx's error.
+func runSize(ctx context.Context, cfg Config, size int, sink sdma.Sink, stderr io.Writer, emit func(Result)) error {
 	r, err := newSizeRun(cfg, size, sink)
 	if err != nil {
-		return Result{Bytes: size}, err
+		return err
 	}
 	defer r.done()
-	if err := r.warmup(ctx); err != nil {
-		return Result{Bytes: size}, err
+	if err := r.warmup(ctx); err != nil || ctx.Err() != nil {
+		return cmp.Or(err, ctx.Err()) // nothing measured yet: no row
 	}
-	if err := r.arm(); err != nil {
-		return Result{Bytes: size}, err
+	for {
+		if err := r.arm(); err != nil {
+			return err
+		}
+		m, err := r.measure(ctx, stderr)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		res := r.collect(m)
+		res.Interrupted = ctx.Err() != nil
+		emit(res)
+		if !cfg.RunInfinitely || ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
-	m, err := r.measure(ctx, stderr)
-	if err != nil {
-		return Result{Bytes: size}, err
-	}
-	return r.collect(m), ctx.Err()
 }
 
 // now returns the time since the run's base on the monotonic clock.
@@ -115,8 +125,10 @@ func (r *sizeRun) newDevice(sink sdma.Sink) error {
 		return err
 	}
 	r.close = append(r.close, r.dev.Close)
+	currentDev.Store(r.dev) // for -http's /debug/vars
+	r.close = append(r.close, func() error { currentDev.CompareAndSwap(r.dev, nil); return nil })
 	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
-		r.inj = inj
+
 		if cfg.Faults.MapFraction > 0 {
 			inj.FailFraction(cfg.Faults.MapFraction, cfg.Faults.Seed)
 		}
@@ -142,15 +154,11 @@ func (r *sizeRun) warmup(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, p := range r.ps {
-		p.mapErrors = 0
-		p.aborted.Store(0)
-	}
 	return nil
 }
 
-// arm sets the faults that count from the measured run (haltat) and takes the counters'
-// baselines.
+// arm sets the faults that count from the measured run (haltat), zeroes the producers' counts
+// and takes the counters' baselines.
 func (r *sizeRun) arm() error {
 	f := r.cfg.Faults
 	if f.HaltAt > 0 {
@@ -163,16 +171,20 @@ func (r *sizeRun) arm() error {
 			}
 		}
 	}
+	for _, p := range r.ps { // every packet of the warm-up or the last interval completed
+		p.mapErrors = 0
+		p.aborted.Store(0)
+		p.okPackets.Store(0)
+		p.hist.Reset()
+	}
+	r.stop.Store(false)
 	r.start = r.counters()
-	return nil
+	return r.noReceiver() // the warm-up's deliveries were refused
 }
 
 // counters reads the cumulative counters.
 func (r *sizeRun) counters() counters {
 	var c counters
-	if r.inj != nil {
-		c.injected = r.inj.Injected() + r.inj.Faults()
-	}
 	c.eng = engineTotals(r.dev)
 	if r.fsink != nil {
 		c.sinkFailed, c.sinkStalls = r.fsink.Failed(), r.fsink.Stalled()
@@ -180,17 +192,50 @@ func (r *sizeRun) counters() counters {
 	return c
 }
 
-// total sums the packets and bytes the producers' completions accepted.
-func (r *sizeRun) total() (packets, bytes uint64) {
+// accepted counts the measured packets the sink accepted, and their bytes: the packets that
+// completed OK less the deliveries the sink failed since arm (a failed delivery still completes
+// its txreq OK, as a packet lost on the wire).
+func (r *sizeRun) accepted() (packets, bytes uint64) {
 	for _, p := range r.ps {
 		packets += p.okPackets.Load()
-		bytes += p.okBytes.Load()
 	}
-	return packets, bytes
+	failed := r.failed()
+	if failed > packets { // a failure counted before its packet's completion
+		failed = packets
+	}
+	packets -= failed
+	return packets, packets * uint64(r.size)
+}
+
+// failed counts the deliveries the sink failed since arm.
+func (r *sizeRun) failed() uint64 {
+	var n uint64
+	for i := range r.dev.NumEngines() {
+		n += r.dev.Engine(i).Stats().SinkErrors
+	}
+	return n - r.start.eng.sinkErrors
+}
+
+// errNoReceiver is the UDP sink's deliveries refused: nobody listens at the address.
+var errNoReceiver = errors.New("connection refused")
+
+// noReceiver reports a UDP client's missing receiver: deliveries refused (ECONNREFUSED).
+func (r *sizeRun) noReceiver() error {
+	if r.cfg.Sink != "udp" {
+		return nil
+	}
+	for i := range r.dev.NumEngines() {
+		if err := r.dev.Engine(i).SinkError(); errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("no receiver at %s: %w", r.cfg.UDPAddr, errNoReceiver)
+		}
+	}
+	return nil
 }
 
 // measure runs the measured part: every producer sends its quota (-n) or until the duration
-// is over (-D), then waits for its packets, while a sampler tracks the peak bandwidth.
+// is over (-D), then waits for its packets, while a sampler tracks the peak bandwidth and stops
+// the run early when the receiver is missing. An interrupted run (ctx done) returns what it
+// measured so far and ctx's error.
 func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, error) {
 	cfg := r.cfg
 	var quota []int
@@ -199,9 +244,11 @@ func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, e
 		quota = split(cfg.Iterations, len(r.ps))
 		expected = time.Duration(cfg.Iterations) * time.Microsecond // a guess: show a bar only on big runs
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	start := time.Now()
 	r.measuring.Store(true)
-	s := startSampler(r, start, newProgress(cfg, r.size, stderr, expected))
+	s := startSampler(r, start, newProgress(cfg, r.size, stderr, expected), cancel)
 	if cfg.Iterations == 0 {
 		note := newDrainNote(r, stderr)
 		t := time.AfterFunc(cfg.Duration, func() { r.stop.Store(true); note.start() })
@@ -221,6 +268,12 @@ func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, e
 	m := measurement{elapsed: time.Since(start)}
 	r.measuring.Store(false)
 	m.peak = s.finish()
+	if err == nil {
+		err = r.noReceiver()
+	}
+	if err == nil {
+		err = context.Cause(ctx)
+	}
 	return m, err
 }
 
@@ -234,7 +287,7 @@ type sampler struct {
 
 const sampleInterval = 50 * time.Millisecond
 
-func startSampler(r *sizeRun, start time.Time, bar *progress) *sampler {
+func startSampler(r *sizeRun, start time.Time, bar *progress, cancel context.CancelCauseFunc) *sampler {
 	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -247,8 +300,11 @@ func startSampler(r *sizeRun, start time.Time, bar *progress) *sampler {
 			case <-s.stop:
 				return
 			case now := <-t.C:
-				pk, b := r.total()
-				if dt := now.Sub(lastT).Seconds(); dt > 0 {
+				if err := r.noReceiver(); err != nil {
+					cancel(err)
+				}
+				pk, b := r.accepted()
+				if dt := now.Sub(lastT).Seconds(); dt > 0 && b >= lastB {
 					rate := float64(b-lastB) / mib / dt
 					s.peak = max(s.peak, rate)
 					bar.update(pk, now.Sub(start), rate)
@@ -270,7 +326,7 @@ func (s *sampler) finish() float64 {
 // collect turns the producers' and engines' counters into the size's result.
 func (r *sizeRun) collect(m measurement) Result {
 	res := Result{Bytes: r.size, Elapsed: m.elapsed, BWPeak: m.peak}
-	pk, b := r.total()
+	pk, b := r.accepted()
 	res.Iterations = pk
 	res.rates(b)
 	hist := newHistogram()
@@ -289,7 +345,6 @@ func (r *sizeRun) collect(m measurement) Result {
 		}
 	}
 	now := r.counters()
-	res.Faults = now.injected - r.start.injected
 	d := now.eng.sub(r.start.eng)
 	res.RingFull = d.ringFull // every Send that found no room, SendWait's and spinning retries alike
 	res.Sleeps, res.Wakeups = d.sleeps, d.wakeups
@@ -300,6 +355,7 @@ func (r *sizeRun) collect(m measurement) Result {
 	res.SinkErrors = d.sinkErrors
 	res.SinkFailed = now.sinkFailed - r.start.sinkFailed
 	res.SinkStalls = now.sinkStalls - r.start.sinkStalls
+	res.Faults = res.MapErrors + res.Halts + res.SinkErrors + res.SinkStalls
 	return res
 }
 
