@@ -22,20 +22,28 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
+// interruptContext is done at Ctrl-C (SIGINT) or SIGTERM: the run stops, prints the results so
+// far and exits with exitInterrupted.
+func interruptContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitFail  = 1 // the run failed, or the receiver saw loss or corruption
-	exitUsage = 2 // bad flags
+	exitOK          = 0
+	exitFail        = 1   // the run failed, or the receiver saw loss or corruption
+	exitUsage       = 2   // bad flags
+	exitInterrupted = 130 // Ctrl-C, as a shell reports 128+SIGINT
 )
 
 // run is the whole tool, callable in-process (tests do).
@@ -53,7 +61,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		err = runClient(ctx, cfg, stdout, stderr)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errInterrupted) || (err != nil && ctx.Err() != nil):
+		fmt.Fprintln(stderr, "sdmaperf: interrupted")
+		return exitInterrupted
+	case err != nil:
 		fmt.Fprintf(stderr, "sdmaperf: %v\n", err)
 		return exitFail
 	}

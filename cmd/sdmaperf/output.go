@@ -179,12 +179,12 @@ var latencyTable = table{
 			fmt.Fprintf(w, " Latency in bw mode is submit to completion at depth %d: it is queueing, not the\n"+
 				" one-packet latency of -mode lat (ib_send_lat).\n", cfg.Depth)
 		}
-		fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %-11s\n",
+		fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %s\n",
 			"#bytes", "#iterations", "t_min[us]", "p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "t_avg[us]")
 	},
 	row: func(w io.Writer, _ Config, r Result) {
 		l := r.Latency
-		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f%s\n",
+		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %.2f%s\n",
 			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg, interruptedMark(r))
 	},
 }

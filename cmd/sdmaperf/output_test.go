@@ -126,3 +126,9 @@ func TestReceiverReportText(t *testing.T) {
 	assert.Contains(t, out.String(), "lost 1")
 	assert.Contains(t, out.String(), "bad-checksum")
 }
+
+func TestStdev(t *testing.T) {
+	assert.Zero(t, stdevOf(nil))
+	assert.Zero(t, stdevOf([]float64{5}))
+	assert.InDelta(t, 2, stdevOf([]float64{2, 4, 4, 4, 5, 5, 7, 9}), 1e-12)
+}

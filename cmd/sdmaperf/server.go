@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
@@ -30,16 +31,23 @@ func checkReceiver(rep *udpsink.Report, stderr io.Writer) error {
 	return nil
 }
 
+// waitForever is -idle 0's idle timeout: longer than anyone waits.
+const waitForever = 100 * 365 * 24 * time.Hour
+
 // runServer is sdmaperf -server: receive one run over loopback UDP, check it, report.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	r, err := udpsink.Listen(udpsink.ReceiverConfig{Addr: cfg.UDPAddr, Idle: cfg.Idle})
+	idle, until := cfg.Idle, fmt.Sprintf("%v idle", cfg.Idle)
+	if idle == 0 { // -idle 0: wait for the client indefinitely (until Ctrl-C)
+		idle, until = waitForever, "Ctrl-C"
+	}
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{Addr: cfg.UDPAddr, Idle: idle})
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	fmt.Fprintf(stderr, "sdmaperf: receiving on %s (stops after %v idle or at the end-of-run marker)\n", r.Addr(), cfg.Idle)
+	fmt.Fprintf(stderr, "sdmaperf: receiving on %s (stops after %s or at the end-of-run marker)\n", r.Addr(), until)
 	rep, err := r.Run(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		return err
 	}
 	if cfg.JSON {
@@ -50,6 +58,9 @@ func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 		}
 	} else {
 		writeReceiverReport(stdout, &rep)
+	}
+	if ctx.Err() != nil {
+		return errInterrupted // Ctrl-C: what arrived so far is printed above
 	}
 	if rep.Packets == 0 && !rep.Ended {
 		return fmt.Errorf("no packets arrived in %v", cfg.Idle)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,6 +44,7 @@ type counters struct {
 type measurement struct {
 	elapsed time.Duration
 	peak    float64 // MiB/s of the best sampling interval
+	stdev   float64 // MiB/s: the standard deviation of the intervals' bandwidths
 }
 
 // runSize runs one packet size on a fresh device and emits its result; with --run_infinitely
@@ -267,7 +269,7 @@ func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, e
 	})
 	m := measurement{elapsed: time.Since(start)}
 	r.measuring.Store(false)
-	m.peak = s.finish()
+	m.peak, m.stdev = s.finish()
 	if err == nil {
 		err = r.noReceiver()
 	}
@@ -280,9 +282,10 @@ func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, e
 // sampler samples the accepted bytes every interval for the peak bandwidth and the progress
 // line.
 type sampler struct {
-	stop chan struct{}
-	done chan struct{}
-	peak float64 // MiB/s of the best interval: written by the sampler, read after done
+	stop  chan struct{}
+	done  chan struct{}
+	peak  float64   // MiB/s of the best interval: written by the sampler, read after done
+	rates []float64 // MiB/s of every interval: likewise
 }
 
 const sampleInterval = 50 * time.Millisecond
@@ -307,6 +310,7 @@ func startSampler(r *sizeRun, start time.Time, bar *progress, cancel context.Can
 				if dt := now.Sub(lastT).Seconds(); dt > 0 && b >= lastB {
 					rate := float64(b-lastB) / mib / dt
 					s.peak = max(s.peak, rate)
+					s.rates = append(s.rates, rate)
 					bar.update(pk, now.Sub(start), rate)
 				}
 				lastT, lastB = now, b
@@ -316,16 +320,32 @@ func startSampler(r *sizeRun, start time.Time, bar *progress, cancel context.Can
 	return s
 }
 
-// finish stops the sampler and returns the peak.
-func (s *sampler) finish() float64 {
+// finish stops the sampler and returns the peak and the standard deviation of the intervals.
+func (s *sampler) finish() (peak, stdev float64) {
 	close(s.stop)
 	<-s.done
-	return s.peak
+	return s.peak, stdevOf(s.rates)
+}
+
+// stdevOf is the population standard deviation of xs (0 for fewer than two).
+func stdevOf(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+	}
+	mean := sum / float64(len(xs))
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sq / float64(len(xs)))
 }
 
 // collect turns the producers' and engines' counters into the size's result.
 func (r *sizeRun) collect(m measurement) Result {
-	res := Result{Bytes: r.size, Elapsed: m.elapsed, BWPeak: m.peak}
+	res := Result{Bytes: r.size, Elapsed: m.elapsed, BWPeak: m.peak, BWStdev: m.stdev}
 	pk, b := r.accepted()
 	res.Iterations = pk
 	res.rates(b)
