@@ -1,11 +1,12 @@
 // Package udpsink is a real sdma.Sink: it sends every packet the engine gathers as one UDP
-// datagram over loopback, with gather I/O (sendmsg(2) whose iovec is the packet's own segments:
-// the payload is never copied into one buffer), and a Receiver that checks what arrives.
+// datagram over loopback, with gather I/O (sendmmsg(2) or sendmsg(2) whose iovecs are the
+// packets' own segments: the payload is never copied into one buffer), and a Receiver that
+// checks what arrives.
 //
 // # Wire format
 //
-// The sink prepends a 16-byte frame header, taken from a per-engine scratch buffer, as the first
-// iovec entry; the packet's segments follow untouched. All fields are little-endian:
+// The sink prepends a 16-byte frame header, built in a per-engine buffer, as the first iovec
+// entry; the packet's segments follow untouched. All fields are little-endian:
 //
 //	offset  size  field
 //	0       2     magic 0x5344 ("DS" on the wire; FrameMagic)
@@ -23,9 +24,21 @@
 //
 // # Batching
 //
-// Deliver sends one sendmsg per packet, not sendmmsg batches: the segments are valid only during
-// the Deliver call (they alias mapped memory that is unmapped at completion), so batching
-// across calls would mean copying the payload, which is what this sink exists not to do.
+// The Sink is an sdma.BatchSink. By default (Config.Batch, DefaultBatch packets) an engine
+// queues its packets with the sink and has it flush them: one sendmmsg(2) sends the whole batch,
+// through golang.org/x/net's PacketConn.WriteBatch, whose messages take the frames as gather
+// lists (the header, then the packet's own segments: no copy). This is possible because the
+// engine defers its head write-back (see sdma.BatchSink): a held packet is not completed, so
+// not unmapped, until the Flush that sends it returned, and sendmmsg has copied the bytes into
+// socket buffers by then. The engine flushes when the batch is full (packets or
+// Config.BatchBytes) and whenever it has nothing more to read, so a lone packet is not kept
+// waiting. With Config.GSO, each run of consecutive frames of one size goes as one message
+// with a UDP_SEGMENT control message (UDP GSO): the kernel cuts it into one datagram per frame.
+// Config.Batch 1 is the unbatched sink: Deliver, one sendmsg(2) per packet.
+//
+// Every packet is sent or failed exactly once; Config.Batch lists what each send error does.
+//
+// The Receiver reads with recvmmsg(2) (x/net's ReadBatch), up to 32 datagrams a call.
 //
 // # Loopback only
 //
@@ -33,6 +46,7 @@
 // measurement tool, not a transport. The Receiver stops by itself after an idle timeout or once
 // it has seen the end-of-run markers, and the Sink's Close sends those markers.
 //
-// The sender needs Linux (sendmsg through golang.org/x/sys/unix); elsewhere New returns
+// The sender needs Linux (sendmmsg through golang.org/x/net, sendmsg and UDP_SEGMENT through
+// golang.org/x/sys/unix); elsewhere New returns
 // ErrLinuxOnly. The Receiver is portable.
 package udpsink

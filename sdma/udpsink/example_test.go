@@ -10,9 +10,9 @@ import (
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
-// A device whose engines deliver every packet as a loopback UDP datagram (sendmsg with the
-// packet's segments as the gather list), and a Receiver that checks sequence numbers and
-// checksums. Closing the sink sends the end-of-run markers, which stop the receiver.
+// A device whose engines deliver every packet as a loopback UDP datagram (batched: sendmmsg
+// with each packet's segments as its gather list), and a Receiver that checks sequence numbers
+// and checksums. Closing the sink sends the end-of-run markers, which stop the receiver.
 func ExampleNew() {
 	recv, err := udpsink.Listen(udpsink.ReceiverConfig{}) // 127.0.0.1, a free port
 	if err != nil {
@@ -67,6 +67,10 @@ func ExampleNew() {
 	// received: 10 packets, 10400 bytes from 2 engines
 	// lost: 0 bad checksums: 0 ended: true ok: true
 }
+
+// The Sink is a batching sink: engines queue packets with it and it sends them many a system
+// call, without copying them.
+var _ sdma.BatchSink = (*udpsink.Sink)(nil)
 
 // The receiver alone, as sdmaperf -server runs it: it listens on a loopback address only and
 // stops by itself, at the end markers or after Idle without a datagram.

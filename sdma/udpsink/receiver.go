@@ -8,7 +8,11 @@ import (
 	"hash/crc32"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // ReceiverConfig configures a Receiver.
@@ -27,7 +31,11 @@ type ReceiverConfig struct {
 // checksum, loss. Run is not safe for concurrent use; Addr and Close are.
 type Receiver struct {
 	conn *net.UDPConn
+	rd   batchReader // recvmmsg on conn
 	idle time.Duration
+	// received counts the datagrams Run has taken in: atomic add by Run (one per batch read),
+	// load by Received.
+	received atomic.Uint64
 }
 
 // EngineReport is what a Receiver saw from one engine.
@@ -100,11 +108,21 @@ func Listen(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.ReadBuffer > 0 {
 		_ = conn.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by rmem_max
 	}
-	return &Receiver{conn: conn, idle: cfg.Idle}, nil
+	r := &Receiver{conn: conn, idle: cfg.Idle}
+	if ua.IP.To4() != nil {
+		r.rd = ipv4.NewPacketConn(conn)
+	} else {
+		r.rd = ipv6.NewPacketConn(conn)
+	}
+	return r, nil
 }
 
 // Addr returns the address the receiver listens on (with the port chosen, for ":0").
 func (r *Receiver) Addr() *net.UDPAddr { return r.conn.LocalAddr().(*net.UDPAddr) }
+
+// Received returns the number of datagrams a Run has read so far (all runs, every kind of
+// frame): a sender may pace itself on it. Safe for concurrent use.
+func (r *Receiver) Received() uint64 { return r.received.Load() }
 
 // Close closes the socket; a Run in progress returns.
 func (r *Receiver) Close() error { return r.conn.Close() }
@@ -117,25 +135,39 @@ type engineTrack struct {
 	rep      EngineReport
 }
 
+// recvBatch is how many datagrams one recvmmsg(2) may return (ReadBatch).
+const recvBatch = 32
+
+// batchReader is the recvmmsg seam: ipv4.PacketConn and ipv6.PacketConn (same Message type).
+type batchReader interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+// runState is one Run's tally.
+type runState struct {
+	rep    Report
+	tracks [MaxEngines]engineTrack
+	want   int // engines in the run, from the end markers; -1 before the first
+	ended  int // engines whose end marker arrived
+}
+
 // Run receives until the end-of-run markers of every engine arrived (nil error), no datagram
 // arrived for the idle timeout (nil error, Report.IdleTimeout), ctx is done (ctx.Err()) or the
-// receiver is closed (ErrClosed). It returns what it saw in every case.
+// receiver is closed (ErrClosed). It returns what it saw in every case. It reads up to 32
+// datagrams a system call (recvmmsg(2) through x/net's ReadBatch) into buffers it allocates once.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
+	st := &runState{want: -1}
+	msgs := make([]ipv4.Message, recvBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+	}
 	var (
-		rep     Report
-		tracks  [MaxEngines]engineTrack
-		want    = -1 // engines in the run, from the first end marker
-		ended   int
-		buf     = make([]byte, 65536)
-		first   time.Time
-		last    time.Time
-		setAt   time.Time
-		stopped = context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
-		runErr  error
+		first, last, setAt time.Time
+		runErr             error
 	)
+	stopped := context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
 	defer stopped()
-
-	for {
+	for !st.rep.Ended {
 		// Push the idle deadline forward at most every idle/8: the deadline is then between
 		// 7/8 and 1 idle period after the last datagram, without a timer reset per packet.
 		now := time.Now()
@@ -147,69 +179,98 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 			runErr = err
 			break
 		}
-		n, err := r.conn.Read(buf)
+		n, err := r.rd.ReadBatch(msgs, 0)
 		if err != nil {
-			if ctx.Err() != nil {
-				runErr = ctx.Err()
-			} else if errors.Is(err, os.ErrDeadlineExceeded) {
-				rep.IdleTimeout = true
-			} else if errors.Is(err, net.ErrClosed) {
-				runErr = ErrClosed
-			} else {
-				runErr = fmt.Errorf("udpsink: receive: %w", err)
-			}
+			runErr = r.readErr(ctx, err, &st.rep)
 			break
 		}
+		r.received.Add(uint64(n))
 		last = time.Now()
 		if first.IsZero() {
 			first = last
 		}
-		frame := buf[:n]
-		h, err := ParseHeader(frame)
-		if err != nil {
-			rep.BadFrames++
-			continue
-		}
-		payload := frame[HeaderLen:]
-		t := &tracks[h.Engine]
-		t.seen = true
-		t.rep.Engine = int(h.Engine)
-		if h.Flags&FlagEnd != 0 {
-			if len(payload) != 4 || crc32.Checksum(payload, castagnoli) != h.CRC {
-				rep.BadFrames++
-				continue
+		for i := range msgs[:n] {
+			if st.frame(msgs[i].Buffers[0][:msgs[i].N]) {
+				break // every engine ended: the rest of the batch is repeats
 			}
-			if t.rep.Ended {
-				continue // a repeat
-			}
-			t.rep.Ended = true
-			t.rep.Sent = h.Seq
-			ended++
-			if n := int(binary.LittleEndian.Uint32(payload)); want < 0 || n > want {
-				want = n
-			}
-			if want > 0 && ended >= want && allEnded(&tracks, want) {
-				rep.Ended = true
-				break
-			}
-			continue
-		}
-		t.rep.Packets++
-		t.rep.Bytes += uint64(len(payload))
-		if crc32.Checksum(payload, castagnoli) != h.CRC {
-			t.rep.BadChecksum++
-		}
-		switch {
-		case h.Seq >= t.next:
-			t.distinct++
-			t.next = h.Seq + 1
-		default:
-			t.rep.Dups++
 		}
 	}
+	st.finish()
+	if !first.IsZero() {
+		st.rep.Elapsed = last.Sub(first)
+	}
+	return st.rep, runErr
+}
 
-	for i := range tracks {
-		t := &tracks[i]
+// readErr turns a receive error into Run's result: nil for the idle timeout (recorded in rep).
+func (r *Receiver) readErr(ctx context.Context, err error, rep *Report) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		rep.IdleTimeout = true
+		return nil
+	case errors.Is(err, net.ErrClosed):
+		return ErrClosed
+	}
+	return fmt.Errorf("udpsink: receive: %w", err)
+}
+
+// frame tallies one datagram; it reports whether the run has ended (every engine's end marker).
+func (st *runState) frame(frame []byte) bool {
+	h, err := ParseHeader(frame)
+	if err != nil {
+		st.rep.BadFrames++
+		return false
+	}
+	payload := frame[HeaderLen:]
+	t := &st.tracks[h.Engine]
+	t.seen = true
+	t.rep.Engine = int(h.Engine)
+	if h.Flags&FlagEnd != 0 {
+		return st.end(t, h, payload)
+	}
+	t.rep.Packets++
+	t.rep.Bytes += uint64(len(payload))
+	if crc32.Checksum(payload, castagnoli) != h.CRC {
+		t.rep.BadChecksum++
+	}
+	switch {
+	case h.Seq >= t.next:
+		t.distinct++
+		t.next = h.Seq + 1
+	default:
+		t.rep.Dups++
+	}
+	return false
+}
+
+// end tallies an end-of-run marker.
+func (st *runState) end(t *engineTrack, h Header, payload []byte) bool {
+	if len(payload) != 4 || crc32.Checksum(payload, castagnoli) != h.CRC {
+		st.rep.BadFrames++
+		return false
+	}
+	if t.rep.Ended {
+		return false // a repeat
+	}
+	t.rep.Ended = true
+	t.rep.Sent = h.Seq
+	st.ended++
+	if n := int(binary.LittleEndian.Uint32(payload)); st.want < 0 || n > st.want {
+		st.want = n
+	}
+	if st.want > 0 && st.ended >= st.want && allEnded(&st.tracks, st.want) {
+		st.rep.Ended = true
+	}
+	return st.rep.Ended
+}
+
+// finish sums the per-engine tallies into the report.
+func (st *runState) finish() {
+	rep := &st.rep
+	for i := range st.tracks {
+		t := &st.tracks[i]
 		if !t.seen {
 			continue
 		}
@@ -226,10 +287,6 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 		rep.BadChecksum += t.rep.BadChecksum
 		rep.Engines = append(rep.Engines, t.rep)
 	}
-	if !first.IsZero() {
-		rep.Elapsed = last.Sub(first)
-	}
-	return rep, runErr
 }
 
 // allEnded reports whether engines 0..n-1 all sent their end marker.

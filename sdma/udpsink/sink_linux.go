@@ -11,36 +11,32 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
 
 // iovMax is the kernel's UIO_MAXIOV: the most iovec entries one sendmsg takes.
 const iovMax = 1024
 
-// Config configures a Sink.
-type Config struct {
-	// Addr is the receiver's UDP address; it must be a loopback address ("127.0.0.1:18515",
-	// "[::1]:18515"). An empty host means 127.0.0.1.
-	Addr string
-	// Engines is the number of engines that will deliver (engine numbers 0..Engines-1).
-	// 0 means 1; at most MaxEngines.
-	Engines int
-	// WriteBuffer is the socket send buffer (SO_SNDBUF) in bytes; 0 means 4 MiB. The kernel may
-	// cap it (net.core.wmem_max).
-	WriteBuffer int
-}
-
-// Sink sends each packet as one UDP datagram with sendmsg and a gather list made of a frame
-// header and the packet's segments (no copy). It implements sdma.Sink.
+// Sink sends each packet as one UDP datagram whose gather list is a frame header and the
+// packet's segments (no copy). It implements sdma.BatchSink: with batching on (Config.Batch, the
+// default) the engines Queue packets and Flush them, many frames a sendmmsg(2) call, optionally
+// with UDP GSO; with Batch 1 they Deliver, one sendmsg(2) a packet.
 //
-// Deliver is safe for concurrent use by different engines; each engine must deliver one packet
-// at a time, which is what the sdma engine guarantees. Stats is safe at any time. Close must not
-// run concurrently with Deliver: call it after the device stopped delivering.
+// Deliver, Queue and Flush are safe for concurrent use by different engines; each engine must
+// call them one at a time, and not mix Deliver with a batch it holds, which is what the sdma
+// engine guarantees. Stats is safe at any time. Close must not run concurrently with the others:
+// call it after the device stopped delivering.
 type Sink struct {
-	conn    *net.UDPConn
-	rc      syscall.RawConn
-	engines []engineState
-	closed  atomic.Bool // set by Close; read by Deliver to refuse late packets
+	conn       *net.UDPConn
+	rc         syscall.RawConn
+	w          batchWriter // sendmmsg: the ipv4 or ipv6 PacketConn of conn (a test may wrap it)
+	engines    []engineState
+	batch      int         // Config.Batch: BatchLimit's packets (read-only after New)
+	batchBytes int         // Config.BatchBytes: BatchLimit's bytes (read-only after New)
+	gso        atomic.Bool // Config.GSO, cleared by a Flush whose GSO send the kernel refused
+	closed     atomic.Bool // set by Close; read by Deliver, Queue and Flush to refuse late packets
 }
 
 // engineState is one engine's sender state. Every field but the counters is owned by the
@@ -53,18 +49,27 @@ type engineState struct {
 	send  func(fd uintptr) bool
 	seq   uint64 // packets sent so far: the next packet's sequence number (owner only)
 
-	packets atomic.Uint64 // datagrams sent (store by owner, load by Stats)
-	bytes   atomic.Uint64 // payload bytes sent, headers excluded
-	errs    atomic.Uint64 // failed sends
+	// The batch (Queue, Flush): queue[i] is the i-th frame queued, its gather list
+	// bufs[queue[i].start:queue[i].end], its header hdrs[i*HeaderLen:]; msgs are the wire
+	// messages of the Flush in progress, oob their GSO control messages. All owner only,
+	// reused across batches (grown, never shrunk), and cleared after each Flush.
+	queue []queued
+	bufs  [][]byte
+	hdrs  []byte
+	msgs  []ipv4.Message
+	oob   []byte
+
+	// Counters: atomic add (or store) by the owner, load by Stats.
+	packets  atomic.Uint64 // datagrams sent (store by owner, load by Stats)
+	bytes    atomic.Uint64 // payload bytes sent, headers excluded
+	errs     atomic.Uint64 // failed packets
+	syscalls atomic.Uint64 // sendmsg and sendmmsg calls for packets
+	batches  atomic.Uint64 // Flushes with packets
+	gsoMsgs  atomic.Uint64 // GSO messages sent
+	retries  atomic.Uint64 // resends after ENOBUFS or EAGAIN
+	gsoOff   atomic.Uint64 // GSO refusals
 
 	_ [64]byte // keep neighbouring engines' hot fields off this cache line
-}
-
-// Stats are the sink's counters, summed over engines.
-type Stats struct {
-	Packets uint64 // datagrams sent (end markers excluded)
-	Bytes   uint64 // payload bytes sent (frame headers excluded)
-	Errors  uint64 // sends that failed
 }
 
 // New connects a sink to the receiver at cfg.Addr. It refuses non-loopback addresses with an
@@ -78,6 +83,18 @@ func New(cfg Config) (*Sink, error) {
 	}
 	if cfg.WriteBuffer == 0 {
 		cfg.WriteBuffer = 4 << 20
+	}
+	switch {
+	case cfg.Batch == 0:
+		cfg.Batch = DefaultBatch
+	case cfg.Batch < 0 || cfg.Batch > iovMax:
+		return nil, fmt.Errorf("udpsink: batch of %d packets, want 1..%d (0: %d)", cfg.Batch, iovMax, DefaultBatch)
+	}
+	switch {
+	case cfg.BatchBytes == 0:
+		cfg.BatchBytes = DefaultBatchBytes
+	case cfg.BatchBytes < 0:
+		cfg.BatchBytes = 0 // no byte bound
 	}
 	ua, err := ResolveLoopback(cfg.Addr)
 	if err != nil {
@@ -95,11 +112,23 @@ func New(cfg Config) (*Sink, error) {
 		conn.Close()
 		return nil, fmt.Errorf("udpsink: %w", err)
 	}
-	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines)}
+	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes}
+	if ua.IP.To4() != nil {
+		s.w = ipv4.NewPacketConn(conn)
+	} else {
+		s.w = ipv6.NewPacketConn(conn)
+	}
+	s.gso.Store(cfg.GSO && cfg.Batch > 1)
 	for i := range s.engines {
 		e := &s.engines[i]
 		e.iov = make([]unix.Iovec, 0, 2+2*64) // header + up to MAX_DESC segments and pads
 		e.send = e.sendmsg                    // method value made once: Deliver must not allocate
+		if cfg.Batch > 1 {
+			e.queue = make([]queued, 0, cfg.Batch)
+			e.bufs = make([][]byte, 0, cfg.Batch*3) // header + two segments a packet, grown if need be
+			e.hdrs = make([]byte, cfg.Batch*HeaderLen)
+			e.msgs = make([]ipv4.Message, 0, cfg.Batch)
+		}
 	}
 	return s, nil
 }
@@ -110,8 +139,9 @@ func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 // RemoteAddr returns the receiver's address.
 func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 
-// Deliver sends one packet as one datagram (sdma.Sink). segs are read during the call only.
-// It does not allocate on success.
+// Deliver sends one packet as one datagram now, with one sendmsg(2) (sdma.Sink; an engine whose
+// sink batches calls Queue and Flush instead). segs are read during the call only. It does not
+// allocate on success.
 func (s *Sink) Deliver(engine int, segs [][]byte) error {
 	if uint(engine) >= uint(len(s.engines)) {
 		return fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
@@ -162,6 +192,7 @@ func (s *Sink) write(e *engineState, iov []unix.Iovec) error {
 	e.msg.SetIovlen(len(iov))
 	e.errno = 0
 	err := s.rc.Write(e.send)
+	e.syscalls.Add(1)
 	clear(iov) // drop the references to the caller's memory
 	e.msg.Iov = nil
 	if err == nil && e.errno != 0 {
@@ -182,6 +213,11 @@ func (s *Sink) Stats() Stats {
 		st.Packets += e.packets.Load()
 		st.Bytes += e.bytes.Load()
 		st.Errors += e.errs.Load()
+		st.Syscalls += e.syscalls.Load()
+		st.Batches += e.batches.Load()
+		st.GSOMsgs += e.gsoMsgs.Load()
+		st.Retries += e.retries.Load()
+		st.GSOOff += e.gsoOff.Load()
 	}
 	return st
 }

@@ -84,7 +84,7 @@ func TestSinkToReceiver(t *testing.T) {
 	<-done
 	require.NoError(t, runErr)
 
-	assert.Equal(t, Stats{Packets: uint64(engines * perEngine), Bytes: uint64(total)}, st)
+	assert.Equal(t, Stats{Packets: uint64(engines * perEngine), Bytes: uint64(total), Syscalls: uint64(engines * perEngine)}, st)
 	assert.True(t, rep.OK(), rep.String())
 	assert.EqualValues(t, engines*perEngine, rep.Packets)
 	assert.EqualValues(t, total, rep.Bytes)

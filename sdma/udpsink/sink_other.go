@@ -4,22 +4,15 @@ package udpsink
 
 import "net"
 
-// Config configures a Sink (see the Linux documentation; the sender is Linux only).
-type Config struct {
-	Addr        string
-	Engines     int
-	WriteBuffer int
-}
+// Batch defaults (see the Linux documentation; the sender is Linux only).
+const (
+	DefaultBatch      = 32
+	DefaultBatchBytes = 256 << 10
+	MaxGSOSegments    = 64
+)
 
 // Sink is the UDP sink; on this system every method fails with ErrLinuxOnly.
 type Sink struct{}
-
-// Stats are the sink's counters.
-type Stats struct {
-	Packets uint64
-	Bytes   uint64
-	Errors  uint64
-}
 
 // New returns ErrLinuxOnly: the gather-I/O sender needs Linux's sendmsg.
 func New(cfg Config) (*Sink, error) { return nil, ErrLinuxOnly }
@@ -32,6 +25,19 @@ func (s *Sink) RemoteAddr() net.Addr { return nil }
 
 // Deliver returns ErrLinuxOnly.
 func (s *Sink) Deliver(engine int, segs [][]byte) error { return ErrLinuxOnly }
+
+// BatchLimit turns batching off.
+func (s *Sink) BatchLimit() (packets, bytes int) { return 1, 0 }
+
+// Queue returns ErrLinuxOnly.
+func (s *Sink) Queue(engine int, segs [][]byte) error { return ErrLinuxOnly }
+
+// Flush fails every packet with ErrLinuxOnly.
+func (s *Sink) Flush(engine int, errs []error) {
+	for i := range errs {
+		errs[i] = ErrLinuxOnly
+	}
+}
 
 // Stats returns zero counters.
 func (s *Sink) Stats() Stats { return Stats{} }
