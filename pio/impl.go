@@ -6,9 +6,11 @@ import (
 )
 
 // Implementations returns the names of the copy implementations available here, the preferred
-// first: on amd64 "asm" (non-temporal stores: 32-byte VMOVNTDQ where the CPU reports AVX, else
-// 8-byte MOVNTI, then SFENCE), "asm-movnti" (the MOVNTI writer, forced) and "go"; elsewhere and
-// with the purego build tag only "go". The slice is a fresh copy.
+// first. On amd64: "asm" (ordinary stores for the model's cached send buffer: aligned 32-byte
+// VMOVDQA where klauspost/cpuid/v2 reports AVX, else 8-byte MOVQ), "asm-nt" (non-temporal
+// stores, what the real chip's write-combining send buffer wants: 32-byte VMOVNTDQ with AVX, else
+// 8-byte MOVNTI, then SFENCE), "asm-movnti" (the MOVNTI writer, forced) and "go" (8-byte stores
+// in Go). Elsewhere and with the purego build tag only "go". The slice is a fresh copy.
 func Implementations() []string { return slices.Clone(implementations) }
 
 // SetImplementation makes every copy use the named implementation until restore is called. It
