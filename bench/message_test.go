@@ -16,8 +16,9 @@ import (
 // packet queue (impl=pq: Submit, then the hardware model and completions until the slot is
 // COMPLETE) and by hand with sdma's API (impl=hand: the same headers built per packet, the same
 // page pieces added by bus address, Send per packet, the same engine passes), with AHG header
-// updates (ahg=on) or full headers (ahg=off). Both map the message once up front (the queue's
-// pin cache does it on the first Submit; hand maps it before the loop), so the difference is
+// updates (ahg=on) or full headers (ahg=off). Both register the message with the device once
+// (the queue's pin cache does it on the first Submit; hand before the loop) and add its page
+// pieces with AddKVAddr, which maps nothing in registered memory, so the difference is
 // the queue's own work: validation, the slot, the request bookkeeping, the allocator, the
 // completion ring. Manual engine, one goroutine. descB/pkt is the descriptor bytes per packet
 // (16 per descriptor), hdrB/pkt the header bytes read from host memory per packet (64 for a
@@ -96,7 +97,7 @@ type handMsg struct {
 	dev   *sdma.Device
 	e     *sdma.Engine
 	msg   []byte
-	bus   dma.Addr
+	reg   *dma.Registration
 	ahg   bool
 	txs   []handTx
 	done  int
@@ -113,18 +114,18 @@ type handTx struct {
 func (t *handTx) Complete(*sdma.TxReq, sdma.Status) { t.m.done++ }
 
 func newHandMsg(dev *sdma.Device, msg []byte, npkts int, ahg bool) *handMsg {
-	bus, err := dev.Mapper().MapSingle(msg, dma.ToDevice)
+	reg, err := dev.Register(msg)
 	if err != nil {
 		panic(err)
 	}
-	h := &handMsg{dev: dev, e: dev.Engine(0), msg: msg, bus: bus, ahg: ahg, txs: make([]handTx, npkts)}
+	h := &handMsg{dev: dev, e: dev.Engine(0), msg: msg, reg: reg, ahg: ahg, txs: make([]handTx, npkts)}
 	for i := range h.txs {
 		h.txs[i].m = h
 	}
 	return h
 }
 
-func (h *handMsg) close() { _ = h.dev.Mapper().UnmapSingle(h.bus, len(h.msg), dma.ToDevice) }
+func (h *handMsg) close() { _ = h.dev.Deregister(context.Background(), h.reg) }
 
 func (h *handMsg) send() error {
 	h.done = 0
@@ -162,7 +163,7 @@ func (h *handMsg) send() error {
 		}
 		for q := off; err == nil && q < off+n; {
 			p := min(dma.PageSize-int((uintptr(q)+addrOf(h.msg))%dma.PageSize), off+n-q)
-			err = tx.AddDAddr(h.dev, h.bus+dma.Addr(q), p)
+			err = tx.AddKVAddr(h.dev, h.msg[q:q+p])
 			q += p
 		}
 		if err == nil {

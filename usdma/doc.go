@@ -37,10 +37,10 @@
 // after marking it QUEUED). A one-packet message of a length that is not a multiple of 4 is sent
 // padded (the kernel leaves such a packet unclosed). Submit returns as soon as its packets are
 // in the ring, also after an error: the slot ends ERROR when the packets already handed over
-// complete (the kernel waits for them). Pinning is a long-lived device mapping of the vector
-// (Mapper.MapSingle), and page pieces are added by bus address (sdma's AddDAddr) rather than
-// mapped per packet (sdma_txadd_page); when dma grows memory registration, the pin cache is the
-// place to use it.
+// complete (the kernel waits for them). Pinning is registering the vector with the device
+// (sdma.Device.Register): page pieces are added with AddKVAddr, which finds the registration and
+// maps nothing, rather than mapped per packet (sdma_txadd_page's dma_map_page); a vector that
+// cannot be registered is mapped per packet instead.
 //
 // # Kernel names
 //

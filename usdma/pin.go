@@ -1,9 +1,11 @@
 package usdma
 
 import (
+	"context"
 	"sync"
 
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
 )
 
 // The pinned-page cache (hfi1: mmu_rb.c, with user_sdma's sdma_rb_* ops and pin_vector_pages).
@@ -14,26 +16,32 @@ import (
 // the MMU notifier invalidates a node when its memory is unmapped. A node a request still uses
 // (refcount > 0) is never unpinned: it is unpinned when the last request lets go.
 //
-// In gosdma a vector is a byte slice and "pinning" it is giving it a long-lived device mapping:
-// the node maps the whole vector once (Mapper.MapSingle, ToDevice) and the packets of every
-// request that sends it add their page pieces by bus address (AddDAddr), with no per-packet
-// map or unmap. The mapping is what the hardware model reads through; it is undone only when
-// the node is evicted or invalidated AND no request holds it, so the engine never reads memory
-// that was unmapped, whatever the caller invalidates while packets are in flight. (The mapping
-// also keeps Go memory reachable, and pins a dma.Region, so freed memory is never read either.)
+// In gosdma a vector is a byte slice, and pinning it is registering it with the device
+// (sdma.Device.Register, dma's memory registration): the memory is mapped once, and the page
+// pieces of every packet that sends it are added with AddKVAddr, which finds the registration
+// and computes the bus address with no map, lock or allocation (sdma_txadd_page's pinned pages,
+// without the per-packet dma_map_page). Each txreq holds a use of the registration from its add
+// to its clean, and the registration is undone only when the node is evicted or invalidated AND
+// no request holds it, and Deregister itself waits for uses in flight: the engine never reads
+// unregistered memory, whatever the caller invalidates while packets are in flight. (The
+// registration also keeps Go memory reachable and pins a dma.Region, so freed memory is never
+// read either.) When the mapper does not register memory, or the vector overlaps memory
+// registered otherwise, the node holds no registration and the pieces are mapped per packet
+// (MapSingle, unmapped at completion), which is just as safe, only slower.
 //
 // Keys are exact (address, length) pairs, as the kernel's sdma_rb_filter matches the address.
 // The cache is guarded by one mutex, taken per vector per request and on a request's end,
 // never per packet.
 type pinCache struct {
-	mapper dma.Mapper
-	limit  int // pages; 0: no limit
+	dev   *sdma.Device
+	limit int // pages; 0: no limit
 
 	mu      sync.Mutex
 	nodes   map[pinKey]*pinNode // live nodes (hfi1: the rb tree)
 	lruHead *pinNode            // most recently used
 	lruTail *pinNode            // least recently used: eviction starts here
 	pages   int                 // pages pinned by every node, live or dying (hfi1: pq->n_locked)
+	stuck   []*pinNode          // dead nodes whose registration someone else still uses; retried by Close
 	stats   PinStats
 }
 
@@ -45,6 +53,7 @@ type PinStats struct {
 	Invalidations uint64 // nodes invalidated (Invalidate, Close)
 	Deferred      uint64 // unmaps deferred because a request still held the node
 	OverLimit     uint64 // pins past the limit because every node was in use (the kernel pins anyway)
+	Unregistered  uint64 // vectors that could not be registered and are mapped per packet
 	Nodes         int    // live nodes now
 	Pages         int    // pages pinned now (live and dying nodes)
 }
@@ -58,7 +67,7 @@ type pinKey struct {
 type pinNode struct {
 	key    pinKey
 	buf    []byte
-	bus    dma.Addr // the device mapping of buf
+	reg    *dma.Registration // buf's registration, or nil: pieces are mapped per packet
 	npages int
 	refs   int  // requests holding the node (hfi1: node->refcount); guarded by mu
 	dead   bool // out of the index (evicted or invalidated); unmapped when refs reaches 0
@@ -91,11 +100,12 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 			c.stats.OverLimit++
 		}
 	}
-	bus, err := c.mapper.MapSingle(buf, dma.ToDevice)
+	reg, err := c.dev.Register(buf)
 	if err != nil {
-		return nil, err
+		c.stats.Unregistered++ // no registrar, or overlapping another registration
+		reg = nil
 	}
-	n := &pinNode{key: key, buf: buf, bus: bus, npages: np, refs: 1}
+	n := &pinNode{key: key, buf: buf, reg: reg, npages: np, refs: 1}
 	c.nodes[key] = n
 	c.pushFront(n)
 	c.pages += np
@@ -160,12 +170,43 @@ func (c *pinCache) remove(n *pinNode) {
 }
 
 func (c *pinCache) unmap(n *pinNode) {
-	// An unmap error would mean the mapping is not the node's: a bug, not a state to recover.
-	if err := c.mapper.UnmapSingle(n.bus, len(n.buf), dma.ToDevice); err != nil {
-		panic("usdma: pin cache unmap: " + err.Error())
-	}
 	c.pages -= n.npages
+	if n.reg != nil && !c.deregister(n, canceled) {
+		c.stuck = append(c.stuck, n) // another txreq (not ours) still uses the memory
+		return
+	}
 	n.buf = nil
+}
+
+// canceled is a done context: the deregistration on a request's end (on the completion pass)
+// must not wait. Our requests' uses are gone by then (each txreq is cleaned before its
+// completion), so it waits only if someone else's txreqs use the memory.
+var canceled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+func (c *pinCache) deregister(n *pinNode, ctx context.Context) bool {
+	if err := c.dev.Deregister(ctx, n.reg); err != nil {
+		return false
+	}
+	n.reg = nil
+	return true
+}
+
+// drainStuck deregisters the nodes whose registrations were still in use, waiting until ctx
+// ends. mu held.
+func (c *pinCache) drainStuck(ctx context.Context) error {
+	for len(c.stuck) > 0 {
+		n := c.stuck[len(c.stuck)-1]
+		if err := c.dev.Deregister(ctx, n.reg); err != nil {
+			return err
+		}
+		n.reg, n.buf = nil, nil
+		c.stuck = c.stuck[:len(c.stuck)-1]
+	}
+	return nil
 }
 
 func (c *pinCache) pushFront(n *pinNode) {

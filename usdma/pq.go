@@ -198,7 +198,7 @@ func New(cfg Config) (*PktQ, error) {
 		pq.reqs[i].pq = pq
 		pq.reqs[i].slot = i
 	}
-	pq.pins = pinCache{mapper: cfg.Device.Mapper(), limit: cfg.PinLimit, nodes: make(map[pinKey]*pinNode)}
+	pq.pins = pinCache{dev: cfg.Device, limit: cfg.PinLimit, nodes: make(map[pinKey]*pinNode)}
 	pq.busy.Init(pq.deferPacketQueue, pq.activate, nil)
 	return pq, nil
 }
@@ -312,5 +312,7 @@ func (pq *PktQ) Close(ctx context.Context) error {
 		}
 	}
 	pq.pins.invalidate(0, int(^uint(0)>>1))
-	return nil
+	pq.pins.mu.Lock()
+	defer pq.pins.mu.Unlock()
+	return pq.pins.drainStuck(ctx)
 }

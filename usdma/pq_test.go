@@ -179,6 +179,7 @@ func TestPinCacheInvalidateInFlight(t *testing.T) {
 	// and releases it at the last unmap.
 	require.ErrorContains(t, reg.Close(), "released at the last unmap")
 	st := pq.Stats().Pins
+	assert.Zero(t, st.Unregistered, "the vector is registered with the device")
 	assert.EqualValues(t, 1, st.Deferred, "unmap deferred: a request holds the node")
 	assert.Zero(t, st.Nodes)
 	assert.Equal(t, 3, st.Pages, "still pinned")

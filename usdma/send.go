@@ -421,8 +421,9 @@ func (pq *PktQ) setHeaderAHG(r *request, tx *TxReq, datalen int) error {
 
 // addPayload adds datalen bytes of the request's vectors to tx, one descriptor per page
 // piece: a piece ends at a page end of the vector's memory, at the vector's end, or at the
-// packet's end (hfi1: user_sdma_txadd, sdma_txadd_page per piece). The vector is pinned (mapped
-// for the device once, by the pin cache), so each piece is added by bus address.
+// packet's end (hfi1: user_sdma_txadd, sdma_txadd_page per piece). A pinned vector is
+// registered with the device, so AddKVAddr adds each piece by its computed bus address, with
+// no mapping.
 func (pq *PktQ) addPayload(r *request, tx *TxReq, datalen int) error {
 	for queued := 0; queued < datalen; {
 		v := r.vecs[r.iovIdx]
@@ -433,8 +434,7 @@ func (pq *PktQ) addPayload(r *request, tx *TxReq, datalen int) error {
 		}
 		addr := addrOf(v) + uintptr(r.iovOff)
 		k := min(dma.PageSize-int(addr%dma.PageSize), datalen-queued, len(v)-r.iovOff)
-		bus := r.pins[r.iovIdx].bus + dma.Addr(r.iovOff)
-		if err := tx.AddDAddr(pq.dev, bus, k); err != nil {
+		if err := tx.AddKVAddr(pq.dev, v[r.iovOff:r.iovOff+k]); err != nil {
 			return err
 		}
 		r.iovOff += k

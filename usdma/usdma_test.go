@@ -95,10 +95,18 @@ var testTemplate = Template{VL: 0, DLID: 0x1234, SLID: 0x0042, Opcode: 0xc1, PKe
 // growing by each packet's payload, PBC and LRH lengths from the payload, every other byte the
 // template's; and the payloads byte-identical and in order, each piece ending at a page end.
 func TestHeadersByHand(t *testing.T) {
-	for _, ahg := range []bool{true, false} {
-		t.Run(map[bool]string{true: "ahg=on", false: "ahg=off"}[ahg], func(t *testing.T) {
+	for _, tc := range []struct {
+		ahg, registered bool
+	}{{true, true}, {false, true}, {true, false}, {false, false}} {
+		ahg := tc.ahg
+		name := map[bool]string{true: "ahg=on", false: "ahg=off"}[ahg] + map[bool]string{true: "/pin=registered", false: "/pin=mapped"}[tc.registered]
+		t.Run(name, func(t *testing.T) {
 			sink := &recSink{}
-			dev := testDevice(t, sdma.Config{Sink: sink, Mapper: testIOMMU(t)})
+			var m dma.Mapper = testIOMMU(t)
+			if !tc.registered {
+				m = struct{ dma.Mapper }{m} // hides the Registrar: pieces are mapped per packet
+			}
+			dev := testDevice(t, sdma.Config{Sink: sink, Mapper: m})
 			pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg})
 			// Vectors of odd sizes at odd page offsets, so pieces end at page ends, vector ends
 			// and packet ends.
@@ -166,6 +174,11 @@ func TestHeadersByHand(t *testing.T) {
 				assert.EqualValues(t, 4, st.FullHeaders)
 			}
 			assert.Zero(t, dev.Engine(0).AHGInUse(), "the AHG entry was given back")
+			if tc.registered {
+				assert.Zero(t, st.Pins.Unregistered)
+			} else {
+				assert.EqualValues(t, 3, st.Pins.Unregistered)
+			}
 		})
 	}
 }
