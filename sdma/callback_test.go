@@ -2,8 +2,10 @@ package sdma_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,5 +111,76 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 			assert.EqualValues(t, 2, oneLed.done[0].Load())
 			assert.Zero(t, iommu.LiveCount(), "leak report: %v", iommu.Live())
 		})
+	}
+}
+
+// closeSink calls Close (or Stop) of its device from inside Deliver, once.
+type closeSink struct {
+	dev  *sdma.Device
+	stop bool // Stop the engine instead of closing the device
+	once sync.Once
+	err  chan error
+}
+
+func (s *closeSink) Deliver(engine int, _ [][]byte) error {
+	s.once.Do(func() {
+		if s.stop {
+			s.err <- s.dev.Engine(engine).Stop()
+			return
+		}
+		s.err <- s.dev.Close()
+	})
+	return nil
+}
+
+// TestCloseFromSinkOrCallbackRefused: Close, Shutdown or an Event (Stop) called from the engine's
+// own goroutine (a Sink, a completion callback) would wait for that goroutine: it is refused with
+// ErrInvalid and changes nothing; the device then runs on and a Close from outside works.
+func TestCloseFromSinkOrCallbackRefused(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		promNoLeak(t)
+		sink := &closeSink{stop: stop, err: make(chan error, 1)}
+		dev, err := sdma.NewDevice(sdma.Config{RingSize: 64, Sink: sink})
+		require.NoError(t, err)
+		sink.dev = dev
+		e := dev.Engine(0)
+		ctx, cancel := context.WithTimeout(context.Background(), promHangGuard)
+		led := newCloseLedger(3)
+		var txs [3]sdma.TxReq
+		buf := make([]byte, 64)
+		require.NoError(t, led.build(t, dev, &txs[0], 0, buf))
+		require.NoError(t, e.SendWait(ctx, &txs[0]))
+		select {
+		case err := <-sink.err:
+			require.ErrorIs(t, err, sdma.ErrInvalid, "stop=%v", stop)
+			assert.Contains(t, err.Error(), "own goroutine")
+		case <-ctx.Done():
+			t.Fatalf("stop=%v: a Close from the Sink deadlocked", stop)
+		}
+		require.True(t, e.Running(), "nothing changed")
+
+		// From a completion callback.
+		cbErr := make(chan error, 2)
+		require.NoError(t, txs[1].Init(0, len(buf), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {
+			cbErr <- dev.Close()
+			sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+			cbErr <- dev.Shutdown(sctx)
+			scancel()
+		})))
+		require.NoError(t, txs[1].AddKVAddr(dev, buf))
+		require.NoError(t, e.SendWait(ctx, &txs[1]))
+		for i := 0; i < 2; i++ {
+			select {
+			case err := <-cbErr:
+				require.ErrorIs(t, err, sdma.ErrInvalid)
+			case <-ctx.Done():
+				t.Fatal("a Close from a callback deadlocked")
+			}
+		}
+		require.NoError(t, led.build(t, dev, &txs[2], 2, buf))
+		require.NoError(t, e.SendWait(ctx, &txs[2]), "the device runs on")
+		require.NoError(t, dev.Close())
+		assert.EqualValues(t, 1, led.done[2].Load())
+		cancel()
 	}
 }

@@ -18,7 +18,8 @@ import (
 //
 // Callbacks, wakeups and drained callbacks run on the pass's goroutine (the hardware goroutine
 // in CompleteInterrupt mode, the caller of Poll or Process otherwise) with headMu held: they must
-// not block, and must not call Poll, Process, ProgressSchedule or Device.Close. They may Send.
+// not block, and must not call Poll, Process, ProgressSchedule, Device.Close, Shutdown or Event
+// (on the engine's goroutine the last three refuse with ErrInvalid). They may Send.
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.

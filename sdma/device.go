@@ -393,9 +393,18 @@ func (dev *Device) eventAll(ev Event, cause string) error {
 // sdma_flush): a txreq whose packet the hardware model already delivered to the Sink (its
 // descriptors are behind the hardware head) completes StatusOK — it did go out — and every other
 // one, in the ring or on the flush list, completes StatusAborted. Either way each completes
-// exactly once before Close returns. A Sink blocked in Deliver delays it. Close is idempotent; it returns the same error each
-// time (from freeing the pad). (hfi1: sdma_exit, with the sw clean's sdma_flush)
+// exactly once before Close returns. A Sink blocked in Deliver delays it. Close is idempotent; it
+// returns the same error each time (from freeing the pad). (hfi1: sdma_exit, with the sw clean's
+// sdma_flush)
+//
+// Close waits for every engine's goroutine, so it cannot run on one: called from a Sink, a
+// completion callback, a drained callback or a wakeup that an engine's goroutine runs, it returns
+// ErrInvalid and changes nothing (close from another goroutine). Called from a Sink or callback
+// that the caller's own Process or Poll runs, it would wait for that call: do not.
 func (dev *Device) Close() error {
+	if err := dev.ownGoroutine("Close"); err != nil {
+		return err
+	}
 	dev.closeOnce.Do(func() {
 		dev.state.Store(devClosed)
 		for _, e := range dev.engines {
@@ -419,8 +428,12 @@ func (dev *Device) Close() error {
 // completing what they already hold until their rings are empty or ctx is done, and then Close
 // runs (aborting whatever is left). It returns only after Close finished: nil, ctx's error if the
 // deadline cut the drain short, or Close's error. Manual and polled engines are driven by
-// Shutdown itself while it waits.
+// Shutdown itself while it waits. Like Close, it is refused (ErrInvalid, nothing changed) on an
+// engine's own goroutine.
 func (dev *Device) Shutdown(ctx context.Context) error {
+	if err := dev.ownGoroutine("Shutdown"); err != nil {
+		return err
+	}
 	var drainErr error
 	if dev.state.CompareAndSwap(devOpen, devDraining) {
 		for _, e := range dev.engines {

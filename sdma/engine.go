@@ -66,6 +66,9 @@ type Engine struct {
 	// flushPending is set by a Send that put a txreq on the flush list and cleared by whoever then runs the flush; read by the hardware goroutine
 	// before it parks.
 	flushPending atomic.Bool
+	// hwGoid is the id of the hardware-model goroutine (0: none, or not started yet). Written
+	// once by run as it starts; read by Close, Shutdown and Event to refuse a call from it.
+	hwGoid atomic.Uint64
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
 	stopping atomic.Bool
 

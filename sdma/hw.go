@@ -465,6 +465,7 @@ func (e *Engine) halt(h *HaltError) {
 // run is the hardware-model goroutine of a non-manual engine.
 func (e *Engine) run() {
 	defer close(e.done)
+	e.hwGoid.Store(goid())
 	spins := 0
 	for !e.stopping.Load() {
 		e.hwMu.Lock()

@@ -173,11 +173,16 @@ func (e *Engine) History() []Transition {
 // it; E00GoHwDown stops it (s00) and E30GoRunning starts it. Sends while the engine is not in s99
 // go to the flush list (ErrNotRunning) and complete aborted.
 //
-// Errors: ErrInvalid for an unknown event, ErrClosed once the device is closing. Event waits for
-// a hardware pass in progress; it must not be called from a txreq callback, a wakeup or a Sink.
+// Errors: ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a
+// Sink, a completion callback or a wakeup it runs: Event would wait for itself); ErrClosed once
+// the device is closing. Event waits for a hardware pass in progress; from a callback or Sink that
+// the caller's own Process or Poll runs it would deadlock: do not.
 func (e *Engine) Event(ev Event, cause string) error {
 	if ev >= numEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
+	}
+	if err := e.ownGoroutine("Event"); err != nil {
+		return err
 	}
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()

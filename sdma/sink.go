@@ -11,7 +11,10 @@ import (
 // packet at a time per engine, in ring order. segs alias mapped memory (the txreq's buffers, the
 // pad, an AHG header built by the engine) and are valid only during the call: a sink that keeps
 // bytes must copy them. A returned error is recorded against the engine (it does not halt it);
-// a panic in Deliver is recovered and recorded the same way.
+// a panic in Deliver is recovered and recorded the same way. Deliver must not call Process,
+// Poll, Device.Close, Shutdown or Event (nor Stop, Start, FreezeNotify, …): on the engine's
+// goroutine Close, Shutdown and Event refuse with ErrInvalid; under the caller's own Process they
+// would wait for themselves.
 type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }
