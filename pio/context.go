@@ -182,6 +182,17 @@ type SendContext struct {
 	// force asks the chip for a credit return (SendCtxtCreditForce). Written by ReturnCredits,
 	// cleared by the chip (atomic swap).
 	force atomic.Bool
+	// chipAt mirrors chipIdx for the chip goroutine's idle check: written under hwMu (atomic
+	// store), read by hasWork without it (atomic load).
+	chipAt atomic.Uint32
+	// parked is set by the chip goroutine before it blocks on the doorbell and cleared when it
+	// wakes; producers ring the doorbell only while it is set. Dekker-style with the state
+	// store that publishes a buffer: the producer stores the state then loads parked, the chip
+	// stores parked then loads the state (hasWork); Go's atomics are sequentially consistent,
+	// so one of the two sees the other and no wake-up is lost.
+	parked atomic.Bool
+	// chipOff mirrors hwHalted || hwStopped for hasWork: written under hwMu, read without.
+	chipOff atomic.Bool
 
 	lastHalt atomic.Pointer[HaltError]
 	stats    stats
@@ -454,9 +465,10 @@ func (sc *SendContext) ReturnCredits() {
 	sc.kick()
 }
 
-// kick wakes the chip goroutine (the doorbell); with a manual chip it does nothing.
+// kick wakes the chip goroutine if it is parked (the doorbell); with a manual chip it does
+// nothing.
 func (sc *SendContext) kick() {
-	if sc.bell != nil {
+	if sc.bell != nil && sc.parked.Load() {
 		select {
 		case sc.bell <- struct{}{}:
 		default:
@@ -495,6 +507,7 @@ func (sc *SendContext) Disable() {
 		sc.consume() // sc_wait_for_packet_egress: what was launched goes out
 	}
 	sc.hwStopped = true
+	sc.chipOff.Store(true)
 	sc.hwMu.Unlock()
 
 	sc.releaseMu.Lock()
@@ -543,7 +556,9 @@ func (sc *SendContext) Enable() error {
 		sc.sr[i].state.Store(bufFree)
 	}
 	sc.chipIdx, sc.chipFree, sc.returned, sc.chipPkts = 0, 0, 0, 0
+	sc.chipAt.Store(0)
 	sc.hwHalted, sc.hwStopped = false, false
+	sc.chipOff.Store(false)
 	sc.force.Store(false)
 	sc.releaseSeq.Add(1)
 	sc.releaseMu.Unlock()
@@ -590,18 +605,57 @@ func (sc *SendContext) Close() error {
 	return nil
 }
 
-// run is the chip goroutine: it consumes what the doorbell announces until Close.
+// chipSpin is how many idle checks the chip goroutine makes before it parks: a packet that
+// arrives meanwhile costs no doorbell (a channel send and a goroutine wake-up).
+const chipSpin = 256
+
+// run is the chip goroutine: it consumes packets as they are written, spins a little when idle,
+// and parks on the doorbell until Close.
 func (sc *SendContext) run() {
 	defer close(sc.done)
 	for {
-		select {
-		case <-sc.bell:
-		case <-sc.quit:
+		sc.Process()
+		if sc.idle() {
 			return
 		}
-		for sc.Process() > 0 {
+	}
+}
+
+// idle waits for work: a short spin, then the doorbell. It reports whether Close asked the
+// goroutine to stop.
+func (sc *SendContext) idle() bool {
+	for i := range chipSpin {
+		if sc.hasWork() {
+			return false
+		}
+		if i%32 == 31 {
+			runtime.Gosched()
 		}
 	}
+	sc.parked.Store(true)
+	if sc.hasWork() { // a producer that saw parked == false published before this check
+		sc.parked.Store(false)
+		return false
+	}
+	select {
+	case <-sc.bell:
+	case <-sc.quit:
+		return true
+	}
+	sc.parked.Store(false)
+	return false
+}
+
+// hasWork reports whether the chip has a written packet or a forced return to handle.
+func (sc *SendContext) hasWork() bool {
+	if sc.chipOff.Load() {
+		return false
+	}
+	if sc.force.Load() {
+		return true
+	}
+	i := sc.chipAt.Load()
+	return i != sc.srHead.Load() && sc.sr[i].state.Load() == bufWritten
 }
 
 // Process runs the chip model once: it consumes every fully written packet in order, hands each
@@ -636,6 +690,7 @@ func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
 		}
 		if h = sc.check(b); h != nil {
 			sc.hwHalted = true
+			sc.chipOff.Store(true)
 			return n, h, wb
 		}
 		sc.chipFree += uint64(b.blocks)
@@ -646,6 +701,7 @@ func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
 		if sc.chipIdx >= sc.srSize {
 			sc.chipIdx = 0
 		}
+		sc.chipAt.Store(sc.chipIdx)
 		var why uint64
 		if PBC(le64(sc.buf[b.start:]))&PBCCreditReturn != 0 {
 			why |= crDueToPBC
@@ -739,6 +795,7 @@ func (sc *SendContext) InjectHalt() error {
 		return ErrNotRunning
 	}
 	sc.hwHalted = true
+	sc.chipOff.Store(true)
 	h := &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.chipPkts, Detail: "InjectHalt"}
 	sc.hwMu.Unlock()
 	sc.halted(h)
