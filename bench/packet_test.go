@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -122,39 +123,45 @@ func (s *copySink) Deliver(_ int, segs [][]byte) error {
 
 // BenchmarkPayload compares the payload bandwidth of a packet's whole way into a copying sink
 // (impl=sdma: Init, AddKVAddr, Send, Process, completion, and the sink's copy) with a plain copy
-// of the same bytes (impl=copy), in the same run.
+// of the same bytes (impl=copy), in the same run; impl=sdma/mem=registered sends from memory
+// registered with the device (no mapping per packet).
 func BenchmarkPayload(b *testing.B) {
 	for _, size := range []int{256, 4096, 16380} {
 		payload := make([]byte, size)
 		for i := range payload {
 			payload[i] = byte(i)
 		}
-		b.Run(fmt.Sprintf("impl=sdma/size=%d", size), func(b *testing.B) {
-			sink := &copySink{dst: make([]byte, size+4)}
-			dev, err := sdma.NewDevice(sdma.Config{Manual: true, Sink: sink})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer dev.Close()
-			e := dev.Engine(0)
-			var tx sdma.TxReq
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := tx.Init(0, size, nil); err != nil {
+		for _, mem := range pathMems {
+			b.Run(fmt.Sprintf("impl=sdma%s/size=%d", mem.key, size), func(b *testing.B) {
+				sink := &copySink{dst: make([]byte, size+4)}
+				dev, err := sdma.NewDevice(sdma.Config{Manual: true, Sink: sink})
+				if err != nil {
 					b.Fatal(err)
 				}
-				if err := tx.AddKVAddr(dev, payload); err != nil {
-					b.Fatal(err)
+				defer dev.Close()
+				if mem.registered {
+					defer registerBench(b, dev, payload)()
 				}
-				if err := e.Send(nil, &tx, false); err != nil {
-					b.Fatal(err)
+				e := dev.Engine(0)
+				var tx sdma.TxReq
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := tx.Init(0, size, nil); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.AddKVAddr(dev, payload); err != nil {
+						b.Fatal(err)
+					}
+					if err := e.Send(nil, &tx, false); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := e.Process(); err != nil {
+						b.Fatal(err)
+					}
 				}
-				if _, err := e.Process(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+			})
+		}
 		b.Run(fmt.Sprintf("impl=copy/size=%d", size), func(b *testing.B) {
 			dst := make([]byte, size+4)
 			b.SetBytes(int64(size))
@@ -169,46 +176,52 @@ func BenchmarkPayload(b *testing.B) {
 // BenchmarkLatency measures submit-to-completion latency through an engine whose goroutine
 // busy-polls (impl=sdma: Send, then spin until the callback ran), against a cache-line
 // ping-pong between two goroutines with atomics (impl=pingpong: one round trip), in the same run.
-// It reports the p50 and p99 in ns from an HDR histogram.
+// It reports the p50 and p99 in ns from an HDR histogram. impl=sdma/mem=registered sends from
+// memory registered with the device.
 func BenchmarkLatency(b *testing.B) {
 	quantiles := func(b *testing.B, h *hdrhistogram.Histogram) {
 		b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
 		b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
 	}
-	b.Run("impl=sdma", func(b *testing.B) {
-		dev, err := sdma.NewDevice(sdma.Config{Wait: sdma.WaitBusyPoll, Sink: &sdma.DiscardSink{}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer dev.Close()
-		e := dev.Engine(0)
-		payload := make([]byte, 64)
-		var done atomic.Bool
-		var cb sdma.CompleterFunc = func(*sdma.TxReq, sdma.Status) { done.Store(true) }
-		var tx sdma.TxReq
-		h := hdrhistogram.New(1, int64(time.Second), 3)
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := tx.Init(sdma.FlagUrgent, len(payload), cb); err != nil {
+	for _, mem := range pathMems {
+		b.Run("impl=sdma"+mem.key, func(b *testing.B) {
+			dev, err := sdma.NewDevice(sdma.Config{Wait: sdma.WaitBusyPoll, Sink: &sdma.DiscardSink{}})
+			if err != nil {
 				b.Fatal(err)
 			}
-			if err := tx.AddKVAddr(dev, payload); err != nil {
-				b.Fatal(err)
+			defer dev.Close()
+			e := dev.Engine(0)
+			payload := make([]byte, 64)
+			if mem.registered {
+				defer registerBench(b, dev, payload)()
 			}
-			done.Store(false)
-			start := time.Now()
-			if err := e.Send(nil, &tx, false); err != nil {
-				b.Fatal(err)
-			}
-			for spin := 1; !done.Load(); spin++ {
-				if spin&63 == 0 {
-					runtime.Gosched() // in case the engine goroutine shares our P
+			var done atomic.Bool
+			var cb sdma.CompleterFunc = func(*sdma.TxReq, sdma.Status) { done.Store(true) }
+			var tx sdma.TxReq
+			h := hdrhistogram.New(1, int64(time.Second), 3)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := tx.Init(sdma.FlagUrgent, len(payload), cb); err != nil {
+					b.Fatal(err)
 				}
+				if err := tx.AddKVAddr(dev, payload); err != nil {
+					b.Fatal(err)
+				}
+				done.Store(false)
+				start := time.Now()
+				if err := e.Send(nil, &tx, false); err != nil {
+					b.Fatal(err)
+				}
+				for spin := 1; !done.Load(); spin++ {
+					if spin&63 == 0 {
+						runtime.Gosched() // in case the engine goroutine shares our P
+					}
+				}
+				_ = h.RecordValue(int64(time.Since(start)))
 			}
-			_ = h.RecordValue(int64(time.Since(start)))
-		}
-		quantiles(b, h)
-	})
+			quantiles(b, h)
+		})
+	}
 	b.Run("impl=pingpong", func(b *testing.B) {
 		var line struct {
 			_    [64]byte
@@ -254,4 +267,17 @@ func BenchmarkLatency(b *testing.B) {
 		close(stop)
 		quantiles(b, h)
 	})
+}
+
+// registerBench registers buf with dev and returns the deregistration.
+func registerBench(b *testing.B, dev *sdma.Device, buf []byte) func() {
+	reg, err := dev.Register(buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		if err := dev.Deregister(context.Background(), reg); err != nil {
+			b.Error(err)
+		}
+	}
 }

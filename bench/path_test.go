@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -48,6 +49,9 @@ type pathTx struct {
 	payload [pathPayloadLen]byte
 	rig     *pathRig     // set by build
 	count   *pathCounter // its engine's counter; set by build
+	// reg is, with mem=registered, this txreq's packet memory in the rig's registered arena
+	// (header, then payload), given out on the txreq's first use; nil otherwise.
+	reg []byte
 }
 
 // Complete puts the packet back and counts it on its engine's counter.
@@ -93,6 +97,7 @@ type pathCounter struct {
 type pathRig struct {
 	dev   *sdma.Device
 	a     alloc.Allocator[pathTx]
+	arena *pathArena // mem=registered: registered packet memory; nil for mem=kvaddr
 	count []pathCounter
 }
 
@@ -118,12 +123,21 @@ func (r *pathRig) build(i int) (*pathTx, error) {
 		_ = r.a.Put(t)
 		return nil, err
 	}
+	hdr, payload := t.hdr[:], t.payload[:]
+	if r.arena != nil {
+		if t.reg == nil {
+			t.reg = r.arena.slot()
+		}
+		if t.reg != nil {
+			hdr, payload = t.reg[:pathHdrLen], t.reg[pathHdrLen:]
+		}
+	}
 	// A failed add has cleaned the txreq already: it only has to go back.
-	if err := t.AddKVAddr(r.dev, t.hdr[:]); err != nil {
+	if err := t.AddKVAddr(r.dev, hdr); err != nil {
 		_ = r.a.Put(t)
 		return nil, err
 	}
-	if err := t.AddKVAddr(r.dev, t.payload[:]); err != nil {
+	if err := t.AddKVAddr(r.dev, payload); err != nil {
 		_ = r.a.Put(t)
 		return nil, err
 	}
@@ -147,6 +161,39 @@ func (r *pathRig) inline(i int) error {
 	}
 	e.Poll()
 	return nil
+}
+
+// pathArenaSlots is the number of packets' memory in a registered arena: more txreqs than any
+// allocator under test makes (a txreq beyond it uses its own, unregistered arrays).
+const pathArenaSlots = 8192
+
+// pathArena is registered memory carved into one packet's bytes per txreq (mem=registered), as a
+// sender with a registered buffer pool would lay it out.
+type pathArena struct {
+	mem  []byte
+	next atomic.Int64 // slots given out
+}
+
+// withArena registers an arena with r's device: every packet the rig builds from then on comes
+// from registered memory.
+func (r *pathRig) withArena(b testing.TB) *pathRig {
+	a := &pathArena{mem: make([]byte, pathArenaSlots*pathPktLen)}
+	reg, err := r.dev.Register(a.mem)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.dev.Deregister(context.Background(), reg) })
+	r.arena = a
+	return r
+}
+
+// slot gives out the next packet's memory, or nil past the arena's end.
+func (a *pathArena) slot() []byte {
+	i := int(a.next.Add(1) - 1)
+	if i >= pathArenaSlots {
+		return nil
+	}
+	return a.mem[i*pathPktLen : (i+1)*pathPktLen : (i+1)*pathPktLen]
 }
 
 // check fails b unless every one of n packets completed OK and went back to the allocator.
@@ -201,56 +248,84 @@ func benchPathCopy(b *testing.B) {
 	reportPkt(b)
 }
 
+// pathMems are the kinds of packet memory: mem=kvaddr (the txreq's own arrays, mapped per add
+// and unmapped at completion, as the kernel's sdma_txadd_kvaddr) is today's case and has no key
+// in the names; mem=registered is memory registered with the device once (Device.Register).
+var pathMems = []struct {
+	key        string // the name's mem= part, "" for kvaddr
+	registered bool
+}{{"", false}, {"/mem=registered", true}}
+
 // BenchmarkPacketPath: one goroutine, one packet's whole way per op, on each allocator and
 // mapper, against a copy of the packet's bytes in the same run. Steady state allocates nothing.
+// The mem=registered twins run on the slab and list allocators.
 func BenchmarkPacketPath(b *testing.B) {
 	b.Run("alloc=none/mapper=none/impl=copy", benchPathCopy)
-	for _, al := range pathAllocs {
-		for _, mp := range pathMappers {
-			b.Run(fmt.Sprintf("alloc=%s/mapper=%s/hw=inline", al.name, mp.name), func(b *testing.B) {
-				r := makePathRig(b, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
-				b.SetBytes(pathPktLen)
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := r.inline(0); err != nil {
-						b.Fatal(err)
+	for _, mem := range pathMems {
+		for _, al := range pathAllocs {
+			if mem.registered && al.name == "pool" {
+				continue
+			}
+			for _, mp := range pathMappers {
+				b.Run(fmt.Sprintf("alloc=%s/mapper=%s%s/hw=inline", al.name, mp.name, mem.key), func(b *testing.B) {
+					r := makePathRig(b, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
+					if mem.registered {
+						r.withArena(b)
 					}
-				}
-				reportPkt(b)
-				r.check(b, b.N)
-			})
+					b.SetBytes(pathPktLen)
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := r.inline(0); err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportPkt(b)
+					r.check(b, b.N)
+				})
+			}
 		}
 	}
 	// One variant with the engine's own goroutine, on the allocator whose fixed capacity makes
 	// the window.
-	b.Run("alloc=list/mapper=direct/hw=goroutine", func(b *testing.B) {
-		r := makePathRig(b, sdma.Config{RingSize: 1024, Wait: sdma.WaitBusyPoll}, pathAllocs[1].make, pathMappers[0].make, pathWindow)
-		e := r.dev.Engine(0)
-		b.SetBytes(pathPktLen)
-		b.ReportAllocs()
-		for b.Loop() {
-			t, err := r.build(0)
-			for ; errors.Is(err, alloc.ErrEmpty); t, err = r.build(0) {
-				runtime.Gosched() // all pathWindow in flight: let the engine's goroutine run
+	for _, mem := range pathMems {
+		b.Run("alloc=list/mapper=direct"+mem.key+"/hw=goroutine", func(b *testing.B) {
+			r := makePathRig(b, sdma.Config{RingSize: 1024, Wait: sdma.WaitBusyPoll}, pathAllocs[1].make, pathMappers[0].make, pathWindow)
+			if mem.registered {
+				r.withArena(b)
 			}
-			if err != nil {
+			benchPathGoroutine(b, r)
+		})
+	}
+}
+
+// benchPathGoroutine is the hw=goroutine loop: build and send, the engine's goroutine does the
+// rest, with up to pathWindow packets in flight.
+func benchPathGoroutine(b *testing.B, r *pathRig) {
+	e := r.dev.Engine(0)
+	b.SetBytes(pathPktLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		t, err := r.build(0)
+		for ; errors.Is(err, alloc.ErrEmpty); t, err = r.build(0) {
+			runtime.Gosched() // all pathWindow in flight: let the engine's goroutine run
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			err := e.Send(nil, &t.TxReq, false)
+			if err == nil {
+				break
+			}
+			if err != sdma.ErrBusy {
 				b.Fatal(err)
 			}
-			for {
-				err := e.Send(nil, &t.TxReq, false)
-				if err == nil {
-					break
-				}
-				if err != sdma.ErrBusy {
-					b.Fatal(err)
-				}
-				runtime.Gosched()
-			}
+			runtime.Gosched()
 		}
-		r.drain(b.N)
-		reportPkt(b)
-		r.check(b, b.N)
-	})
+	}
+	r.drain(b.N)
+	reportPkt(b)
+	r.check(b, b.N)
 }
 
 // drain waits until n packets completed (or failed).
@@ -296,28 +371,36 @@ func BenchmarkPacketPathParallel(b *testing.B) {
 		})
 		reportPkt(b)
 	})
-	for _, al := range pathAllocs {
-		for _, mp := range pathMappers {
-			b.Run(fmt.Sprintf("alloc=%s/mapper=%s/hw=inline", al.name, mp.name), func(b *testing.B) {
-				cfg := sdma.Config{Manual: true, Completion: sdma.CompletePoll, Engines: engines}
-				r := makePathRig(b, cfg, al.make, mp.make, 64*runtime.GOMAXPROCS(0))
-				var next atomic.Int64
-				b.SetBytes(pathPktLen)
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(next.Add(1)-1) % engines
-					for pb.Next() {
-						if err := r.inline(i); err != nil {
-							b.Error(err)
-							return
-						}
+	for _, mem := range pathMems {
+		for _, al := range pathAllocs {
+			if mem.registered && al.name != "slab" {
+				continue
+			}
+			for _, mp := range pathMappers {
+				b.Run(fmt.Sprintf("alloc=%s/mapper=%s%s/hw=inline", al.name, mp.name, mem.key), func(b *testing.B) {
+					cfg := sdma.Config{Manual: true, Completion: sdma.CompletePoll, Engines: engines}
+					r := makePathRig(b, cfg, al.make, mp.make, 64*runtime.GOMAXPROCS(0))
+					if mem.registered {
+						r.withArena(b)
 					}
+					var next atomic.Int64
+					b.SetBytes(pathPktLen)
+					b.ReportAllocs()
+					b.ResetTimer()
+					b.RunParallel(func(pb *testing.PB) {
+						i := int(next.Add(1)-1) % engines
+						for pb.Next() {
+							if err := r.inline(i); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					b.StopTimer()
+					reportPkt(b)
+					r.check(b, b.N)
 				})
-				b.StopTimer()
-				reportPkt(b)
-				r.check(b, b.N)
-			})
+			}
 		}
 	}
 }
@@ -328,24 +411,34 @@ func TestPacketPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool (Pool, the mappers' records) drop items: allocation counts vary")
 	}
-	for _, al := range pathAllocs {
-		for _, mp := range pathMappers {
-			t.Run(fmt.Sprintf("alloc=%s/mapper=%s", al.name, mp.name), func(t *testing.T) {
-				r := makePathRig(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
-				send := func() {
-					if err := r.inline(0); err != nil {
-						t.Fatal(err)
+	for _, mem := range pathMems {
+		for _, al := range pathAllocs {
+			for _, mp := range pathMappers {
+				t.Run(fmt.Sprintf("alloc=%s/mapper=%s%s", al.name, mp.name, mem.key), func(t *testing.T) {
+					r := makePathRig(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll}, al.make, mp.make, 64)
+					if mem.registered {
+						r.withArena(t)
 					}
-				}
-				const warm, runs = 100, 200
-				for range warm {
-					send()
-				}
-				if n := testing.AllocsPerRun(runs, send); n != 0 {
-					t.Errorf("%v allocations per packet", n)
-				}
-				r.check(t, warm+runs+1) // AllocsPerRun runs send once more to warm up
-			})
+					send := func() {
+						if err := r.inline(0); err != nil {
+							t.Fatal(err)
+						}
+					}
+					const warm, runs = 100, 200
+					for range warm {
+						send()
+					}
+					if n := testing.AllocsPerRun(runs, send); n != 0 {
+						t.Errorf("%v allocations per packet", n)
+					}
+					r.check(t, warm+runs+1) // AllocsPerRun runs send once more to warm up
+					if mem.registered {
+						if n := r.arena.next.Load(); n > pathArenaSlots {
+							t.Errorf("%d txreqs, more than the arena's %d slots", n, pathArenaSlots)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -58,9 +58,13 @@ func rows(s *suite) []row {
 				continue
 			}
 			k := keys(rest)
+			label := k["alloc"] + ", " + k["mapper"]
+			if m := k["mem"]; m != "" {
+				label += ", " + m
+			}
 			rs = append(rs, row{
 				what: fmt.Sprintf("%s, hw=%s", b.title, k["hw"]),
-				ours: figure{k["alloc"] + ", " + k["mapper"], name, "ns/pkt"},
+				ours: figure{label, name, "ns/pkt"},
 				base: copyFig,
 				note: &figure{"", name, "allocs/op"},
 			})
