@@ -92,7 +92,8 @@ type Config struct {
 	Completion CompletionMode
 	// Manual starts no hardware-model goroutine: the caller drives each engine with Process.
 	Manual bool
-	// Sink receives the packets; nil means a DiscardSink owned by the device.
+	// Sink receives the packets; nil means a DiscardSink owned by the device. A typed nil (a nil
+	// *CaptureSink in the interface) is refused, as for Mapper.
 	Sink Sink
 	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
 	// min(Engines, 8).
@@ -143,8 +144,12 @@ func NewDevice(cfg Config) (*Device, error) {
 	m := cfg.Mapper
 	if m == nil {
 		m = dma.NewDirect()
-	} else if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+	} else if typedNil(m) {
 		return nil, configErr("Mapper", m, "a nil pointer in a non-nil interface (use a nil Mapper for the direct mapper)")
+	}
+	if cfg.Sink != nil && typedNil(cfg.Sink) {
+		// Every delivery would panic (recovered), and packets would complete OK having gone nowhere.
+		return nil, configErr("Sink", cfg.Sink, "a nil pointer in a non-nil interface (use a nil Sink for a DiscardSink)")
 	}
 	pad, err := m.AllocCoherent(4)
 	if err != nil {
@@ -177,6 +182,16 @@ func NewDevice(cfg Config) (*Device, error) {
 		}
 	}
 	return dev, nil
+}
+
+// typedNil reports whether v, a non-nil interface value, holds a nil pointer, map, func, slice,
+// chan or interface: an implementation that panics on every call.
+func typedNil(v any) bool {
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // normalize fills defaults and validates cfg.

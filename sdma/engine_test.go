@@ -245,6 +245,9 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{1}}, "VLEngines"},
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{0, 2}}, "VLEngines"},
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{3, 2}}, "VLEngines"},
+		{Config{Sink: (*CaptureSink)(nil)}, "Sink"},
+		{Config{Sink: (*FaultSink)(nil)}, "Sink"},
+		{Config{Sink: nilFuncSink(nil)}, "Sink"},
 	} {
 		_, err := NewDevice(tc.cfg)
 		var ce *ConfigError
@@ -255,6 +258,11 @@ func TestConfigValidation(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.field)
 	}
 }
+
+// nilFuncSink is a Sink whose nil value is a nil func: a typed nil that is not a pointer.
+type nilFuncSink func(int, [][]byte) error
+
+func (f nilFuncSink) Deliver(engine int, segs [][]byte) error { return f(engine, segs) }
 
 func TestSelectEngine(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, Engines: 16, RingSize: 64})
