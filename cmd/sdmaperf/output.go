@@ -83,6 +83,8 @@ type Result struct {
 	Receiver      *udpsink.Report `json:"receiver,omitempty"`
 	BWStdev       float64         `json:"bw_stdev_mib_s"`        // of the sampling intervals' bandwidths
 	Interrupted   bool            `json:"interrupted,omitempty"` // Ctrl-C cut the size short: the figures are of the part that ran
+
+	hist *hdrhistogram.Histogram // the latencies, in ns, for -H, -hist and -plot
 }
 
 // Report is the whole output of a client run.

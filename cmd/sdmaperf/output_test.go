@@ -20,7 +20,7 @@ func sampleReport(t *testing.T, args ...string) Report {
 	for i := int64(1); i <= 1000; i++ {
 		require.NoError(t, h.RecordValue(i*1000)) // 1..1000 µs
 	}
-	r := Result{Bytes: 4096, Iterations: 250000, Elapsed: time.Second, Latency: latencyOf(h), RingFull: 12, Faults: 3, MapErrors: 3}
+	r := Result{Bytes: 4096, Iterations: 250000, Elapsed: time.Second, Latency: latencyOf(h), RingFull: 12, Faults: 3, MapErrors: 3, hist: h}
 	r.BWPeak = 1200
 	r.rates(250000 * 4096)
 	return Report{Tool: "sdmaperf", Config: cfg, Results: []Result{r}}

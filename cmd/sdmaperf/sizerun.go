@@ -356,6 +356,7 @@ func (r *sizeRun) collect(m measurement) Result {
 		res.Aborted += p.aborted.Load()
 	}
 	res.Latency = latencyOf(hist)
+	res.hist = hist
 	for i := range r.dev.NumEngines() {
 		if err := r.dev.Engine(i).HaltCause(); err != nil {
 			res.HaltCauses = append(res.HaltCauses, err.Error())
