@@ -122,7 +122,7 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 			cs.recv.Close() // the sink's repeated end markers then fail fast (ECONNREFUSED)
 		}()
 	}
-	udp, err := udpsink.New(udpsink.Config{Addr: addr, Engines: cfg.Engines})
+	udp, err := udpsink.New(udpsink.Config{Addr: addr, Engines: cfg.Engines, Batch: cfg.UDPBatch, GSO: cfg.UDPGSO})
 	if err != nil {
 		if cs.recv != nil {
 			cs.recv.Close()

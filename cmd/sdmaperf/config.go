@@ -53,16 +53,18 @@ type Config struct {
 	Shared     bool          `json:"shared,omitempty"` // every packet maps the same payload memory
 	Iterations int           `json:"iterations,omitempty"`
 	Duration   time.Duration `json:"duration_ns,omitempty"`
-	Warmup     int           `json:"warmup"`             // packets sent per producer before measuring
-	Depth      int           `json:"depth"`              // packets in flight per producer
-	Ring       int           `json:"ring"`               // descriptors per engine ring
-	Mapper     string        `json:"mapper"`             // direct | iommu
-	Alloc      string        `json:"alloc"`              // slab | list | pool
-	Wait       string        `json:"wait"`               // spin-park | busy-poll | park: how an idle engine waits
-	Send       string        `json:"send"`               // block | sleep | spin: what a producer does when the ring is full
-	Completion string        `json:"completion"`         // irq | poll: who runs the completion pass
-	Sink       string        `json:"sink"`               // discard | udp
-	UDPAddr    string        `json:"udp_addr,omitempty"` // "" with -sink udp: in-process receiver
+	Warmup     int           `json:"warmup"`              // packets sent per producer before measuring
+	Depth      int           `json:"depth"`               // packets in flight per producer
+	Ring       int           `json:"ring"`                // descriptors per engine ring
+	Mapper     string        `json:"mapper"`              // direct | iommu
+	Alloc      string        `json:"alloc"`               // slab | list | pool
+	Wait       string        `json:"wait"`                // spin-park | busy-poll | park: how an idle engine waits
+	Send       string        `json:"send"`                // block | sleep | spin: what a producer does when the ring is full
+	Completion string        `json:"completion"`          // irq | poll: who runs the completion pass
+	Sink       string        `json:"sink"`                // discard | udp
+	UDPAddr    string        `json:"udp_addr,omitempty"`  // "" with -sink udp: in-process receiver
+	UDPBatch   int           `json:"udp_batch,omitempty"` // -sink udp: packets per sendmmsg; 0 the sink's default, 1 unbatched
+	UDPGSO     bool          `json:"udp_gso,omitempty"`   // -sink udp: UDP GSO runs in each batch
 	Faults     FaultSpec     `json:"faults"`
 	JSON       bool          `json:"-"`
 	CSV        bool          `json:"-"`
@@ -456,8 +458,10 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
 	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol), sleep (the kernel's verbs sleeper: Send with the producer's IOWait, whose sleep is ParkOrRetry (hfi1: qp.c iowait_sleep); the packet parks on the iowait's TxHead and is resent after the wakeup) or spin (retry Send at once)")
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
-	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, sendmsg gather I/O)")
+	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, gather I/O: sendmmsg batches, see -udp-batch)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
+	fs.IntVar(&cfg.UDPBatch, "udp-batch", 0, fmt.Sprintf("with -sink udp, the packets an engine holds and sends with one sendmmsg, 1..%d; 0 means %d; 1 sends each with its own sendmsg (the unbatched sink)", sdma.MaxBatch, udpsink.DefaultBatch))
+	fs.BoolVar(&cfg.UDPGSO, "udp-gso", false, "with -sink udp, send each run of same-size packets in a batch as one UDP GSO message (UDP_SEGMENT)")
 	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
@@ -796,8 +800,13 @@ func checkRing(cfg *Config, _ rawFlags, _ flagSet) error {
 }
 
 func checkSink(cfg *Config, _ rawFlags, set flagSet) error {
-	if cfg.Sink != "udp" && set["udp-addr"] {
-		return usagef("-udp-addr needs -sink udp")
+	for _, f := range []string{"udp-addr", "udp-batch", "udp-gso"} {
+		if cfg.Sink != "udp" && set[f] {
+			return usagef("-%s needs -sink udp", f)
+		}
+	}
+	if cfg.UDPBatch < 0 || cfg.UDPBatch > sdma.MaxBatch {
+		return usagef("-udp-batch %d: want 1..%d, or 0 for the default", cfg.UDPBatch, sdma.MaxBatch)
 	}
 	if cfg.Sink == "udp" && cfg.UDPAddr != "" {
 		if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {

@@ -10,7 +10,8 @@
 // iowait_sleep, and a resend from TxHead after the wakeup) or spins on Send (-send spin); the
 // report counts ring-full events, sleeps and wakeups.
 //
-// With -sink udp each packet leaves as a loopback UDP datagram sent with sendmsg gather I/O;
+// With -sink udp each packet leaves as a loopback UDP datagram sent with gather I/O, batched
+// with sendmmsg (-udp-batch, -udp-gso; the table adds the send syscalls per packet);
 // "sdmaperf -server" is the matching receiver, which checks sequence numbers and checksums and
 // reports loss. Both talk to loopback addresses only and stop by themselves.
 package main

@@ -128,6 +128,22 @@ func TestRunUDPInProcess(t *testing.T) {
 	assert.Zero(t, rr.BadFrames)
 	assert.EqualValues(t, 320, rr.Packets+rr.Lost, "every packet sent is received or counted lost")
 	assert.Len(t, rr.Engines, 2)
+	require.Len(t, rep.Results, 1)
+	assert.Less(t, rep.Results[0].Syscalls, 1.0, "batched by default: fewer send syscalls than packets")
+	assert.Positive(t, rep.Results[0].Syscalls)
+}
+
+// TestRunUDPBatchOne: -udp-batch 1 is the unbatched sink, one sendmsg a packet; -udp-gso rides
+// on batching.
+func TestRunUDPBatchOne(t *testing.T) {
+	rep := runJSON(t, "-sink", "udp", "-udp-batch", "1", "-n", "200", "-warmup", "10", "-size", "256")
+	require.Len(t, rep.Results, 1)
+	assert.Equal(t, 1.0, rep.Results[0].Syscalls)
+	assert.Equal(t, 1, rep.Config.UDPBatch)
+	rep = runJSON(t, "-sink", "udp", "-udp-gso", "-n", "200", "-warmup", "10", "-size", "256")
+	require.NotNil(t, rep.Receiver)
+	assert.Zero(t, rep.Receiver.BadChecksum)
+	assert.True(t, rep.Config.UDPGSO)
 }
 
 // freeUDPPort returns a loopback UDP port that was free a moment ago.

@@ -62,6 +62,7 @@ type Result struct {
 	BWPeak     float64           `json:"bw_peak_mib_s"` // best sampling interval
 	BWAvg      float64           `json:"bw_avg_mib_s"`
 	MsgRate    float64           `json:"msg_rate_mpps"`
+	Syscalls   float64           `json:"syscalls_per_packet,omitempty"` // -sink udp: send system calls per packet the sink handled
 	Latency    Latency           `json:"latency"`
 	RingFull   uint64            `json:"ring_full"`                // sends that found the ring full
 	Sleeps     uint64            `json:"sleeps"`                   // waiters parked on an engine's wait list (-send block, sleep)
@@ -165,11 +166,11 @@ func bwUnit(cfg Config) (label string, factor float64) {
 var bandwidthTable = table{
 	head: func(w io.Writer, cfg Config) {
 		unit, _ := bwUnit(cfg)
-		fmt.Fprintf(w, " %-8s %-13s %-18s %-21s %-14s %s\n", "#bytes", "#iterations", "BW peak["+unit+"]", "BW average["+unit+"]", "MsgRate[Mpps]", "#failed")
+		fmt.Fprintf(w, " %-8s %-13s %-18s %-21s %-14s %s\n", "#bytes", "#iterations", "BW peak["+unit+"]", "BW average["+unit+"]", "MsgRate[Mpps]", failedHead(cfg))
 	},
 	row: func(w io.Writer, cfg Config, r Result) {
 		_, k := bwUnit(cfg)
-		fmt.Fprintf(w, " %-8d %-13d %-18.2f %-21.2f %-14.6f %d%s\n", r.Bytes, r.Iterations, r.BWPeak*k, r.BWAvg*k, r.MsgRate, r.SinkErrors, interruptedMark(r))
+		fmt.Fprintf(w, " %-8d %-13d %-18.2f %-21.2f %-14.6f %s%s\n", r.Bytes, r.Iterations, r.BWPeak*k, r.BWAvg*k, r.MsgRate, failedCell(cfg, r), interruptedMark(r))
 	},
 }
 
@@ -200,6 +201,22 @@ var countersTable = table{
 	row: func(w io.Writer, _ Config, r Result) {
 		fmt.Fprintf(w, " %-8d %-11d %-9d %-9d %-9d %-11d %-9d %-12d %-9d %-7d %d\n", r.Bytes, r.RingFull, r.Sleeps, r.Wakeups, r.Faults, r.MapErrors, r.Aborted, r.SinkErrors, r.SinkStalls, r.Halts, r.Recoveries)
 	},
+}
+
+// failedHead and failedCell are the bandwidth table's last column, #failed, and with -sink udp
+// one more: the send system calls per packet (1 unbatched, about 1/batch batched).
+func failedHead(cfg Config) string {
+	if cfg.Sink != "udp" {
+		return "#failed"
+	}
+	return fmt.Sprintf("%-8s %s", "#failed", "syscalls/pkt")
+}
+
+func failedCell(cfg Config, r Result) string {
+	if cfg.Sink != "udp" {
+		return fmt.Sprint(r.SinkErrors)
+	}
+	return fmt.Sprintf("%-8d %.3f", r.SinkErrors, r.Syscalls)
 }
 
 // interruptedMark marks the row of a size cut short by Ctrl-C.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
 // sizeRun is one packet size's run on a fresh device, in steps that runSize strings together:
@@ -25,6 +26,7 @@ type sizeRun struct {
 	dev   *sdma.Device
 
 	fsink *sdma.FaultSink // the sink's fault injector, nil without sinkfail or sinkstall
+	udp   *udpsink.Sink   // the UDP sink, nil without -sink udp: its syscall count
 	ps    []*producer
 	close []func() error // run in reverse by done
 	base  time.Time      // the run's clock: durations since base
@@ -38,6 +40,7 @@ type sizeRun struct {
 type counters struct {
 	eng                    engTotals
 	sinkFailed, sinkStalls uint64
+	udp                    udpsink.Stats
 }
 
 // measurement is what measure saw besides the producers' counters.
@@ -109,6 +112,7 @@ func (r *sizeRun) done() {
 // injector when -faults asks, and the halt plan.
 func (r *sizeRun) newDevice(sink sdma.Sink) error {
 	cfg := r.cfg
+	r.udp, _ = sink.(*udpsink.Sink)
 	mapper, inj, err := newMapper(cfg)
 	if err != nil {
 		return err
@@ -190,6 +194,9 @@ func (r *sizeRun) counters() counters {
 	c.eng = engineTotals(r.dev)
 	if r.fsink != nil {
 		c.sinkFailed, c.sinkStalls = r.fsink.Failed(), r.fsink.Stalled()
+	}
+	if r.udp != nil {
+		c.udp = r.udp.Stats()
 	}
 	return c
 }
@@ -377,6 +384,9 @@ func (r *sizeRun) collect(m measurement) Result {
 	res.SinkFailed = now.sinkFailed - r.start.sinkFailed
 	res.SinkStalls = now.sinkStalls - r.start.sinkStalls
 	res.Faults = res.MapErrors + res.Halts + res.SinkErrors + res.SinkStalls
+	if pk := (now.udp.Packets + now.udp.Errors) - (r.start.udp.Packets + r.start.udp.Errors); pk > 0 {
+		res.Syscalls = float64(now.udp.Syscalls-r.start.udp.Syscalls) / float64(pk)
+	}
 	return res
 }
 
