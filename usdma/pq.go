@@ -76,6 +76,13 @@ type Config struct {
 	// Timeout is how long a deferred Submit waits for room before it tries again
 	// (SDMA_IOWAIT_TIMEOUT); 0 means IOWaitTimeout.
 	Timeout time.Duration
+	// Engine, if set, carries every request of the queue; nil picks the engine per request from
+	// the destination LID, the context and the VL, as the kernel does.
+	Engine *sdma.Engine
+	// Done, if set, is told once when a request ends, with its slot and the entry just written:
+	// a push notification for Go callers beside the polled ring and Wait. It runs on the
+	// completion pass (or in Submit, for a request that ends there) and must not block.
+	Done func(slot int, e CompEntry)
 }
 
 // PktQ is a user SDMA packet queue (hfi1: struct hfi1_user_sdma_pkt_q with its
@@ -98,8 +105,10 @@ type PktQ struct {
 	ahg      bool
 	psnMask  uint32
 	timeout  time.Duration
-	comps    []compEntry // the completion ring; see compEntry for its memory ordering
-	reqs     []request   // one per slot
+	engine   *sdma.Engine                // Config.Engine
+	onDone   func(slot int, e CompEntry) // Config.Done
+	comps    []compEntry                 // the completion ring; see compEntry for its memory ordering
+	reqs     []request                   // one per slot
 	pins     pinCache
 	activeCh chan struct{} // cap 1: activate's signal to a deferred Submit
 
@@ -156,6 +165,8 @@ func New(cfg Config) (*PktQ, error) {
 	switch {
 	case cfg.Device == nil:
 		return bad("nil Device")
+	case cfg.Engine != nil && cfg.Engine.Device() != cfg.Device:
+		return bad("Engine is not one of Device's")
 	case cfg.Slots < 0 || cfg.Slots > 1<<16:
 		return bad("Slots " + itoa(cfg.Slots) + " out of 1..65536")
 	case cfg.MTU != 0 && (cfg.MTU < PIOBlockSize || cfg.MTU > DefaultMTU):
@@ -177,6 +188,8 @@ func New(cfg Config) (*PktQ, error) {
 		psnMask:  psnMask,
 		timeout:  cfg.Timeout,
 		activeCh: make(chan struct{}, 1),
+		engine:   cfg.Engine,
+		onDone:   cfg.Done,
 	}
 	if cfg.ExtendedPSN {
 		pq.psnMask = psnMaskExt

@@ -413,9 +413,15 @@ func TestDeferredIOWaitStress(t *testing.T) {
 func TestSubmitConcurrent(t *testing.T) {
 	sink := &sdma.DiscardSink{}
 	dev := testDevice(t, sdma.Config{Engines: 2, Sink: sink})
-	pq := testQueue(t, Config{Device: dev, Slots: 16})
+	var done [16]atomic.Int32
+	pq := testQueue(t, Config{Device: dev, Slots: 16, Engine: dev.Engine(1), Done: func(slot int, e CompEntry) {
+		if e.Status != Complete {
+			t.Errorf("slot %d: %+v", slot, e)
+		}
+		done[slot].Add(1)
+	}})
 	ends := newEndCounter(pq)
-	per := 30
+	per := 32 // a multiple of the 4 slots each goroutine uses
 	if testing.Short() {
 		per = 8
 	}
@@ -467,6 +473,10 @@ func TestSubmitConcurrent(t *testing.T) {
 	polls.Wait()
 	assert.Equal(t, 4*per, ends.total())
 	assert.EqualValues(t, 4*per, pq.Stats().Completed)
+	for s := range done {
+		assert.EqualValues(t, per/4, done[s].Load(), "Done once per request of slot %d", s)
+	}
+	assert.Zero(t, dev.Engine(0).Stats().Packets, "Config.Engine carries every request")
 }
 
 // streaming returns the live mappings other than coherent memory (the device's pad).

@@ -172,7 +172,10 @@ func (pq *PktQ) pin(r *request, vecs [][]byte) error {
 func (pq *PktQ) selectEngine(r *request) error {
 	dlid := r.hdr.DLID()
 	selector := uint32((dlid>>8)^dlid)&0xff + uint32(pq.ctxt) + uint32(pq.subctxt)
-	r.eng = pq.dev.SelectEngine(selector, uint8(r.hdr.VL()))
+	r.eng = pq.engine
+	if r.eng == nil {
+		r.eng = pq.dev.SelectEngine(selector, uint8(r.hdr.VL()))
+	}
 	if r.eng == nil || !r.eng.Running() {
 		r.setFail(&reqFail{errcode: ECOMM, cause: sdma.ErrNotRunning})
 		return reqErr(r.slot, ErrNotRunning, "the engine for VL "+itoa(r.hdr.VL())+" is not running")
@@ -502,5 +505,8 @@ func (pq *PktQ) end(r *request) {
 	for _, w := range ws {
 		w.err = outcome
 		close(w.ch)
+	}
+	if pq.onDone != nil {
+		pq.onDone(r.slot, CompEntry{Status: st, Errcode: code})
 	}
 }
