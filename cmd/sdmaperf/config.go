@@ -49,6 +49,7 @@ type Config struct {
 	Producers  int           `json:"producers"`
 	Sizes      []int         `json:"sizes"`            // packet sizes in bytes, one run each
 	Frags      int           `json:"frags"`            // fragments (Add calls) per packet
+	MTU        int           `json:"mtu,omitempty"`    // -mode msg: packet payload (fragment size)
 	Mem        string        `json:"mem"`              // kvaddr | page | registered: how fragments are added
 	Shared     bool          `json:"shared,omitempty"` // every packet maps the same payload memory
 	Iterations int           `json:"iterations,omitempty"`
@@ -439,7 +440,8 @@ func isPerftestOnly(name string) bool {
 func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sdmaperf", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.StringVar(&raw.mode, "mode", "bw", "what to measure: bw (bandwidth, like ib_send_bw) or lat (latency, one packet in flight per producer, like ib_send_lat)")
+	fs.StringVar(&raw.mode, "mode", "bw", "what to measure: bw (bandwidth, like ib_send_bw), lat (latency, one packet in flight per producer, like ib_send_lat) or msg (whole messages of -size bytes through a usdma packet queue, split into -mtu packets, -depth messages in flight)")
+	fs.IntVar(&cfg.MTU, "mtu", defaultMTU, "-mode msg: the packets' payload (fragment size), a multiple of 64 up to 10240")
 	fs.IntVar(&cfg.Engines, "engines", 1, fmt.Sprintf("SDMA engines, 1..%d", maxEngines))
 	fs.IntVar(&cfg.Producers, "producers", 1, "producer goroutines, spread round-robin over the engines")
 	fs.IntVar(&raw.size, "size", 4096, fmt.Sprintf("packet size in bytes, 1..%d; with -sweep, the largest size (%d unless given)", maxPacket, maxSweepSize))
@@ -586,6 +588,7 @@ var clientChecks = []check{
 	checkChoices,
 	checkRanges,
 	checkSizes,
+	checkMsg,
 	checkPageMem,
 	checkLength,
 	checkDepth,
@@ -658,7 +661,7 @@ var choices = []struct {
 	field   func(*Config) string
 	allowed []string
 }{
-	{"mode", func(c *Config) string { return string(c.Mode) }, []string{string(ModeBW), string(ModeLat)}},
+	{"mode", func(c *Config) string { return string(c.Mode) }, []string{string(ModeBW), string(ModeLat), string(ModeMsg)}},
 	{"mem", func(c *Config) string { return c.Mem }, []string{"kvaddr", "page", "registered"}},
 	{"mapper", func(c *Config) string { return c.Mapper }, []string{"direct", "iommu"}},
 	{"alloc", func(c *Config) string { return c.Alloc }, []string{"slab", "list", "pool"}},
@@ -707,8 +710,8 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 	if raw.sweep && !set["size"] {
 		size = maxSweepSize
 	}
-	if size < 1 || size > maxPacket {
-		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d)", size, maxPacket, maxPacket)
+	if hi := maxSizeFor(cfg.Mode); size < 1 || size > hi {
+		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", size, hi, maxPacket, maxMessage)
 	}
 	if !raw.sweep {
 		if cfg.Frags > size {

@@ -142,6 +142,9 @@ func writeHeader(w io.Writer, cfg Config) {
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Ring full", cfg.Send, "Mode", cfg.Mode)
 	fmt.Fprintf(w, " %-16s: %-22s %-16s: %s\n", "Run", length, "Faults", cfg.Faults)
 	fmt.Fprintf(w, " %-16s: %s\n", "Sink", sink)
+	if cfg.Mode == ModeMsg {
+		fmt.Fprintf(w, " %-16s: %s\n", "Messages", msgBanner(cfg))
+	}
 	fmt.Fprintln(w, rule)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/usdma"
 )
 
 // perfTx is sdmaperf's txreq: sdma.TxReq first, as the hfi1 API prescribes, then what the
@@ -65,6 +66,13 @@ type producer struct {
 	// comes before the producer waits is not lost); the producer receives from woken.
 	iow   sdma.IOWait
 	woken chan struct{}
+
+	// -mode msg (msg.go): the producer's packet queue; msgStart[slot] is the submit time of the
+	// slot's message (written by the producer before Submit, read by its Done).
+	pq       *usdma.PktQ
+	msgStart []int64
+	msgInfo  usdma.ReqInfo
+	msgHdr   usdma.Header
 
 	// Producer-owned counters.
 	mapErrors uint64
@@ -159,6 +167,9 @@ func (p *producer) drain() {
 
 // send builds and sends one packet. It reports false when the producer must stop.
 func (p *producer) send(ctx context.Context, frags []int) bool {
+	if p.pq != nil {
+		return p.sendMsg(ctx)
+	}
 	slot, ok := p.take(ctx)
 	if !ok {
 		return false
@@ -318,6 +329,11 @@ func newProducer(r *sizeRun, i int) (*producer, error) {
 	}
 	if err := payloadMem[cfg.Mem](p, r); err != nil {
 		return nil, err
+	}
+	if cfg.Mode == ModeMsg {
+		if err := p.initMsg(r); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/usdma"
+)
+
+// -mode msg: messages, not packets. Each producer owns a usdma packet queue (hfi1's user SDMA
+// path, as PSM uses it) with -depth request slots, and sends messages of -size bytes, split by
+// the queue into -mtu byte packets whose headers the engine's AHG builds. Everything the report
+// says per packet is per message here: the rate is messages per second, the bandwidth the
+// messages' bytes, the latency from Submit to the request's end. The queue registers each
+// producer's message buffers with the device itself (its pin cache), so -mem is kvaddr, and
+// -frags and -send do not apply (the queue splits the data at page ends and defers on a full
+// ring itself).
+
+// ModeMsg measures whole messages through a usdma packet queue.
+const ModeMsg Mode = "msg"
+
+// Limits of -mode msg.
+const (
+	maxMessage = 64 << 20 // bytes per message
+	defaultMTU = 8192
+)
+
+// msgTemplate is the messages' header template (PSM's eager opcode 0xC0, VL 0).
+var msgTemplate = usdma.Template{DLID: 1, SLID: 2, Opcode: 0xc0, PKey: 0xffff, DestQP: 0x80}
+
+// checkMsg checks the flags of -mode msg, and that -mtu is given only with it.
+func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
+	if cfg.Mode != ModeMsg {
+		if set["mtu"] {
+			return usagef("-mtu applies to -mode msg")
+		}
+		cfg.MTU = 0 // not part of a packet run's configuration
+		return nil
+	}
+	if cfg.MTU < usdma.PIOBlockSize || cfg.MTU > usdma.DefaultMTU || cfg.MTU%usdma.PIOBlockSize != 0 {
+		return usagef("-mtu %d: want a multiple of %d in %d..%d", cfg.MTU, usdma.PIOBlockSize, usdma.PIOBlockSize, usdma.DefaultMTU)
+	}
+	if cfg.Mem != "kvaddr" {
+		return usagef("-mode msg registers the messages itself (the packet queue's pin cache); -mem %s does not apply", cfg.Mem)
+	}
+	if cfg.Shared {
+		return usagef("-mode msg sends each slot's own message; -shared does not apply")
+	}
+	if cfg.Depth > 1<<16 {
+		return usagef("-depth %d: a packet queue has at most 65536 request slots", cfg.Depth)
+	}
+	return nil
+}
+
+// maxSizeFor is the largest -size of the mode: a packet, or a message.
+func maxSizeFor(m Mode) int {
+	if m == ModeMsg {
+		return maxMessage
+	}
+	return maxPacket
+}
+
+// initMsg gives producer p its packet queue: -depth slots on p's engine, the txreqs from the
+// -alloc allocator, and a Done that accounts for each message as complete does for a packet.
+func (p *producer) initMsg(r *sizeRun) error {
+	a, err := newMsgAllocator(r.cfg.Alloc, r.cfg.Ring)
+	if err != nil {
+		return err
+	}
+	p.msgStart = make([]int64, r.cfg.Depth)
+	pq, err := usdma.New(usdma.Config{Device: r.dev, Engine: p.eng, Slots: r.cfg.Depth, Alloc: a, MTU: r.cfg.MTU,
+		Ctxt: uint16(p.id), Done: p.msgDone})
+	if err != nil {
+		return err
+	}
+	p.pq = pq
+	p.msgInfo, p.msgHdr = usdma.Message(0, r.cfg.MTU, msgTemplate, p.bufs[0])
+	r.close = append(r.close, func() error { return pq.Close(context.Background()) })
+	return nil
+}
+
+// newMsgAllocator builds the -alloc allocator of the queue's txreqs. A list holds what can be
+// in flight at once: a ring's worth, plus the 16 packets a request pass builds ahead, twice.
+func newMsgAllocator(kind string, ring int) (alloc.Allocator[usdma.TxReq], error) {
+	switch kind {
+	case "slab":
+		return alloc.NewSlab(alloc.SlabConfig[usdma.TxReq]{ObjectsPerSlab: 256})
+	case "list":
+		return alloc.NewList[usdma.TxReq](ring+2*usdma.MaxPktsPerQueue, nil)
+	case "pool":
+		return alloc.NewPool[usdma.TxReq](nil), nil
+	}
+	return nil, fmt.Errorf("unknown allocator %q", kind)
+}
+
+// msgDone accounts for a message that ended (usdma Config.Done, on the completion pass).
+func (p *producer) msgDone(slot int, e usdma.CompEntry) {
+	if e.Status == usdma.Complete {
+		if p.run.measuring.Load() {
+			_ = p.hist.RecordValue(int64(p.run.now()) - p.msgStart[slot])
+			p.okPackets.Add(1)
+		}
+	} else {
+		p.aborted.Add(1)
+	}
+	p.slots <- int32(slot) // never blocks: the channel has room for every slot
+}
+
+// sendMsg sends one message on the next free slot. It reports false when the producer must stop.
+func (p *producer) sendMsg(ctx context.Context) bool {
+	slot, ok := p.take(ctx)
+	if !ok {
+		return false
+	}
+	info := p.msgInfo
+	info.CompIdx = uint16(slot)
+	before := p.pq.Stats().Requests
+	p.msgStart[slot] = int64(p.run.now())
+	err := p.pq.Submit(ctx, info, &p.msgHdr, p.bufs[slot])
+	if err == nil {
+		return true
+	}
+	if p.pq.Stats().Requests == before { // refused before it claimed the slot: Done will not run
+		p.slots <- slot
+	}
+	if errors.Is(err, usdma.ErrNotRunning) || errors.Is(err, usdma.ErrFault) || errors.Is(err, usdma.ErrNoMem) {
+		return true // a halt or a mapping fault (-faults): the slot ends ERROR and counts as aborted
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	p.err = fmt.Errorf("producer %d: %w", p.id, err)
+	return false
+}
+
+// msgBanner describes a -mode msg run for the table heading.
+func msgBanner(cfg Config) string {
+	return fmt.Sprintf("%d-byte packets through a usdma packet queue (AHG); a row's figures are per message; -frags and ring-full do not apply", cfg.MTU)
+}
