@@ -9,6 +9,7 @@ import (
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/usdma"
 )
 
@@ -39,7 +40,7 @@ const msgFrag = 8192
 var msgTemplate = usdma.Template{DLID: 7, SLID: 3, Opcode: 0xc0, PKey: 0xffff, DestQP: 0x80, PSN: 100, JKey: 1}
 
 func benchMessage(b *testing.B, size int, ahg bool, impl string) {
-	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 2048, Sink: &sdma.DiscardSink{}})
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 2048, Sink: &sdmatest.DiscardSink{}})
 	if err != nil {
 		b.Fatal(err)
 	}

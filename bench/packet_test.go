@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // BenchmarkPacket measures one packet's whole way: Init, two adds (a 40-byte header and a
@@ -20,7 +21,7 @@ import (
 func BenchmarkPacket(b *testing.B) {
 	hdr, payload := make([]byte, 40), make([]byte, 256)
 	b.Run("hw=inline", func(b *testing.B) {
-		dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 1024, Sink: &sdma.DiscardSink{}})
+		dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 1024, Sink: &sdmatest.DiscardSink{}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -52,7 +53,7 @@ func BenchmarkPacket(b *testing.B) {
 		}
 	})
 	b.Run("hw=goroutine", func(b *testing.B) {
-		dev, err := sdma.NewDevice(sdma.Config{RingSize: 1024, Wait: sdma.WaitBusyPoll, Sink: &sdma.DiscardSink{}})
+		dev, err := sdma.NewDevice(sdma.Config{RingSize: 1024, Wait: sdma.WaitBusyPoll, Sink: &sdmatest.DiscardSink{}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -185,7 +186,7 @@ func BenchmarkLatency(b *testing.B) {
 	}
 	for _, mem := range pathMems {
 		b.Run("impl=sdma"+mem.key, func(b *testing.B) {
-			dev, err := sdma.NewDevice(sdma.Config{Wait: sdma.WaitBusyPoll, Sink: &sdma.DiscardSink{}})
+			dev, err := sdma.NewDevice(sdma.Config{Wait: sdma.WaitBusyPoll, Sink: &sdmatest.DiscardSink{}})
 			if err != nil {
 				b.Fatal(err)
 			}

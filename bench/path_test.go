@@ -13,6 +13,7 @@ import (
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // The packet-path benchmarks send a 296-byte packet (a 40-byte header and a 256-byte payload, as
@@ -103,7 +104,7 @@ type pathRig struct {
 
 func newPathRig(b testing.TB, cfg sdma.Config, m dma.Mapper, a alloc.Allocator[pathTx]) *pathRig {
 	cfg.Mapper = m
-	cfg.Sink = &sdma.DiscardSink{}
+	cfg.Sink = &sdmatest.DiscardSink{}
 	dev, err := sdma.NewDevice(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/Workiva/go-datastructures/queue"
 	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/internal/ringimpl"
 	"github.com/gosdma/gosdma/ring"
 )
 
@@ -57,7 +58,7 @@ func useImpl(b *testing.B, impl string) {
 	if !slices.Contains(ring.Implementations(), impl) {
 		b.Skipf("implementation %q not available here", impl)
 	}
-	restore, err := ring.SetImplementation(impl)
+	restore, err := ringimpl.Set(impl)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,5 +25,6 @@
 // lock-free: the reservation index is separate from the published tail.
 //
 // The assembly path and the portable Go path write identical bytes; Implementations and
-// SetImplementation let tests and benchmarks force either.
+// the unexported setImplementation (internal/ringimpl.Set for the module's benchmarks) let tests
+// and benchmarks force either.
 package ring

@@ -34,7 +34,7 @@ func fill(slots []desc.Desc) {
 // identical slot arrays (the whole ring, including untouched slots).
 func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, seed []byte) {
 	size := MinSize << (sizeLog % 10) // 64..32768
-	r, err := NewAt(size, start)
+	r, err := newAt(size, start)
 	require.NoError(t, err)
 	cnt := 1 + int(n)%(size-1)
 	// Write demands a reservation; the ring's indices start at start, so it is [start, +cnt).
@@ -61,7 +61,7 @@ func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, s
 	modelWrite(want, start, ds, cs)
 
 	for _, name := range Implementations() {
-		restore, err := SetImplementation(name)
+		restore, err := setImplementation(name)
 		require.NoError(t, err)
 		fill(r.slots)
 		r.Write(start, ds, skip)
@@ -73,10 +73,10 @@ func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, s
 
 		// EnqueueSP writes and publishes in one call (one assembly call on amd64): the same
 		// bytes, and reserved and the tail at start+n.
-		sp, err := NewAt(size, start)
+		sp, err := newAt(size, start)
 		require.NoError(t, err)
 		fill(sp.slots)
-		restore, err = SetImplementation(name)
+		restore, err = setImplementation(name)
 		require.NoError(t, err)
 		got, err := sp.EnqueueSP(ds, skip)
 		restore()
@@ -90,7 +90,7 @@ func checkWrite(t *testing.T, sizeLog uint8, start uint64, n uint16, skip int, s
 
 		// Dequeue gives back exactly what the model wrote, in order, and frees the ring.
 		out := make([]desc.Desc, cnt)
-		restore, err = SetImplementation(name)
+		restore, err = setImplementation(name)
 		require.NoError(t, err)
 		m := sp.Dequeue(out)
 		restore()

@@ -79,7 +79,7 @@ func TestLinearizableMPSC(t *testing.T) {
 	const producers, opsPerProducer = 3, 4
 	forEachImpl(t, func(t *testing.T) {
 		for it := range iterations {
-			r, err := NewAt(MinSize, ^uint64(0)-uint64(it%40)) // cross the uint64 wrap sometimes
+			r, err := newAt(MinSize, ^uint64(0)-uint64(it%40)) // cross the uint64 wrap sometimes
 			require.NoError(t, err)
 			var clock atomic.Int64
 			var mu sync.Mutex

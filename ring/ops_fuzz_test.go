@@ -42,11 +42,11 @@ func FuzzRingOps(f *testing.F) {
 	f.Add(uint64(1)<<32-64, uint8(2), []byte{0, 63, 0, 1, 1, 0, 2, 0, 6, 63, 7, 63, 0, 62, 4, 1, 3, 3, 5, 63})
 	f.Fuzz(func(t *testing.T, start uint64, impl uint8, prog []byte) {
 		names := Implementations()
-		restore, err := SetImplementation(names[int(impl)%len(names)])
+		restore, err := setImplementation(names[int(impl)%len(names)])
 		require.NoError(t, err)
 		defer restore()
 		const size = 64
-		r, err := NewAt(size, start)
+		r, err := newAt(size, start)
 		require.NoError(t, err)
 		m := &opsModel{size: size, res: start, tail: start, hw: start, sw: start, content: map[uint64]desc.Desc{}}
 		val := uint64(0)

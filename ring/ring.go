@@ -120,11 +120,11 @@ type Ring struct {
 // New returns an empty ring of size slots, all indices 0. size 0 means DefaultSize; any other
 // size must be a power of two in [MinSize, MaxSize], else the error matches ErrSize.
 // (hfi1: sdma_init's descq allocation; the kernel silently falls back to the default instead.)
-func New(size int) (*Ring, error) { return NewAt(size, 0) }
+func New(size int) (*Ring, error) { return newAt(size, 0) }
 
-// NewAt is New with every index starting at start, so that tests can begin just below a
-// generation change, 2^32 or 2^64.
-func NewAt(size int, start uint64) (*Ring, error) {
+// newAt is New with every index starting at start, so that tests can begin just below a
+// generation change, 2^32 or 2^64. Unexported: only tests need it.
+func newAt(size int, start uint64) (*Ring, error) {
 	if size == 0 {
 		size = DefaultSize
 	}

@@ -49,7 +49,7 @@ var hasAVX = cpu.X86.HasAVX
 
 var implementations = []string{"asm", "asm-movq", "go"}
 
-// curImpl is the selected implementation: written by init and SetImplementation (atomic store),
+// curImpl is the selected implementation: written by init and setImplementation (atomic store),
 // read by every Write (atomic load: a plain MOV on amd64).
 var curImpl atomic.Int32
 

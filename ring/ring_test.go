@@ -21,7 +21,7 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	for _, name := range Implementations() {
 		t.Run("impl="+name, func(t *testing.T) {
-			restore, err := SetImplementation(name)
+			restore, err := setImplementation(name)
 			require.NoError(t, err)
 			defer restore()
 			f(t)
@@ -195,7 +195,7 @@ func testBadInput(t *testing.T) {
 	r.EndWrite()
 	requirePanicIs(t, ErrOrder, func() { r.SetSwHead(tl - 2) })
 
-	_, err = SetImplementation("nope")
+	_, err = setImplementation("nope")
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 }
 
@@ -204,7 +204,7 @@ func testBadInput(t *testing.T) {
 func TestWriteOutsideReservation(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for _, start := range []uint64{0, 64 - 2, ^uint64(0) - 1} {
-			r, err := NewAt(64, start)
+			r, err := newAt(64, start)
 			require.NoError(t, err)
 			fill(r.slots)
 			before := append([]desc.Desc(nil), r.slots...)
@@ -243,7 +243,7 @@ func TestWriteOutsideReservation(t *testing.T) {
 // handed out.
 func TestNoSlotBeforePublication(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
-		r, err := NewAt(64, 64-3) // the reservations straddle a generation change
+		r, err := newAt(64, 64-3) // the reservations straddle a generation change
 		require.NoError(t, err)
 		base := r.Tail()
 		a, err := r.Reserve(3)
@@ -300,7 +300,7 @@ func requirePanicIs(t *testing.T, target error, f func()) {
 
 func TestGenerationStampingAndSkip(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
-		r, err := NewAt(64, 60) // generation 0 → 1 at index 64
+		r, err := newAt(64, 60) // generation 0 → 1 at index 64
 		require.NoError(t, err)
 		ds := batch(100, 8)
 		start, err := r.Enqueue(ds, 2) // ds[1], ds[2] are AHG edit descriptors
@@ -348,7 +348,7 @@ func TestWrap(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for name, start := range starts {
 			t.Run(name, func(t *testing.T) {
-				r, err := NewAt(64, start)
+				r, err := newAt(64, start)
 				require.NoError(t, err)
 				assert.Equal(t, start, r.Tail())
 				assert.Equal(t, start, r.SwHead())
@@ -553,7 +553,7 @@ func TestAllocs(t *testing.T) {
 func TestDequeueIndicesAndSeq(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for _, start := range []uint64{0, 64 - 3, 1<<32 - 5, ^uint64(0) - 40} {
-			r, err := NewAt(64, start)
+			r, err := newAt(64, start)
 			require.NoError(t, err)
 			dst := make([]desc.Desc, 63)
 			next := start // index of the next descriptor to come out
@@ -624,7 +624,7 @@ func TestDequeueTailCache(t *testing.T) {
 // swHead rather than take the wrapped-around difference for room.
 func TestEnqueueSPStaleHeadCache(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
-		r, err := NewAt(64, 1000)
+		r, err := newAt(64, 1000)
 		require.NoError(t, err)
 		_, err = r.EnqueueSP(batch(0, 63), 0) // full
 		require.NoError(t, err)

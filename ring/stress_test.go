@@ -42,7 +42,7 @@ func TestStressMPSC(t *testing.T) {
 		perProducer = 3000
 	}
 	forEachImpl(t, func(t *testing.T) {
-		r, err := NewAt(64, ^uint64(0)-1000)
+		r, err := newAt(64, ^uint64(0)-1000)
 		require.NoError(t, err)
 		total := producers * perProducer
 
@@ -151,7 +151,7 @@ func TestStressSPSCDequeue(t *testing.T) {
 		total = 20000
 	}
 	forEachImpl(t, func(t *testing.T) {
-		r, err := NewAt(128, 1<<32-500)
+		r, err := newAt(128, 1<<32-500)
 		require.NoError(t, err)
 		const seed = 42
 		done := make(chan struct{})

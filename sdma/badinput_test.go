@@ -21,7 +21,7 @@ type badRig struct {
 	dev   *Device
 	e     *Engine
 	iommu *dma.IOMMU
-	cs    *CaptureSink
+	cs    *captureSink
 	c     completions
 	good  TxReq
 }
@@ -53,7 +53,7 @@ func (r *badRig) world() world {
 	return world{
 		stats: r.e.Stats(), tail: r.e.ring.Tail(), swH: r.e.ring.SwHead(), free: r.e.DescqFreeCnt(),
 		state: r.e.State(), live: len(r.iommu.Live()), done: int(r.c.n.Load()), sent: r.cs.Count(),
-		flush: fl, hist: len(r.e.History()),
+		flush: fl, hist: len(r.e.history()),
 	}
 }
 
@@ -213,13 +213,13 @@ func TestBadInputs(t *testing.T) {
 		}, ErrInvalid},
 		// Engine calls.
 		{"Event unknown", func(_ *testing.T, r *badRig) func() error {
-			return func() error { return r.e.Event(numEvents, "") }
+			return func() error { return r.e.event(numEvents, "") }
 		}, ErrInvalid},
 		{"InjectHalt CauseNone", func(_ *testing.T, r *badRig) func() error {
-			return func() error { return r.e.InjectHalt(CauseNone) }
+			return func() error { return r.e.injectHalt(CauseNone) }
 		}, ErrInvalid},
 		{"SetFaults rate 2", func(_ *testing.T, r *badRig) func() error {
-			return func() error { return r.e.SetFaults(FaultPlan{HaltRate: 2}) }
+			return func() error { return r.e.setFaults(faultPlan{HaltRate: 2}) }
 		}, ErrInvalid},
 		// Allocators: double frees and foreign objects.
 		{"List double Put", func(t *testing.T, r *badRig) func() error {
@@ -268,7 +268,7 @@ func TestBadInputs(t *testing.T) {
 		}, ErrClosed},
 		{"InjectHalt after Close", func(t *testing.T, r *badRig) func() error {
 			require.NoError(t, r.dev.Close())
-			return func() error { return r.e.InjectHalt(CauseHalt) }
+			return func() error { return r.e.injectHalt(CauseHalt) }
 		}, ErrClosed},
 	}
 	for _, c := range cases {
@@ -300,9 +300,9 @@ func TestBadConfigs(t *testing.T) {
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{1}}},
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{2, 1}}},
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{0, 1}}},
-		{"Faults.HaltRate", Config{Faults: FaultPlan{HaltRate: 1.5}}},
-		{"Faults.HaltAt", Config{Faults: FaultPlan{HaltAt: -3}}},
-		{"Faults.HaltCause", Config{Faults: FaultPlan{HaltCause: -1}}},
+		{"Faults.HaltRate", Config{faults: faultPlan{HaltRate: 1.5}}},
+		{"Faults.HaltAt", Config{faults: faultPlan{HaltAt: -3}}},
+		{"Faults.HaltCause", Config{faults: faultPlan{HaltCause: -1}}},
 	} {
 		dev, err := NewDevice(c.cfg)
 		assert.Nil(t, dev)

@@ -78,9 +78,7 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 			var woke atomic.Int32
 			var pw sdma.IOWait
 			pw.Init(nil, func(*sdma.IOWait, int) { woke.Add(1); panic("wakeup panics") }, nil)
-			e.LockWait()
 			queued, err := e.QueueWait(&pw, 1, true)
-			e.UnlockWait()
 			require.NoError(t, err)
 			require.True(t, queued)
 			var one sdma.TxReq

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // closeLedger counts the completions of a set of txreqs by index.
@@ -202,14 +203,17 @@ func closeStormDevice(t *testing.T, seed uint64, d int) (accepted, offered int64
 	if rng.IntN(4) == 0 {
 		cfg.Completion = sdma.CompletePoll
 	}
-	cfg.Faults = sdma.FaultPlan{HaltRate: 0.002 * float64(rng.IntN(3)), Seed: seed}
+	plan := sdmatest.FaultPlan{HaltRate: 0.002 * float64(rng.IntN(3)), Seed: seed}
 	dev, err := sdma.NewDevice(cfg)
 	require.NoError(t, err)
+	for i := range engines {
+		require.NoError(t, sdmatest.SetFaults(dev.Engine(i), plan))
+	}
 	// Engine roles: 0 running, 1 stopped, 2 frozen (all frozen by FreezeNotify below if chosen), 3 halting.
 	require.NoError(t, dev.Engine(1).Stop())
 	frozen := rng.IntN(2) == 0
 	if frozen {
-		require.NoError(t, dev.Engine(2).Event(sdma.E80HwFreeze, "storm"))
+		require.NoError(t, sdmatest.Event(dev.Engine(2), sdma.E80HwFreeze, "storm"))
 	}
 	const senders, per = 6, 40
 	led := newCloseLedger(senders * per)
@@ -259,7 +263,7 @@ func closeStormDevice(t *testing.T, seed uint64, d int) (accepted, offered int64
 	go func(r *rand.Rand) {
 		defer wg.Done()
 		for i := 0; i < 3 && !stop.Load(); i++ {
-			err := dev.Engine(3).InjectHalt(sdma.CauseHalt)
+			err := sdmatest.InjectHalt(dev.Engine(3), sdma.CauseHalt)
 			if err != nil && !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, sdma.ErrNotRunning) {
 				t.Errorf("InjectHalt: %v", err)
 			}

@@ -212,12 +212,12 @@ func TestSendListPublishesEvery32(t *testing.T) {
 	var c completions
 	var batches []int
 	var tailAtFirst uint64
-	e.testListPublish = func(k int) {
+	e.test = &engineTestHooks{listPublish: func(k int) {
 		if len(batches) == 0 {
 			tailAtFirst = e.ring.Tail()
 		}
 		batches = append(batches, k)
-	}
+	}}
 	var l TxList
 	txs := make([]TxReq, 70)
 	for i := range txs {
@@ -363,11 +363,11 @@ func TestIdleEngineDoesNotSpin(t *testing.T) {
 			// Frozen with descriptors in the ring: nothing to do until the state changes.
 			_, err = e.ring.Enqueue([]desc.Desc{rawDesc(0, 0, true, false)}, 0)
 			require.NoError(t, err)
-			require.NoError(t, e.Event(E80HwFreeze, "test"))
+			require.NoError(t, e.event(E80HwFreeze, "test"))
 			e.afterPublish()
 			requireParkedAndStill(t, e, "frozen")
-			require.NoError(t, e.Event(E81HwFrozen, "test"))
-			require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+			require.NoError(t, e.event(E81HwFrozen, "test"))
+			require.NoError(t, e.event(E82HwUnfreeze, "test"))
 			require.Equal(t, S99Running, e.State())
 			var c completions
 			var tx TxReq
@@ -407,9 +407,9 @@ func TestSendWaitContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, e.SendWait(ctx, &tx), context.DeadlineExceeded)
-	e.LockWait()
+	e.waitMu.Lock()
 	assert.Nil(t, e.dmawait.head, "no waiter left behind")
-	e.UnlockWait()
+	e.waitMu.Unlock()
 	require.NoError(t, tx.Clean())
 }
 
@@ -417,7 +417,7 @@ func TestZeroAllocsPerPacket(t *testing.T) {
 	if txTestRace {
 		t.Skip("the race detector allocates")
 	}
-	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 256, Sink: &DiscardSink{}})
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 256, Sink: discardSink{}})
 	e := dev.Engine(0)
 	hdr := make([]byte, 40)
 	payload := make([]byte, 1000)

@@ -92,15 +92,15 @@ type Config struct {
 	Completion CompletionMode
 	// Manual starts no hardware-model goroutine: the caller drives each engine with Process.
 	Manual bool
-	// Sink receives the packets; nil means a DiscardSink owned by the device. A typed nil (a nil
-	// *CaptureSink in the interface) is refused, as for Mapper.
+	// Sink receives the packets; nil means a sink owned by the device that drops them. A typed
+	// nil (a nil *udpsink.Sink in the interface) is refused, as for Mapper.
 	Sink Sink
 	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
 	// min(Engines, 8).
 	NumVLs int
-	// Faults is every engine's initial fault plan (Engine.SetFaults); the zero value injects
-	// nothing. Each engine adds its index to the seed.
-	Faults FaultPlan
+	// faults is every engine's initial fault plan, for in-package tests (sdmatest.SetFaults is
+	// the exported way); the zero value injects nothing. Each engine adds its index to the seed.
+	faults faultPlan
 	// VLEngines optionally gives the number of engines of each VL (hfi1: sdma_map_init's
 	// vl_engines); len(VLEngines) must be NumVLs, each at least 1, the sum at most Engines. nil
 	// spreads the engines evenly, extras to the highest VLs, as the kernel does.
@@ -149,7 +149,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	if cfg.Sink != nil && typedNil(cfg.Sink) {
 		// Every delivery would panic (recovered), and packets would complete OK having gone nowhere.
-		return nil, configErr("Sink", cfg.Sink, "a nil pointer in a non-nil interface (use a nil Sink for a DiscardSink)")
+		return nil, configErr("Sink", cfg.Sink, "a nil pointer in a non-nil interface (use a nil Sink to drop the packets)")
 	}
 	pad, err := m.AllocCoherent(4)
 	if err != nil {
@@ -158,7 +158,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink}
 	dev.regs, _ = m.(dma.Registrar)
 	if dev.sink == nil {
-		dev.sink = &DiscardSink{}
+		dev.sink = discardSink{}
 	}
 	dev.engines = make([]*Engine, cfg.Engines)
 	for i := range dev.engines {
@@ -171,7 +171,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	dev.vlMap = buildVLMap(dev.engines, cfg.NumVLs, cfg.VLEngines)
 	for _, e := range dev.engines {
-		e.setFaultsLocked(cfg.Faults) // no goroutine yet: nothing else holds hwMu
+		e.setFaultsLocked(cfg.faults) // no goroutine yet: nothing else holds hwMu
 		e.hwMu.Lock()
 		e.raise(E30GoRunning, "NewDevice", nil) // sdma_start: s00 → s10 → s15 → s99
 		e.hwMu.Unlock()
@@ -224,7 +224,7 @@ func (cfg *Config) normalize() error {
 	default:
 		return configErr("Completion", cfg.Completion, "want CompleteInterrupt or CompletePoll")
 	}
-	if err := cfg.Faults.validate(); err != nil {
+	if err := cfg.faults.validate(); err != nil {
 		return err
 	}
 	if cfg.NumVLs == 0 {
@@ -288,9 +288,6 @@ func (dev *Device) Engine(i int) *Engine {
 	}
 	return dev.engines[i]
 }
-
-// Sink returns the sink the engines deliver to (the configured one, or the device's DiscardSink).
-func (dev *Device) Sink() Sink { return dev.sink }
 
 // SelectEngine picks the engine for a selector (a QP number, a hash, a CPU) on virtual lane vl
 // (hfi1: sdma_select_engine_vl): map[vl & mask].sde[selector & mask]. A vl past the mapped lanes
@@ -359,14 +356,10 @@ func roundPow2(n int) int {
 	return p
 }
 
-// FreezeNotify tells every engine that the chip is freezing (hfi1: sdma_freeze_notify): each
-// gets e85_link_down if linkDown, else e80_hw_freeze. A running or idle engine moves to
-// s80_hw_freeze and stops consuming its ring; sends get ErrNotRunning and go to the flush list.
-// Nothing is cleaned yet: that is Freeze. e85 also clears go_s99_running, so after a link-down
-// freeze Unfreeze leaves the engines idle (s20) until Start, as in the kernel. Engines in other
-// states ignore the event (the table in the package documentation). ErrClosed once the device
-// is closing. Not from a txreq callback, a wakeup or a Sink.
-func (dev *Device) FreezeNotify(linkDown bool) error {
+// freezeNotify tells every engine that the chip is freezing (hfi1: sdma_freeze_notify), freeze
+// completes the freeze (sdma_freeze) and unfreeze restarts the engines (sdma_unfreeze):
+// sdmatest.FreezeNotify, Freeze and Unfreeze document them for their callers.
+func (dev *Device) freezeNotify(linkDown bool) error {
 	ev, cause := E80HwFreeze, "FreezeNotify"
 	if linkDown {
 		ev, cause = E85LinkDown, "FreezeNotify(link down)"
@@ -374,31 +367,24 @@ func (dev *Device) FreezeNotify(linkDown bool) error {
 	return dev.eventAll(ev, cause)
 }
 
-// Freeze completes a freeze (hfi1: sdma_freeze): every engine in s80_hw_freeze gets
-// e81_hw_frozen and runs its sw clean (s82_freeze_sw_clean): what its hardware finished completes
-// StatusOK, everything else in its ring and flush list StatusAborted, every mapping is undone
-// and every parked waiter is woken. The kernel waits for every engine to reach s80 first and for
-// every clean to finish after; here both happen inside the calls, so Freeze returns with every
-// engine cleaned. Call FreezeNotify first; an engine not in s80 ignores e81. ErrClosed once the
-// device is closing.
-func (dev *Device) Freeze() error { return dev.eventAll(E81HwFrozen, "Freeze") }
+func (dev *Device) freeze() error { return dev.eventAll(E81HwFrozen, "Freeze") }
 
-// Unfreeze restarts the engines after a freeze (hfi1: sdma_unfreeze): every engine in
-// s82_freeze_sw_clean gets e82_hw_unfreeze, restarts its ring at index 0 (sdma_hw_start_up) and
-// runs again (s99), or stays idle (s20) after a link-down freeze until Engine.Start. ErrClosed
-// once the device is closing.
-func (dev *Device) Unfreeze() error { return dev.eventAll(E82HwUnfreeze, "Unfreeze") }
+func (dev *Device) unfreeze() error { return dev.eventAll(E82HwUnfreeze, "Unfreeze") }
 
 // eventAll raises ev on every engine in order and returns the first error.
 func (dev *Device) eventAll(ev Event, cause string) error {
 	var first error
 	for _, e := range dev.engines {
-		if err := e.Event(ev, cause); err != nil && first == nil {
+		if err := e.event(ev, cause); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
+
+// Sink returns the sink the engines deliver to: the configured one, or the device's own, which
+// drops every packet.
+func (dev *Device) Sink() Sink { return dev.sink }
 
 // Close shuts the device down at once: it stops every engine (new sends get ErrClosed), stops
 // every goroutine the device started, completes every txreq still in flight, unmapping what they

@@ -56,12 +56,12 @@
 //
 // A software chip has nothing to wait for, so each step's "done" event follows at once, on the
 // goroutine that raised the first event: the engine's own goroutine (or Process) for a halt the
-// hardware model detects, the caller for Engine.Event, Stop, Start and InjectHalt, Close for e00.
+// hardware model detects, the caller for Stop, Start, sdmatest.Event and sdmatest.InjectHalt, Close for e00.
 // A halt therefore runs s99 → s50 → s30 → s40 → s99 before that call returns: the txreqs the
 // hardware had finished complete OK, every other one in the ring or on the flush list completes
 // StatusAborted exactly once, every mapping is undone, every parked waiter is woken, and new sends
-// go through a ring restarted at index 0, generation 0. State and History (the last 32 transitions
-// with their causes) show the way; EngineStats counts halts by HaltCause and recoveries.
+// go through a ring restarted at index 0, generation 0. State and sdmatest.History (the last 32
+// transitions with their causes) show the way; EngineStats counts halts by HaltCause and recoveries.
 //
 // Sends while the engine is not in s99 go to the flush list and return ErrNotRunning; the txreq
 // completes StatusAborted when the flush runs (on the engine's goroutine, or the next Process or
@@ -71,12 +71,13 @@
 //
 // # Fault injection
 //
-// Every failure path is reachable on purpose: a FaultPlan (Config.Faults, Engine.SetFaults)
+// Every failure path is reachable on purpose, through package sdmatest (kept apart so that this
+// package's documentation reads as the everyday API): an sdmatest.FaultPlan (sdmatest.SetFaults)
 // halts the hardware model at a chosen descriptor with a chosen cause, or at random with random
-// causes; Engine.InjectHalt halts it now; dma.FaultInjector wrapped around the mapper fails map
-// calls (Add returns ErrMapping) or Translate (a CauseMemRead halt); a FaultSink fails or stalls
-// deliveries; Engine.Event raises idle, freeze, unfreeze, link-down, stop and start on one
-// engine, and Device.FreezeNotify, Freeze and Unfreeze freeze and unfreeze them all.
+// causes; sdmatest.InjectHalt halts it now; dma.FaultInjector wrapped around the mapper fails map
+// calls (Add returns ErrMapping) or Translate (a CauseMemRead halt); an sdmatest.FaultSink fails
+// or stalls deliveries; sdmatest.Event raises idle, freeze, unfreeze, link-down, stop and start
+// on one engine, and sdmatest.FreezeNotify, Freeze and Unfreeze freeze and unfreeze them all.
 //
 // # Kernel names
 //
@@ -96,14 +97,14 @@
 //	sdma_engine_interrupt                            an interrupt of the hardware model
 //	sdma_sw_clean_up_task, sdma_flush                the sw clean (halt, Stop, freeze, Close)
 //	enum sdma_states, enum sdma_events               State (S00HwDown..S99Running), Event (E00..E90)
-//	sdma_process_event, sdma_state.current_state     (*Engine).Event, (*Engine).State, History
+//	sdma_process_event, sdma_state.current_state     sdmatest.Event, (*Engine).State, sdmatest.History
 //	sdma_engine_error, ALL_SDMA_ENG_HALT_ERRS        a halt of the hardware model, HaltCause
 //	sdma_hw_start_up, sdma_setlengen                 the restart: ring at index 0, generation 0
 //	sdma_start, sdma_event_e00_go_hw_down            (*Engine).Start, (*Engine).Stop
-//	sdma_freeze_notify, sdma_freeze, sdma_unfreeze   (*Device).FreezeNotify, Freeze, Unfreeze
+//	sdma_freeze_notify, sdma_freeze, sdma_unfreeze   sdmatest.FreezeNotify, Freeze, Unfreeze
 //	struct iowait, iowait_init                       IOWait, (*IOWait).Init
 //	iowait_sdma_drain, iowait_sdma_pending           (*IOWait).Drain(ctx), (*IOWait).Busy
-//	iowait_queue, sde->waitlock                      (*Engine).QueueWait, LockWait, UnlockWait
+//	iowait_queue, sde->waitlock                      (*Engine).QueueWait (takes the wait lock)
 //	qp.c iowait_sleep, user_sdma defer_packet_queue  (*Engine).ParkOrRetry, DeferOrRetry
 //	struct sdma_map_elem, sdma_select_engine_vl      the VL→engine map, (*Device).SelectEngine
 //	struct sdma_engine, struct hfi1_devdata          Engine, Device

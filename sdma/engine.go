@@ -112,7 +112,7 @@ type Engine struct {
 	flush   TxList
 
 	// stMu is the state lock (the kernel holds tail_lock and head_lock in sdma_process_event).
-	// sm is written with both hwMu and stMu held (raise); read under either (State, History,
+	// sm is written with both hwMu and stMu held (raise); read under either (State, history,
 	// the hardware model). stMu is taken after hwMu and is never held across a call out.
 	stMu sync.Mutex
 	sm   stateMachine
@@ -129,16 +129,22 @@ type Engine struct {
 	// is taken. Written by AHGAlloc and AHGFree (CAS), read by them; see ahg.go.
 	ahgBits atomic.Uint32
 
-	// Test hooks (unexported; nil/false outside tests). testSleepWindow runs in park between the
-	// Progress check and the queueing; testSkipWaitLock makes park check Progress without the
-	// wait lock, as kernels before the 2019 fix did. Set before the engine is used.
-	testSleepWindow  func()
-	testSkipWaitLock bool
-	// testListPublish, if set, is called by SendList after each tail publish with the number of
-	// txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
-	testListPublish func(txreqs int)
+	// test holds the test hooks; nil outside in-package tests, which set it before the engine is
+	// used. One pointer, so the hooks cost production one load and one word.
+	test *engineTestHooks
 
 	stats counters
+}
+
+// engineTestHooks are the in-package tests' seams into the engine.
+type engineTestHooks struct {
+	// sleepWindow runs in park between the Progress check and the queueing; skipWaitLock makes
+	// park check Progress without the wait lock, as kernels before the 2019 fix did.
+	sleepWindow  func()
+	skipWaitLock bool
+	// listPublish, if set, is called by SendList after each tail publish with the number of
+	// txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
+	listPublish func(txreqs int)
 }
 
 func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
@@ -196,7 +202,8 @@ func (e *Engine) HeadSeq() uint32 { return e.ring.HeadSeq() }
 
 // Progress reports whether a completion pass ran since seq was taken and tx now fits in the
 // ring (hfi1: sdma_progress). true: the sleeper should retry (ErrAgain); false: no progress, or
-// not enough, so park. Call it with the wait lock held (LockWait) to close the sleep window.
+// not enough, so park. On its own it leaves a window before the queueing: ParkOrRetry and
+// DeferOrRetry check it under the wait lock together with the queueing, which closes it.
 func (e *Engine) Progress(seq uint32, tx *TxReq) bool {
 	if e.ring.HeadRetry(seq) {
 		return tx.NumDesc() <= e.ring.FreeCnt()
@@ -472,8 +479,8 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 		_ = e.ring.Publish(start, total)
 		e.inflight.Add(-1)
 		e.afterPublish()
-		if h := e.testListPublish; h != nil {
-			h(k)
+		if e.test != nil && e.test.listPublish != nil {
+			e.test.listPublish(k)
 		}
 		submitted += k
 		count += k

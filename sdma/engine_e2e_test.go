@@ -19,7 +19,7 @@ import (
 func TestEndToEnd(t *testing.T) {
 	engTestNoLeak(t)
 	m := engTestIOMMU(t)
-	cs := &CaptureSink{}
+	cs := &captureSink{}
 	dev, err := NewDevice(Config{Mapper: m, Engines: 2, RingSize: 64, Sink: cs})
 	require.NoError(t, err)
 	region, err := dma.AllocPages(4)

@@ -11,7 +11,7 @@ import (
 var (
 	ErrConfig = errors.New("sdma: invalid configuration")  // NewDevice refused a Config field
 	ErrSink   = errors.New("sdma: sink failed to deliver") // a Sink returned an error or panicked
-	// ErrInjected is the error of a delivery that a FaultSink failed on purpose.
+	// ErrInjected is the error of a delivery that an sdmatest.FaultSink failed on purpose.
 	ErrInjected = errors.New("sdma: injected fault")
 )
 
@@ -26,8 +26,8 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("sdma: Config.%s = %v: %s", e.Field, e.Value, e.Reason)
 }
 
-// Is makes a *ConfigError match ErrConfig and ErrInvalid.
-func (e *ConfigError) Is(target error) bool { return target == ErrConfig || target == ErrInvalid }
+// Unwrap returns ErrConfig and ErrInvalid, the sentinels a *ConfigError matches.
+func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, ErrInvalid} }
 
 func configErr(field string, v any, reason string) error {
 	return &ConfigError{Field: field, Value: v, Reason: reason}
@@ -50,7 +50,7 @@ const (
 	CauseHeaderLength             // SDMA_HEADER_LENGTH: an AHG header length the entry cannot give
 	CauseHeaderAddress            // SDMA_HEADER_ADDRESS: an AHG update outside the header or an empty entry
 	CauseLengthMismatch           // SDMA_LENGTH_MISMATCH: the bytes read for a descriptor are not its length
-	CauseHalt                     // SDMA_HALT: an explicit halt (InjectHalt, an e60/e90 event, a FaultPlan)
+	CauseHalt                     // SDMA_HALT: an explicit halt (sdmatest.InjectHalt, an e60/e90 event, a fault plan)
 	NumHaltCauses                 // the number of causes, CauseNone included (the size of EngineStats.Halts)
 )
 
@@ -97,11 +97,8 @@ func (e *HaltError) Error() string {
 	return s
 }
 
-// Is makes a *HaltError match ErrHalted.
-func (e *HaltError) Is(target error) bool { return target == ErrHalted }
-
-// Unwrap returns the underlying error, if any.
-func (e *HaltError) Unwrap() error { return e.Err }
+// Unwrap returns ErrHalted and the underlying error, if any, for errors.Is and errors.As.
+func (e *HaltError) Unwrap() []error { return sentinelAnd(ErrHalted, e.Err) }
 
 // SinkError records a failed delivery: the error a Sink returned, or the value it panicked with.
 // It matches ErrSink. A failed delivery does not halt the engine: the txreq completes normally.
@@ -118,11 +115,8 @@ func (e *SinkError) Error() string {
 	return fmt.Sprintf("sdma: engine %d: sink panicked: %v", e.Engine, e.Panic)
 }
 
-// Is makes a *SinkError match ErrSink.
-func (e *SinkError) Is(target error) bool { return target == ErrSink }
-
-// Unwrap returns the error Deliver returned, if any.
-func (e *SinkError) Unwrap() error { return e.Err }
+// Unwrap returns ErrSink and the error Deliver returned, if any, for errors.Is and errors.As.
+func (e *SinkError) Unwrap() []error { return sentinelAnd(ErrSink, e.Err) }
 
 // CallbackError records a completion-side callback that panicked: a txreq's Completer, an
 // IOWait's drained callback or its wakeup. The panic was recovered on the completion pass, which
@@ -138,4 +132,13 @@ type CallbackError struct {
 
 func (e *CallbackError) Error() string {
 	return fmt.Sprintf("sdma: engine %d: %s callback panicked: %v", e.Engine, e.Callback, e.Panic)
+}
+
+// sentinelAnd is every typed error's Unwrap: its sentinel first, then its cause if it has one.
+// (One way for all of them: errors.Is matches the sentinel, errors.Is and errors.As the cause.)
+func sentinelAnd(sentinel, cause error) []error {
+	if cause != nil {
+		return []error{sentinel, cause}
+	}
+	return []error{sentinel}
 }

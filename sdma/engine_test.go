@@ -17,11 +17,11 @@ import (
 )
 
 // engTestDevice builds a device with a capturing sink, closed at the end of the test.
-func engTestDevice(t testing.TB, cfg Config) (*Device, *CaptureSink) {
+func engTestDevice(t testing.TB, cfg Config) (*Device, *captureSink) {
 	t.Helper()
-	cs, _ := cfg.Sink.(*CaptureSink)
+	cs, _ := cfg.Sink.(*captureSink)
 	if cfg.Sink == nil {
-		cs = &CaptureSink{}
+		cs = &captureSink{}
 		cfg.Sink = cs
 	}
 	dev, err := NewDevice(cfg)
@@ -245,8 +245,8 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{1}}, "VLEngines"},
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{0, 2}}, "VLEngines"},
 		{Config{Engines: 4, NumVLs: 2, VLEngines: []int{3, 2}}, "VLEngines"},
-		{Config{Sink: (*CaptureSink)(nil)}, "Sink"},
-		{Config{Sink: (*FaultSink)(nil)}, "Sink"},
+		{Config{Sink: (*captureSink)(nil)}, "Sink"},
+		{Config{Sink: (*faultSink)(nil)}, "Sink"},
 		{Config{Sink: nilFuncSink(nil)}, "Sink"},
 	} {
 		_, err := NewDevice(tc.cfg)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // qp is a verbs-style sender: its lock guards its sends and its IOWait's parked txreqs, as
@@ -65,7 +66,7 @@ func (q *qp) resend() error {
 // deterministic: the ring fills up, the sender parks, the hardware and the completion pass free
 // the ring and wake it, and it resends.
 func ExampleEngine_Send() {
-	sink := &sdma.CaptureSink{}
+	sink := &sdmatest.CaptureSink{}
 	dev, err := sdma.NewDevice(sdma.Config{RingSize: 64, Manual: true, Sink: sink})
 	if err != nil {
 		panic(err)
@@ -104,7 +105,7 @@ func ExampleEngine_Send() {
 // A blocking sender: SendWait waits on a context for room in the ring; the engine's own goroutine
 // gathers the packets and completes them.
 func ExampleEngine_SendWait() {
-	sink := &sdma.DiscardSink{}
+	sink := &sdmatest.DiscardSink{}
 	dev, err := sdma.NewDevice(sdma.Config{RingSize: 64, Sink: sink})
 	if err != nil {
 		panic(err)
@@ -134,42 +135,4 @@ func ExampleEngine_SendWait() {
 	fmt.Println(sink.Packets(), "packets,", sink.Bytes(), "bytes")
 	// Output:
 	// 1000 packets, 1024000 bytes
-}
-
-// A device-wide freeze, as the kernel runs it around a chip freeze or a link bounce: the
-// engines stop (FreezeNotify), clean up — what they held completes aborted — (Freeze), and run
-// again on a fresh ring (Unfreeze).
-func ExampleDevice_Freeze() {
-	dev, err := sdma.NewDevice(sdma.Config{Engines: 2, Manual: true})
-	if err != nil {
-		panic(err)
-	}
-	defer dev.Close()
-	e := dev.Engine(0)
-	send := func() {
-		tx := new(sdma.TxReq)
-		_ = tx.Init(0, 8, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
-			fmt.Println("completed:", st)
-		}))
-		_ = tx.AddKVAddr(dev, make([]byte, 8))
-		if err := e.Send(nil, tx, false); err != nil {
-			fmt.Println("send:", err)
-		}
-	}
-	send() // in the ring when the freeze comes
-
-	_ = dev.FreezeNotify(false) // hfi1: sdma_freeze_notify
-	fmt.Println(e.State(), dev.Engine(1).State())
-	_ = dev.Freeze() // hfi1: sdma_freeze: the sw clean aborts what the engines held
-	fmt.Println(e.State())
-	_ = dev.Unfreeze() // hfi1: sdma_unfreeze
-	fmt.Println(e.State())
-	send()
-	_, _ = e.Process()
-	// Output:
-	// s80_hw_freeze s80_hw_freeze
-	// completed: aborted
-	// s82_freeze_sw_clean
-	// s99_running
-	// completed: ok
 }

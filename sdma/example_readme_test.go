@@ -9,6 +9,7 @@ import (
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // packet is a caller's txreq type: sdma.TxReq first, then the caller's own fields. It is its own
@@ -66,7 +67,7 @@ func Example_readme() {
 	if err != nil {
 		panic(err)
 	}
-	sink := &sdma.DiscardSink{}
+	sink := &sdmatest.DiscardSink{}
 	dev, err := sdma.NewDevice(sdma.Config{Mapper: iommu, Engines: 2, RingSize: 2048, Sink: sink})
 	if err != nil {
 		panic(err)
@@ -97,7 +98,7 @@ func TestReadmeSendAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect(), Engines: 2, RingSize: 2048, Sink: &sdma.DiscardSink{}})
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: dma.NewDirect(), Engines: 2, RingSize: 2048, Sink: &sdmatest.DiscardSink{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ import (
 
 // hwState is the chip's internal state. Guarded by Engine.hwMu.
 type hwState struct {
-	faults    faultState // the fault plan (SetFaults)
+	faults    faultState // the fault plan (setFaults)
 	head      uint64     // the chip's head: the next descriptor to read (>= ring.HWHead())
 	sinceIntr int        // descriptors since the last count interrupt
 	idle      bool       // the idle interrupt for the current idle period was raised

@@ -475,7 +475,7 @@ func TestBatchSinkFailuresMidBatch(t *testing.T) {
 // sink and complete aborted.
 func TestBatchSinkHaltWhileHeld(t *testing.T) {
 	sink := newBatchSink(8, 0)
-	r := newBatchRig(t, sink, Config{Manual: true, RingSize: 64, Faults: FaultPlan{HaltAt: 13}})
+	r := newBatchRig(t, sink, Config{Manual: true, RingSize: 64, faults: faultPlan{HaltAt: 13}})
 	e := r.dev.Engine(0)
 	for range 20 {
 		tx, _ := r.packet(16, 0)
@@ -597,7 +597,7 @@ func TestBatchSinkStressConcurrent(t *testing.T) {
 		per = 150
 	}
 	r := newBatchRig(t, sink, Config{Engines: engines, RingSize: 64, DescIntr: 16,
-		Faults: FaultPlan{HaltRate: 0.01, Seed: 7}})
+		faults: faultPlan{HaltRate: 0.01, Seed: 7}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

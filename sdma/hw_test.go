@@ -31,7 +31,7 @@ type haltRig struct {
 	c        completions
 	good     TxReq
 	after    TxReq
-	captured *CaptureSink
+	captured *captureSink
 }
 
 func newHaltRig(t *testing.T, ringSize int) *haltRig {
@@ -93,10 +93,10 @@ func (r *haltRig) finish(t *testing.T, cause HaltCause) *HaltError {
 // s99 → s50 → s30 → s40 → s99, the first caused by cause.
 func assertHaltPath(t *testing.T, e *Engine, cause string) {
 	t.Helper()
-	h := e.History()
+	h := e.history()
 	require.GreaterOrEqual(t, len(h), 4)
 	h = h[len(h)-4:]
-	want := []Transition{
+	want := []stateChange{
 		{From: S99Running, To: S50HwHaltWait, Event: E60HwHalted, Cause: cause},
 		{From: S50HwHaltWait, To: S30SwCleanUpWait, Event: E15HwHaltDone},
 		{From: S30SwCleanUpWait, To: S40HwCleanUpWait, Event: E40SwCleaned},

@@ -189,24 +189,21 @@ func (l *waitList) remove(w *IOWait) {
 	w.on.Store(nil) // last: hands the link fields back (see IOWait.on)
 }
 
-// LockWait takes the engine's wait lock (hfi1: write_seqlock(&sde->waitlock)). A sleeper holds
-// it across Progress and QueueWait so that a completion pass either shows in the seqcount or
-// finds the waiter queued. Lock order: the caller's own lock, then the wait lock.
-func (e *Engine) LockWait() { e.waitMu.Lock() }
-
-// UnlockWait releases the wait lock.
-func (e *Engine) UnlockWait() { e.waitMu.Unlock() }
-
-// QueueWait parks w on the engine's wait list (hfi1: iowait_queue) with the wait lock held,
-// needing need descriptors to resume (0: as many as the first txreq on w's TxHead has). If
-// pktsSent the starved count is reset and w goes to the tail, else the count grows and w goes to
-// the head; a priority above 0 also puts it at the head. A w already parked (here or on another
-// engine) is left where it is; QueueWait reports whether it queued w. The check and the claim are
-// one atomic step, so two engines never both queue w.
+// QueueWait parks w on the engine's wait list (hfi1: iowait_queue, under write_seqlock of
+// sde->waitlock, which QueueWait takes itself), needing need descriptors to resume (0: as many as
+// the first txreq on w's TxHead has). If pktsSent the starved count is reset and w goes to the
+// tail, else the count grows and w goes to the head; a priority above 0 also puts it at the head.
+// A w already parked (here or on another engine) is left where it is; QueueWait reports whether
+// it queued w. The check and the claim are one atomic step, so two engines never both queue w.
 //
 // A need the ring can never meet (more descriptors than it holds) is refused with ErrInvalid and
 // nothing changes: such a waiter would stop every completion pass's wakeups at itself, starving
 // everyone queued behind it. A nil w is ErrInvalid too.
+//
+// QueueWait alone does not close the sleep window: a completion pass between a caller's Progress
+// check and QueueWait would be missed. A sleeper that checks progress first uses ParkOrRetry or
+// DeferOrRetry, which check Progress and queue under one hold of the wait lock (the 2019 fix).
+// Lock order: the caller's own lock, then the wait lock.
 func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	if w == nil {
 		return false, txErr("QueueWait", ErrInvalid, "nil iowait")
@@ -219,7 +216,10 @@ func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	if capacity := e.ring.Size() - 1; need > capacity {
 		return false, txErr("QueueWait", ErrInvalid, "need of "+itoa(need)+" descriptors exceeds the ring's capacity "+itoa(capacity))
 	}
-	return e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent), nil
+	e.waitMu.Lock()
+	ok := e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent)
+	e.waitMu.Unlock()
+	return ok, nil
 }
 
 // queueLocked claims w for this engine's wait list (on: nil → e) and queues it with need and
@@ -288,22 +288,24 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 // lockUnlessProgress is the sleepers' check before they queue (the 2019 fix): under the wait
 // lock it checks the gate and Progress(seq, tx). false means retry (the engine is not running,
 // or the ring moved enough), with the lock released; true means park, with the wait lock held
-// for the queueing. testSleepWindow runs between the check and the return; testSkipWaitLock
+// for the queueing. The test hooks' sleepWindow runs between the check and the return; skipWaitLock
 // checks without the lock and takes it only after the window, as kernels before the fix did.
 func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
-	if !e.testSkipWaitLock {
+	th := e.test
+	skipLock := th != nil && th.skipWaitLock
+	if !skipLock {
 		e.waitMu.Lock()
 	}
 	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
-		if !e.testSkipWaitLock {
+		if !skipLock {
 			e.waitMu.Unlock()
 		}
 		return false
 	}
-	if h := e.testSleepWindow; h != nil {
-		h() // a completion pass in the window between the check and the queueing
+	if th != nil && th.sleepWindow != nil {
+		th.sleepWindow() // a completion pass in the window between the check and the queueing
 	}
-	if e.testSkipWaitLock {
+	if skipLock {
 		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
 	}
 	return true

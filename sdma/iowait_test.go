@@ -47,8 +47,8 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 
 	var once sync.Once
 	var passDone sync.WaitGroup
-	e.testSkipWaitLock = skipWaitLock
-	e.testSleepWindow = func() {
+	e.test = &engineTestHooks{skipWaitLock: skipWaitLock}
+	e.test.sleepWindow = func() {
 		once.Do(func() {
 			done := make(chan struct{})
 			passDone.Add(1)
@@ -92,11 +92,11 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	case <-woken:
 	case <-time.After(wait):
 		// Lost wakeup: the sleeper waits for a pass that will never come.
-		e.LockWait()
+		e.waitMu.Lock()
 		if e.dmawait.head == &w {
 			e.dmawait.remove(&w)
 		}
-		e.UnlockWait()
+		e.waitMu.Unlock()
 		require.NoError(t, w.TxHead().PopFront().Clean())
 		return false
 	}
@@ -134,8 +134,8 @@ func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
 
 	var once sync.Once
 	var passDone sync.WaitGroup
-	e.testSkipWaitLock = skipWaitLock
-	e.testSleepWindow = func() {
+	e.test = &engineTestHooks{skipWaitLock: skipWaitLock}
+	e.test.sleepWindow = func() {
 		once.Do(func() {
 			done := make(chan struct{})
 			passDone.Add(1)
@@ -170,15 +170,15 @@ func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
 	err = e.parkBlocking(ctx, bw, &tx, seq)
 	passDone.Wait()
 	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
-	e.LockWait()
+	e.waitMu.Lock()
 	assert.Nil(t, e.dmawait.head, "no waiter left behind")
-	e.UnlockWait()
+	e.waitMu.Unlock()
 	if err != nil {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NoError(t, tx.Clean())
 		return false
 	}
-	e.testSleepWindow = nil
+	e.test = nil
 	require.NoError(t, e.Send(nil, &tx, true), "woken with room")
 	_, err = e.Process()
 	require.NoError(t, err)
@@ -474,42 +474,38 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	// 25 waiters needing 2 each: one pass wakes 20 (SDMA_WAIT_BATCH_SIZE), in queue order.
 	free()
 	ws := make([]*IOWait, 25)
-	e.LockWait()
 	for i := range ws {
 		ws[i] = mk(i)
 		require.True(t, must(e.QueueWait(ws[i], 2, true)))
 	}
 	assert.False(t, must(e.QueueWait(ws[0], 2, true)), "already queued")
-	e.UnlockWait()
 	e.Poll()
 	require.Len(t, order, 20)
 	for i := range order {
 		assert.Equal(t, i, order[i])
 	}
 	assert.True(t, e.Waiting(ws[20]))
-	e.LockWait()
+	e.waitMu.Lock()
 	for _, w := range ws[20:] {
 		e.dmawait.remove(w)
 	}
-	e.UnlockWait()
+	e.waitMu.Unlock()
 
 	// Stop at the first waiter that does not fit, even if a later one would.
 	order = nil
 	free()
 	a, b, c := mk(1), mk(2), mk(3)
-	e.LockWait()
 	must(e.QueueWait(a, 10, true))
 	must(e.QueueWait(b, 60, true))
 	must(e.QueueWait(c, 2, true))
-	e.UnlockWait()
 	e.Poll()
 	assert.Equal(t, []int{1}, order)
 	assert.True(t, e.Waiting(b))
 	assert.True(t, e.Waiting(c))
-	e.LockWait()
+	e.waitMu.Lock()
 	e.dmawait.remove(b)
 	e.dmawait.remove(c)
-	e.UnlockWait()
+	e.waitMu.Unlock()
 
 	// A waiter that sent nothing, or has priority, goes to the head; the highest
 	// priority<<4 + starved count of a batch is woken first.
@@ -517,11 +513,9 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	free()
 	p, q, r := mk(1), mk(2), mk(3)
 	r.SetPriority(1)
-	e.LockWait()
 	must(e.QueueWait(p, 2, true))  // tail
 	must(e.QueueWait(q, 2, false)) // head, starved 1
 	must(e.QueueWait(r, 2, true))  // head (priority)
-	e.UnlockWait()
 	assert.Equal(t, 1, q.Starved())
 	e.Poll()
 	assert.Equal(t, []int{3, 2, 1}, order, "list order r, q, p; r ranks highest (16 > 1 > 0)")
@@ -535,17 +529,13 @@ func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
 	var w IOWait
 	w.Init(nil, func(*IOWait, int) {}, nil)
 	a, b := dev.Engine(0), dev.Engine(1)
-	a.LockWait()
 	require.True(t, must(a.QueueWait(&w, 1, true)))
-	a.UnlockWait()
-	b.LockWait()
 	assert.False(t, must(b.QueueWait(&w, 1, true)), "parked on another engine: left there")
-	b.UnlockWait()
 	assert.True(t, a.Waiting(&w))
 	assert.False(t, b.Waiting(&w))
-	a.LockWait()
+	a.waitMu.Lock()
 	a.dmawait.remove(&w)
-	a.UnlockWait()
+	a.waitMu.Unlock()
 
 	rounds := 20000
 	if testing.Short() {
@@ -559,21 +549,19 @@ func TestIOWaitParkedOnOneEngineAtATime(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				e.LockWait()
 				if must(e.QueueWait(&w, 1, r&1 == 0)) {
 					queued[i].Add(1)
 					if h := holders.Add(1); h != 1 {
 						t.Errorf("w is on %d wait lists", h)
 					}
 				}
-				e.UnlockWait()
 				runtime.Gosched()
-				e.LockWait()
+				e.waitMu.Lock()
 				if w.on.Load() == e {
 					holders.Add(-1)
 					e.dmawait.remove(&w)
 				}
-				e.UnlockWait()
+				e.waitMu.Unlock()
 			}
 		}()
 	}
@@ -602,9 +590,7 @@ func TestQueueWaitRefusesANeedTheRingCannotMeet(t *testing.T) {
 	big.Init(nil, func(*IOWait, int) { t.Error("the refused waiter was woken") }, nil)
 	small.Init(nil, func(*IOWait, int) { woken++ }, nil)
 
-	e.LockWait()
 	queued, err := e.QueueWait(&big, 1000, false)
-	e.UnlockWait()
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "capacity 63")
 	assert.False(t, queued)
@@ -618,9 +604,7 @@ func TestQueueWaitRefusesANeedTheRingCannotMeet(t *testing.T) {
 		require.NoError(t, tx.AddKVAddr(dev, make([]byte, 4)))
 	}
 	big.TxHead().PushBack(&tx)
-	e.LockWait()
 	_, err = e.QueueWait(&big, 0, false)
-	e.UnlockWait()
 	require.ErrorIs(t, err, ErrInvalid)
 	big.TxHead().PopFront()
 	require.NoError(t, tx.Clean())
@@ -629,9 +613,7 @@ func TestQueueWaitRefusesANeedTheRingCannotMeet(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 
 	// The waiter behind is woken by the next pass that frees room.
-	e.LockWait()
 	require.True(t, must(e.QueueWait(&small, 2, true)))
-	e.UnlockWait()
 	var one TxReq
 	require.NoError(t, one.Init(0, 4, nil))
 	require.NoError(t, one.AddKVAddr(dev, make([]byte, 4)))

@@ -25,6 +25,7 @@ import (
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // promHangGuard bounds every wait of these tests; reaching it means a hang, not slowness.
@@ -179,9 +180,11 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 	fi := dma.NewFaultInjector(iommu)
 	dev, err := sdma.NewDevice(sdma.Config{
 		Mapper: fi, Engines: engines, RingSize: 64, DescIntr: 8,
-		Faults: sdma.FaultPlan{HaltRate: 0.002, Seed: 7},
 	})
 	require.NoError(t, err)
+	for i := range engines {
+		require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.002, Seed: 7}))
+	}
 	closed := false
 	defer func() {
 		if !closed {
@@ -357,7 +360,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 			var err error
 			switch k {
 			case 0, 1:
-				err = e.InjectHalt(sdma.HaltCause(1 + rng.IntN(int(sdma.NumHaltCauses)-1)))
+				err = sdmatest.InjectHalt(e, sdma.HaltCause(1+rng.IntN(int(sdma.NumHaltCauses)-1)))
 				if errors.Is(err, sdma.ErrNotRunning) {
 					err = nil
 				}
@@ -370,11 +373,11 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 				runtime.Gosched()
 				err = errors.Join(err, e.Start())
 			case 4:
-				err = errors.Join(e.Event(sdma.E70GoIdle, "promise chaos"), e.Start())
+				err = errors.Join(sdmatest.Event(e, sdma.E70GoIdle, "promise chaos"), e.Start())
 			case 5:
-				err = errors.Join(e.Event(sdma.E85LinkDown, "promise chaos"),
-					e.Event(sdma.E81HwFrozen, "promise chaos"),
-					e.Event(sdma.E82HwUnfreeze, "promise chaos"), e.Start())
+				err = errors.Join(sdmatest.Event(e, sdma.E85LinkDown, "promise chaos"),
+					sdmatest.Event(e, sdma.E81HwFrozen, "promise chaos"),
+					sdmatest.Event(e, sdma.E82HwUnfreeze, "promise chaos"), e.Start())
 			}
 			if err != nil {
 				fail("chaos %d: %v", k, err)
@@ -526,7 +529,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 			}
 			counting := dma.NewCounting(base)
 			spy := &promSpy{Mapper: counting}
-			cs := &sdma.CaptureSink{}
+			cs := &sdmatest.CaptureSink{}
 			dev, err := sdma.NewDevice(sdma.Config{Mapper: spy, Manual: true, RingSize: 256, Sink: cs})
 			require.NoError(t, err)
 			defer dev.Close()
@@ -642,7 +645,7 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 				halted = append(halted, s)
 				require.NoError(t, e.Send(nil, s.tx, false))
 			}
-			require.NoError(t, e.InjectHalt(sdma.CauseHalt))
+			require.NoError(t, sdmatest.InjectHalt(e, sdma.CauseHalt))
 			// 5. Flushed: sent to a stopped engine.
 			require.NoError(t, e.Stop())
 			for k := 0; k < 5; k++ {
@@ -777,7 +780,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 			t.Run(mk.name+"/"+c.name, func(t *testing.T) {
 				promNoLeak(t)
 				m, live := mk.new(t)
-				cs := &sdma.CaptureSink{}
+				cs := &sdmatest.CaptureSink{}
 				dev, err := sdma.NewDevice(sdma.Config{Mapper: m, Manual: true, RingSize: 64, Sink: cs})
 				require.NoError(t, err)
 				defer dev.Close()
@@ -850,7 +853,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				assert.Equal(t, 1, cs.Count())
 
 				// The kernel's recovery: s99 → s50 → s30 → s40 → s99, and the engine runs again.
-				hist := e.History()
+				hist := sdmatest.History(e)
 				require.GreaterOrEqual(t, len(hist), 4)
 				var path []sdma.State
 				for _, tr := range hist[len(hist)-4:] {
@@ -900,7 +903,7 @@ func TestPromiseNoReadAfterUnmapRunningEngine(t *testing.T) {
 	iommu := promIOMMU(t)
 	gate := make(chan struct{})
 	var held atomic.Bool
-	cs := &sdma.CaptureSink{}
+	cs := &sdmatest.CaptureSink{}
 	sink := sdma.SinkFunc(func(engine int, segs [][]byte) error {
 		if held.CompareAndSwap(false, true) {
 			<-gate
@@ -1055,20 +1058,20 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 			return tx.AddDAddr(dev, dma.Addr(desc.MaxAddr-3), 8)
 		}, sdma.ErrInvalid, "48"},
 		{"InjectHalt of an unknown cause", func(_ *testing.T, _ *sdma.Device, e *sdma.Engine, _ *sdma.TxReq) error {
-			return e.InjectHalt(sdma.NumHaltCauses)
+			return sdmatest.InjectHalt(e, sdma.NumHaltCauses)
 		}, sdma.ErrInvalid, "cause"},
 		{"Event unknown", func(_ *testing.T, _ *sdma.Device, e *sdma.Engine, _ *sdma.TxReq) error {
-			return e.Event(sdma.Event(200), "bad")
+			return sdmatest.Event(e, sdma.Event(200), "bad")
 		}, sdma.ErrInvalid, "event"},
 		{"SetFaults NaN", func(_ *testing.T, _ *sdma.Device, e *sdma.Engine, _ *sdma.TxReq) error {
 			z := 0.0
-			return e.SetFaults(sdma.FaultPlan{HaltRate: z / z})
+			return sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltRate: z / z})
 		}, sdma.ErrInvalid, "HaltRate"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			iommu := promIOMMU(t)
-			cs := &sdma.CaptureSink{}
+			cs := &sdmatest.CaptureSink{}
 			dev, err := sdma.NewDevice(sdma.Config{Mapper: iommu, Manual: true, Engines: 2, RingSize: 64, Sink: cs})
 			require.NoError(t, err)
 			defer dev.Close()
@@ -1086,7 +1089,7 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 			world := func() promWorld {
 				return promWorld{
 					stats: e.Stats(), free: e.DescqFreeCnt(), state: e.State(), empty: e.Empty(),
-					hist: len(e.History()), seq: e.HeadSeq(), live: iommu.LiveCount(),
+					hist: len(sdmatest.History(e)), seq: e.HeadSeq(), live: iommu.LiveCount(),
 					sent: cs.Count(), done: int(done.Load()),
 				}
 			}
@@ -1189,19 +1192,20 @@ func TestPromisePanicInWaitLockDoesNotWedgeEngine(t *testing.T) {
 // after each, no goroutine is left (goleak), and every txreq completed exactly once.
 func TestPromiseCloseStopsEveryGoroutine(t *testing.T) {
 	type cfgCase struct {
-		name string
-		cfg  sdma.Config
+		name   string
+		cfg    sdma.Config
+		faults sdmatest.FaultPlan // set on every engine after NewDevice
 	}
 	var cases []cfgCase
 	for _, w := range []sdma.WaitStrategy{sdma.WaitSpinPark, sdma.WaitBusyPoll, sdma.WaitPark} {
 		for _, c := range []sdma.CompletionMode{sdma.CompleteInterrupt, sdma.CompletePoll} {
-			cases = append(cases, cfgCase{fmt.Sprintf("%v/%v", w, c), sdma.Config{Wait: w, Completion: c, Engines: 2, RingSize: 64}})
+			cases = append(cases, cfgCase{fmt.Sprintf("%v/%v", w, c), sdma.Config{Wait: w, Completion: c, Engines: 2, RingSize: 64}, sdmatest.FaultPlan{}})
 		}
 	}
 	cases = append(cases,
-		cfgCase{"16 engines", sdma.Config{Engines: 16, RingSize: 64}},
-		cfgCase{"manual", sdma.Config{Manual: true, RingSize: 64}},
-		cfgCase{"faults", sdma.Config{Engines: 2, RingSize: 64, Faults: sdma.FaultPlan{HaltRate: 0.05, Seed: 1}}},
+		cfgCase{"16 engines", sdma.Config{Engines: 16, RingSize: 64}, sdmatest.FaultPlan{}},
+		cfgCase{"manual", sdma.Config{Manual: true, RingSize: 64}, sdmatest.FaultPlan{}},
+		cfgCase{"faults", sdma.Config{Engines: 2, RingSize: 64}, sdmatest.FaultPlan{HaltRate: 0.05, Seed: 1}},
 	)
 	for _, c := range cases {
 		for _, closeHow := range []string{"Close", "concurrent Close", "Shutdown then Close"} {
@@ -1211,9 +1215,12 @@ func TestPromiseCloseStopsEveryGoroutine(t *testing.T) {
 				cfg := c.cfg
 				cfg.Mapper = iommu
 				// A sink that stalls now and then keeps packets in flight when Close comes.
-				cfg.Sink = &sdma.FaultSink{StallRate: 0.05, Stall: 200 * time.Microsecond, Seed: 3}
+				cfg.Sink = &sdmatest.FaultSink{StallRate: 0.05, Stall: 200 * time.Microsecond, Seed: 3}
 				dev, err := sdma.NewDevice(cfg)
 				require.NoError(t, err)
+				for i := range dev.NumEngines() {
+					require.NoError(t, sdmatest.SetFaults(dev.Engine(i), c.faults))
+				}
 				var done, dup atomic.Int64
 				var all []*promRec
 				var blocked sync.WaitGroup
@@ -1334,7 +1341,7 @@ func TestPromisePacketsIdenticalAndInOrder(t *testing.T) {
 		engines, perEngine, perProducer = 2, 2, 120
 	}
 	iommu := promIOMMU(t)
-	cs := &sdma.CaptureSink{}
+	cs := &sdmatest.CaptureSink{}
 	dev, err := sdma.NewDevice(sdma.Config{Mapper: iommu, Engines: engines, RingSize: 256, Sink: cs})
 	require.NoError(t, err)
 	defer dev.Close()

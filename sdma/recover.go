@@ -1,10 +1,6 @@
 package sdma
 
-import (
-	"runtime"
-	"sync/atomic"
-	"time"
-)
+import "runtime"
 
 // Faults and recovery: the state machine of state.go wired into the engine.
 //
@@ -22,7 +18,7 @@ import (
 //	entering s10, s60 the SendDmaCtrl halt op: the hardware halts, e60
 //	entering s99      sdma_flush of the flush list, then waiters are woken (sdma_desc_avail)
 //
-// A halt of the hardware model (a descriptor the chip rejects, an injected fault, InjectHalt, an
+// A halt of the hardware model (a descriptor the chip rejects, an injected fault, sdmatest.InjectHalt, an
 // explicit e60 or e90) therefore runs s99 → s50 → s30 → s40 → s99 inside the call that caused it:
 // the packets the hardware finished complete OK, the rest of the ring and the flush list complete
 // aborted, every parked waiter is woken, the ring restarts at index 0 (generation 0) and the
@@ -157,27 +153,20 @@ func (e *Engine) State() State {
 	return s
 }
 
-// History returns the engine's recent state transitions, oldest first, each with the event and
-// the cause that moved it (at most the last 32). The slice is new and the caller's.
-func (e *Engine) History() []Transition {
+// history returns the engine's recent state transitions, oldest first (sdmatest.History).
+func (e *Engine) history() []stateChange {
 	e.stMu.Lock()
 	defer e.stMu.Unlock()
-	return e.sm.history(make([]Transition, 0, min(e.sm.nhist, historyLen)))
+	return e.sm.history(make([]stateChange, 0, min(e.sm.nhist, historyLen)))
 }
 
-// Event raises ev on the engine, with cause recorded in the history (hfi1: sdma_process_event),
-// and returns once the engine rests again: the table in the package documentation says what each
-// event does in each state. An explicit E60HwHalted or E90SwHalted in s99 halts the engine with
-// CauseHalt and recovers it; E70GoIdle takes a running engine through the idle halt to s20;
-// E80HwFreeze/E85LinkDown move it to s80, E81HwFrozen cleans it (s82), E82HwUnfreeze restarts
-// it; E00GoHwDown stops it (s00) and E30GoRunning starts it. Sends while the engine is not in s99
-// go to the flush list (ErrNotRunning) and complete aborted.
-//
-// Errors: ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a
-// Sink, a completion callback or a wakeup it runs: Event would wait for itself); ErrClosed once
-// the device is closing. Event waits for a hardware pass in progress; from a callback or Sink that
-// the caller's own Process or Poll runs it would deadlock: do not.
-func (e *Engine) Event(ev Event, cause string) error {
+// event raises ev on the engine, with cause recorded in the history (hfi1: sdma_process_event),
+// and returns once the engine rests again (sdmatest.Event documents it for its callers).
+// ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a Sink, a
+// completion callback or a wakeup it runs: it would wait for itself); ErrClosed once the device
+// is closing. It waits for a hardware pass in progress; from a callback or Sink that the
+// caller's own Process or Poll runs it would deadlock.
+func (e *Engine) event(ev Event, cause string) error {
 	if ev >= numEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
 	}
@@ -195,17 +184,16 @@ func (e *Engine) Event(ev Event, cause string) error {
 
 // Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
 // aborted, waiters are woken, and sends get ErrNotRunning until Start.
-func (e *Engine) Stop() error { return e.Event(E00GoHwDown, "Stop") }
+func (e *Engine) Stop() error { return e.event(E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
 // from s20 at once, to s99.
-func (e *Engine) Start() error { return e.Event(E30GoRunning, "Start") }
+func (e *Engine) Start() error { return e.event(E30GoRunning, "Start") }
 
-// InjectHalt makes the hardware model halt now, before its next packet, with cause c (as the chip
-// sets an ENG_ERR_STATUS halt bit), and returns after the engine recovered. It is the explicit
-// form of a FaultPlan halt. A halt of an engine that is not running does nothing but say so:
-// ErrNotRunning. ErrInvalid for an unknown cause or CauseNone; ErrClosed once closing.
-func (e *Engine) InjectHalt(c HaltCause) error {
+// injectHalt makes the hardware model halt now, before its next packet, with cause c, and
+// returns after the engine recovered (sdmatest.InjectHalt documents it). ErrNotRunning if the
+// engine is not running, ErrInvalid for an unknown cause or CauseNone, ErrClosed once closing.
+func (e *Engine) injectHalt(c HaltCause) error {
 	if c <= CauseNone || c >= NumHaltCauses {
 		return txErr("InjectHalt", ErrInvalid, "unknown halt cause "+c.String())
 	}
@@ -226,24 +214,17 @@ func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
 	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head, Desc: e.ring.Slot(e.hw.head), Detail: detail}
 }
 
-// FaultPlan injects halts into an engine's hardware model (Config.Faults, Engine.SetFaults). The
-// zero value injects nothing. Mapping faults are injected through the mapper (dma.FaultInjector),
-// sink failures and stalls through the sink (FaultSink).
-type FaultPlan struct {
-	// HaltAt, if positive, halts the engine once, at the first packet that starts at or after
-	// the HaltAt-th descriptor the hardware model reads from then on (1: the next packet), with
-	// HaltCause (CauseHalt if CauseNone).
+// faultPlan is a plan of halts for an engine's hardware model (sdmatest.FaultPlan, which
+// documents the fields; Config.faults for in-package tests). The zero value injects nothing.
+type faultPlan struct {
 	HaltAt    int
 	HaltCause HaltCause
-	// HaltRate is the probability, drawn per packet, that the hardware halts before it with a
-	// cause chosen at random among the halt causes; 0..1.
-	HaltRate float64
-	// Seed seeds HaltRate's draws (each engine adds its index).
-	Seed uint64
+	HaltRate  float64
+	Seed      uint64
 }
 
 // validate checks p's fields.
-func (p FaultPlan) validate() error {
+func (p faultPlan) validate() error {
 	if p.HaltAt < 0 {
 		return configErr("Faults.HaltAt", p.HaltAt, "want 0 (never) or the descriptor count to halt at")
 	}
@@ -256,7 +237,7 @@ func (p FaultPlan) validate() error {
 	return nil
 }
 
-// faultState is a FaultPlan being carried out. Guarded by hwMu.
+// faultState is a faultPlan being carried out. Guarded by hwMu.
 type faultState struct {
 	active    bool   // any fault planned: the hardware model looks at the rest
 	haltAt    uint64 // descriptors to read before the planned halt; 0: none planned
@@ -266,9 +247,9 @@ type faultState struct {
 	rng       uint64 // splitmix64 state
 }
 
-// SetFaults replaces the engine's fault plan (p's zero value stops injecting). ErrInvalid (a
-// *ConfigError) for a bad plan.
-func (e *Engine) SetFaults(p FaultPlan) error {
+// setFaults replaces the engine's fault plan (sdmatest.SetFaults). ErrInvalid (a *ConfigError)
+// for a bad plan.
+func (e *Engine) setFaults(p faultPlan) error {
 	if err := p.validate(); err != nil {
 		return err
 	}
@@ -278,7 +259,7 @@ func (e *Engine) SetFaults(p FaultPlan) error {
 	return nil
 }
 
-func (e *Engine) setFaultsLocked(p FaultPlan) {
+func (e *Engine) setFaultsLocked(p faultPlan) {
 	f := faultState{haltAt: uint64(p.HaltAt), haltCause: p.HaltCause, rng: p.Seed + uint64(e.idx)}
 	if f.haltCause == CauseNone {
 		f.haltCause = CauseHalt
@@ -319,43 +300,3 @@ func splitmix(z uint64) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
-
-// FaultSink wraps a Sink and makes chosen deliveries fail (with ErrInjected, recorded against the
-// engine as a SinkError; the txreq still completes OK, as a packet lost on the wire) or stall
-// (sleep before delivering: a slow wire, which backs the ring up). Decisions are drawn per
-// delivery from Seed, lock-free. Safe for concurrent use if the wrapped sink is. Set the fields
-// before the device uses it.
-type FaultSink struct {
-	Sink      Sink          // the wrapped sink; nil means drop successful deliveries
-	FailRate  float64       // probability that a delivery fails, 0..1
-	StallRate float64       // probability that a delivery stalls first, 0..1
-	Stall     time.Duration // how long a stall lasts
-	Seed      uint64
-
-	n       atomic.Uint64 // deliveries so far, the draw index (atomic add by each delivering engine)
-	failed  atomic.Uint64 // deliveries failed (statistic; atomic add, read by Failed)
-	stalled atomic.Uint64 // deliveries stalled (statistic; atomic add, read by Stalled)
-}
-
-// Deliver draws, maybe stalls, and fails or delivers.
-func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
-	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
-	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
-		s.stalled.Add(1)
-		time.Sleep(s.Stall)
-	}
-	if s.FailRate > 0 && float64(splitmix(x)>>11)/(1<<53) < s.FailRate {
-		s.failed.Add(1)
-		return ErrInjected
-	}
-	if s.Sink == nil {
-		return nil
-	}
-	return s.Sink.Deliver(engine, segs)
-}
-
-// Failed returns the number of deliveries the sink failed on purpose.
-func (s *FaultSink) Failed() uint64 { return s.failed.Load() }
-
-// Stalled returns the number of deliveries it stalled.
-func (s *FaultSink) Stalled() uint64 { return s.stalled.Load() }

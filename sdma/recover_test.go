@@ -11,7 +11,7 @@ import (
 
 // transitions formats the history's last n transitions as "from-event->to" strings.
 func lastTransitions(e *Engine, n int) []string {
-	h := e.History()
+	h := e.history()
 	if len(h) > n {
 		h = h[len(h)-n:]
 	}
@@ -28,7 +28,7 @@ func TestEngineStartsThroughStartUp(t *testing.T) {
 	assert.Equal(t, S99Running, e.State())
 	assert.True(t, e.Running())
 	assert.Equal(t, []string{"s00-e30->s10", "s10-e15->s15", "s15-e25->s99"}, lastTransitions(e, 10))
-	assert.Equal(t, "NewDevice", e.History()[0].Cause)
+	assert.Equal(t, "NewDevice", e.history()[0].Cause)
 	assert.Zero(t, e.Stats().Faults, "the start-up halt (s10) is not an error")
 }
 
@@ -119,7 +119,7 @@ func TestFlushRunsWithoutTheCaller(t *testing.T) {
 	require.NoError(t, e.Stop())
 	var c completions
 	for _, st := range []Event{E00GoHwDown, E10GoHwStart} { // s00, then s20
-		require.NoError(t, e.Event(st, "test"))
+		require.NoError(t, e.event(st, "test"))
 		txs := inFlightErr(t, dev, e, &c, 2, ErrNotRunning)
 		require.Eventually(t, func() bool {
 			_, ok0 := c.status(txs[0])
@@ -142,13 +142,13 @@ func TestIdleEventGoesThroughIdleHalt(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	txs := inFlight(t, dev, e, &c, 3)
-	require.NoError(t, e.Event(E70GoIdle, "test"))
+	require.NoError(t, e.event(E70GoIdle, "test"))
 	assert.Equal(t, S20Idle, e.State(), "go_s99_running was cleared in s60")
 	assert.Equal(t, []string{"s99-e70->s60", "s60-e15->s30", "s30-e40->s40", "s40-e25->s20"}, lastTransitions(e, 4))
 	assertStatus(t, &c, txs, StatusAborted)
 	assert.Zero(t, e.Stats().Faults, "an idle halt is not an error")
 	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
-	require.NoError(t, e.Event(E30GoRunning, "test"))
+	require.NoError(t, e.event(E30GoRunning, "test"))
 	assert.Equal(t, S99Running, e.State())
 	assert.EqualValues(t, 4, c.n.Load(), "entering s99 flushed the txreq sent while idle")
 }
@@ -158,21 +158,21 @@ func TestFreezeAndLinkDown(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	txs := inFlight(t, dev, e, &c, 2)
-	require.NoError(t, e.Event(E80HwFreeze, "test"))
+	require.NoError(t, e.event(E80HwFreeze, "test"))
 	assert.Equal(t, S80HwFreeze, e.State())
 	_, ok := c.status(txs[0])
 	assert.False(t, ok, "a freeze alone cleans nothing")
 	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
-	require.NoError(t, e.Event(E81HwFrozen, "test"))
+	require.NoError(t, e.event(E81HwFrozen, "test"))
 	assert.Equal(t, S82FreezeSwClean, e.State())
 	assertStatus(t, &c, txs, StatusAborted)
-	require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+	require.NoError(t, e.event(E82HwUnfreeze, "test"))
 	assert.Equal(t, S99Running, e.State())
 
-	require.NoError(t, e.Event(E85LinkDown, "test"))
+	require.NoError(t, e.event(E85LinkDown, "test"))
 	assert.Equal(t, S80HwFreeze, e.State())
-	require.NoError(t, e.Event(E81HwFrozen, "test"))
-	require.NoError(t, e.Event(E82HwUnfreeze, "test"))
+	require.NoError(t, e.event(E81HwFrozen, "test"))
+	require.NoError(t, e.event(E82HwUnfreeze, "test"))
 	assert.Equal(t, S20Idle, e.State(), "link down cleared go_s99_running")
 	require.NoError(t, e.Start())
 	assert.Equal(t, S99Running, e.State())
@@ -189,7 +189,7 @@ func TestInjectHaltEveryCause(t *testing.T) {
 	var c completions
 	for cause := CauseNone + 1; cause < NumHaltCauses; cause++ {
 		txs := inFlight(t, dev, e, &c, 2)
-		require.NoError(t, e.InjectHalt(cause))
+		require.NoError(t, e.injectHalt(cause))
 		assertStatus(t, &c, txs, StatusAborted)
 		assertHaltPath(t, e, cause.String())
 		var h *HaltError
@@ -202,29 +202,29 @@ func TestInjectHaltEveryCause(t *testing.T) {
 	assert.EqualValues(t, NumHaltCauses-1, st.Recoveries)
 	assert.Zero(t, st.Halts[CauseNone])
 
-	require.ErrorIs(t, e.InjectHalt(CauseNone), ErrInvalid)
-	require.ErrorIs(t, e.InjectHalt(NumHaltCauses), ErrInvalid)
+	require.ErrorIs(t, e.injectHalt(CauseNone), ErrInvalid)
+	require.ErrorIs(t, e.injectHalt(NumHaltCauses), ErrInvalid)
 	require.NoError(t, e.Stop())
-	require.ErrorIs(t, e.InjectHalt(CauseHalt), ErrNotRunning)
+	require.ErrorIs(t, e.injectHalt(CauseHalt), ErrNotRunning)
 }
 
 func TestExplicitHaltEvents(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
 	for _, ev := range []Event{E60HwHalted, E90SwHalted} {
-		require.NoError(t, e.Event(ev, "operator"))
+		require.NoError(t, e.event(ev, "operator"))
 		assert.Equal(t, S99Running, e.State())
-		h := e.History()
+		h := e.history()
 		assert.Equal(t, ev, h[len(h)-4].Event)
 		assert.Equal(t, "operator", h[len(h)-4].Cause)
 	}
 	assert.EqualValues(t, 2, e.Stats().Halts[CauseHalt])
-	require.ErrorIs(t, e.Event(numEvents, ""), ErrInvalid)
+	require.ErrorIs(t, e.event(numEvents, ""), ErrInvalid)
 	require.NoError(t, dev.Close())
-	require.ErrorIs(t, e.Event(E30GoRunning, ""), ErrClosed)
-	require.ErrorIs(t, e.InjectHalt(CauseHalt), ErrClosed)
+	require.ErrorIs(t, e.event(E30GoRunning, ""), ErrClosed)
+	require.ErrorIs(t, e.injectHalt(CauseHalt), ErrClosed)
 	assert.Equal(t, S00HwDown, e.State())
-	assert.Equal(t, "Close", e.History()[len(e.History())-1].Cause)
+	assert.Equal(t, "Close", e.history()[len(e.history())-1].Cause)
 }
 
 func TestFaultPlanHaltAt(t *testing.T) {
@@ -232,7 +232,7 @@ func TestFaultPlanHaltAt(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	// Six-byte packets: two descriptors each (data + pad). Descriptor 5 is the third packet's first.
-	require.NoError(t, e.SetFaults(FaultPlan{HaltAt: 5, HaltCause: CauseGenMismatch}))
+	require.NoError(t, e.setFaults(faultPlan{HaltAt: 5, HaltCause: CauseGenMismatch}))
 	txs := make([]*TxReq, 5)
 	for i := range txs {
 		txs[i] = new(TxReq)
@@ -255,7 +255,7 @@ func TestFaultPlanHaltAt(t *testing.T) {
 	assertStatus(t, &c, more, StatusOK)
 
 	// Every packet halts at rate 1; the engine still recovers each time.
-	require.NoError(t, e.SetFaults(FaultPlan{HaltRate: 1, Seed: 1}))
+	require.NoError(t, e.setFaults(faultPlan{HaltRate: 1, Seed: 1}))
 	for i := 0; i < 20; i++ {
 		tx := inFlight(t, dev, e, &c, 1)
 		_, err = e.Process()
@@ -270,38 +270,18 @@ func TestFaultPlanHaltAt(t *testing.T) {
 		sum += v
 	}
 	assert.Equal(t, st.Faults, sum)
-	require.NoError(t, e.SetFaults(FaultPlan{}))
+	require.NoError(t, e.setFaults(faultPlan{}))
 	_, err = e.Process()
 	require.NoError(t, err)
 
-	for _, bad := range []FaultPlan{{HaltAt: -1}, {HaltRate: 2}, {HaltCause: NumHaltCauses}, {HaltRate: -0.5}} {
-		err := e.SetFaults(bad)
+	for _, bad := range []faultPlan{{HaltAt: -1}, {HaltRate: 2}, {HaltCause: NumHaltCauses}, {HaltRate: -0.5}} {
+		err := e.setFaults(bad)
 		assert.ErrorIs(t, err, ErrInvalid, "%+v", bad)
 		var ce *ConfigError
 		assert.True(t, errors.As(err, &ce))
 	}
-	_, err = NewDevice(Config{Faults: FaultPlan{HaltRate: 3}})
+	_, err = NewDevice(Config{faults: faultPlan{HaltRate: 3}})
 	assert.ErrorIs(t, err, ErrConfig)
-}
-
-func TestFaultSink(t *testing.T) {
-	cs := &CaptureSink{}
-	fs := &FaultSink{Sink: cs, FailRate: 0.5, StallRate: 0.1, Stall: time.Microsecond, Seed: 9}
-	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Sink: fs})
-	e := dev.Engine(0)
-	var c completions
-	for i := 0; i < 10; i++ {
-		txs := inFlight(t, dev, e, &c, 4)
-		_, err := e.Process()
-		require.NoError(t, err)
-		assertStatus(t, &c, txs, StatusOK)
-	}
-	assert.NotZero(t, fs.Failed())
-	assert.NotZero(t, fs.Stalled())
-	assert.EqualValues(t, 40, uint64(cs.Count())+fs.Failed())
-	assert.Equal(t, fs.Failed(), e.Stats().SinkErrors)
-	assert.ErrorIs(t, e.SinkError(), ErrInjected)
-	assert.Zero(t, e.Stats().Faults, "a failed delivery does not halt")
 }
 
 // TestDeviceFreezeUnfreeze: the device-wide freeze (sdma_freeze_notify, sdma_freeze,
@@ -314,7 +294,7 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 	require.NoError(t, dev.Engine(2).Stop())
 	for _, linkDown := range []bool{false, true} {
 		held := [][]*TxReq{inFlight(t, dev, dev.Engine(0), &c, 2), inFlight(t, dev, dev.Engine(1), &c, 3)}
-		require.NoError(t, dev.FreezeNotify(linkDown))
+		require.NoError(t, dev.freezeNotify(linkDown))
 		for i := 0; i < 2; i++ {
 			e := dev.Engine(i)
 			assert.Equal(t, S80HwFreeze, e.State(), "engine %d", i)
@@ -325,7 +305,7 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 		assert.Equal(t, S00HwDown, dev.Engine(2).State(), "a stopped engine ignores the freeze")
 		late := inFlightErr(t, dev, dev.Engine(0), &c, 1, ErrNotRunning)
 
-		require.NoError(t, dev.Freeze())
+		require.NoError(t, dev.freeze())
 		for i := 0; i < 2; i++ {
 			assert.Equal(t, S82FreezeSwClean, dev.Engine(i).State(), "engine %d", i)
 			assertStatus(t, &c, held[i], StatusAborted)
@@ -333,7 +313,7 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 		assertStatus(t, &c, late, StatusAborted)
 		assert.Len(t, m.Live(), 1, "every mapping undone; the pad stays")
 
-		require.NoError(t, dev.Unfreeze())
+		require.NoError(t, dev.unfreeze())
 		want := S99Running
 		if linkDown {
 			want = S20Idle
@@ -354,7 +334,7 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 	}
 	assert.Zero(t, c.dup.Load())
 	require.NoError(t, dev.Close())
-	assert.ErrorIs(t, dev.FreezeNotify(false), ErrClosed)
-	assert.ErrorIs(t, dev.Freeze(), ErrClosed)
-	assert.ErrorIs(t, dev.Unfreeze(), ErrClosed)
+	assert.ErrorIs(t, dev.freezeNotify(false), ErrClosed)
+	assert.ErrorIs(t, dev.freeze(), ErrClosed)
+	assert.ErrorIs(t, dev.unfreeze(), ErrClosed)
 }

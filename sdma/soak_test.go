@@ -107,10 +107,10 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 	iommu := engTestIOMMU(t)
 	fi := dma.NewFaultInjector(iommu)
 	ss := &soakSink{recs: make(map[[2]uint32]*soakRec), lastSeq: make(map[uint32]uint32)}
-	fs := &FaultSink{Sink: ss, FailRate: 0.01, StallRate: 0.002, Stall: 50 * time.Microsecond, Seed: 5}
+	fs := &faultSink{Sink: ss, FailRate: 0.01, StallRate: 0.002, Stall: 50 * time.Microsecond, Seed: 5}
 	dev, err := NewDevice(Config{
 		Mapper: fi, Engines: engines, RingSize: 128, DescIntr: 16, Sink: fs,
-		Faults: FaultPlan{HaltRate: 0.003, Seed: 11},
+		faults: faultPlan{HaltRate: 0.003, Seed: 11},
 	})
 	require.NoError(t, err)
 	closed := false
@@ -221,7 +221,7 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 			var err error
 			switch k {
 			case 0, 1, 2:
-				err = e.InjectHalt(CauseNone + 1 + HaltCause(rng.IntN(int(NumHaltCauses)-1)))
+				err = e.injectHalt(CauseNone + 1 + HaltCause(rng.IntN(int(NumHaltCauses)-1)))
 				if errors.Is(err, ErrNotRunning) {
 					err = nil
 				}
@@ -234,13 +234,13 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 				time.Sleep(100 * time.Microsecond)
 				err = errors.Join(err, e.Start())
 			case 5:
-				err = errors.Join(e.Event(E70GoIdle, "chaos"), e.Start())
+				err = errors.Join(e.event(E70GoIdle, "chaos"), e.Start())
 			case 6:
-				err = errors.Join(e.Event(E80HwFreeze, "chaos"), e.Event(E81HwFrozen, "chaos"),
-					e.Event(E82HwUnfreeze, "chaos"))
+				err = errors.Join(e.event(E80HwFreeze, "chaos"), e.event(E81HwFrozen, "chaos"),
+					e.event(E82HwUnfreeze, "chaos"))
 			case 7:
-				err = errors.Join(e.Event(E85LinkDown, "chaos"), e.Event(E81HwFrozen, "chaos"),
-					e.Event(E82HwUnfreeze, "chaos"), e.Start())
+				err = errors.Join(e.event(E85LinkDown, "chaos"), e.event(E81HwFrozen, "chaos"),
+					e.event(E82HwUnfreeze, "chaos"), e.Start())
 			}
 			if err != nil {
 				t.Errorf("chaos %d: %v", k, err)

@@ -204,8 +204,8 @@ var stateTable = func() (t [numStates][numEvents]transition) {
 	return t
 }()
 
-// Transition records one state change for diagnosis.
-type Transition struct {
+// stateChange records one state change for diagnosis (sdmatest.History reports them).
+type stateChange struct {
 	From, To State
 	Event    Event
 	Cause    string    // why the event was raised (a halt cause, "Close", "user", …)
@@ -213,7 +213,7 @@ type Transition struct {
 }
 
 // String formats the transition as "s99_running -e90_sw_halted-> s50_hw_halt_wait (cause)".
-func (t Transition) String() string {
+func (t stateChange) String() string {
 	s := fmt.Sprintf("%v -%v-> %v", t.From, t.Event, t.To)
 	if t.Cause != "" {
 		s += " (" + t.Cause + ")"
@@ -228,9 +228,9 @@ const historyLen = 32
 // use: the engine serialises events under its state lock (the kernel holds tail_lock and head_lock).
 type stateMachine struct {
 	cur       State
-	goRunning bool                   // go_s99_running
-	hist      [historyLen]Transition // ring of recent transitions
-	nhist     int                    // transitions recorded in all
+	goRunning bool                    // go_s99_running
+	hist      [historyLen]stateChange // ring of recent transitions
+	nhist     int                     // transitions recorded in all
 }
 
 // step applies event ev: the table cell, then sdma_set_state's side effects if the state changed.
@@ -259,7 +259,7 @@ func (m *stateMachine) step(ev Event, cause string) (acts stateAction, enteredRu
 	}
 	from := m.cur
 	m.enter(to)
-	m.hist[m.nhist%historyLen] = Transition{From: from, To: to, Event: ev, Cause: cause, At: time.Now()}
+	m.hist[m.nhist%historyLen] = stateChange{From: from, To: to, Event: ev, Cause: cause, At: time.Now()}
 	m.nhist++
 	return cell.act, to == S99Running && from != S99Running
 }
@@ -277,7 +277,7 @@ func (m *stateMachine) enter(s State) {
 }
 
 // history returns the recorded transitions, oldest first, appended to dst.
-func (m *stateMachine) history(dst []Transition) []Transition {
+func (m *stateMachine) history(dst []stateChange) []stateChange {
 	n := m.nhist
 	start := 0
 	if n > historyLen {

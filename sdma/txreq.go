@@ -165,12 +165,7 @@ func (e *TxError) Error() string {
 }
 
 // Unwrap returns the sentinel and the cause, for errors.Is and errors.As.
-func (e *TxError) Unwrap() []error {
-	if e.Cause != nil {
-		return []error{e.Err, e.Cause}
-	}
-	return []error{e.Err}
-}
+func (e *TxError) Unwrap() []error { return sentinelAnd(e.Err, e.Cause) }
 
 func txErr(op string, sentinel error, reason string) error {
 	return &TxError{Op: op, Reason: reason, Err: sentinel}

@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/usdma"
 )
 
 // Send a 1 MiB message as PSM does: one request, 128 packets of 8 KiB, headers by AHG.
 func Example() {
-	sink := &sdma.DiscardSink{}
+	sink := &sdmatest.DiscardSink{}
 	dev, _ := sdma.NewDevice(sdma.Config{Sink: sink})
 	defer dev.Close()
 	pq, _ := usdma.New(usdma.Config{Device: dev})

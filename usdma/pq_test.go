@@ -14,6 +14,7 @@ import (
 
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // endCounter records every request end per slot, failing on an end nobody submitted.
@@ -250,7 +251,8 @@ func TestPinCacheEvictsLRU(t *testing.T) {
 // TestCompRingHaltsStress: requests through an engine that halts at random; every request
 // ends exactly once, COMPLETE or ERROR (aborted), and the ring reads the same.
 func TestCompRingHaltsStress(t *testing.T) {
-	dev := testDevice(t, sdma.Config{RingSize: 256, Faults: sdma.FaultPlan{HaltRate: 0.02, Seed: 7}})
+	dev := testDevice(t, sdma.Config{RingSize: 256})
+	require.NoError(t, sdmatest.SetFaults(dev.Engine(0), sdmatest.FaultPlan{HaltRate: 0.02, Seed: 7}))
 	pq := testQueue(t, Config{Device: dev, Slots: 4})
 	ends := newEndCounter(pq)
 	n := 200
@@ -381,8 +383,8 @@ func TestCompRingCloseExactlyOnce(t *testing.T) {
 // TestDeferredIOWaitStress: a small ring and big messages: the queue goes DEFERRED on the
 // engine's wait list and is activated by completions; every request completes.
 func TestDeferredIOWaitStress(t *testing.T) {
-	sink := &sdma.DiscardSink{}
-	dev := testDevice(t, sdma.Config{RingSize: 64, Sink: &sdma.FaultSink{Sink: sink, StallRate: 0.05, Stall: 50 * time.Microsecond, Seed: 1}})
+	sink := &sdmatest.DiscardSink{}
+	dev := testDevice(t, sdma.Config{RingSize: 64, Sink: &sdmatest.FaultSink{Sink: sink, StallRate: 0.05, Stall: 50 * time.Microsecond, Seed: 1}})
 	pq := testQueue(t, Config{Device: dev, Slots: 2})
 	ends := newEndCounter(pq)
 	data := pattern(256<<10, 6)
@@ -411,7 +413,7 @@ func TestDeferredIOWaitStress(t *testing.T) {
 // the completion ring without locks; every request ends exactly once, each slot's entries go
 // QUEUED -> COMPLETE, and the pollers never see a state out of the enum.
 func TestSubmitConcurrent(t *testing.T) {
-	sink := &sdma.DiscardSink{}
+	sink := &sdmatest.DiscardSink{}
 	dev := testDevice(t, sdma.Config{Engines: 2, Sink: sink})
 	var done [16]atomic.Int32
 	pq := testQueue(t, Config{Device: dev, Slots: 16, Engine: dev.Engine(1), Done: func(slot int, e CompEntry) {

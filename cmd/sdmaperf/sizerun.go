@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
@@ -25,7 +26,7 @@ type sizeRun struct {
 	frags []int // a packet's fragment lengths
 	dev   *sdma.Device
 
-	fsink *sdma.FaultSink // the sink's fault injector, nil without sinkfail or sinkstall
+	fsink *sdmatest.FaultSink // the sink's fault injector, nil without sinkfail or sinkstall
 	udp   *udpsink.Sink   // the UDP sink, nil without -sink udp: its syscall count
 	ps    []*producer
 	close []func() error // run in reverse by done
@@ -118,19 +119,26 @@ func (r *sizeRun) newDevice(sink sdma.Sink) error {
 		return err
 	}
 	if f := cfg.Faults; f.SinkFail > 0 || f.SinkStall > 0 {
-		r.fsink = &sdma.FaultSink{Sink: sink, FailRate: f.SinkFail, StallRate: f.SinkStall,
+		r.fsink = &sdmatest.FaultSink{Sink: sink, FailRate: f.SinkFail, StallRate: f.SinkStall,
 			Stall: f.Stall, Seed: uint64(f.Seed)}
 		sink = r.fsink
 	}
 	wait, mode := engineOptions(cfg)
 	r.dev, err = sdma.NewDevice(sdma.Config{
 		Mapper: mapper, Engines: cfg.Engines, RingSize: cfg.Ring, Wait: wait, Completion: mode, Sink: sink,
-		Faults: sdma.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)},
 	})
 	if err != nil {
 		return err
 	}
 	r.close = append(r.close, r.dev.Close)
+	if cfg.Faults.HaltRate > 0 {
+		plan := sdmatest.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
+		for i := range r.dev.NumEngines() {
+			if err := sdmatest.SetFaults(r.dev.Engine(i), plan); err != nil {
+				return err
+			}
+		}
+	}
 	currentDev.Store(r.dev) // for -http's /debug/vars
 	r.close = append(r.close, func() error { currentDev.CompareAndSwap(r.dev, nil); return nil })
 	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
@@ -170,9 +178,9 @@ func (r *sizeRun) arm() error {
 	if f.HaltAt > 0 {
 		// Armed now, so that haltat counts the descriptors of the measured run, not the
 		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate.
-		plan := sdma.FaultPlan{HaltAt: f.HaltAt, HaltCause: f.haltCause(), HaltRate: f.HaltRate, Seed: uint64(f.Seed)}
+		plan := sdmatest.FaultPlan{HaltAt: f.HaltAt, HaltCause: f.haltCause(), HaltRate: f.HaltRate, Seed: uint64(f.Seed)}
 		for i := range r.dev.NumEngines() {
-			if err := r.dev.Engine(i).SetFaults(plan); err != nil {
+			if err := sdmatest.SetFaults(r.dev.Engine(i), plan); err != nil {
 				return err
 			}
 		}

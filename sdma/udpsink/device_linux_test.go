@@ -18,6 +18,7 @@ import (
 
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // randomFaults wraps the sink's sendmmsg with random answers: short counts, ENOBUFS,
@@ -77,9 +78,11 @@ func runDeviceBatched(t *testing.T, gso bool) {
 	sink.w = &randomFaults{inner: sink.w, x: 1}
 	m, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	require.NoError(t, err)
-	dev, err := sdma.NewDevice(sdma.Config{Mapper: m, Engines: engines, RingSize: 128, DescIntr: 16, Sink: sink,
-		Faults: sdma.FaultPlan{HaltRate: 0.003, Seed: 3}})
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: m, Engines: engines, RingSize: 128, DescIntr: 16, Sink: sink})
 	require.NoError(t, err)
+	for i := range engines {
+		require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.003, Seed: 3}))
+	}
 	done := make(chan Report)
 	go func() {
 		rep, err := r.Run(context.Background())

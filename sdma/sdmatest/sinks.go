@@ -1,0 +1,136 @@
+package sdmatest
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// DiscardSink drops every packet, counting packets and bytes. It is safe for concurrent use; the
+// zero value is ready.
+type DiscardSink struct {
+	packets atomic.Uint64 // atomic add per packet by the delivering engines; read by Packets
+	bytes   atomic.Uint64 // atomic add per packet; read by Bytes
+}
+
+// Deliver counts the packet.
+func (s *DiscardSink) Deliver(_ int, segs [][]byte) error {
+	n := 0
+	for _, b := range segs {
+		n += len(b)
+	}
+	s.packets.Add(1)
+	s.bytes.Add(uint64(n))
+	return nil
+}
+
+// Packets returns the number of packets delivered.
+func (s *DiscardSink) Packets() uint64 { return s.packets.Load() }
+
+// Bytes returns the number of bytes delivered.
+func (s *DiscardSink) Bytes() uint64 { return s.bytes.Load() }
+
+// CaptureSink keeps a copy of every packet, per engine, for tests. It is safe for concurrent use;
+// the zero value is ready. It allocates for every packet.
+type CaptureSink struct {
+	mu       sync.Mutex                   // guards pkts
+	pkts     map[int][][]byte             // engine → packets in delivery order
+	OnPacket func(engine int, pkt []byte) // optional; called with the copy, under the sink's lock
+}
+
+// Deliver appends a copy of the packet (its segments concatenated).
+func (s *CaptureSink) Deliver(engine int, segs [][]byte) error {
+	n := 0
+	for _, b := range segs {
+		n += len(b)
+	}
+	p := make([]byte, 0, n)
+	for _, b := range segs {
+		p = append(p, b...)
+	}
+	s.mu.Lock()
+	if s.pkts == nil {
+		s.pkts = make(map[int][][]byte)
+	}
+	s.pkts[engine] = append(s.pkts[engine], p)
+	if s.OnPacket != nil {
+		s.OnPacket(engine, p)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Packets returns the packets engine delivered so far, in order. The slice is a copy of the
+// list; the packets themselves are the sink's copies and must not be modified.
+func (s *CaptureSink) Packets(engine int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]byte(nil), s.pkts[engine]...)
+}
+
+// Count returns the number of packets captured over all engines.
+func (s *CaptureSink) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.pkts {
+		n += len(p)
+	}
+	return n
+}
+
+// Reset forgets every captured packet.
+func (s *CaptureSink) Reset() {
+	s.mu.Lock()
+	s.pkts = nil
+	s.mu.Unlock()
+}
+
+// FaultSink wraps a Sink and makes chosen deliveries fail (with sdma.ErrInjected, recorded
+// against the engine as an sdma.SinkError; the txreq still completes OK, as a packet lost on the
+// wire) or stall (sleep before delivering: a slow wire, which backs the ring up). Decisions are
+// drawn per delivery from Seed, lock-free. Safe for concurrent use if the wrapped sink is. Set
+// the fields before the device uses it.
+type FaultSink struct {
+	Sink      sdma.Sink     // the wrapped sink; nil means drop successful deliveries
+	FailRate  float64       // probability that a delivery fails, 0..1
+	StallRate float64       // probability that a delivery stalls first, 0..1
+	Stall     time.Duration // how long a stall lasts
+	Seed      uint64
+
+	n       atomic.Uint64 // deliveries so far, the draw index (atomic add by each delivering engine)
+	failed  atomic.Uint64 // deliveries failed (statistic; atomic add, read by Failed)
+	stalled atomic.Uint64 // deliveries stalled (statistic; atomic add, read by Stalled)
+}
+
+// Deliver draws, maybe stalls, and fails or delivers.
+func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
+	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
+	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
+		s.stalled.Add(1)
+		time.Sleep(s.Stall)
+	}
+	if s.FailRate > 0 && float64(splitmix(x)>>11)/(1<<53) < s.FailRate {
+		s.failed.Add(1)
+		return sdma.ErrInjected
+	}
+	if s.Sink == nil {
+		return nil
+	}
+	return s.Sink.Deliver(engine, segs)
+}
+
+// Failed returns the number of deliveries the sink failed on purpose.
+func (s *FaultSink) Failed() uint64 { return s.failed.Load() }
+
+// Stalled returns the number of deliveries it stalled.
+func (s *FaultSink) Stalled() uint64 { return s.stalled.Load() }
+
+// splitmix is splitmix64's output function.
+func splitmix(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
