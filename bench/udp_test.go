@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/ipv4"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
@@ -195,7 +196,7 @@ func BenchmarkUDPIdle(b *testing.B) {
 func BenchmarkIdlePacket(b *testing.B) {
 	for _, name := range []string{"deliver", "batch"} {
 		b.Run("sink="+name, func(b *testing.B) {
-			var sink sdma.Sink = &sdma.DiscardSink{}
+			var sink sdma.Sink = &sdmatest.DiscardSink{}
 			if name == "batch" {
 				sink = &discardBatch{}
 			}

@@ -27,7 +27,7 @@ type sizeRun struct {
 	dev   *sdma.Device
 
 	fsink *sdmatest.FaultSink // the sink's fault injector, nil without sinkfail or sinkstall
-	udp   *udpsink.Sink   // the UDP sink, nil without -sink udp: its syscall count
+	udp   *udpsink.Sink       // the UDP sink, nil without -sink udp: its syscall count
 	ps    []*producer
 	close []func() error // run in reverse by done
 	base  time.Time      // the run's clock: durations since base
