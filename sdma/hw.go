@@ -259,101 +259,32 @@ func (e *Engine) writeBackHead() {
 	}
 }
 
-// packet checks, gathers and delivers the packet that starts at ring index start. It returns
-// the number of descriptors it spans and the OR of its descriptors' qw1 interrupt flags; n == 0
-// means the packet's LAST is not published yet. A non-nil *HaltError means the chip rejects it.
+// packet checks, gathers and delivers the packet that starts at ring index start, in three steps
+// as the chip reads it: parseHead (the first descriptor and the AHG edit descriptors), gather (the
+// data descriptors, through the mapper's Translate) and applyAHG (store or build the header). It
+// returns the number of descriptors the packet spans and the OR of its descriptors' qw1 interrupt
+// flags; n == 0 means the packet's LAST is not published yet. A non-nil *HaltError means the chip
+// rejects it.
 func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
-	r := e.ring
-	d0 := r.Slot(start)
-	if uint64(d0.Generation()) != r.Generation(start) {
-		return 0, 0, e.genErr(start, d0)
-	}
-	if !d0.First() {
-		return 0, 0, e.haltErr(CauseFirstDesc, start, d0, "packet does not start with FIRST", nil)
-	}
-	mode := d0.HeaderMode()
-	if mode > desc.AHGApplyUpdate3 {
-		return 0, 0, e.haltErr(CauseHeaderSelect, start, d0, "AHG mode "+itoa(mode), nil)
+	var ph pktHead
+	if ok, h := e.parseHead(start, tail, &ph); !ok || h != nil {
+		return 0, 0, h
 	}
 	segs := e.hw.segs[:0]
-	var words [desc.MaxAHGWords]uint32
-	nw := 0
-	if mode >= desc.AHGApplyUpdate1 {
-		words[0] = d0.Update1()
-		nw = 1
-		segs = append(segs, nil) // the header, built below
+	if ph.mode >= desc.AHGApplyUpdate1 {
+		segs = append(segs, nil) // the header, built by applyAHG
 	}
-	i := start + 1
-	for k := desc.EditDescs(mode); k > 0; k-- { // edit descriptors: raw update words, not stamped
-		if i == tail {
-			return 0, 0, nil
-		}
-		ed := r.Slot(i)
-		words[nw], words[nw+1] = uint32(ed.Qw0), uint32(ed.Qw0>>32)
-		words[nw+2], words[nw+3] = uint32(ed.Qw1), uint32(ed.Qw1>>32)
-		nw += 4
-		i++
+	segs, n, flags, bytes, h := e.gather(start, tail, &ph, segs)
+	if n == 0 || h != nil {
+		return 0, 0, h
 	}
-	bytes := 0
-	d, at := d0, start
-	for {
-		if at != start {
-			if at == tail {
-				return 0, 0, nil
-			}
-			d = r.Slot(at)
-			if uint64(d.Generation()) != r.Generation(at) {
-				return 0, 0, e.genErr(at, d)
-			}
-			if d.First() {
-				return 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
-			}
-		}
-		if at-start >= desc.MaxDesc {
-			return 0, 0, e.haltErr(CauseDescOverflow, at, d, "more than "+itoa(desc.MaxDesc)+" descriptors in one packet", nil)
-		}
-		if l := d.Len(); l > 0 {
-			if bytes += l; bytes > maxPacketBytes {
-				return 0, 0, e.haltErr(CauseTooLong, at, d, "packet reads more than "+itoa(maxPacketBytes)+" bytes", nil)
-			}
-			buf, err := e.dev.mapper.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
-			if err != nil {
-				return 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
-			}
-			if len(buf) != l {
-				return 0, 0, e.haltErr(CauseLengthMismatch, at, d, "read "+itoa(len(buf))+" bytes for a "+itoa(l)+"-byte descriptor", nil)
-			}
-			segs = append(segs, buf)
-		}
-		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
-		if d.Last() {
-			break
-		}
-		if at == start {
-			at = i // past the edit descriptors
-		} else {
-			at++
-		}
+	total, h := e.applyAHG(start, &ph, segs)
+	if h != nil {
+		return 0, 0, h
 	}
-	n = at - start + 1
-	total := bytes
-	switch {
-	case mode == desc.AHGCopy:
-		if d0.Len() == 0 {
-			return 0, 0, e.haltErr(CauseHeaderLength, start, d0, "AHG COPY of an empty first descriptor", nil)
-		}
-		ent := &e.hw.ahg[d0.HeaderIndex()]
-		ent.n = copy(ent.b[:], segs[0])
-	case mode >= desc.AHGApplyUpdate1:
-		hdr, h := e.buildHeader(start, d0, words[:nw])
-		if h != nil {
-			return 0, 0, h
-		}
-		segs[0] = hdr
-		total += len(hdr)
-	}
+	total += bytes
 	if total&3 != 0 {
-		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, r.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
+		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
 	}
 	e.hw.segs = segs
 	e.deliver(segs)
@@ -362,6 +293,124 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	e.stats.descs.Add(n)
 	e.stats.bytes.Add(uint64(total))
 	return n, flags, nil
+}
+
+// pktHead is what parseHead reads of a packet: its first descriptor, its AHG mode and update
+// words, and where its data descriptors continue.
+type pktHead struct {
+	d0    desc.Desc
+	mode  int
+	words [desc.MaxAHGWords]uint32
+	nw    int    // update words in words
+	next  uint64 // ring index after the edit descriptors (start+1 without AHG updates)
+}
+
+// parseHead checks the packet's first descriptor (generation, FIRST, a defined AHG mode) and
+// reads its AHG update words: word 0 from the first descriptor, words 1..8 from the edit
+// descriptors that follow it (raw words, not generation-stamped). false with a nil *HaltError:
+// the edit descriptors are not all published yet.
+func (e *Engine) parseHead(start, tail uint64, ph *pktHead) (bool, *HaltError) {
+	r := e.ring
+	d0 := r.Slot(start)
+	if uint64(d0.Generation()) != r.Generation(start) {
+		return false, e.genErr(start, d0)
+	}
+	if !d0.First() {
+		return false, e.haltErr(CauseFirstDesc, start, d0, "packet does not start with FIRST", nil)
+	}
+	mode := d0.HeaderMode()
+	if mode > desc.AHGApplyUpdate3 {
+		return false, e.haltErr(CauseHeaderSelect, start, d0, "AHG mode "+itoa(mode), nil)
+	}
+	ph.d0, ph.mode = d0, mode
+	if mode >= desc.AHGApplyUpdate1 {
+		ph.words[0] = d0.Update1()
+		ph.nw = 1
+	}
+	i := start + 1
+	for k := desc.EditDescs(mode); k > 0; k-- {
+		if i == tail {
+			return false, nil
+		}
+		ed := r.Slot(i)
+		w := ph.words[ph.nw:]
+		w[0], w[1], w[2], w[3] = uint32(ed.Qw0), uint32(ed.Qw0>>32), uint32(ed.Qw1), uint32(ed.Qw1>>32)
+		ph.nw += 4
+		i++
+	}
+	ph.next = i
+	return true, nil
+}
+
+// gather walks the packet's descriptors from the first to LAST (skipping the edit descriptors),
+// checking each as the chip does (generation, no FIRST inside, at most MaxDesc descriptors and
+// maxPacketBytes bytes) and reading each one's memory through the mapper's Translate into segs.
+// It returns segs, the descriptors spanned (0: LAST not published yet), the OR of their interrupt
+// flags and the bytes read.
+func (e *Engine) gather(start, tail uint64, ph *pktHead, segs [][]byte) (_ [][]byte, n, flags uint64, bytes int, h *HaltError) {
+	r := e.ring
+	d, at := ph.d0, start
+	for {
+		if at != start {
+			if at == tail {
+				return segs, 0, 0, 0, nil
+			}
+			d = r.Slot(at)
+			if uint64(d.Generation()) != r.Generation(at) {
+				return segs, 0, 0, 0, e.genErr(at, d)
+			}
+			if d.First() {
+				return segs, 0, 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
+			}
+		}
+		if at-start >= desc.MaxDesc {
+			return segs, 0, 0, 0, e.haltErr(CauseDescOverflow, at, d, "more than "+itoa(desc.MaxDesc)+" descriptors in one packet", nil)
+		}
+		if l := d.Len(); l > 0 {
+			if bytes += l; bytes > maxPacketBytes {
+				return segs, 0, 0, 0, e.haltErr(CauseTooLong, at, d, "packet reads more than "+itoa(maxPacketBytes)+" bytes", nil)
+			}
+			buf, err := e.dev.mapper.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
+			if err != nil {
+				return segs, 0, 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
+			}
+			if len(buf) != l {
+				return segs, 0, 0, 0, e.haltErr(CauseLengthMismatch, at, d, "read "+itoa(len(buf))+" bytes for a "+itoa(l)+"-byte descriptor", nil)
+			}
+			segs = append(segs, buf)
+		}
+		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
+		if d.Last() {
+			return segs, at - start + 1, flags, bytes, nil
+		}
+		if at == start {
+			at = ph.next // past the edit descriptors
+		} else {
+			at++
+		}
+	}
+}
+
+// applyAHG carries out the packet's AHG mode: COPY stores the first descriptor's bytes (segs[0])
+// in the entry it names; APPLY_UPDATE builds the header from its entry and the update words into
+// segs[0]. It returns the bytes it added to the packet (the built header's length).
+func (e *Engine) applyAHG(start uint64, ph *pktHead, segs [][]byte) (int, *HaltError) {
+	switch {
+	case ph.mode == desc.AHGCopy:
+		if ph.d0.Len() == 0 {
+			return 0, e.haltErr(CauseHeaderLength, start, ph.d0, "AHG COPY of an empty first descriptor", nil)
+		}
+		ent := &e.hw.ahg[ph.d0.HeaderIndex()]
+		ent.n = copy(ent.b[:], segs[0])
+	case ph.mode >= desc.AHGApplyUpdate1:
+		hdr, h := e.buildHeader(start, ph.d0, ph.words[:ph.nw])
+		if h != nil {
+			return 0, h
+		}
+		segs[0] = hdr
+		return len(hdr), nil
+	}
+	return 0, nil
 }
 
 // genErr is the halt record of descriptor d at ring index i, whose generation is not the one
