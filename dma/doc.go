@@ -31,8 +31,9 @@
 // ErrMapping, and fault injection (IOMMUConfig.FailNth, FailFraction) exercises failure paths.
 //
 // Both are safe for concurrent use. Their mapping tables are split into 64 stripes by a hash of
-// the page number, each a sync.Mutex on its own cache line. Translate takes the lock of the one
-// stripe holding the first page of its range and no other lock (no global lock, not the IOMMU's
+// the page number, each a sync.Mutex on its own cache line. Translate of memory that is not
+// registered (below) takes the lock of the one stripe holding the first page of its range and no
+// other lock (no global lock, not the IOMMU's
 // IOVA allocator mutex), and does not allocate: translations of pages in different stripes never
 // wait for one another, and a translation waits only while a map, an unmap or another
 // translation holds that same stripe (a few map lookups). The lock is a plain mutex rather than an
@@ -41,6 +42,22 @@
 // stripe they touch, one at a time (a mapping within one page: one lock, one hold), and do not
 // allocate in steady state. TestTranslateNoGlobalLock checks the locking; BenchmarkTranslate and
 // BenchmarkTranslateParallel measure it, the latter against a global read lock.
+//
+// # Registered memory
+//
+// Register (the Registrar interface: Direct, IOMMU and the wrappers) maps a buffer once, as
+// ibv_reg_mr does and as hfi1's user SDMA keeps pinned pages mapped: the IOMMU allocates and maps
+// the region's IOVA range once, Direct records it. A buffer inside registered memory then has a
+// bus address by arithmetic (Registration.AddrOf), with no map call, no lock, no allocation, and
+// nothing to unmap. Translate finds registrations in an immutable snapshot that Register and
+// Deregister swap atomically (copy on write): a translation of registered memory takes no lock.
+// Users count their uses in flight (Acquire, Release, on sharded counters); Deregister stops new
+// uses, waits for those in flight (or gives up on its context, changing nothing), then unmaps, so
+// that no use in flight ever finds the memory gone. TestDeregisterWaitsRace,
+// TestRegisterTranslateConcurrent and FuzzRegister check it.
+//
+// UnmapBatch (BatchUnmapper) undoes many mappings with one hold of each stripe's lock: package
+// sdma's completion pass unmaps every fragment of a chunk of completed txreqs that way.
 //
 // # Memory
 //
@@ -66,6 +83,7 @@
 //	iommu_dma_ops, alloc_iova          IOMMU
 //	IOMMU fault record                 Fault
 //	debug_dma_dump_mappings (dma-debug) (*IOMMU).Live, (*Direct).Live
+//	ibv_reg_mr / ibv_dereg_mr           Registrar.Register, Registrar.Deregister, Registration
 //	struct page, alloc_pages           Page, AllocPages, Region
 //	page_address                       Page.Bytes
 //	dma_pool_create/alloc/free/destroy NewPool, Pool.Alloc, Pool.Free, Pool.Destroy
