@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -1062,4 +1063,23 @@ func TestFaultError(t *testing.T) {
 	require.Equal(t, "dma: device fault: from-device access [0x1000,+8): wrong direction", f.Error())
 	require.ErrorIs(t, fmt.Errorf("wrapped: %w", f), ErrFault)
 	require.False(t, errors.Is(f, ErrMapping))
+}
+
+// TestFaultInjectorFailFractionOutOfRange: a fraction outside 0..1 (or NaN) is ErrInvalid and
+// changes nothing, where it used to be clamped silently (1.5 failed every call).
+func TestFaultInjectorFailFractionOutOfRange(t *testing.T) {
+	fi := NewFaultInjector(NewDirect())
+	buf := make([]byte, 16)
+	for _, bad := range []float64{1.5, -0.1, math.NaN(), math.Inf(1)} {
+		err := fi.FailFraction(bad, 1)
+		require.ErrorIs(t, err, ErrInvalid, "%v", bad)
+		assert.Contains(t, err.Error(), "0..1")
+		a, err := fi.MapSingle(buf, ToDevice)
+		require.NoError(t, err, "FailFraction(%v) armed nothing", bad)
+		require.NoError(t, fi.UnmapSingle(a, 16, ToDevice))
+	}
+	require.NoError(t, fi.FailFraction(1, 1))
+	_, err := fi.MapSingle(buf, ToDevice)
+	require.ErrorIs(t, err, ErrMapping)
+	require.NoError(t, fi.FailFraction(0, 0), "0 disarms")
 }

@@ -148,8 +148,15 @@ func (f *FaultInjector) Unwrap() Mapper { return f.m }
 func (f *FaultInjector) FailNth(n int) { f.inj.setNth(n) }
 
 // FailFraction makes a fraction frac (0..1) of map calls fail, chosen by a generator seeded with
-// seed: the same seed and the same sequence of calls fail the same calls. frac 0 disarms it.
-func (f *FaultInjector) FailFraction(frac float64, seed int64) { f.inj.setFraction(frac, seed) }
+// seed: the same seed and the same sequence of calls fail the same calls. frac 0 disarms it. A
+// frac outside 0..1 (or NaN) is ErrInvalid and changes nothing.
+func (f *FaultInjector) FailFraction(frac float64, seed int64) error {
+	if !(frac >= 0 && frac <= 1) {
+		return fmt.Errorf("dma: FailFraction %v: want a fraction, 0..1: %w", frac, ErrInvalid)
+	}
+	f.inj.setFraction(frac, seed)
+	return nil
+}
 
 // FailAll makes every map call fail while on is true.
 func (f *FaultInjector) FailAll(on bool) { f.inj.all.Store(on) }

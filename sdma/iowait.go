@@ -65,11 +65,13 @@ type IOWait struct {
 }
 
 // Init sets the callbacks and zeroes the counts (hfi1: iowait_init). sleep may be nil (Send then
-// returns ErrBusy when the ring is full); wakeup is called, on the completion goroutine, when w
-// is taken off the wait list because room became available (reason WakeAvail); drained is called
-// when the last txreq in flight completes. Callbacks must not block; a wakeup or drained callback
-// that panics is recovered and recorded (Engine.CallbackError), as a txreq's Completer is. Init must not be called
-// while w is queued or has txreqs in flight.
+// returns ErrBusy when the ring is full); a sleeper that parks (ParkOrRetry, DeferOrRetry,
+// QueueWait) needs wakeup, and is refused with ErrInvalid at the park without one. wakeup is
+// called, on the completion goroutine, when w is taken off the wait list because room became
+// available (reason WakeAvail); drained is called when the last txreq in flight completes.
+// Callbacks must not block; a wakeup or drained callback that panics is recovered and recorded
+// (Engine.CallbackError), as a txreq's Completer is. Init must not be called while w is queued or
+// has txreqs in flight.
 func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
 	w.sleep, w.wakeup, w.drained = sleep, wakeup, drained
 	w.next, w.prev = nil, nil
@@ -198,7 +200,8 @@ func (l *waitList) remove(w *IOWait) {
 //
 // A need the ring can never meet (more descriptors than it holds) is refused with ErrInvalid and
 // nothing changes: such a waiter would stop every completion pass's wakeups at itself, starving
-// everyone queued behind it. A nil w is ErrInvalid too.
+// everyone queued behind it. A nil w, or one without a wakeup callback (nothing would wake it), is
+// ErrInvalid too.
 //
 // QueueWait alone does not close the sleep window: a completion pass between a caller's Progress
 // check and QueueWait would be missed. A sleeper that checks progress first uses ParkOrRetry or
@@ -207,6 +210,9 @@ func (l *waitList) remove(w *IOWait) {
 func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	if w == nil {
 		return false, txErr("QueueWait", ErrInvalid, "nil iowait")
+	}
+	if w.wakeup == nil {
+		return false, errNoWakeup("QueueWait")
 	}
 	if need <= 0 {
 		if tx := w.txHead.Front(); tx != nil {
@@ -220,6 +226,11 @@ func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	ok := e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent)
 	e.waitMu.Unlock()
 	return ok, nil
+}
+
+// errNoWakeup refuses to park an iowait that nothing would wake.
+func errNoWakeup(op string) error {
+	return txErr(op, ErrInvalid, "iowait has no wakeup callback: parked, it would never be woken (IOWait.Init)")
 }
 
 // queueLocked claims w for this engine's wait list (on: nil → e) and queues it with need and
@@ -265,6 +276,9 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 	if w == nil || tx == nil {
 		// Checked before the wait lock: a panic under it would wedge the engine.
 		return txErr("ParkOrRetry", ErrInvalid, "nil iowait or txreq")
+	}
+	if w.wakeup == nil {
+		return errNoWakeup("ParkOrRetry")
 	}
 	if !e.lockUnlessProgress(seq, tx) {
 		return ErrAgain

@@ -623,3 +623,34 @@ func TestQueueWaitRefusesANeedTheRingCannotMeet(t *testing.T) {
 	e.Poll()
 	assert.Equal(t, 1, woken)
 }
+
+// TestIOWaitParkingWithoutWakeupRefused: an IOWait whose sleeper parks (ParkOrRetry,
+// DeferOrRetry, or a sleeper calling QueueWait) but that has no wakeup callback would never be
+// woken: it is refused with ErrInvalid at the park, nothing queued and tx still the caller's.
+func TestIOWaitParkingWithoutWakeupRefused(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	fillRing(t, dev, e, &c)
+	for name, sleep := range map[string]SleepFunc{
+		"ParkOrRetry":  (*Engine).ParkOrRetry,
+		"DeferOrRetry": (*Engine).DeferOrRetry,
+	} {
+		var w IOWait
+		w.Init(sleep, nil, nil)
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), &c)
+		err := e.Send(&w, tx, false)
+		require.ErrorIs(t, err, ErrInvalid, name)
+		assert.Contains(t, err.Error(), "wakeup", name)
+		assert.False(t, e.Waiting(&w), "%s: nothing queued", name)
+		assert.Zero(t, w.TxHead().Len(), "%s: tx not kept", name)
+		require.NoError(t, tx.Clean(), "%s: tx is the caller's", name)
+	}
+	var w IOWait
+	w.Init(nil, nil, nil)
+	queued, err := e.QueueWait(&w, 1, true)
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.False(t, queued)
+	assert.False(t, e.Waiting(&w))
+}

@@ -191,7 +191,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 			_ = dev.Close()
 		}
 	}()
-	fi.FailFraction(0.01, 5) // after NewDevice, which maps the pad
+	require.NoError(t, fi.FailFraction(0.01, 5)) // after NewDevice, which maps the pad
 
 	// Reused txreqs: a fixed list shared by every producer, filled back by the callbacks.
 	list, err := alloc.NewList[promTx](producers*8, nil)
@@ -388,7 +388,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 	close(stop)
 	<-chaosDone
 	fi.FailTranslate(false)
-	fi.FailFraction(0, 0)
+	require.NoError(t, fi.FailFraction(0, 0))
 	if msg := unexpected.Load(); msg != nil {
 		t.Fatal(msg)
 	}

@@ -119,7 +119,7 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 			_ = dev.Close()
 		}
 	}()
-	fi.FailFraction(0.01, 3) // after NewDevice: the pad is mapped
+	require.NoError(t, fi.FailFraction(0.01, 3)) // after NewDevice: the pad is mapped
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -256,7 +256,7 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 	close(stop)
 	chaosWG.Wait()
 	fi.FailTranslate(false)
-	fi.FailFraction(0, 0)
+	require.NoError(t, fi.FailFraction(0, 0))
 	require.NoError(t, ctx.Err(), "the producers took too long")
 
 	// Everything accepted completes on its own (the engines run); then Close.

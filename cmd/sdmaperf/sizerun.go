@@ -144,7 +144,9 @@ func (r *sizeRun) newDevice(sink sdma.Sink) error {
 	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
 
 		if cfg.Faults.MapFraction > 0 {
-			inj.FailFraction(cfg.Faults.MapFraction, cfg.Faults.Seed)
+			if err := inj.FailFraction(cfg.Faults.MapFraction, cfg.Faults.Seed); err != nil {
+				return err
+			}
 		}
 		if cfg.Faults.MapNth > 0 {
 			inj.FailNth(cfg.Faults.MapNth)
