@@ -105,6 +105,9 @@ type Config struct {
 	// vl_engines); len(VLEngines) must be NumVLs, each at least 1, the sum at most Engines. nil
 	// spreads the engines evenly, extras to the highest VLs, as the kernel does.
 	VLEngines []int
+	// Name names the device in profiles (the engine goroutines' pprof label "device") and
+	// metrics (Device.Vars, sdmaprom); "" names it sdma0, sdma1… in creation order.
+	Name string
 }
 
 // device life-cycle states in Device.state.
@@ -123,6 +126,7 @@ type Device struct {
 	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
 	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
 	sink    Sink          // set by NewDevice, read-only after
+	name    string        // set by NewDevice, read-only after (Config.Name)
 
 	// unmapErrs counts unmaps that failed on a path that promised to undo a mapping (a txreq's
 	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
@@ -155,7 +159,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink}
+	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink, name: deviceName(cfg.Name)}
 	dev.regs, _ = m.(dma.Registrar)
 	if dev.sink == nil {
 		dev.sink = discardSink{}
@@ -178,7 +182,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	if !cfg.Manual {
 		for _, e := range dev.engines {
-			go e.run()
+			go e.runLabelled()
 		}
 	}
 	return dev, nil

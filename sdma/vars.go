@@ -1,6 +1,12 @@
 package sdma
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+	"runtime/pprof"
+	"strconv"
+	"sync/atomic"
+)
 
 // DeviceVars is a device's counters as an expvar.Var: String returns them as JSON, so
 // expvar.Publish("sdma", dev.Vars()) shows them on /debug/vars without sdma importing expvar
@@ -36,11 +42,12 @@ func (v DeviceVars) Engines() []EngineVars {
 	return out
 }
 
-// String returns {"engines":[{"engine":0,"Packets":...},...]}.
+// String returns {"device":"sdma0","engines":[{"engine":0,"Packets":...},...]}.
 func (v DeviceVars) String() string {
 	b, err := json.Marshal(struct {
+		Device  string       `json:"device"`
 		Engines []EngineVars `json:"engines"`
-	}{v.Engines()})
+	}{v.dev.name, v.Engines()})
 	if err != nil { // cannot happen: the counters are numbers
 		return "{}"
 	}
@@ -49,3 +56,24 @@ func (v DeviceVars) String() string {
 
 // MarshalJSON makes a DeviceVars inside an expvar.Func encode as its counters.
 func (v DeviceVars) MarshalJSON() ([]byte, error) { return []byte(v.String()), nil }
+
+// deviceSeq numbers the devices a process makes, for their default names.
+var deviceSeq atomic.Uint64
+
+// deviceName is Config.Name, or sdmaN for the process's Nth unnamed device.
+func deviceName(name string) string {
+	if name != "" {
+		return name
+	}
+	return "sdma" + strconv.FormatUint(deviceSeq.Add(1)-1, 10)
+}
+
+// Name returns the device's name (Config.Name, or the sdmaN given to an unnamed device).
+func (dev *Device) Name() string { return dev.name }
+
+// runLabelled runs the engine's goroutine with the pprof labels device and engine, so that
+// CPU and goroutine profiles show whose time it is (go tool pprof -tagfocus engine=3).
+func (e *Engine) runLabelled() {
+	labels := pprof.Labels("device", e.dev.name, "engine", strconv.Itoa(e.idx))
+	pprof.Do(context.Background(), labels, func(context.Context) { e.run() })
+}

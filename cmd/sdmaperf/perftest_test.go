@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -236,4 +239,65 @@ func TestServerWaitsIndefinitely(t *testing.T) {
 	cancel()
 	assert.Equal(t, exitInterrupted, <-done)
 	assert.Contains(t, stdout.String(), "received 0 packets")
+}
+
+// TestHTTPDebug: -http serves /debug/vars, with the running device's counters, and /debug/pprof/.
+func TestHTTPDebug(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &addrWriter{prefix: "on http://", ready: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-http", "127.0.0.1:0", "-D", "60", "-warmup", "0", "-size", "64"}, io.Discard, stderr)
+	}()
+	var addr string
+	select {
+	case addr = <-stderr.ready:
+	case code := <-done:
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	get := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	var vars struct {
+		Sdma struct {
+			Device  string
+			Engines []struct{ Packets uint64 }
+		} `json:"sdma"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(vars.Sdma.Engines) == 0 || vars.Sdma.Engines[0].Packets == 0 {
+		require.True(t, time.Now().Before(deadline), "no packets in /debug/vars")
+		require.NoError(t, json.Unmarshal([]byte(get("/debug/vars")), &vars))
+	}
+	assert.Regexp(t, `^sdma[0-9]+$`, vars.Sdma.Device)
+	assert.Contains(t, get("/debug/pprof/"), "goroutine")
+	cancel()
+	assert.Equal(t, exitInterrupted, <-done)
+}
+
+// addrWriter keeps what is written and sends the word after prefix on ready, once.
+type addrWriter struct {
+	syncBuffer
+	prefix string
+	ready  chan string // cap 1
+}
+
+func (w *addrWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if _, rest, ok := strings.Cut(w.String(), w.prefix); ok {
+		if addr, _, ok := strings.Cut(rest, "\n"); ok {
+			select {
+			case w.ready <- addr:
+			default:
+			}
+		}
+	}
+	return n, err
 }

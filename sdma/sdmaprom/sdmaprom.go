@@ -1,0 +1,76 @@
+// Package sdmaprom exports an sdma.Device's engine counters to Prometheus: New returns a
+// prometheus.Collector to register. It is a package of its own so that only programs that want
+// Prometheus pull in its client library; the sdma package itself offers the same counters as an
+// expvar value (Device.Vars) with no dependency.
+package sdmaprom
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// counter is one engine counter exported as a Prometheus counter.
+type counter struct {
+	desc *prometheus.Desc
+	get  func(sdma.EngineStats) uint64
+}
+
+// Collector collects one device's engine counters at each scrape. Every metric has the labels
+// device (Device.Name) and engine (the engine's index); sdma_engine_halts_total also has cause.
+type Collector struct {
+	dev      *sdma.Device
+	counters []counter
+	halts    *prometheus.Desc
+}
+
+// New returns a collector of dev's counters. Register it: prometheus.MustRegister(sdmaprom.New(dev)).
+func New(dev *sdma.Device) *Collector {
+	labels := []string{"device", "engine"}
+	c := func(name, help string, get func(sdma.EngineStats) uint64) counter {
+		return counter{prometheus.NewDesc("sdma_engine_"+name+"_total", help, labels, nil), get}
+	}
+	return &Collector{
+		dev: dev,
+		counters: []counter{
+			c("packets", "Packets the engine delivered to its sink.", func(s sdma.EngineStats) uint64 { return s.Packets }),
+			c("descriptors", "Descriptors the engine consumed.", func(s sdma.EngineStats) uint64 { return s.Descs }),
+			c("bytes", "Bytes the engine delivered.", func(s sdma.EngineStats) uint64 { return s.Bytes }),
+			c("ring_full", "Sends that found the ring full (hfi1: descq_full_count).", func(s sdma.EngineStats) uint64 { return s.RingFull }),
+			c("sleeps", "Waiters parked on the engine's wait list.", func(s sdma.EngineStats) uint64 { return s.Sleeps }),
+			c("wakeups", "Waiters woken by the completion side.", func(s sdma.EngineStats) uint64 { return s.Wakeups }),
+			c("interrupts", "Interrupts raised.", func(s sdma.EngineStats) uint64 { return s.Interrupts }),
+			c("completion_passes", "Completion passes.", func(s sdma.EngineStats) uint64 { return s.Passes }),
+			c("completed", "Txreqs completed OK.", func(s sdma.EngineStats) uint64 { return s.Completed }),
+			c("aborted", "Txreqs completed aborted (flushed by a halt or a close).", func(s sdma.EngineStats) uint64 { return s.Aborted }),
+			c("sink_errors", "Deliveries the sink failed.", func(s sdma.EngineStats) uint64 { return s.SinkErrors }),
+			c("recoveries", "Returns to running after a halt.", func(s sdma.EngineStats) uint64 { return s.Recoveries }),
+		},
+		halts: prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"device", "engine", "cause"}, nil),
+	}
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range c.counters {
+		ch <- k.desc
+	}
+	ch <- c.halts
+}
+
+// Collect reads every engine's counters (Engine.Stats) and sends them.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	name := c.dev.Name()
+	for i := range c.dev.NumEngines() {
+		s := c.dev.Engine(i).Stats()
+		eng := strconv.Itoa(i)
+		for _, k := range c.counters {
+			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, float64(k.get(s)), name, eng)
+		}
+		for cause := sdma.CauseNone + 1; cause < sdma.NumHaltCauses; cause++ {
+			ch <- prometheus.MustNewConstMetric(c.halts, prometheus.CounterValue, float64(s.Halts[cause]), name, eng, cause.String())
+		}
+	}
+}
