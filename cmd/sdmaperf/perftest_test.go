@@ -212,11 +212,28 @@ func TestInterruptPrintsResultsSoFar(t *testing.T) {
 	}
 	assert.Equal(t, exitInterrupted, code)
 	out := stdout.String()
-	assert.Contains(t, out, "(interrupted)", "the cut size's partial row")
 	assert.Contains(t, out, "t_min[us]")
 	assert.Contains(t, out, "interrupted: the results so far")
 	assert.NotContains(t, out, "\n 1024 ", "the sweep stopped")
 	assert.Equal(t, "sdmaperf: interrupted\n", stderr.String())
+}
+
+// TestInterruptKeepsThePartialSize: Ctrl-C in the middle of a size's measured run prints that
+// size's figures so far, marked (interrupted), not an empty table.
+func TestInterruptKeepsThePartialSize(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"-D", "60", "-warmup", "0", "-size", "64"}, &stdout, &stderr) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stdout.String(), "#failed") { // the header: the size's run is starting
+		require.True(t, time.Now().Before(deadline), "no header")
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // into the measured run (there is no warm-up)
+	cancel()
+	assert.Equal(t, exitInterrupted, <-done)
+	assert.Regexp(t, `(?m)^ 64 +[1-9][0-9]* .* \(interrupted\)$`, stdout.String(), "the partial row, with packets")
 }
 
 // TestServerWaitsIndefinitely: -server -idle 0 waits for its client until Ctrl-C, then prints
