@@ -5,11 +5,13 @@ package bench
 import (
 	"fmt"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
@@ -66,12 +68,39 @@ func udpPacket(size int) [][]byte {
 	return [][]byte{b[:h:h], b[h:]}
 }
 
-// udpReport reports ns per packet (ns/op: one op is one packet), GB/s of payload and the send
-// system calls per packet.
-func udpReport(b *testing.B, size int, syscalls uint64, elapsed time.Duration) {
+// threadCPU is the CPU time (user and system) the calling OS thread has used. The benchmarks
+// lock their goroutine to its thread and report the sending thread's CPU time per packet
+// beside the wall time: on a shared machine the wall time also counts the time the thread
+// waited for a CPU, the CPU time only the work (the kernel's loopback path included).
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// udpMeter measures a UDP benchmark: wall and thread CPU time from start to stop.
+type udpMeter struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+// start locks the goroutine to its thread (unlocked by stop) and starts the clocks.
+func (m *udpMeter) start() {
+	runtime.LockOSThread()
+	m.wall, m.cpu = time.Now(), threadCPU()
+}
+
+// stop reports ns per packet (ns/op: one op is one packet), GB/s of payload, the sending
+// thread's CPU ns per packet and the send system calls per packet.
+func (m *udpMeter) stop(b *testing.B, size int, syscalls uint64) {
+	elapsed, cpu := time.Since(m.wall), threadCPU()-m.cpu
+	runtime.UnlockOSThread()
 	b.SetBytes(int64(size))
 	if b.N > 0 && elapsed > 0 {
 		b.ReportMetric(float64(size)*float64(b.N)/float64(elapsed.Nanoseconds()), "GB/s")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/pkt")
 		b.ReportMetric(float64(syscalls)/float64(b.N), "syscalls/pkt")
 	}
 }
@@ -109,7 +138,8 @@ func benchUDPSink(b *testing.B, size, batch int, gso bool) {
 	errs := make([]error, batch)
 	queued := 0
 	b.ReportAllocs()
-	start := time.Now()
+	var m udpMeter
+	m.start()
 	for b.Loop() {
 		if batch == 1 {
 			if err := s.Deliver(0, segs); err != nil {
@@ -128,12 +158,11 @@ func benchUDPSink(b *testing.B, size, batch int, gso bool) {
 	if queued > 0 {
 		s.Flush(0, errs[:queued])
 	}
-	elapsed := time.Since(start)
 	st := s.Stats()
+	m.stop(b, size, st.Syscalls)
 	if st.Errors != 0 {
 		b.Fatalf("%d send errors", st.Errors)
 	}
-	udpReport(b, size, st.Syscalls, elapsed)
 }
 
 func benchUDPNet(b *testing.B, size int) {
@@ -151,13 +180,14 @@ func benchUDPNet(b *testing.B, size int) {
 	copy(buf[udpsink.HeaderLen:], segs[0])
 	copy(buf[udpsink.HeaderLen+len(segs[0]):], segs[1])
 	b.ReportAllocs()
-	start := time.Now()
+	var m udpMeter
+	m.start()
 	for b.Loop() {
 		if _, _, err := conn.WriteMsgUDP(buf, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
-	udpReport(b, size, uint64(b.N), time.Since(start))
+	m.stop(b, size, uint64(b.N))
 }
 
 // BenchmarkUDPIdle is one packet on an idle engine, submit to completion, through a device
