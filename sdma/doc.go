@@ -11,7 +11,9 @@
 // writes the descriptors with each slot's generation, records the txreq against its last slot
 // and publishes the tail in reservation order. The hardware model (one goroutine per engine, or
 // the caller's Process calls) checks and gathers each packet, hands it to the Sink, advances and
-// writes back the hardware head, and raises interrupts. The completion pass (on interrupts, or
+// writes back the hardware head, and raises interrupts. A BatchSink may hold packets and send
+// many at once with no copy (sendmmsg, say): the head write-back and the interrupts of a held
+// packet wait until the sink's Flush has finished with it. The completion pass (on interrupts, or
 // the caller's Poll) unmaps each finished txreq, calls its callback once with StatusOK or
 // StatusAborted, drops its IOWait's busy count and wakes parked waiters while room lasts.
 //
