@@ -222,9 +222,9 @@ func benchUDPNet(b *testing.B, size int) {
 }
 
 // BenchmarkUDPIdle is one packet on an idle engine, submit to completion, through a device
-// whose sink is the UDP sink: batch=1 delivers it with sendmsg(2) as it is gathered; batch=32
-// queues it, and the pass that finds the ring empty behind it flushes it (sendmmsg(2) of one)
-// and only then writes the head back. The deferred head must not make a lone packet slower.
+// whose sink is the UDP sink: batch=1 delivers it with sendmsg(2) as it is gathered; with
+// batch=32 the engine sees no batch held and nothing published behind the packet, and delivers
+// it at once the same way: the deferred head must not make a lone packet slower.
 // The hardware pass runs inline (a Manual engine: Send, then Process, whose interrupt completes
 // the packet), so that ns/op is the path's own cost and not a goroutine hand-off's.
 func BenchmarkUDPIdle(b *testing.B) {
@@ -243,8 +243,8 @@ func BenchmarkUDPIdle(b *testing.B) {
 			}
 			defer dev.Close()
 			benchIdle(b, dev, 1024)
-			if st := s.Stats(); st.Errors != 0 || st.Packets < uint64(b.N) {
-				b.Fatalf("sink: %+v for %d packets", st, b.N)
+			if st := s.Stats(); st.Errors != 0 || st.Packets < uint64(b.N) || st.Batches != 0 {
+				b.Fatalf("sink: %+v for %d lone packets (none batched)", st, b.N)
 			}
 		})
 	}
@@ -252,8 +252,8 @@ func BenchmarkUDPIdle(b *testing.B) {
 
 // BenchmarkIdlePacket is BenchmarkUDPIdle without the socket, the model's own cost: one packet
 // on an idle engine (inline, as there), submit to completion, into a sink that drops it
-// (sink=deliver: Deliver; sink=batch: a BatchSink of 32 packets, Queue then the end-of-pass
-// Flush).
+// (sink=deliver: a plain Sink; sink=batch: a BatchSink of 32 packets, which the engine hands a
+// lone packet with Deliver too).
 func BenchmarkIdlePacket(b *testing.B) {
 	for _, name := range []string{"deliver", "batch"} {
 		b.Run("sink="+name, func(b *testing.B) {

@@ -287,7 +287,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
 	}
 	e.hw.segs = segs
-	e.deliver(segs)
+	e.deliver(segs, start+n)
 	clear(segs) // drop the references to the caller's memory
 	e.stats.packets.Add(1)
 	e.stats.descs.Add(n)
@@ -457,15 +457,17 @@ func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte
 	return hdr, nil
 }
 
-// deliver hands one packet to the sink (Deliver, or Queue for a BatchSink); an error or a panic
-// is recorded, not propagated.
-func (e *Engine) deliver(segs [][]byte) {
+// deliver hands one packet, which ends at ring index end, to the sink: Deliver, or Queue for a
+// BatchSink unless it is a lone packet (no batch held and nothing published after it: it is sent
+// at once, exactly as by a sink that does not batch, so that batching costs an idle engine
+// nothing). An error or a panic is recorded, not propagated.
+func (e *Engine) deliver(segs [][]byte, end uint64) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.sinkFailed(nil, p)
 		}
 	}()
-	if b := &e.hw.batch; b.sink != nil {
+	if b := &e.hw.batch; b.sink != nil && (b.held > 0 || e.ring.Tail() != end) {
 		n := 0
 		for _, s := range segs {
 			n += len(s)

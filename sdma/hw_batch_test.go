@@ -67,12 +67,13 @@ func newBatchSink(pkts, bytes int) *batchSink {
 
 func (s *batchSink) BatchLimit() (int, int) { return s.limPkts, s.limBytes }
 
-// Deliver is called only when the limit turns batching off; otherwise it records a defect.
+// Deliver sends a lone packet at once; called while the engine holds a batch, it records a
+// defect.
 func (s *batchSink) Deliver(engine int, segs [][]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.limPkts >= 2 {
-		s.bad = append(s.bad, fmt.Sprintf("engine %d: Deliver called on a batching sink", engine))
+	if len(s.held[engine]) > 0 {
+		s.bad = append(s.bad, fmt.Sprintf("engine %d: Deliver called while a batch is held", engine))
 	}
 	id := batchID(segs)
 	s.finish(id)
@@ -391,7 +392,8 @@ func TestBatchSinkByteBound(t *testing.T) {
 		require.NoError(t, e.Send(nil, tx, false))
 	}
 	r.processAll(e, 10)
-	assert.Equal(t, []int{3, 3, 3, 1}, sink.batches[0], "40-byte packets, flushed at 100 bytes")
+	assert.Equal(t, []int{3, 3, 3}, sink.batches[0], "40-byte packets, flushed at 100 bytes")
+	assert.Equal(t, 1, sink.delivered, "the last, alone behind an empty batch, is delivered at once")
 	ok, _ := r.check()
 	assert.Equal(t, 10, ok)
 }
@@ -412,8 +414,8 @@ func TestBatchSinkLimitOneDelivers(t *testing.T) {
 	r.check()
 }
 
-// TestBatchSinkIdleFlush: one packet on an idle engine goes out at once (the pass that finds the
-// ring empty after it flushes), not when a batch would be full.
+// TestBatchSinkIdleFlush: one packet on an idle engine goes out at once, through Deliver as with
+// a sink that does not batch, not when a batch would be full.
 func TestBatchSinkIdleFlush(t *testing.T) {
 	sink := newBatchSink(64, 0)
 	r := newBatchRig(t, sink, Config{RingSize: 64})
@@ -426,7 +428,9 @@ func TestBatchSinkIdleFlush(t *testing.T) {
 		require.Eventually(t, func() bool { return r.completed.Load() == int64(i+1) }, 10*time.Second, 100*time.Microsecond)
 		assert.True(t, sink.isFinished(id))
 	}
-	assert.Equal(t, []int{1, 1, 1}, sink.batches[0])
+	assert.Empty(t, sink.batches[0])
+	assert.Equal(t, 3, sink.delivered)
+	assert.Zero(t, r.dev.Engine(0).Stats().Flushes)
 	r.check()
 }
 

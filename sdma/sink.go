@@ -21,8 +21,11 @@ type Sink interface {
 // unchanged until the Flush that sends it returns.
 //
 // An engine whose sink is a BatchSink with a BatchLimit of two packets or more calls Queue
-// instead of Deliver for each packet (Deliver keeps its meaning — finished on return — so a
-// BatchSink is still a correct Sink anywhere a Sink is used), and Flush once the batch holds
+// instead of Deliver for each packet that has others published behind it or ahead of it in the
+// batch; a lone packet (no batch held, nothing published after it) goes to Deliver, sent at
+// once, so that an idle engine's latency is a plain Sink's. Deliver keeps its meaning — finished
+// on return — so a BatchSink is still a correct Sink anywhere a Sink is used; it is never called
+// while the engine holds a batch. The engine calls Flush once the batch holds
 // BatchLimit's packets or bytes, when the ring has nothing more to read (the end of each
 // hardware pass: a lone packet on an idle engine is flushed at once), before an engine halts
 // (the packets before the halt complete OK, as on the chip) and before a Close or a halt

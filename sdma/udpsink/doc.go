@@ -31,8 +31,8 @@
 // engine defers its head write-back (see sdma.BatchSink): a held packet is not completed, so
 // not unmapped, until the Flush that sends it returned, and sendmmsg has copied the bytes into
 // socket buffers by then. The engine flushes when the batch is full (packets or
-// Config.BatchBytes) and whenever it has nothing more to read, so a lone packet is not kept
-// waiting. With Config.GSO, each run of consecutive frames of one size goes as one message
+// Config.BatchBytes) and whenever it has nothing more to read; a lone packet (no batch held,
+// nothing published behind it) it delivers at once, one sendmsg, as the unbatched sink would. With Config.GSO, each run of consecutive frames of one size goes as one message
 // with a UDP_SEGMENT control message (UDP GSO): the kernel cuts it into one datagram per frame.
 // Config.Batch 1 is the unbatched sink: Deliver, one sendmsg(2) per packet.
 //
