@@ -2,6 +2,8 @@ package usdma
 
 import (
 	"context"
+	"runtime/pprof"
+	"strings"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -292,6 +294,12 @@ func TestCompRingHaltsStress(t *testing.T) {
 		}
 	}
 	t.Logf("%d complete, %d error, %d halts", ok, failed, dev.Engine(0).Stats().Faults)
+	if ok == 0 {
+		t.Logf("engine %v, history %v", dev.Engine(0).State(), dev.Engine(0).History())
+		var sb strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&sb, 2)
+		t.Log(sb.String())
+	}
 	st := pq.Stats()
 	assert.EqualValues(t, ok, st.Completed)
 	assert.EqualValues(t, failed, st.Failed)
@@ -490,4 +498,33 @@ func streaming(m *dma.IOMMU) []dma.Mapping {
 		}
 	}
 	return out
+}
+
+// TestSubmitSteadyStateAllocs: once the vector is pinned and the allocator warm, a message's
+// whole way (Submit, the engine, the completions, the slot's end) allocates nothing.
+func TestSubmitSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, ahg := range []bool{true, false} {
+		dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdma.DiscardSink{}})
+		pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg})
+		e := dev.Engine(0)
+		data := pattern(100000, 1)
+		info, hdr := Message(0, 8192, testTemplate, data)
+		send := func() {
+			if err := pq.Submit(context.Background(), info, &hdr, data); err != nil {
+				t.Fatal(err)
+			}
+			for pq.Comp(0).Status == Queued {
+				if _, err := e.Process(); err != nil {
+					t.Fatal(err)
+				}
+				e.Poll()
+			}
+		}
+		send()
+		assert.Zero(t, testing.AllocsPerRun(50, send), "ahg %v", ahg)
+		assert.EqualValues(t, 52, pq.Stats().Completed) // one before, one warm-up run of AllocsPerRun, 50 measured
+	}
 }

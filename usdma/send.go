@@ -273,6 +273,13 @@ func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
 			return err
 		}
 	}
+	if f := r.fail.Load(); f != nil {
+		// Checked again just before the packets go: a packet that completed aborted means the
+		// engine halted and restarted, and its AHG entry may no longer hold this request's
+		// header (the kernel checks has_error only per packet built). A halt between this check
+		// and the send can still slip through, as in the kernel.
+		return f.cause
+	}
 	return pq.sendList(r)
 }
 

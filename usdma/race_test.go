@@ -1,0 +1,5 @@
+//go:build race
+
+package usdma
+
+const raceEnabled = true
