@@ -2,10 +2,10 @@ package usdma
 
 import (
 	"context"
-	"runtime/pprof"
-	"strings"
 	"errors"
 	"math/rand/v2"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
