@@ -295,7 +295,7 @@ func TestCompRingHaltsStress(t *testing.T) {
 	}
 	t.Logf("%d complete, %d error, %d halts", ok, failed, dev.Engine(0).Stats().Faults)
 	if ok == 0 {
-		t.Logf("engine %v, history %v", dev.Engine(0).State(), dev.Engine(0).History())
+		t.Logf("engine %v, history %v", dev.Engine(0).State(), sdmatest.History(dev.Engine(0)))
 		var sb strings.Builder
 		_ = pprof.Lookup("goroutine").WriteTo(&sb, 2)
 		t.Log(sb.String())
@@ -507,7 +507,7 @@ func TestSubmitSteadyStateAllocs(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	for _, ahg := range []bool{true, false} {
-		dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdma.DiscardSink{}})
+		dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}})
 		pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg})
 		e := dev.Engine(0)
 		data := pattern(100000, 1)
