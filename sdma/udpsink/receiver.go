@@ -21,9 +21,10 @@ type ReceiverConfig struct {
 	Addr string
 	// Idle stops Run when no datagram arrived for this long; 0 means 5s.
 	Idle time.Duration
-	// ReadBuffer is the socket receive buffer (SO_RCVBUF) in bytes; 0 means 8 MiB. The kernel
-	// caps it at net.core.rmem_max, and a full receive buffer is where loopback UDP loses
-	// packets.
+	// ReadBuffer is the socket receive buffer in bytes; 0 means 32 MiB. A full receive buffer
+	// is where loopback UDP loses packets, and a batching sender fills it in bursts. On Linux a
+	// process allowed to (CAP_NET_ADMIN) sets it with SO_RCVBUFFORCE, past net.core.rmem_max;
+	// otherwise SO_RCVBUF, which the kernel caps at rmem_max.
 	ReadBuffer int
 }
 
@@ -95,7 +96,7 @@ func Listen(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, fmt.Errorf("udpsink: negative idle timeout %v", cfg.Idle)
 	}
 	if cfg.ReadBuffer == 0 {
-		cfg.ReadBuffer = 8 << 20
+		cfg.ReadBuffer = 32 << 20
 	}
 	ua, err := ResolveLoopback(cfg.Addr)
 	if err != nil {
@@ -106,7 +107,7 @@ func Listen(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, fmt.Errorf("udpsink: listen %s: %w", ua, err)
 	}
 	if cfg.ReadBuffer > 0 {
-		_ = conn.SetReadBuffer(cfg.ReadBuffer) // best effort: capped by rmem_max
+		setReadBuffer(conn, cfg.ReadBuffer)
 	}
 	r := &Receiver{conn: conn, idle: cfg.Idle}
 	if ua.IP.To4() != nil {
