@@ -18,14 +18,12 @@ func Example() {
 	ds := []desc.Desc{{Qw0: 1}, {Qw0: 2}, {Qw0: 3}}
 
 	// Producer (any number may run at once).
-	start, err := r.Reserve(len(ds))
+	res, err := r.Reserve(len(ds))
 	if err != nil {
 		panic(err)
 	}
-	r.Write(start, ds, 0)
-	if err := r.Publish(start, len(ds)); err != nil {
-		panic(err)
-	}
+	res.Write(0, ds, 0) // offsets within the reservation: nothing else can be written
+	res.Publish()       // in reservation order; the store-release of the tail
 
 	// Hardware model (one goroutine).
 	head, tail := r.HWHead(), r.Tail()

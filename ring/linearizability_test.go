@@ -116,11 +116,11 @@ func TestLinearizableMPSC(t *testing.T) {
 						if (pid+o)%2 == 0 {
 							_, err = r.Enqueue(ds, 0)
 						} else {
-							var s uint64
+							var s Reservation
 							if s, err = r.Reserve(n); err == nil {
 								runtime.Gosched() // widen the reserved-but-unpublished window
-								r.Write(s, ds, 0)
-								err = r.Publish(s, n)
+								s.Write(0, ds, 0)
+								s.Publish()
 							}
 						}
 						ret := clock.Add(1)

@@ -12,7 +12,8 @@ import (
 type opsModel struct {
 	size              uint64
 	res, tail, hw, sw uint64
-	pending           [][2]uint64 // reserved, unpublished ranges [start, end), in order
+	pending           []*Reservation // reserved, unpublished, in order
+	published         *Reservation   // the last reservation published, or nil
 	content           map[uint64]desc.Desc
 }
 
@@ -26,14 +27,10 @@ func (m *opsModel) write(start uint64, ds []desc.Desc, skip int) {
 	}
 }
 
-// inWindow: is [start, start+n) inside the reserved, unpublished window [tail, res)?
-func (m *opsModel) inWindow(start uint64, n int) bool {
-	return n >= 1 && start-m.tail <= m.res-m.tail && m.res-start >= uint64(n)
-}
 
 // FuzzRingOps drives one ring from a single goroutine with a random sequence of operations, good
-// and bad: reservations (too big, full), Writes inside and outside the reserved window, Publishes
-// of reserved and unreserved ranges, Dequeues, and hardware-model and completion steps in and out
+// and bad: reservations (too big, full), Writes inside and outside a reservation, Publishes of
+// reservations and again of published ones, Dequeues, and hardware-model and completion steps in and out
 // of order. After every operation the ring's indices, free count and published contents must
 // match the model; every refused call must be refused with the right sentinel and change nothing.
 func FuzzRingOps(f *testing.F) {
@@ -73,8 +70,9 @@ func FuzzRingOps(f *testing.F) {
 					require.Same(t, ErrFull, err)
 				default:
 					require.NoError(t, err)
-					require.Equal(t, m.res, s)
-					m.pending = append(m.pending, [2]uint64{s, s + uint64(n)})
+					require.Equal(t, m.res, s.Start())
+					require.Equal(t, n, s.Len())
+					m.pending = append(m.pending, &s)
 					m.res += uint64(n)
 				}
 			case 1, 2: // write (1) or write and publish (2) the oldest pending reservation
@@ -82,34 +80,44 @@ func FuzzRingOps(f *testing.F) {
 					continue
 				}
 				p := m.pending[0]
-				require.Equal(t, m.tail, p[0], "the oldest reservation starts at the tail")
-				ds := mkBatch(int(p[1] - p[0]))
+				require.Equal(t, m.tail, p.Start(), "the oldest reservation starts at the tail")
+				ds := mkBatch(p.Len())
 				skip := int(arg) % 3
-				r.Write(p[0], ds, skip)
-				m.write(p[0], ds, min(skip, len(ds)-1))
+				p.Write(0, ds, skip)
+				m.write(p.Start(), ds, min(skip, len(ds)-1))
 				if op == 2 {
-					require.NoError(t, r.Publish(p[0], len(ds)))
-					m.tail = p[1]
+					p.Publish()
+					m.tail = p.Start() + uint64(p.Len())
 					m.pending = m.pending[1:]
+					m.published = p
 				}
-			case 3: // Publish of an arbitrary range near the tail: refused unless reserved
-				s := m.tail + uint64(int(arg%80)-8)
-				n := int(arg/80) + int(arg%5) - 1
-				if m.inWindow(s, n) {
-					continue // a reserved range: legal (or it would wait for an earlier one)
+			case 3: // Publish again of a published reservation, or of the zero one: panics
+				p := m.published
+				if p == nil || arg%4 == 0 {
+					p = &Reservation{}
 				}
-				err := r.Publish(s, n)
-				require.ErrorIs(t, err, ErrNotReserved, "Publish(%#x, %d) tail %#x res %#x", s, n, m.tail, m.res)
-			case 4: // Write of an arbitrary range near the tail: panics unless reserved
-				s := m.tail + uint64(int(arg%80)-8)
-				n := 1 + int(arg/80)*3
+				requirePanicIs(t, ErrNotReserved, func() { p.Publish() })
+			case 4: // Write of an arbitrary range of a reservation: panics unless inside an unpublished one
+				off := int(arg%80) - 8
+				n := int(arg/80) * 3
 				ds := mkBatch(n)
-				if m.inWindow(s, n) {
-					r.Write(s, ds, 0)
-					m.write(s, ds, 0)
+				var p *Reservation
+				if len(m.pending) > 0 && arg%3 != 0 {
+					p = m.pending[len(m.pending)-1]
+				} else if m.published != nil {
+					p = m.published
+				} else {
 					continue
 				}
-				requirePanicIs(t, ErrNotReserved, func() { r.Write(s, ds, 0) })
+				switch {
+				case n == 0:
+					requirePanicIs(t, ErrSize, func() { p.Write(off, ds, 0) })
+				case p != m.published && off >= 0 && off+n <= p.Len():
+					p.Write(off, ds, 0)
+					m.write(p.Start()+uint64(off), ds, 0)
+				default:
+					requirePanicIs(t, ErrNotReserved, func() { p.Write(off, ds, 0) })
+				}
 			case 5: // Dequeue
 				want := min(int(arg)%80, int(m.tail-m.hw))
 				got := r.Dequeue(dst[:int(arg)%80])
@@ -159,11 +167,11 @@ func FuzzRingOps(f *testing.F) {
 		}
 		// Drain: publish what is pending, and everything published comes out as the model says.
 		for _, p := range m.pending {
-			ds := mkBatch(int(p[1] - p[0]))
-			r.Write(p[0], ds, 0)
-			m.write(p[0], ds, 0)
-			require.NoError(t, r.Publish(p[0], len(ds)))
-			m.tail = p[1]
+			ds := mkBatch(p.Len())
+			p.Write(0, ds, 0)
+			m.write(p.Start(), ds, 0)
+			p.Publish()
+			m.tail = p.Start() + uint64(p.Len())
 		}
 		for m.hw != m.tail {
 			got := r.Dequeue(dst[:63])

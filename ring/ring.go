@@ -169,18 +169,38 @@ func (r *Ring) Generation(i uint64) uint64 { return (i >> r.shift) & desc.Genera
 
 // ---- producers ----
 
-// Reserve reserves n consecutive slots for the caller and returns the index of the first: the
-// caller then Writes them and Publishes [start, start+n). Lock-free: a CAS on the reservation
-// index, which many producers may run at once. The room is Size()-1 - (reserved - swHead)
-// (hfi1: sdma_descq_freecnt, checked against tx->num_desc in sdma_send_txreq).
+// Reservation is a producer's claim on n consecutive slots [Start(), Start()+Len()), returned by
+// Reserve: the permission to Write them and then Publish them, which nothing else can name. It is
+// owned by the goroutine that reserved it and is not safe for concurrent use; do not copy it
+// once written to (a copy would not know it was published).
+type Reservation struct {
+	r         *Ring
+	start     uint64
+	n         int
+	published bool
+}
+
+// Reserve reserves n consecutive slots for the caller: it Writes them through the returned
+// Reservation and then Publishes it. Lock-free: a CAS on the reservation index, which many
+// producers may run at once. The room is Size()-1 - (reserved - swHead) (hfi1:
+// sdma_descq_freecnt, checked against tx->num_desc in sdma_send_txreq).
 //
 // Errors: ErrFull (bare, no allocation) when the room is less than n right now, nothing changed;
 // ErrTooBig when n > Size()-1; ErrSize when n < 1.
-func (r *Ring) Reserve(n int) (start uint64, err error) {
+func (r *Ring) Reserve(n int) (Reservation, error) {
 	if err := r.checkBatch("Reserve", n); err != nil {
-		return 0, err
+		return Reservation{}, err
 	}
-	un := uint64(n)
+	start, err := r.reserve(uint64(n))
+	if err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{r: r, start: start, n: n}, nil
+}
+
+// reserve is Reserve after the batch check: it claims un slots and returns the first index, or
+// ErrFull.
+func (r *Ring) reserve(un uint64) (uint64, error) {
 	capacity := r.mask // size - 1
 	for {
 		res := r.reserved.Load()
@@ -211,37 +231,67 @@ func (r *Ring) Reserve(n int) (start uint64, err error) {
 	}
 }
 
-// Write copies ds into the slots [start, start+len(ds)), stamping each written qw1 with its
-// slot's generation, except the skip AHG edit descriptors that follow the first, which keep their
-// raw qw1 (hfi1: submit_tx: ds[0] stamped, ds[1..skip] raw, the rest stamped; skip is
-// desc.EditDescs(mode) of the first descriptor's header mode). skip is clamped to
-// [0, len(ds)-1]. The caller must own the range (Reserve) and not yet have published it; a
-// reservation may be filled by several Writes (sdma writes one txreq at a time).
+// Start returns the ring index of the reservation's first slot.
+func (v *Reservation) Start() uint64 { return v.start }
+
+// Len returns the number of slots reserved.
+func (v *Reservation) Len() int { return v.n }
+
+// Write copies ds into the reservation's slots [off, off+len(ds)) (ring indices Start()+off
+// onwards), stamping each written qw1 with its slot's generation, except the skip AHG edit
+// descriptors that follow the first, which keep their raw qw1 (hfi1: submit_tx: ds[0] stamped,
+// ds[1..skip] raw, the rest stamped; skip is desc.EditDescs(mode) of the first descriptor's
+// header mode). skip is clamped to [0, len(ds)-1]. A reservation may be filled by several Writes
+// (sdma writes one txreq at a time).
 //
 // On amd64 the whole batch is written by one assembly call (wrap handled, 16-byte aligned stores
-// when the CPU has AVX). Write panics, before writing anything, with an *Error matching ErrTooBig
-// if len(ds) > Size()-1, which no reservation can cover, and with one matching ErrNotReserved if
-// [start, start+len(ds)) is not inside the reserved, unpublished window [Tail(), reserved): such
-// a Write would overwrite slots the hardware model may be reading, or slots another producer may
-// reserve next. Both are programmer errors (like SetHWHead's). The check costs two atomic loads
-// (plain MOVs on amd64) and cannot reject a legitimate Write: the owner's range stays above the
-// tail until the owner publishes it, and below reserved since its own Reserve.
-func (r *Ring) Write(start uint64, ds []desc.Desc, skip int) {
+// when the CPU has AVX). The checks are the reservation's own bounds, no atomic load: Reserve
+// checked the window once. Write panics, before writing anything, with an *Error matching ErrSize
+// for an empty ds (as Reserve, Enqueue and EnqueueSP refuse an empty batch), and with one
+// matching ErrNotReserved if [off, off+len(ds)) is not inside [0, Len()) or the reservation was
+// published already: such a Write would overwrite slots the hardware model may be reading, or
+// slots another producer may reserve next. All are programmer errors (like SetHWHead's).
+func (v *Reservation) Write(off int, ds []desc.Desc, skip int) {
 	n := len(ds)
-	if n == 0 {
-		return
+	switch {
+	case n == 0:
+		panic(errorf("Write", ErrSize, "batch of 0 descriptors"))
+	case v.r == nil || v.published:
+		panic(errorf("Write", ErrNotReserved, "the reservation is %s", v.state()))
+	case off < 0 || off > v.n || v.n-off < n:
+		panic(errorf("Write", ErrNotReserved, "[%d, +%d) outside the reservation's %d slots at %#x", off, n, v.n, v.start))
 	}
-	if n > r.size-1 {
-		panic(r.checkBatch("Write", n)) // ErrTooBig
-	}
-	if t, res, ok := r.window(start, n); !ok {
-		panic(errorf("Write", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res))
-	}
-	r.write(start, ds, skip)
+	v.r.write(v.start+uint64(off), ds, skip)
 }
 
-// write is Write without the checks: for Enqueue, whose range is its own fresh reservation.
-// Preconditions: 1 <= len(ds) <= Size()-1, the caller owns [start, start+len(ds)).
+// state names why a reservation cannot be written or published.
+func (v *Reservation) state() string {
+	if v.r == nil {
+		return "empty (Reserve failed, or the zero Reservation)"
+	}
+	return "published already"
+}
+
+// Publish publishes the reservation to the hardware model (hfi1: sdma_update_tail).
+// Reservations are published in reservation order: Publish waits (spinning, then yielding with
+// runtime.Gosched) until the tail reaches Start(), i.e. every earlier reservation is published,
+// and then moves the tail past the reservation with an atomic store, which is the store-release
+// that makes the written slots visible to whoever loads the tail (the ordering argument is in the
+// package documentation, "Memory ordering"). Never publishing a reservation blocks the ring.
+//
+// One's own reservation can always be published, so Publish has no error to return: publishing
+// one twice, or the zero Reservation, is a programmer error and panics with an *Error matching
+// ErrNotReserved, changing nothing.
+func (v *Reservation) Publish() {
+	if v.r == nil || v.published {
+		panic(errorf("Publish", ErrNotReserved, "the reservation is %s", v.state()))
+	}
+	v.published = true
+	v.r.publish(v.start, v.n)
+}
+
+// write copies ds to [start, start+len(ds)) without checks. Preconditions: 1 <= len(ds) <=
+// Size()-1, the caller owns [start, start+len(ds)).
 func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
 	writeBatch(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
 }
@@ -262,60 +312,37 @@ func writeGo(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc
 	}
 }
 
-// Publish publishes [start, start+n) to the hardware model (hfi1: sdma_update_tail). Ranges are
-// published in reservation order: Publish waits (spinning, then yielding with runtime.Gosched)
-// until the tail reaches start, i.e. every earlier reservation is published, and then moves the
-// tail to start+n with an atomic store, which is the store-release that makes the written slots
-// visible to whoever loads the tail.
-//
-// A range outside the unpublished reserved window [Tail(), reserved) gives an error matching
-// ErrNotReserved; a start that is not a reservation boundary (the tail steps over it while
-// waiting) gives ErrOrder; in both cases nothing is changed. Publishing a range another producer
-// reserved, or never publishing a reserved range, blocks the ring: both are caller bugs.
-func (r *Ring) Publish(start uint64, n int) error {
-	t, res, ok := r.window(start, n)
-	if n < 1 || !ok {
-		return errorf("Publish", ErrNotReserved, "[%#x, +%d) outside the reserved window [%#x, %#x)", start, n, t, res)
-	}
-	for i := 0; t != start; i++ {
-		if int64(t-start) > 0 {
-			return errorf("Publish", ErrOrder, "start %#x is not a reservation boundary (tail now %#x)", start, t)
-		}
-		backoff(i)
-		t = r.tail.Load()
-	}
-	r.tail.Store(start + uint64(n))
-	return nil
-}
-
-// window loads the tail and then reserved, so that t <= res (the tail never passes reserved), and
-// reports whether [start, start+n) lies inside the reserved, unpublished window [t, res): Write's
-// and Publish's check.
-func (r *Ring) window(start uint64, n int) (t, res uint64, ok bool) {
-	t = r.tail.Load()
-	res = r.reserved.Load()
-	return t, res, start-t <= res-t && res-start >= uint64(n)
-}
-
 // Enqueue is Reserve, Write and Publish in one call: it stores ds (with skip AHG edit
 // descriptors after the first, as for Write) and returns the index of ds[0]. Safe for concurrent
-// producers. Errors as for Reserve; on error nothing is changed.
+// producers. Errors as for Reserve, named Enqueue; on error nothing is changed.
 func (r *Ring) Enqueue(ds []desc.Desc, skip int) (start uint64, err error) {
-	start, err = r.Reserve(len(ds))
+	if err := r.checkBatch("Enqueue", len(ds)); err != nil {
+		return 0, err
+	}
+	start, err = r.reserve(uint64(len(ds)))
 	if err != nil {
 		return 0, err
 	}
 	r.write(start, ds, skip)
-	// Our own reservation is always publishable; the error cannot occur.
 	r.publish(start, len(ds))
 	return start, nil
 }
 
-// publish is Publish for a range the caller reserved itself: no checks.
+// publish moves the tail from start to start+n once every earlier reservation is published
+// (Reservation.Publish, Enqueue). A tail already past start means the range was published (or
+// the ring Reset under a live reservation, which sdma's quiesce rules out): a programmer error.
 func (r *Ring) publish(start uint64, n int) {
-	for i := 0; r.tail.Load() != start; i++ {
+	for i := 0; ; i++ {
+		t := r.tail.Load()
+		if t == start {
+			break
+		}
+		if int64(t-start) > 0 {
+			panic(errorf("Publish", ErrOrder, "start %#x is behind the tail %#x", start, t))
+		}
 		backoff(i)
 	}
+	// Store-release (seq-cst): publishes [start, start+n) to the hardware model.
 	r.tail.Store(start + uint64(n))
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/gosdma/gosdma/desc"
@@ -131,9 +130,9 @@ func TestFullAndCapacity(t *testing.T) {
 			assert.ErrorIs(t, err, ErrFull)
 			s, err := r.Reserve(1)
 			require.NoError(t, err)
-			assert.Equal(t, uint64(size-1), s)
-			r.Write(s, batch(99, 1), 0)
-			require.NoError(t, r.Publish(s, 1))
+			assert.Equal(t, uint64(size-1), s.Start())
+			s.Write(0, batch(99, 1), 0)
+			s.Publish()
 		}
 	})
 }
@@ -151,38 +150,33 @@ func testBadInput(t *testing.T) {
 		_, err = r.EnqueueSP(make([]desc.Desc, n), 0)
 		require.ErrorIs(t, err, ErrTooBig)
 	}
+	// An empty batch: one answer, ErrSize, named after the call (issue 12.8).
 	for _, n := range []int{0, -1} {
 		_, err := r.Reserve(n)
 		require.ErrorIs(t, err, ErrSize, "n=%d", n)
-		_, err = r.Enqueue(make([]desc.Desc, 0), 0)
-		require.ErrorIs(t, err, ErrSize)
+		requireOp(t, err, "Reserve")
 	}
+	_, err = r.Enqueue(nil, 0)
+	require.ErrorIs(t, err, ErrSize)
+	requireOp(t, err, "Enqueue")
+	_, err = r.EnqueueSP(nil, 0)
+	require.ErrorIs(t, err, ErrSize)
+	requireOp(t, err, "EnqueueSP")
 	assert.True(t, r.Empty())
-	assert.Panics(t, func() { r.Write(0, make([]desc.Desc, 64), 0) })
-
-	// Publish of ranges that were not reserved.
-	require.ErrorIs(t, r.Publish(0, 1), ErrNotReserved, "nothing reserved")
 	s, err := r.Reserve(4)
 	require.NoError(t, err)
-	require.ErrorIs(t, r.Publish(s, 5), ErrNotReserved, "past the reservation")
-	require.ErrorIs(t, r.Publish(s+1, 4), ErrNotReserved)
-	require.ErrorIs(t, r.Publish(s-1, 1), ErrNotReserved, "before the tail")
-	require.ErrorIs(t, r.Publish(s, 0), ErrNotReserved)
-	require.ErrorIs(t, r.Publish(s, -1), ErrNotReserved)
-	assert.Equal(t, s, r.Tail(), "refused publishes change nothing")
-	require.NoError(t, r.Publish(s, 4))
-	require.ErrorIs(t, r.Publish(s, 4), ErrNotReserved, "already published")
+	requirePanicIs(t, ErrSize, func() { s.Write(0, nil, 0) })
+	requirePanicOp(t, "Write", func() { s.Write(0, nil, 0) })
+	assert.Equal(t, s.Start(), r.Tail(), "refused calls change nothing")
 
-	// A start inside another reservation: the tail steps over it.
-	a, err := r.Reserve(4)
-	require.NoError(t, err)
-	done := make(chan error)
-	go func() { done <- r.Publish(a+2, 2) }()
-	time.Sleep(10 * time.Millisecond) // let it reach the ordered wait (either error is a refusal)
-	require.NoError(t, r.Publish(a, 4))
-	err = <-done
-	require.True(t, errors.Is(err, ErrOrder) || errors.Is(err, ErrNotReserved), "%v", err)
-	assert.Equal(t, a+4, r.Tail(), "the refused publish changed nothing")
+	// A reservation can be published once; the zero Reservation not at all.
+	s.Write(0, batch(1, 4), 0)
+	s.Publish()
+	requirePanicIs(t, ErrNotReserved, func() { s.Publish() })
+	var zero Reservation
+	requirePanicIs(t, ErrNotReserved, func() { zero.Publish() })
+	requirePanicIs(t, ErrNotReserved, func() { zero.Write(0, batch(1, 1), 0) })
+	assert.Equal(t, s.Start()+4, r.Tail(), "refused publishes change nothing")
 
 	// Head indices out of order are programmer errors: panics matching ErrOrder.
 	tl := r.Tail()
@@ -210,27 +204,27 @@ func TestWriteOutsideReservation(t *testing.T) {
 			before := append([]desc.Desc(nil), r.slots...)
 			one := batch(0xabc, 1)
 
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(start, one, 0) }) // nothing reserved
 			s, err := r.Reserve(4)
 			require.NoError(t, err)
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s, batch(1, 5), 0) })   // past the end
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+3, batch(1, 2), 0) }) // straddles the end
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+4, one, 0) })         // just past
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s-1, one, 0) })         // below the tail
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s-64, one, 0) })        // same slot, a pass before
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s+64, one, 0) })        // same slot, a pass after
-			requirePanicIs(t, ErrTooBig, func() { r.Write(s, batch(1, 64), 0) })
+			require.Equal(t, start, s.Start())
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(0, batch(1, 5), 0) })  // past the end
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(3, batch(1, 2), 0) })  // straddles the end
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(4, one, 0) })          // just past
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(-1, one, 0) })         // below the start
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(-64, one, 0) })        // same slot, a pass before
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(64, one, 0) })         // same slot, a pass after
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(0, batch(1, 64), 0) }) // larger than any reservation
 			require.Equal(t, before, r.slots, "refused Writes touched no slot")
 
 			// Sub-ranges of the reservation, in any order, are fine (sdma fills one txreq at a time).
-			r.Write(s+2, batch(12, 2), 0)
-			r.Write(s, batch(10, 2), 0)
-			require.NoError(t, r.Publish(s, 4))
-			requirePanicIs(t, ErrNotReserved, func() { r.Write(s, one, 0) }) // already published
+			s.Write(2, batch(12, 2), 0)
+			s.Write(0, batch(10, 2), 0)
+			s.Publish()
+			requirePanicIs(t, ErrNotReserved, func() { s.Write(0, one, 0) }) // already published
 			dst := make([]desc.Desc, 8)
 			require.Equal(t, 4, r.Dequeue(dst))
 			for k := range 4 {
-				assert.Equal(t, stamped(mk(10+uint64(k)), r.Generation(s+uint64(k))), dst[k])
+				assert.Equal(t, stamped(mk(10+uint64(k)), r.Generation(s.Start()+uint64(k))), dst[k])
 			}
 			assert.True(t, r.Empty())
 		}
@@ -250,11 +244,11 @@ func TestNoSlotBeforePublication(t *testing.T) {
 		require.NoError(t, err)
 		b, err := r.Reserve(4)
 		require.NoError(t, err)
-		require.Equal(t, a+3, b)
+		require.Equal(t, a.Start()+3, b.Start())
 
-		r.Write(b, batch(20, 4), 0)
-		published := make(chan error, 1)
-		go func() { published <- r.Publish(b, 4) }() // waits for a
+		b.Write(0, batch(20, 4), 0)
+		published := make(chan struct{}, 1)
+		go func() { b.Publish(); published <- struct{}{} }() // waits for a
 
 		dst := make([]desc.Desc, 16)
 		// Whenever we look, b's slots are not visible: a is not published yet. (The loop gives
@@ -263,27 +257,45 @@ func TestNoSlotBeforePublication(t *testing.T) {
 			require.Equal(t, base, r.Tail(), "tail moved past an unpublished reservation")
 			require.Zero(t, r.Dequeue(dst))
 			select {
-			case err := <-published:
-				t.Fatalf("Publish of b returned before a was published: %v", err)
+			case <-published:
+				t.Fatal("Publish of b returned before a was published")
 			default:
 			}
 			runtime.Gosched()
 		}
-		r.Write(a, batch(10, 3), 0)
+		a.Write(0, batch(10, 3), 0)
 		require.Zero(t, r.Dequeue(dst), "written but unpublished")
-		require.NoError(t, r.Publish(a, 3))
-		require.NoError(t, <-published)
-		require.Equal(t, b+4, r.Tail())
+		a.Publish()
+		<-published
+		require.Equal(t, b.Start()+4, r.Tail())
 		require.Equal(t, 7, r.Dequeue(dst))
 		for k := range 7 {
 			v := uint64(10 + k)
 			if k >= 3 {
 				v = uint64(20 + k - 3)
 			}
-			assert.Equal(t, stamped(mk(v), r.Generation(a+uint64(k))), dst[k], "k=%d", k)
+			assert.Equal(t, stamped(mk(v), r.Generation(a.Start()+uint64(k))), dst[k], "k=%d", k)
 		}
 		assert.True(t, r.Empty())
 	})
+}
+
+// requireOp asserts that err is an *Error naming op.
+func requireOp(t *testing.T, err error, op string) {
+	t.Helper()
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, op, e.Op, "%v", err)
+}
+
+// requirePanicOp asserts that f panics with an *Error naming op.
+func requirePanicOp(t *testing.T, op string, f func()) {
+	t.Helper()
+	defer func() {
+		err, _ := recover().(error)
+		requireOp(t, err, op)
+	}()
+	f()
 }
 
 func requirePanicIs(t *testing.T, target error, f func()) {
@@ -417,9 +429,9 @@ func TestReset(t *testing.T) {
 			assert.Equal(t, 2, d.Generation())
 		}
 		r.Reset(0)
-		s, err = r.Reserve(63)
+		res, err := r.Reserve(63)
 		require.NoError(t, err, "the head cache was reset too")
-		assert.Equal(t, uint64(0), s)
+		assert.Equal(t, uint64(0), res.Start())
 	})
 }
 
@@ -527,10 +539,8 @@ func TestAllocs(t *testing.T) {
 			if err != nil {
 				panic(err)
 			}
-			r.Write(s, ds, 0)
-			if err := r.Publish(s, len(ds)); err != nil {
-				panic(err)
-			}
+			s.Write(0, ds, 0)
+			s.Publish()
 			_ = r.Dequeue(dst)
 		}), "Reserve+Write+Publish")
 		assert.Zero(t, testing.AllocsPerRun(200, func() {

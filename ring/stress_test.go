@@ -65,10 +65,10 @@ func TestStressMPSC(t *testing.T) {
 						if pid%2 == 0 {
 							_, err = r.Enqueue(ds, skip)
 						} else {
-							var s uint64
+							var s Reservation
 							if s, err = r.Reserve(n); err == nil {
-								r.Write(s, ds, skip)
-								err = r.Publish(s, n)
+								s.Write(0, ds, skip)
+								s.Publish()
 							}
 						}
 						if err == nil {

@@ -38,6 +38,7 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 			const n = 10
 			led := newCloseLedger(n)
 			txs := make([]sdma.TxReq, n)
+			var l sdma.TxList
 			buf := make([]byte, 64)
 			for i := range txs {
 				if i == 3 || i == 7 {
@@ -50,8 +51,13 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 				} else {
 					require.NoError(t, led.build(t, dev, &txs[i], i, buf))
 				}
-				require.NoError(t, e.Send(&w, &txs[i], true))
+				l.PushBack(&txs[i])
 			}
+			// One SendList: the busy count rises by all ten before any completes, so the
+			// drained callback runs once (ten Sends would race the interrupt-driven completions).
+			sent, err := e.SendList(&w, &l)
+			require.NoError(t, err)
+			require.Equal(t, n, sent)
 			poll := func() (panicked any) {
 				defer func() { panicked = recover() }()
 				e.Poll()

@@ -276,9 +276,9 @@ func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 			e.inflight.Add(-1)
 			return ErrNotRunning
 		}
-		start, err := e.ring.Reserve(n)
+		res, err := e.ring.Reserve(n)
 		if err == nil {
-			e.submit(w, tx, start, n)
+			e.submit(w, tx, &res)
 			return nil
 		}
 		e.inflight.Add(-1)
@@ -315,15 +315,16 @@ func (e *Engine) checkProgress(w *IOWait, tx *TxReq, n int, pktsSent bool) error
 
 // submit writes tx's descriptors into its reservation, records it, publishes (hfi1: submit_tx +
 // sdma_update_tail) and leaves the producers' in-flight count. The reservation is ours: nothing
-// may fail between Reserve and Publish, or the ring would block.
-func (e *Engine) submit(w *IOWait, tx *TxReq, start uint64, n int) {
+// may fail between Reserve and Publish, or the ring would block (Publish of one's own
+// reservation has no error to return).
+func (e *Engine) submit(w *IOWait, tx *TxReq, res *ring.Reservation) {
 	ds, skip := tx.hwDescs()
-	e.ring.Write(start, ds, skip)
-	e.txRing[(start+uint64(n)-1)&e.mask] = tx
+	res.Write(0, ds, skip)
+	e.txRing[(res.Start()+uint64(res.Len())-1)&e.mask] = tx
 	if w != nil {
 		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
 	}
-	_ = e.ring.Publish(start, n) // our own reservation: cannot fail
+	res.Publish()
 	e.inflight.Add(-1)
 	e.afterPublish()
 }
@@ -448,11 +449,11 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 		}
 		e.inflight.Add(1)
 		var rerr error
-		start := uint64(0)
+		var res ring.Reservation
 		if e.gate.Load() != gateRunning {
 			rerr = ErrNotRunning // the loop's head flushes or refuses
 		} else {
-			start, rerr = e.ring.Reserve(total)
+			res, rerr = e.ring.Reserve(total)
 		}
 		if rerr != nil { // another producer took the room, or the engine stopped: give the batch back and look again
 			e.inflight.Add(-1)
@@ -464,19 +465,19 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 			}
 			continue
 		}
-		idx := start
+		off := 0
 		for j := 0; j < k; j++ {
 			tx := l.PopFront()
 			tx.wait = w
 			ds, skip := tx.hwDescs()
-			e.ring.Write(idx, ds, skip)
-			idx += uint64(len(ds))
-			e.txRing[(idx-1)&e.mask] = tx
+			res.Write(off, ds, skip)
+			off += len(ds)
+			e.txRing[(res.Start()+uint64(off)-1)&e.mask] = tx
 		}
 		if w != nil {
 			w.busy.Add(int32(k)) // iowait_sdma_add
 		}
-		_ = e.ring.Publish(start, total)
+		res.Publish()
 		e.inflight.Add(-1)
 		e.afterPublish()
 		if e.test != nil && e.test.listPublish != nil {
