@@ -27,7 +27,6 @@ func (m *opsModel) write(start uint64, ds []desc.Desc, skip int) {
 	}
 }
 
-
 // FuzzRingOps drives one ring from a single goroutine with a random sequence of operations, good
 // and bad: reservations (too big, full), Writes inside and outside a reservation, Publishes of
 // reservations and again of published ones, Dequeues, and hardware-model and completion steps in and out
