@@ -26,7 +26,7 @@ type Host struct {
 func hostInfo(cfg Config) *Host {
 	h := &Host{
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		CPU: cpuid.CPU.BrandName, Cores: cpuid.CPU.PhysicalCores,
+		CPU:    cpuid.CPU.BrandName,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Args: cfg.Args,
 	}
 	if h.Args == nil {

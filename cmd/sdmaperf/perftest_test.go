@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,4 +318,16 @@ func (w *addrWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// TestJSONHasHostAndFlags: -json says where and how the figures were made.
+func TestJSONHasHostAndFlags(t *testing.T) {
+	rep := runJSON(t, "-n", "3000", "-warmup", "0", "-size", "256")
+	require.NotNil(t, rep.Host)
+	assert.Equal(t, runtime.Version(), rep.Host.GoVersion)
+	assert.Equal(t, runtime.GOMAXPROCS(0), rep.Host.GOMAXPROCS)
+	assert.NotEmpty(t, rep.Host.CPU)
+	assert.Equal(t, []string{"-n", "3000", "-warmup", "0", "-size", "256", "-json"}, rep.Host.Args, "the flags as given")
+	assert.GreaterOrEqual(t, rep.Results[0].BWStdev, 0.0)
+	assert.Positive(t, rep.Results[0].Latency.Stdev)
 }
