@@ -116,6 +116,9 @@ func (m *IOMMU) assign(r *record) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if n == 1 && align == 1 {
+		return m.assignOne(r, off)
+	}
 	start, ok := m.findFree(n, align)
 	if !ok {
 		return fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
@@ -124,6 +127,33 @@ func (m *IOMMU) assign(r *record) error {
 	m.tab.insert(r) // copies r: the caller's template stays its own
 	m.cursor = start + n
 	return nil
+}
+
+// assignOne is assign for a mapping within one granule (the common case: a descriptor-sized
+// buffer): it looks for the first free granule at or after the cursor, wrapping once to granule
+// 1, and publishes the record there under the same hold of the granule's stripe lock that found
+// it free (insertIfFree), one lock instead of findFree's and insert's two. mu held.
+func (m *IOMMU) assignOne(r *record, off uint64) error {
+	c := m.cursor
+	for scanned := uint64(0); scanned <= m.spacePages; {
+		if c >= m.spacePages {
+			scanned += m.spacePages - c
+			c = 1
+			continue
+		}
+		r.addr = Addr(c<<m.shift | off)
+		next, ok := m.tab.insertIfFree(c, r)
+		if ok {
+			m.cursor = c + 1
+			return nil
+		}
+		if next <= c { // cannot happen (the occupant ends past c); never loop forever
+			next = c + 1
+		}
+		scanned += next - c
+		c = next
+	}
+	return fmt.Errorf("dma: IOVA space full: no free granule of %d: %w", m.spacePages, ErrMapping)
 }
 
 // findFree returns the first run of n free granules starting at a multiple of align (a power of

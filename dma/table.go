@@ -151,18 +151,7 @@ func (t *table) insert(v *record) {
 		// One page: take a record, fill it and publish it under one hold of the lock.
 		s := t.stripe(first)
 		s.mu.Lock()
-		var r *record
-		if n := len(s.recs); n > 0 {
-			r = s.recs[n-1]
-			s.recs[n-1] = nil
-			s.recs = s.recs[:n-1]
-		} else {
-			r = t.pool.Get().(*record)
-		}
-		*r = *v
-		pl := s.list(first)
-		pl.recs = append(pl.recs, r)
-		s.live++
+		s.insertOne(t, first, v)
 		s.mu.Unlock()
 		return
 	}
@@ -180,6 +169,40 @@ func (t *table) insert(v *record) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// insertOne publishes a record holding v's fields, which lie in page pg alone; s is pg's stripe,
+// locked. The record comes from s's free list (the table's pool when it is empty).
+func (s *stripe) insertOne(t *table, pg uint64, v *record) {
+	var r *record
+	if n := len(s.recs); n > 0 {
+		r = s.recs[n-1]
+		s.recs[n-1] = nil
+		s.recs = s.recs[:n-1]
+	} else {
+		r = t.pool.Get().(*record)
+	}
+	*r = *v
+	pl := s.list(pg)
+	pl.recs = append(pl.recs, r)
+	s.live++
+}
+
+// insertIfFree publishes a record holding v's fields, which lie in page pg alone, if no record
+// touches pg, under one hold of pg's stripe lock; otherwise it returns the end page (exclusive)
+// of a record there, as occupant does. For the IOMMU's allocator (mu held), which then needs one
+// stripe lock for a one-granule mapping instead of two.
+func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
+	s := t.stripe(pg)
+	s.mu.Lock()
+	if pl := s.get(pg); pl != nil && len(pl.recs) > 0 {
+		next = uint64(pl.recs[0].end()-1)>>t.shift + 1
+		s.mu.Unlock()
+		return next, false
+	}
+	s.insertOne(t, pg, v)
+	s.mu.Unlock()
+	return 0, true
 }
 
 // drop removes record i from the list of page pg; s is pg's stripe, locked.
@@ -352,7 +375,7 @@ func (t *table) occupant(pg uint64) uint64 {
 	s := t.stripe(pg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pl := s.m[pg]; pl != nil && len(pl.recs) > 0 {
+	if pl := s.get(pg); pl != nil && len(pl.recs) > 0 {
 		return uint64(pl.recs[0].end()-1)>>t.shift + 1
 	}
 	return 0
