@@ -353,13 +353,10 @@ func (r *Ring) publish(start uint64, n int) {
 // On amd64 outside -race builds EnqueueSP is one assembly call (room check, write, publication)
 // made straight from the caller: EnqueueSP inlines. It does not allocate.
 //
-// Ordering: the tail store that publishes the batch is a store-release (on amd64, outside -race
-// builds, a plain MOV after the assembly's slot stores: under x86-TSO the slot stores before it
-// are visible to any core that sees the new tail). It is not a sequentially consistent
-// store, unlike Publish's: a caller that follows EnqueueSP with a load of its own "consumer
-// asleep?" flag, against a consumer that stores the flag and then loads the tail (a Dekker-style
-// doorbell), needs a sequentially consistent operation in between (any sync/atomic
-// read-modify-write, or a lock). sdma's doorbell uses Publish, which keeps its seq-cst store.
+// Ordering: the tail store that publishes the batch is a store-release (package doc, "Memory
+// ordering", O1; on amd64 outside -race a plain MOV, O5). It is not sequentially consistent,
+// unlike Publish's: a Dekker-style doorbell built on it needs a seq-cst operation in between
+// (O6). sdma's doorbell uses Publish.
 func (r *Ring) EnqueueSP(ds []desc.Desc, skip int) (uint64, error) {
 	return enqueueSP(r, ds, skip)
 }
@@ -519,23 +516,13 @@ func (r *Ring) Reset(start uint64) {
 // It must not run concurrently with another Dequeue, SetHWHead, completion pass or Reset;
 // successive calls from different goroutines must be ordered by the caller. It does not allocate.
 //
-// Ordering (amd64 outside -race: one assembly call, made straight from the caller since Dequeue
-// inlines, does the tail check, the copy and the four stores as plain MOVs, no locked
-// instruction; elsewhere sync/atomic):
-//
-//   - The tail load (or the cached tail, which was such a load) is a load-acquire: the slot reads
-//     that follow see the producers' descriptors (x86-TSO does not reorder loads with loads).
-//   - hwHead := h+n, seq++, swHead := h+n, seq++ are stores in that program order. x86-TSO makes
-//     every store a store-release and keeps them in order for every observer, so: the slot reads
-//     happen before any of them (loads are not reordered with later stores), and a producer that
-//     sees the new swHead may reuse the slots; and a reader that loads swHead and then the count
-//     (HeadSeq/HeadRetry after FreeCnt) and sees the new swHead sees at least the odd count, as
-//     the kernel's write_seqcount_begin (seq++; smp_wmb()) guarantees. The count's increments are
-//     plain read-modify-writes because there is one writer at a time (Dequeue's contract).
-//   - None of these stores is sequentially consistent: a later load in the caller may complete
-//     before they are visible to other cores. Nothing in the ring needs more (no party waits for
-//     hwHead or swHead with a Dekker-style flag); a caller that builds such a protocol on Dequeue
-//     must add a seq-cst operation, as sdma's completion pass gets one from its locks.
+// Ordering (package doc, "Memory ordering"): the tail load before the slot reads is O1; then
+// hwHead := h+n (O2), seq++, swHead := h+n (O3), seq++ (O4), in that program order. On amd64
+// outside -race one assembly call, made straight from the caller since Dequeue inlines, does the
+// tail check, the copy and the four stores as plain MOVs, no locked instruction (O5); elsewhere
+// sync/atomic. None of these stores is sequentially consistent (O6): a caller that builds a
+// Dekker-style protocol on Dequeue must add a seq-cst operation, as sdma's completion pass gets
+// one from its locks.
 func (r *Ring) Dequeue(dst []desc.Desc) int { return dequeue(r, dst) }
 
 // dequeueGo is the portable Dequeue (and the only one under -race): the tail (cached or

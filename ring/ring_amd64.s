@@ -25,15 +25,10 @@
 //	    bumped at the wrap, never per slot.
 //	BX, R12 scratch; X0-X5 (AVX: X1 genClear, X2 the pass's generation)
 //
-// Memory ordering, writers: no fence, and none is needed. x86-TSO (Intel SDM vol. 3A §9.2.2;
-// AMD APM vol. 2 §7.2) keeps stores in program order for every observer and makes each plain
-// store a store-release. The slot stores only touch slots the caller owns (reserved, not yet
-// published). For Write the caller publishes them afterwards with an atomic store of the tail
-// (the Go compiler does not move memory operations across this call). EnqueueSP's writer itself
-// ends with MOVQ start+n -> reserved, then MOVQ start+n -> tail: every slot store is visible
-// before the tail store to any core that loads the tail (the hardware model's load-acquire).
-// These stores are not sequentially consistent (no LOCK/XCHG/MFENCE): a later load by this core
-// may be satisfied before they leave the store buffer; see EnqueueSP.
+// Memory ordering, writers: no fence, and none is needed: plain MOV stores are store-releases
+// under x86-TSO (package doc, "Memory ordering", O5). The slot stores only touch slots the
+// caller owns (reserved, not yet published); the tail store after them publishes them (O1).
+// They are not sequentially consistent (O6).
 
 // func writeBatchAVX(base *desc.Desc, mask uint64, shift uint, start uint64, src *desc.Desc, n int, skip int)
 TEXT ·writeBatchAVX(SB), NOSPLIT, $0-56

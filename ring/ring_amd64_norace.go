@@ -5,13 +5,14 @@ package ring
 import "github.com/gosdma/gosdma/desc"
 
 // Outside -race builds, EnqueueSP and Dequeue publish and release indices with the plain MOV
-// stores of their assembly (ring_amd64_norace.s); see ring_amd64_race.go.
+// stores of their assembly (ring_amd64_norace.s), store-releases under x86-TSO (package doc,
+// "Memory ordering", O5); see ring_amd64_race.go.
 
 // enqueueSP is EnqueueSP's worker, EnqueueSP in one assembly call, for the single producer: if
 // 1 <= len(ds) <= mask and the room (against the cached head, refreshed from swHead when short)
 // covers len(ds), it writes ds at start = reserved as the writers do (skip < 0 taken as 0; AVX or MOVQ stores as curImpl
-// says), then stores start+len(ds) to reserved and then to tail with plain MOVs (the
-// store-release that publishes the batch under x86-TSO), and returns start, nil. No room: 0,
+// says), then stores start+len(ds) to reserved and then to tail with plain MOVs (O1, O5), and
+// returns start, nil. No room: 0,
 // ErrFull, nothing written (headCache may have been refreshed). A bad batch size, or curImpl ==
 // implGo: it tail-calls enqueueSPGo, whose signature it shares.
 //

@@ -18,12 +18,11 @@
 // [1, mask] (an error that needs building), it tail-calls enqueueSPGo with its own arguments,
 // which does everything in Go. No room: start = 0, err = ErrFull (the sentinel's two words).
 //
-// Ordering, beyond the writers' (top of the file): reserved and headCache are ours (single
-// producer; Reset needs quiescence), so plain loads and stores. swHead is loaded with a plain
-// MOV, a load-acquire under x86-TSO: the consumer's slot reads happened before its swHead store,
-// so the slots below the loaded swHead may be overwritten. headCache is stored with a plain MOV
-// (the Go path's atomic store is an XCHG): it is read only by producers, and by no other
-// producer while this one runs.
+// Ordering (package doc, "Memory ordering"): the slot stores and then the tail store are O1; the
+// swHead load before writing is O3; plain MOVs suffice by O5, and are not seq-cst (O6).
+// reserved and headCache are ours (single producer; Reset needs quiescence): plain loads and
+// stores. headCache is stored with a plain MOV (the Go path's atomic store is an XCHG): it is
+// read only by producers, and by no other producer while this one runs.
 TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	MOVL ·curImpl(SB), BX
 	CMPL BX, $const_implGo
@@ -149,16 +148,11 @@ enq_go:
 //	R10 descriptors left in the current run
 //	DX  n
 //
-// Memory ordering: the tail load (a plain MOV, load-acquire under x86-TSO; or the cached tail,
-// which was such a load) comes before the slot loads, and loads are not reordered with older
-// loads, so every slot load sees the producer's descriptor. tailCache is Dequeue's own (one
-// Dequeue at a time). The four index stores that follow are plain MOVs: x86-TSO does not reorder
-// a store with older loads, so the slot loads complete before any producer can see swHead move
-// past them (and reuse the slots); and stores become visible in program order, so whoever sees
-// the new swHead sees the odd seqcount written before it (write_seqcount_begin's seq++;
-// smp_wmb(), where smp_wmb is a compiler barrier on x86), and whoever sees the final even count
-// sees swHead. No LOCK prefix: the count has one writer at a time (Dequeue's contract), so its
-// increments need not be atomic read-modify-writes, only single-copy atomic 32-bit stores.
+// Memory ordering (package doc, "Memory ordering"): the tail load (or the cached tail, which was
+// such a load) before the slot loads is O1; then hwHead = h+n (O2), seq++, swHead = h+n (O3),
+// seq++ (O4), all plain MOVs (O5). tailCache is Dequeue's own (one Dequeue at a time). No LOCK
+// prefix: the count has one writer at a time (Dequeue's contract), so its increments need not be
+// atomic read-modify-writes, only single-copy atomic 32-bit stores.
 TEXT ·dequeue(SB), NOSPLIT, $0-40
 	CMPL ·curImpl(SB), $const_implGo
 	JEQ  deq_go
