@@ -91,7 +91,7 @@ type Buf struct {
 	// the store-release that hands the blocks to the chip) and by the chip (free, after
 	// consuming); read by the chip (load-acquire).
 	state atomic.Uint32
-	_     [64 - 52]byte // one slot per cache line
+	_     [64 - 60]byte // one slot per cache line on 64-bit (layout_unsafe_test.go)
 }
 
 // SendContext is a PIO send context (hfi1: struct send_context): a send buffer of Credits

@@ -346,3 +346,95 @@ func TestSendAllocsNothing(t *testing.T) {
 type discard struct{}
 
 func (discard) Deliver(int, [][]byte) error { return nil }
+
+// The sleep window: credits that come back between a failed allocation and the parking are not
+// missed. QueueWait refuses to park when a release pass returned credits since the snapshot.
+func TestWaitSleepWindow(t *testing.T) {
+	sc := newManual(t, 2, &captureSink{})
+	for range 2 {
+		b, _ := sc.BufferAlloc(16, nil)
+		b.Copy(CreatePBC(0, 0, 0, 16), nil)
+	}
+	seq := sc.ReleaseSeq()
+	if _, err := sc.BufferAlloc(16, nil); err != ErrNoCredits {
+		t.Fatalf("full: %v", err)
+	}
+	// The window: the chip sends and returns the credits before the producer parks.
+	sc.Process()
+	w := &Waiter{}
+	woken := 0
+	w.Init(func(*Waiter) { woken++ })
+	if sc.QueueWait(w, seq) {
+		t.Fatal("parked although credits came back after the snapshot: a lost wake-up")
+	}
+	b, err := sc.BufferAlloc(16, nil)
+	if err != nil {
+		t.Fatalf("retry after the refused park: %v", err)
+	}
+	b.Copy(CreatePBC(0, 0, 0, 16), nil)
+	// Without progress it parks, and the next pass that returns credits wakes it.
+	seq = sc.ReleaseSeq()
+	if !sc.QueueWait(w, seq) {
+		t.Fatal("refused to park with no release since the snapshot")
+	}
+	sc.CancelWait(w)
+	if woken != 0 || sc.Waiting() != 0 {
+		t.Fatal("cancelled waiter woken or left queued")
+	}
+}
+
+// Close while producers send: every packet accepted is released exactly once (by the chip or by
+// Close's flush), every refused one was refused with ErrClosed or ErrNotRunning, nothing blocks.
+func TestStressCloseWhileSending(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	for range rounds {
+		sc, err := New(Config{Credits: 8, Threshold: 4, Sink: &captureSink{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCounter()
+		var accepted, refused atomic.Uint64
+		var wg sync.WaitGroup
+		const producers = 3
+		for p := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					id := uint64(p)<<32 | uint64(i)
+					err := sc.SendWait(context.Background(), 0, 0, [][]byte{pkt(id, 40)}, &relOf{c, id})
+					if errors.Is(err, ErrClosed) || errors.Is(err, ErrNotRunning) {
+						refused.Add(1)
+						return
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					accepted.Add(1)
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		sc.Close()
+		wg.Wait()
+		c.mu.Lock()
+		n := uint64(0)
+		for id, k := range c.seen {
+			if k != 1 {
+				t.Fatalf("packet %#x released %d times", id, k)
+			}
+			n++
+		}
+		c.mu.Unlock()
+		if n != accepted.Load() {
+			t.Fatalf("%d released, %d accepted", n, accepted.Load())
+		}
+		if refused.Load() != producers {
+			t.Fatalf("%d producers stopped by the close, want %d", refused.Load(), producers)
+		}
+	}
+}

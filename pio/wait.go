@@ -32,23 +32,30 @@ func newChanWaiter() *Waiter {
 // credits after every packet. A waiter already queued stays where it is.
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	sc.waitMu.Lock()
+	if w.queued {
+		sc.waitMu.Unlock()
+		return true
+	}
+	first := sc.waitHead == nil
+	w.queued = true
+	w.next = nil
+	if sc.waitTail == nil {
+		sc.waitHead = w
+	} else {
+		sc.waitTail.next = w
+	}
+	sc.waitTail = w
+	// The count is stored before the sequence is checked: a release pass stores the sequence
+	// before it loads the count (piobufavail, wakeAll), so with sequentially consistent atomics
+	// either it sees this waiter or this check sees its sequence (Dekker). Checking first and
+	// counting after would let both miss each other: a lost wake-up.
+	sc.waitCount.Add(1)
 	if sc.releaseSeq.Load() != seq {
+		sc.removeLocked(w)
 		sc.waitMu.Unlock()
 		return false
 	}
-	first := sc.waitHead == nil
-	if !w.queued {
-		w.queued = true
-		w.next = nil
-		if sc.waitTail == nil {
-			sc.waitHead = w
-		} else {
-			sc.waitTail.next = w
-		}
-		sc.waitTail = w
-		sc.waitCount.Add(1)
-		sc.stats.waits.Add(1)
-	}
+	sc.stats.waits.Add(1)
 	sc.waitMu.Unlock()
 	if first {
 		sc.ReturnCredits()
@@ -63,6 +70,12 @@ func (sc *SendContext) CancelWait(w *Waiter) bool {
 	if !w.queued {
 		return false
 	}
+	sc.removeLocked(w)
+	return true
+}
+
+// removeLocked unlinks a queued w (waitMu held).
+func (sc *SendContext) removeLocked(w *Waiter) {
 	var prev *Waiter
 	for x := sc.waitHead; x != nil; prev, x = x, x.next {
 		if x == w {
@@ -79,7 +92,6 @@ func (sc *SendContext) CancelWait(w *Waiter) bool {
 	}
 	w.queued, w.next = false, nil
 	sc.waitCount.Add(-1)
-	return true
 }
 
 // Waiting returns the number of queued waiters.
