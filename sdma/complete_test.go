@@ -447,3 +447,77 @@ func TestZeroAllocsPerPacket(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(1000, one), "init + 2 adds + send + hardware + completion")
 	assert.Equal(t, 1100+1, done)
 }
+
+// TestSendIsABatchOfOne: Send and SendList share one admit/reserve/publish path: a Send is one
+// publish of one txreq; on a stopped engine both flush, on a closed device both refuse, and a
+// txreq that cannot be sent gets the same error from both, with nothing changed.
+func TestSendIsABatchOfOne(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	var batches []int
+	e.test = &engineTestHooks{listPublish: func(k int) { batches = append(batches, k) }}
+	var a, b TxReq
+	engTestBuild(t, dev, &a, 0, make([]byte, 8), &c)
+	require.NoError(t, e.Send(nil, &a, false))
+	assert.Equal(t, []int{1}, batches, "Send publishes once, one txreq")
+	engTestBuild(t, dev, &b, 0, make([]byte, 8), &c)
+	var l TxList
+	l.PushBack(&b)
+	n, err := e.SendList(nil, &l)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []int{1, 1}, batches)
+	_, err = e.Process()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, c.n.Load())
+
+	// The same refusal from both, nothing changed.
+	var unfinished TxReq
+	require.NoError(t, unfinished.Init(0, 16, &c))
+	require.NoError(t, unfinished.AddKVAddr(dev, make([]byte, 8)))
+	errSend := e.Send(nil, &unfinished, false)
+	l.PushBack(&unfinished)
+	n, errList := e.SendList(nil, &l)
+	require.ErrorIs(t, errSend, ErrInvalid)
+	require.ErrorIs(t, errList, ErrInvalid)
+	assert.Equal(t, errSend.Error(), errList.Error())
+	assert.Zero(t, n)
+	assert.Equal(t, 1, l.Len())
+	l.PopFront()
+	require.NoError(t, unfinished.Clean())
+
+	// Stopped: both flush (ErrNotRunning), and both complete aborted.
+	require.NoError(t, e.Stop())
+	var sa, sb TxReq
+	engTestBuild(t, dev, &sa, 0, make([]byte, 8), &c)
+	engTestBuild(t, dev, &sb, 0, make([]byte, 8), &c)
+	require.ErrorIs(t, e.Send(nil, &sa, false), ErrNotRunning)
+	l.PushBack(&sb)
+	n, err = e.SendList(nil, &l)
+	require.ErrorIs(t, err, ErrNotRunning)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, []int{1, 1}, batches, "nothing published while stopped")
+	e.Poll()
+	assert.EqualValues(t, 4, c.n.Load())
+	for _, tx := range []*TxReq{&sa, &sb} {
+		st, ok := c.status(tx)
+		assert.True(t, ok)
+		assert.Equal(t, StatusAborted, st)
+	}
+
+	// Closed: both refuse, the txreqs still the caller's.
+	var ca, cb TxReq
+	engTestBuild(t, dev, &ca, 0, make([]byte, 8), &c)
+	engTestBuild(t, dev, &cb, 0, make([]byte, 8), &c)
+	require.NoError(t, dev.Close())
+	require.ErrorIs(t, e.Send(nil, &ca, false), ErrClosed)
+	l.PushBack(&cb)
+	n, err = e.SendList(nil, &l)
+	require.ErrorIs(t, err, ErrClosed)
+	assert.Zero(t, n)
+	assert.Equal(t, 1, l.Len())
+	require.NoError(t, ca.Clean(), "the caller's")
+	require.NoError(t, cb.Clean(), "the caller's")
+	assert.Zero(t, c.dup.Load())
+}

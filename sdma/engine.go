@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -142,8 +143,8 @@ type engineTestHooks struct {
 	// park check Progress without the wait lock, as kernels before the 2019 fix did.
 	sleepWindow  func()
 	skipWaitLock bool
-	// listPublish, if set, is called by SendList after each tail publish with the number of
-	// txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
+	// listPublish, if set, is called by the send path (Send, SendList) after each tail publish
+	// with the number of txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
 	listPublish func(txreqs int)
 }
 
@@ -258,75 +259,236 @@ func (e *Engine) CallbackError() error {
 // lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
 // reservation order. Send does not allocate.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
-	if err := e.take(tx); err != nil {
+	src := txSource{one: tx}
+	_, _, err := e.send(w, &src, pktsSent)
+	return err
+}
+
+// SendList submits the txreqs of l in order (hfi1: sdma_send_txlist) and returns how many it
+// took off the list: submitted, or flushed because the engine is not running. The rest stay at the
+// head of l. Descriptors are reserved for up to 32 txreqs at a time and the tail is published
+// after each such batch (SDMA_TAIL_UPDATE_THRESH). Errors as Send's, for the txreq at the head
+// of what is left: ErrInvalid stops at a txreq that is not ready (checked before the room,
+// where the kernel checks it after); no room runs w's sleeper with tx still on l (so the sleeper
+// must leave tx where it is: use DeferOrRetry, not ParkOrRetry; a sleeper's nil is taken as
+// "look again"), pktsSent being whether this call submitted anything; ErrNotRunning after
+// flushing every remaining ready txreq; ErrClosed. Send is SendList of one txreq.
+func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
+	if l == nil {
+		return 0, txErr("SendList", ErrInvalid, "nil list")
+	}
+	src := txSource{list: l}
+	submitted, flushed, err := e.send(w, &src, false)
+	if w != nil && submitted > 0 {
+		w.starved.Store(0) // iowait_starve_clear (sdma_send_txlist only, as in the kernel)
+	}
+	return submitted + flushed, err
+}
+
+// txSource is what the send path takes txreqs from, front first: SendList's list, or Send's one
+// txreq (which is never linked: the caller may keep it on a list of its own). It lives on the
+// sender's stack.
+type txSource struct {
+	list *TxList // SendList's list; nil for Send
+	one  *TxReq  // Send's txreq
+	done bool    // Send's txreq was taken
+}
+
+// more reports whether a txreq is left (Send's may be nil: the checks refuse it).
+func (s *txSource) more() bool {
+	if s.list != nil {
+		return s.list.Len() > 0
+	}
+	return !s.done
+}
+
+func (s *txSource) front() *TxReq {
+	if s.list != nil {
+		return s.list.Front()
+	}
+	return s.one
+}
+
+// next returns the txreq after tx, or nil.
+func (s *txSource) next(tx *TxReq) *TxReq {
+	if s.list != nil {
+		return s.list.Next(tx)
+	}
+	return nil
+}
+
+// pop takes the front txreq.
+func (s *txSource) pop() *TxReq {
+	if s.list != nil {
+		return s.list.PopFront()
+	}
+	s.done = true
+	return s.one
+}
+
+// errDropped is the no-room path's answer when the sleeper dropped the txreq (it returned nil).
+var errDropped = errors.New("sdma: txreq dropped by the sleeper")
+
+// send is the one send path under Send and SendList (hfi1: sdma_send_txreq, sdma_send_txlist):
+// it takes the txreqs of src in order, in batches (sendBatch), until none is left or an error
+// stops it, and returns how many it submitted and how many it flushed. Once it finds the engine
+// not running it flushes every txreq left (the kernel's unlock_noconn) and says ErrNotRunning.
+func (e *Engine) send(w *IOWait, src *txSource, pktsSent bool) (submitted, flushed int, err error) {
+	for src.more() {
+		k, err := e.sendBatch(w, src, pktsSent || submitted > 0)
+		switch {
+		case err == nil:
+			submitted += k
+		case err == ErrAgain:
+		case err == ErrNotRunning:
+			flushed, err = e.flushAll(w, src)
+			return submitted, flushed, err
+		case err == errDropped && src.list == nil:
+			return submitted, 0, nil // Send: the sleeper dropped tx
+		case err == errDropped: // SendList: tx is still on the list; look again
+		default:
+			return submitted, 0, err
+		}
+	}
+	return submitted, 0, nil
+}
+
+// sendBatch admits, reserves and publishes one batch: the txreqs at the front of src that fit,
+// at most 32, under one tail update. It returns how many it published (at least one), or no
+// txreq taken and: ErrAgain (look again), ErrNotRunning (flush), ErrClosed, the front txreq's
+// ErrInvalid, or the no-room path's answer.
+//
+// The producer is counted in flight (inflight) from its gate check to its Publish: the Dekker
+// pair with the sw clean's quiesce, so that a clean (a halt, Stop, Close) either stops this
+// producer at the gate or waits for its Publish and then aborts what it published.
+func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error) {
+	e.inflight.Add(1)
+	if g := e.gate.Load(); g != gateRunning {
+		e.inflight.Add(-1)
+		if g&(gateDraining|gateDown) != 0 {
+			return 0, ErrClosed
+		}
+		return 0, ErrNotRunning
+	}
+	k, total, err := e.admit(src)
+	if err != nil {
+		e.inflight.Add(-1)
+		return 0, err
+	}
+	res, err := e.ring.Reserve(total)
+	if err != nil { // no room for the batch: give it back
+		e.inflight.Add(-1)
+		e.release(src, k)
+		return 0, e.noRoom(w, src.front(), pktsSent)
+	}
+	e.publish(w, src, k, &res)
+	return k, nil
+}
+
+// admit claims the txreqs at the front of src for one batch: the front one always (the
+// reservation says whether it fits), then each next one while the batch fits the room seen now,
+// at most 32 (SDMA_TAIL_UPDATE_THRESH). A txreq that cannot be sent ends the batch before it; at
+// the front its error is returned and nothing is claimed. It returns the txreqs claimed and
+// their descriptors.
+func (e *Engine) admit(src *txSource) (k, total int, err error) {
+	free := -1 // read once, and only for a batch of more than one
+	for tx := src.front(); k < tailUpdateBatch; tx = src.next(tx) {
+		if k > 0 {
+			if tx == nil {
+				break
+			}
+			if free < 0 {
+				free = e.ring.FreeCnt()
+			}
+			if total+tx.NumDesc() > free {
+				break
+			}
+		}
+		if err := e.claim(tx); err != nil {
+			if k == 0 {
+				return 0, 0, err
+			}
+			break
+		}
+		k++
+		total += tx.NumDesc()
+	}
+	return k, total, nil
+}
+
+// claim checks that tx may be sent to this engine and hands it from the caller to the engine.
+// claim and release are the send path's only writes of a txreq's state (moveState).
+func (e *Engine) claim(tx *TxReq) error {
+	if err := tx.ready(); err != nil {
 		return err
 	}
-	n := tx.NumDesc()
-	tx.wait = w
-	for {
-		e.inflight.Add(1)
-		if g := e.gate.Load(); g != gateRunning {
-			if g&(gateDraining|gateDown) != 0 {
-				e.inflight.Add(-1)
-				tx.wait = nil
-				tx.state.Store(txBuilding)
-				return ErrClosed
-			}
-			e.flushTx(w, tx) // still in flight: Close's sw clean waits for the push (quiesce)
-			e.inflight.Add(-1)
-			return ErrNotRunning
-		}
-		res, err := e.ring.Reserve(n)
-		if err == nil {
-			e.submit(w, tx, &res)
-			return nil
-		}
-		e.inflight.Add(-1)
-		err = e.checkProgress(w, tx, n, pktsSent)
-		if err == ErrAgain {
-			continue
-		}
-		e.stats.ringFull.Add(1)
-		return err
+	if tx.dev != nil && tx.dev != e.dev {
+		return txErr("Send", ErrInvalid, "txreq built for another device")
+	}
+	if n := tx.NumDesc(); n > e.ring.Size()-1 {
+		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
+	}
+	if !tx.moveState(txBuilding, txInFlight) {
+		return txErr("Send", ErrInvalid, "txreq sent concurrently")
+	}
+	return nil
+}
+
+// release hands the first k txreqs of src, claimed by admit, back to the caller.
+func (e *Engine) release(src *txSource, k int) {
+	for tx, j := src.front(), 0; j < k; tx, j = src.next(tx), j+1 {
+		tx.moveState(txInFlight, txBuilding)
 	}
 }
 
-// checkProgress is the no-room path (hfi1: sdma_check_progress). tx is in flight on entry; on
-// any result but ErrAgain it is the caller's (or the sleeper's) again.
+// noRoom is the no-room path (hfi1: sdma_check_progress) for tx, the caller's: ErrAgain if room
+// appeared; else ErrBusy without a sleeper, or the sleeper's answer (its nil is errDropped). Every
+// answer but ErrAgain counts as a full ring.
 //
 // Unlike the kernel, the seqcount is snapshot before the free count is read: a completion pass
 // that ends between the two then still shows as progress to the sleeper, where the kernel's
 // order would let the sleeper park behind a pass that already freed the room.
-func (e *Engine) checkProgress(w *IOWait, tx *TxReq, n int, pktsSent bool) error {
+func (e *Engine) noRoom(w *IOWait, tx *TxReq, pktsSent bool) error {
 	seq := e.ring.HeadSeq()
-	if n <= e.ring.FreeCnt() {
+	if tx.NumDesc() <= e.ring.FreeCnt() {
 		return ErrAgain
 	}
-	tx.state.Store(txBuilding) // the sleeper may queue tx on its own list
-	if w == nil || w.sleep == nil {
-		return ErrBusy
+	err := ErrBusy
+	if w != nil && w.sleep != nil {
+		if err = w.sleep(e, w, tx, seq, pktsSent); err == nil {
+			err = errDropped
+		}
 	}
-	err := w.sleep(e, w, tx, seq, pktsSent)
-	if err == ErrAgain && !tx.state.CompareAndSwap(txBuilding, txInFlight) {
-		return txErr("Send", ErrInvalid, "sleeper asked for a retry but kept the txreq")
+	if err != ErrAgain {
+		e.stats.ringFull.Add(1)
 	}
 	return err
 }
 
-// submit writes tx's descriptors into its reservation, records it, publishes (hfi1: submit_tx +
-// sdma_update_tail) and leaves the producers' in-flight count. The reservation is ours: nothing
-// may fail between Reserve and Publish, or the ring would block (Publish of one's own
-// reservation has no error to return).
-func (e *Engine) submit(w *IOWait, tx *TxReq, res *ring.Reservation) {
-	ds, skip := tx.hwDescs()
-	res.Write(0, ds, skip)
-	e.txRing[(res.Start()+uint64(res.Len())-1)&e.mask] = tx
+// publish writes the batch's k txreqs into its reservation, records each against the slot of
+// its last descriptor, adds the batch to w's busy count, publishes the tail once (hfi1: submit_tx
+// for each, then sdma_update_tail) and leaves the producers' in-flight count. The reservation is
+// ours: nothing may fail between Reserve and Publish, or the ring would block (Publish of one's
+// own reservation has no error to return).
+func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation) {
+	off := 0
+	for j := 0; j < k; j++ {
+		tx := src.pop()
+		tx.wait = w
+		ds, skip := tx.hwDescs()
+		res.Write(off, ds, skip)
+		off += len(ds)
+		e.txRing[(res.Start()+uint64(off)-1)&e.mask] = tx
+	}
 	if w != nil {
-		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
+		w.busy.Add(int32(k)) // iowait_sdma_inc/add, before the completion can run
 	}
 	res.Publish()
 	e.inflight.Add(-1)
 	e.afterPublish()
+	if e.test != nil && e.test.listPublish != nil {
+		e.test.listPublish(k)
+	}
 }
 
 // afterPublish runs after every Publish: the doorbell. (A send that raced a halt or a close
@@ -345,9 +507,36 @@ func (e *Engine) ringBell() {
 	}
 }
 
-// flushTx puts an in-flight tx on the flush list (hfi1: the unlock_noconn path of
-// sdma_send_txreq): it completes with StatusAborted when the flush runs.
-func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
+// flushAll moves every txreq left in src to the flush list (hfi1: the unlock_noconn path of
+// sdma_send_txreq and sdma_send_txlist): each completes with StatusAborted when the flush runs.
+// It returns how many it took, and ErrNotRunning, or the error it stopped at (ErrClosed, the
+// front txreq's ErrInvalid).
+func (e *Engine) flushAll(w *IOWait, src *txSource) (int, error) {
+	n := 0
+	for src.more() {
+		if err := e.flushFront(w, src); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, ErrNotRunning
+}
+
+// flushFront moves the front txreq of src to the flush list, as a producer: in flight
+// (inflight) from its gate check until it is on the list, so that Close's sw clean, which
+// quiesces before it flushes, finds it there. ErrClosed if the device is closing, the txreq's
+// ErrInvalid if it cannot be sent; src is unchanged then.
+func (e *Engine) flushFront(w *IOWait, src *txSource) error {
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	if e.gate.Load()&(gateDraining|gateDown) != 0 {
+		return ErrClosed
+	}
+	if err := e.claim(src.front()); err != nil {
+		return err
+	}
+	tx := src.pop()
+	tx.wait = w
 	if w != nil {
 		w.busy.Add(1)
 	}
@@ -356,164 +545,6 @@ func (e *Engine) flushTx(w *IOWait, tx *TxReq) {
 	e.flushMu.Unlock()
 	e.flushPending.Store(true)
 	e.ringBell()
-}
-
-// flushFront moves the txreq at the head of l to the flush list, as a producer: in flight
-// (inflight) from its gate check until it is on the list, so that Close's sw clean, which
-// quiesces before it flushes, finds it there. ErrClosed if the device is closing, Send's
-// ErrInvalid if the txreq is not ready; l is unchanged then.
-func (e *Engine) flushFront(w *IOWait, l *TxList) error {
-	e.inflight.Add(1)
-	defer e.inflight.Add(-1)
-	if e.gate.Load()&(gateDraining|gateDown) != 0 {
-		return ErrClosed
-	}
-	tx := l.Front()
-	if err := e.take(tx); err != nil {
-		return err
-	}
-	l.PopFront()
-	tx.wait = w
-	e.flushTx(w, tx)
-	return nil
-}
-
-// SendList submits the txreqs of l in order (hfi1: sdma_send_txlist) and returns how many it
-// took off the list: submitted, or flushed because the engine is not running. The rest stay at the
-// head of l. Descriptors are reserved for up to 32 txreqs at a time and the tail is published
-// after each such batch (SDMA_TAIL_UPDATE_THRESH). Errors as Send's, for the txreq at the head
-// of what is left: ErrInvalid stops at a txreq that is not ready (checked before the room,
-// where the kernel checks it after); no room runs w's sleeper with tx still on l (so the sleeper
-// must leave tx where it is: use DeferOrRetry, not ParkOrRetry), pktsSent being whether this
-// call submitted anything; ErrNotRunning after flushing every remaining ready txreq; ErrClosed.
-func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
-	if l == nil {
-		return 0, txErr("SendList", ErrInvalid, "nil list")
-	}
-	count, submitted := 0, 0
-	var err error
-	for l.Len() > 0 && err == nil {
-		switch g := e.gate.Load(); {
-		case g == gateRunning:
-		case g&(gateDraining|gateDown) == 0:
-			for l.Len() > 0 && err == nil {
-				err = e.flushFront(w, l)
-				if err == nil {
-					count++
-				}
-			}
-			if err == nil {
-				err = ErrNotRunning
-			}
-			continue
-		default:
-			err = ErrClosed
-			continue
-		}
-		// Build a batch that fits the room seen now.
-		free := e.ring.FreeCnt()
-		total, k := 0, 0
-		for tx := l.Front(); tx != nil && k < tailUpdateBatch; tx = l.Next(tx) {
-			nd := tx.NumDesc()
-			if total+nd > free {
-				break
-			}
-			if terr := e.take(tx); terr != nil {
-				if k == 0 {
-					err = terr
-				}
-				break
-			}
-			total += nd
-			k++
-		}
-		if err != nil {
-			break
-		}
-		if k == 0 {
-			tx := l.Front()
-			if err = e.takeReady(tx); err != nil {
-				break
-			}
-			err = e.checkProgress(w, tx, tx.NumDesc(), submitted > 0)
-			if err == ErrAgain {
-				tx.state.Store(txBuilding)
-				err = nil
-				continue
-			}
-			if tx.state.Load() == txInFlight {
-				tx.state.Store(txBuilding)
-			}
-			e.stats.ringFull.Add(1)
-			break
-		}
-		e.inflight.Add(1)
-		var rerr error
-		var res ring.Reservation
-		if e.gate.Load() != gateRunning {
-			rerr = ErrNotRunning // the loop's head flushes or refuses
-		} else {
-			res, rerr = e.ring.Reserve(total)
-		}
-		if rerr != nil { // another producer took the room, or the engine stopped: give the batch back and look again
-			e.inflight.Add(-1)
-			for j, tx := 0, l.Front(); j < k; j, tx = j+1, l.Next(tx) {
-				tx.state.Store(txBuilding)
-			}
-			if rerr == ring.ErrFull {
-				runtime.Gosched()
-			}
-			continue
-		}
-		off := 0
-		for j := 0; j < k; j++ {
-			tx := l.PopFront()
-			tx.wait = w
-			ds, skip := tx.hwDescs()
-			res.Write(off, ds, skip)
-			off += len(ds)
-			e.txRing[(res.Start()+uint64(off)-1)&e.mask] = tx
-		}
-		if w != nil {
-			w.busy.Add(int32(k)) // iowait_sdma_add
-		}
-		res.Publish()
-		e.inflight.Add(-1)
-		e.afterPublish()
-		if e.test != nil && e.test.listPublish != nil {
-			e.test.listPublish(k)
-		}
-		submitted += k
-		count += k
-	}
-	if w != nil && submitted > 0 {
-		w.starved.Store(0) // iowait_starve_clear
-	}
-	return count, err
-}
-
-// take checks that tx may be sent to this engine and moves it to in flight.
-func (e *Engine) take(tx *TxReq) error {
-	if err := e.takeReady(tx); err != nil {
-		return err
-	}
-	if !tx.state.CompareAndSwap(txBuilding, txInFlight) {
-		return txErr("Send", ErrInvalid, "txreq sent concurrently")
-	}
-	return nil
-}
-
-// takeReady is take's checks without the state change.
-func (e *Engine) takeReady(tx *TxReq) error {
-	if err := tx.ready(); err != nil {
-		return err
-	}
-	if tx.dev != nil && tx.dev != e.dev {
-		return txErr("Send", ErrInvalid, "txreq built for another device")
-	}
-	if n := tx.NumDesc(); n > e.ring.Size()-1 {
-		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
-	}
 	return nil
 }
 

@@ -72,6 +72,11 @@ type CompleterFunc func(tx *TxReq, status Status)
 // Complete calls f(tx, status).
 func (f CompleterFunc) Complete(tx *TxReq, status Status) { f(tx, status) }
 
+// moveState moves tx from state from to state to (a CAS), reporting whether it was in from: the
+// one place a txreq changes hands between its caller and an engine (Engine.claim, release). Its
+// other state writes are its own life cycle: Init (building) and clean (free).
+func (tx *TxReq) moveState(from, to uint32) bool { return tx.state.CompareAndSwap(from, to) }
+
 // txreq life-cycle states held in TxReq.state.
 const (
 	txFree     uint32 = iota // never initialised, cleaned, failed, or completed: Init before use
