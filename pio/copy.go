@@ -18,9 +18,6 @@ import "encoding/binary"
 // architecture it supports, so CopyMid only completes the pending carry quadword from the front
 // of the new piece and copies the rest straight: the output is the same, byte for byte.
 
-// zeroBlock is the source of the zero padding.
-var zeroBlock [BlockSize]byte
-
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 // off is the send buffer offset of quadword q of b.
@@ -48,17 +45,20 @@ func (b *Buf) putQWs(src []byte) {
 	b.qwWritten += uint32(n)
 }
 
-// putQW writes one quadword at the write position.
+// putQW writes one quadword at the write position with one ordinary 8-byte store, as the
+// kernel's writeq does (on the chip's write-combining mapping an ordinary store combines too; the
+// non-temporal hint only matters for the bulk runs, and an assembly call per quadword would cost
+// more than the store).
 func (b *Buf) putQW(v uint64) {
-	var q [8]byte
-	binary.LittleEndian.PutUint64(q[:], v)
-	b.putQWs(q[:])
+	o := b.off(b.qwWritten)
+	binary.LittleEndian.PutUint64(b.sc.buf[o:o+8], v)
+	b.qwWritten++
 }
 
 // padBlock zero-fills the rest of the current block (no wrap: blocks do not straddle the end).
 func (b *Buf) padBlock() {
-	if r := b.qwWritten % blockQWs; r != 0 {
-		b.putQWs(zeroBlock[:(blockQWs-r)*8])
+	for b.qwWritten%blockQWs != 0 {
+		b.putQW(0)
 	}
 }
 
