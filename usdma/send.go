@@ -401,32 +401,46 @@ func (pq *PktQ) setHeader(r *request, tx *TxReq, datalen int) error {
 func (pq *PktQ) setHeaderAHG(r *request, tx *TxReq, datalen int) error {
 	var ahg [desc.MaxAHGWords]uint32
 	n := 0
-	set := func(dw, bit, width uint8, v uint16) {
-		w, err := desc.AHGUpdate(v, dw, bit, width)
-		if err != nil {
-			panic("usdma: AHG update word: " + err.Error()) // constant fields: a bug if it fails
-		}
-		ahg[n] = w
-		n++
-	}
 	lrhlen := lrhLen(padLen(datalen))
 	if pbcToLRH(r.hdr.pbc(0)) != lrhlen {
-		set(dwPBC, 0, 12, lrhToPBC(lrhlen))                          // PBC.PbcLengthDWs
-		set(dwLRHLen, 0, 16, bits.ReverseBytes16(uint16(lrhlen>>2))) // LRH.PktLen (all 16 bits: byte swap)
+		ahg[0] = ahgPBCLen | uint32(lrhToPBC(lrhlen))                       // PBC.PbcLengthDWs
+		ahg[1] = ahgLRHLen | uint32(bits.ReverseBytes16(uint16(lrhlen>>2))) // LRH.PktLen (all 16 bits: byte swap)
+		n = 2
 	}
 	psn := (r.hdr.bth(2) + uint32(r.seqnum)) & pq.psnMask
 	if tx.flags&txReqAck != 0 {
 		psn |= bthAckReq
 	}
-	set(dwBTHPSN, 0, 16, bits.ReverseBytes16(uint16(psn>>16))) // BTH.A and PSN high half
-	set(dwBTHPSN, 16, 16, bits.ReverseBytes16(uint16(psn)))    // PSN low half
-	set(dwKOffset, 0, 16, uint16(r.koffset))                   // KDETH.Offset (swdata[6]) low
-	set(dwKOffset, 16, 16, uint16(r.koffset>>16))              // and high
+	ahg[n] = ahgPSNHigh | uint32(bits.ReverseBytes16(uint16(psn>>16))) // BTH.A and PSN high half
+	ahg[n+1] = ahgPSNLow | uint32(bits.ReverseBytes16(uint16(psn)))    // PSN low half
+	ahg[n+2] = ahgOffLow | uint32(uint16(r.koffset))                   // KDETH.Offset (swdata[6]) low
+	ahg[n+3] = ahgOffHigh | uint32(uint16(r.koffset>>16))              // and high
+	n += 4
 	if err := tx.InitAHG(sdma.FlagUseAHG, datalen, sdma.AHG{Entry: r.ahgIdx, Words: ahg[:n], HeaderLen: HeaderSize}, tx); err != nil {
 		return err
 	}
 	pq.stats.ahgPackets.Add(1)
 	return nil
+}
+
+// The AHG update words of set_txreq_header_ahg without their 16-bit values (ahg_header_set's
+// dword, start bit and width, which never change): a packet's word is one of these ORed with
+// its value.
+var (
+	ahgPBCLen  = ahgField(dwPBC, 0, 12)
+	ahgLRHLen  = ahgField(dwLRHLen, 0, 16)
+	ahgPSNHigh = ahgField(dwBTHPSN, 0, 16)
+	ahgPSNLow  = ahgField(dwBTHPSN, 16, 16)
+	ahgOffLow  = ahgField(dwKOffset, 0, 16)
+	ahgOffHigh = ahgField(dwKOffset, 16, 16)
+)
+
+func ahgField(dw, bit, width uint8) uint32 {
+	w, err := desc.AHGUpdate(0, dw, bit, width)
+	if err != nil {
+		panic("usdma: AHG update word: " + err.Error()) // constant fields: a bug if it fails
+	}
+	return w
 }
 
 // addPayload adds datalen bytes of the request's vectors to tx, one descriptor per page
