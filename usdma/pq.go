@@ -136,6 +136,9 @@ type PktQ struct {
 	// testOnEnd, if set (tests only, before use), is called once per request end with the state
 	// written, under compMu, before the waiters are woken.
 	testOnEnd func(slot int, st CompState)
+	// testOnSend, if set (tests only), is called by every SendList of a request pass with the
+	// number of packets on the list.
+	testOnSend func(n int)
 }
 
 // counters are the queue's statistics, each an atomic counter written where the event

@@ -528,3 +528,27 @@ func TestSubmitSteadyStateAllocs(t *testing.T) {
 		assert.EqualValues(t, 52, pq.Stats().Completed) // one before, one warm-up run of AllocsPerRun, 50 measured
 	}
 }
+
+// TestSendsAtMostMaxPktsPerQueue: a 100-packet request goes to the engine in passes of at most
+// MAX_PKTS_PER_QUEUE packets (user_sdma_send_pkts), all of them in order.
+func TestSendsAtMostMaxPktsPerQueue(t *testing.T) {
+	sink := &recSink{}
+	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 4096, Sink: sink})
+	pq := testQueue(t, Config{Device: dev})
+	var passes []int
+	pq.testOnSend = func(n int) { passes = append(passes, n) }
+	data := pattern(100*4096, 8)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, data))
+	assert.Equal(t, []int{16, 16, 16, 16, 16, 16, 4}, passes)
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 0))
+	pkts, _ := sink.packets()
+	require.Len(t, pkts, 100)
+	for k, p := range pkts {
+		var h Header
+		copy(h[:], p)
+		assert.Equal(t, (testTemplate.PSN+uint32(k))&psnMask, h.PSN(), "packet %d in order", k)
+	}
+}

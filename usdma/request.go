@@ -89,14 +89,28 @@ func firstLen(hdr *Header, dataLen int) int {
 // before anything changes. It returns the total data length.
 func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 	slot := int(info.CompIdx)
-	fail := func(sentinel error, reason string) (int, error) { return 0, reqErr(slot, sentinel, reason) }
+	if hdr == nil {
+		return 0, reqErr(slot, ErrInvalid, "nil header template")
+	}
+	if err := pq.validateInfo(info, len(vecs)); err != nil {
+		return 0, err
+	}
+	if err := pq.validateTemplate(slot, hdr); err != nil {
+		return 0, err
+	}
+	return validateData(info, hdr, vecs)
+}
+
+// validateInfo checks the request descriptor (hfi1_user_sdma_process_request's checks, and the
+// fragment size ones of check_header_template).
+func (pq *PktQ) validateInfo(info ReqInfo, nvecs int) error {
+	slot := int(info.CompIdx)
+	fail := func(sentinel error, reason string) error { return reqErr(slot, sentinel, reason) }
 	switch {
-	case hdr == nil:
-		return fail(ErrInvalid, "nil header template")
 	case slot >= len(pq.comps):
 		return fail(ErrInvalid, "completion index "+itoa(slot)+" out of 0.."+itoa(len(pq.comps)-1))
-	case info.IOVCnt() < 1 || info.IOVCnt() != len(vecs)+1:
-		return fail(ErrInvalid, "io vector count "+itoa(info.IOVCnt())+" in Ctrl, want 1 + "+itoa(len(vecs))+" data vectors")
+	case info.IOVCnt() < 1 || info.IOVCnt() != nvecs+1:
+		return fail(ErrInvalid, "io vector count "+itoa(info.IOVCnt())+" in Ctrl, want 1 + "+itoa(nvecs)+" data vectors")
 	case info.FragSize == 0:
 		return fail(ErrInvalid, "request does not specify fragsize")
 	case info.Opcode() == Expected:
@@ -105,8 +119,8 @@ func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) 
 		return fail(ErrInvalid, "unknown opcode "+itoa(int(info.Opcode())))
 	case info.NPkts == 0:
 		return fail(ErrInvalid, "zero packets")
-	case len(vecs) > MaxVectorsPerReq:
-		return fail(ErrInvalid, "too many vectors ("+itoa(len(vecs))+"/"+itoa(MaxVectorsPerReq)+")")
+	case nvecs > MaxVectorsPerReq:
+		return fail(ErrInvalid, "too many vectors ("+itoa(nvecs)+"/"+itoa(MaxVectorsPerReq)+")")
 	case int(info.FragSize)%PIOBlockSize != 0:
 		return fail(ErrInvalid, "fragsize "+itoa(int(info.FragSize))+" not a multiple of "+itoa(PIOBlockSize))
 	case int(info.FragSize) > pq.mtu:
@@ -114,38 +128,50 @@ func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) 
 	case HeaderSize+int(info.FragSize) > MaxSDMAPktSize:
 		return fail(ErrInvalid, "fragsize "+itoa(int(info.FragSize))+" makes packets over "+itoa(MaxSDMAPktSize)+" bytes")
 	}
+	return nil
+}
+
+// validateTemplate checks the header template as the kernel does: a PSM opcode, the VL and the
+// SC that maps to it, no GRH.
+func (pq *PktQ) validateTemplate(slot int, hdr *Header) error {
 	if op := hdr.Opcode(); op&opcodeCheck != opcodeCheck {
-		return fail(ErrInvalid, "invalid opcode 0x"+hex(int(op))+": user packets use 0xC0..0xFF")
+		return reqErr(slot, ErrInvalid, "invalid opcode 0x"+hex(int(op))+": user packets use 0xC0..0xFF")
 	}
 	if vl, sc := hdr.VL(), hdr.SC(); vl >= pq.numVLs || vl != sc {
-		return fail(ErrInvalid, "invalid SC("+itoa(sc)+")/VL("+itoa(vl)+"): VL must be below "+itoa(pq.numVLs)+" and equal the SC")
+		return reqErr(slot, ErrInvalid, "invalid SC("+itoa(sc)+")/VL("+itoa(vl)+"): VL must be below "+itoa(pq.numVLs)+" and equal the SC")
 	}
 	if hdr.LNH() == lnhGRH {
-		return fail(ErrInvalid, "the template has a GRH (LRH.LNH 3)")
+		return reqErr(slot, ErrInvalid, "the template has a GRH (LRH.LNH 3)")
 	}
+	return nil
+}
+
+// validateData checks the vectors and that the template's first length and the fragment size
+// split them into info.NPkts packets (check_header_template's length check, which the kernel
+// runs on packet 0 after the slot is QUEUED: here before anything changes).
+func validateData(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
+	slot := int(info.CompIdx)
 	n := 0
 	for i, v := range vecs {
 		if len(v) == 0 {
-			return fail(ErrInvalid, "data vector "+itoa(i)+" is empty")
+			return 0, reqErr(slot, ErrInvalid, "data vector "+itoa(i)+" is empty")
 		}
 		n += len(v)
 	}
-	// check_header_template, which the kernel runs on packet 0 after the slot is QUEUED: here
-	// before anything changes.
-	lrh := hdr.PktLen() << 2
-	if lrh > lrhLen(int(info.FragSize)) || (n >= 4 && lrh < lrhToICRC) {
-		return fail(ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(int(info.FragSize)))+" (header, ICRC and at most fragsize)")
+	frag := int(info.FragSize)
+	if lrh := hdr.PktLen() << 2; lrh > lrhLen(frag) || (n >= 4 && lrh < lrhToICRC) {
+		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(frag))+" (header, ICRC and at most fragsize)")
 	}
 	first := firstLen(hdr, n)
+	if first == 0 && n > 0 {
+		return 0, reqErr(slot, ErrInvalid, "the template's first packet carries no data")
+	}
 	want := 1
 	if rest := n - first; rest > 0 {
-		want += (rest + int(info.FragSize) - 1) / int(info.FragSize)
-	}
-	if first == 0 && n > 0 {
-		return fail(ErrInvalid, "the template's first packet carries no data")
+		want += (rest + frag - 1) / frag
 	}
 	if want != int(info.NPkts) {
-		return fail(ErrInvalid, "npkts "+itoa(int(info.NPkts))+" does not split "+itoa(n)+" bytes: a first packet of "+itoa(first)+" and fragments of "+itoa(int(info.FragSize))+" make "+itoa(want))
+		return 0, reqErr(slot, ErrInvalid, "npkts "+itoa(int(info.NPkts))+" does not split "+itoa(n)+" bytes: a first packet of "+itoa(first)+" and fragments of "+itoa(frag)+" make "+itoa(want))
 	}
 	return n, nil
 }

@@ -291,6 +291,9 @@ func (pq *PktQ) sendList(r *request) error {
 	if n == 0 {
 		return nil
 	}
+	if h := pq.testOnSend; h != nil {
+		h(n)
+	}
 	r.pending.Add(int32(n))
 	took, err := r.eng.SendList(&pq.busy, &r.txps)
 	r.pending.Add(-int32(n - took)) // never 0 here: the submitter holds one
