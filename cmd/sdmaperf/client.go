@@ -31,7 +31,7 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	}
 	out := newReporter(cfg, stdout)
 	out.begin()
-	runErr := runSizes(ctx, cfg, cs.sink, &rep, out, stderr)
+	runErr := runSizes(ctx, cfg, cs, &rep, out, stderr)
 	if err := cs.close(&rep); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -54,13 +54,20 @@ func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 // runSizes runs every size of cfg in turn, appending the results to rep and streaming them to
 // out, and stops at the first size that fails. Ctrl-C (ctx done) keeps the partial result of
 // the size it cut short and returns errInterrupted.
-func runSizes(ctx context.Context, cfg Config, sink sdma.Sink, rep *Report, out reporter, stderr io.Writer) error {
+func runSizes(ctx context.Context, cfg Config, cs *clientSink, rep *Report, out reporter, stderr io.Writer) error {
 	emit := func(res Result) {
 		rep.Results = append(rep.Results, res)
 		out.row(res)
 	}
 	for _, size := range cfg.Sizes {
-		err := runSize(ctx, cfg, size, sink, stderr, emit)
+		sink, err := cs.sizeSink(cfg)
+		if err != nil {
+			return err
+		}
+		err = runSize(ctx, cfg, size, sink, stderr, emit)
+		if cerr := cs.sizeDone(); err == nil && cerr != nil {
+			err = fmt.Errorf("udp sink: %w", cerr)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return errInterrupted
@@ -101,6 +108,32 @@ type clientSink struct {
 	recvDone chan struct{} // closed when the receiver's Run returned
 	recvRep  udpsink.Report
 	recvErr  error
+	perSize  bool // a UDP sink per size (sizeSink), for an external receiver and a sweep
+}
+
+// sizeSink returns the sink of the next size. A sweep to an external receiver (-server with the
+// same -sweep) gets a UDP sink per size, whose end-of-run markers end that size's run at the
+// receiver, so that it prints a row per size as perftest's server does.
+func (cs *clientSink) sizeSink(cfg Config) (sdma.Sink, error) {
+	if !cs.perSize {
+		return cs.sink, nil
+	}
+	udp, err := udpsink.New(udpsink.Config{Addr: cfg.UDPAddr, Engines: cfg.Engines})
+	if err != nil {
+		return nil, err
+	}
+	cs.udp = udp
+	return udp, nil
+}
+
+// sizeDone closes the size's sink when each size has its own (sending its end markers).
+func (cs *clientSink) sizeDone() error {
+	if !cs.perSize || cs.udp == nil {
+		return nil
+	}
+	udp := cs.udp
+	cs.udp = nil
+	return udp.Close()
 }
 
 // openSink opens -sink: for udp, the sink and, without -udp-addr, a receiver in-process.
@@ -110,6 +143,10 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 		return cs, nil
 	}
 	addr := cfg.UDPAddr
+	if addr != "" && len(cfg.Sizes) > 1 {
+		cs.perSize = true // sizeSink opens one per size
+		return cs, nil
+	}
 	if addr == "" {
 		var err error
 		if cs.recv, err = udpsink.Listen(udpsink.ReceiverConfig{Idle: 10 * time.Second}); err != nil {

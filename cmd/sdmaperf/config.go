@@ -611,7 +611,7 @@ func notApplicableWhy(name string) string {
 // validate checks each flag and the combinations, and fills the derived fields.
 func validate(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Server {
-		return validateServer(cfg, set)
+		return validateServer(cfg, raw, set)
 	}
 	for _, c := range clientChecks {
 		if err := c(cfg, raw, set); err != nil {
@@ -622,17 +622,20 @@ func validate(cfg *Config, raw rawFlags, set flagSet) error {
 }
 
 // serverFlags are the flags -server takes.
-var serverFlags = []string{"server", "udp-addr", "idle", "json", "http"}
+var serverFlags = []string{"server", "udp-addr", "idle", "json", "http", "sweep", "a", "size", "s", "frags"}
 
 // serverOnly lists the flags that apply to -server only (the client refuses them).
 var serverOnly = []string{"idle"}
 
 // validateServer checks -server's flags: only the receiver's make sense.
-func validateServer(cfg *Config, set flagSet) error {
+func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	for n := range set {
 		if !slices.Contains(serverFlags, n) {
-			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle and -json)", n)
+			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, and the client's -sweep, -size and -frags to expect a run per size)", n)
 		}
+	}
+	if err := checkSizes(cfg, raw, set); err != nil {
+		return err
 	}
 	if cfg.UDPAddr == "" {
 		cfg.UDPAddr = defaultUDP

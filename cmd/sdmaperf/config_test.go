@@ -213,7 +213,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-faults", "haltat=5,cause=disk on fire"}, "cause=disk on fire: unknown halt cause; want one of: generation mismatch, first descriptor,"},
 		{[]string{"-faults", "haltat=5,cause=none"}, "unknown halt cause"},
 		{[]string{"-idle", "1s"}, "-idle applies to -server only"},
-		{[]string{"-server", "-size", "64"}, "-size does not apply to -server"},
+		{[]string{"-server", "-depth", "8"}, "-depth does not apply to -server"},
 		{[]string{"-server", "-idle", "-1s"}, "-idle -1s"},
 		{[]string{"-server", "-udp-addr", "10.0.0.1:18515"}, "not a loopback address"},
 	} {

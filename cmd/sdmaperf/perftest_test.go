@@ -331,3 +331,35 @@ func TestJSONHasHostAndFlags(t *testing.T) {
 	assert.GreaterOrEqual(t, rep.Results[0].BWStdev, 0.0)
 	assert.Positive(t, rep.Results[0].Latency.Stdev)
 }
+
+// TestServerSweepRowPerSize: -server given the client's -sweep prints a row per size, each as the
+// client's run of that size ends.
+func TestServerSweepRowPerSize(t *testing.T) {
+	sweep := []string{"-sweep", "-size", "16", "-frags", "1"}
+	var stdout syncBuffer
+	stderr := &readyWriter{ready: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(t.Context(), append([]string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "30s"}, sweep...), &stdout, stderr)
+	}()
+	var addr string
+	select {
+	case addr = <-stderr.ready:
+	case code := <-done:
+		t.Fatalf("server exit %d: %s", code, stderr.String())
+	}
+	code, _, errOut := runTool(t, append([]string{"-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0"}, sweep...)...)
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, exitOK, <-done, stderr.String())
+	var sizes []string
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 8 && f[0] != "#bytes" {
+			sizes = append(sizes, f[0])
+			n, _ := strconv.Atoi(f[1])
+			lost, _ := strconv.Atoi(f[3])
+			assert.Equal(t, 200, n+lost, "size %s: every packet received or counted lost", f[0])
+		}
+	}
+	assert.Equal(t, []string{"2", "4", "8", "16"}, sizes, stdout.String())
+}

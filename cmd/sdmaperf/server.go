@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,9 @@ func checkReceiver(rep *udpsink.Report, stderr io.Writer) error {
 // waitForever is -idle 0's idle timeout: longer than anyone waits.
 const waitForever = 100 * 365 * 24 * time.Hour
 
-// runServer is sdmaperf -server: receive one run over loopback UDP, check it, report.
+// runServer is sdmaperf -server: receive one run over loopback UDP, check it, report. With the
+// client's -sweep it receives one run per size (the client ends each with its markers) and
+// prints a row per size as each ends.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	idle, until := cfg.Idle, fmt.Sprintf("%v idle", cfg.Idle)
 	if idle == 0 { // -idle 0: wait for the client indefinitely (until Ctrl-C)
@@ -46,14 +49,15 @@ func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	}
 	defer r.Close()
 	fmt.Fprintf(stderr, "sdmaperf: receiving on %s (stops after %s or at the end-of-run marker)\n", r.Addr(), until)
+	if len(cfg.Sizes) > 1 {
+		return serveSweep(ctx, cfg, r, stdout, stderr)
+	}
 	rep, err := r.Run(ctx)
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
 	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSONValue(stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -68,6 +72,75 @@ func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	return checkReceiver(&rep, stderr)
 }
 
+// SizeReport is what the receiver saw of one size of a sweep.
+type SizeReport struct {
+	Bytes  int            `json:"bytes"` // the packet size the client sent (the payloads carry its pad too)
+	Report udpsink.Report `json:"report"`
+}
+
+// serveSweep receives a run per size of cfg.Sizes, streaming a row for each.
+func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, stderr io.Writer) error {
+	var reps []SizeReport
+	if !cfg.JSON {
+		fmt.Fprintln(stdout, rule)
+		fmt.Fprintf(stdout, " %-8s %-12s %-14s %-9s %-7s %-13s %-18s %s\n", "#bytes", "#packets", "#bytes-recv", "lost", "dups", "bad-checksum", "BW[MiB/sec]", "MsgRate[Mpps]")
+	}
+	var runErr error
+	for _, size := range cfg.Sizes {
+		rep, err := receiveRun(ctx, r)
+		if err != nil || (rep.Packets == 0 && !rep.Ended) {
+			runErr = cmp.Or(err, fmt.Errorf("%d bytes: no packets arrived in %v", size, cfg.Idle))
+			break
+		}
+		reps = append(reps, SizeReport{size, rep})
+		if !cfg.JSON {
+			bw, rate := rates(&rep)
+			fmt.Fprintf(stdout, " %-8d %-12d %-14d %-9d %-7d %-13d %-18.2f %.6f\n", size, rep.Packets, rep.Bytes, rep.Lost, rep.Dups, rep.BadChecksum, bw, rate)
+		}
+		if err := checkReceiver(&rep, stderr); err != nil {
+			runErr = fmt.Errorf("%d bytes: %w", size, err)
+			break
+		}
+	}
+	if cfg.JSON {
+		if err := writeJSONValue(stdout, reps); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, rule)
+	}
+	if ctx.Err() != nil {
+		return errInterrupted
+	}
+	return runErr
+}
+
+// receiveRun receives one run: it skips the repeats of the previous run's end markers, which
+// arrive first and end a run with no data.
+func receiveRun(ctx context.Context, r *udpsink.Receiver) (udpsink.Report, error) {
+	for {
+		rep, err := r.Run(ctx)
+		if err != nil || rep.Packets > 0 || !rep.Ended {
+			return rep, err
+		}
+	}
+}
+
+// rates is the receiver's bandwidth (MiB/s) and message rate (Mpps), first packet to last.
+func rates(rep *udpsink.Report) (bw, mpps float64) {
+	if s := rep.Elapsed.Seconds(); s > 0 {
+		return float64(rep.Bytes) / mib / s, float64(rep.Packets) / 1e6 / s
+	}
+	return 0, 0
+}
+
+// writeJSONValue prints v as indented JSON.
+func writeJSONValue(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 // writeReceiverReport prints the receiver's per-engine table.
 func writeReceiverReport(w io.Writer, rep *udpsink.Report) {
 	fmt.Fprintln(w, rule)
@@ -77,8 +150,9 @@ func writeReceiverReport(w io.Writer, rep *udpsink.Report) {
 	}
 	fmt.Fprintln(w, rule)
 	fmt.Fprintln(w, indent(rep.String()))
-	if s := rep.Elapsed.Seconds(); s > 0 {
-		fmt.Fprintf(w, " %.2f MiB/sec, %.6f Mpps at the receiver\n", float64(rep.Bytes)/mib/s, float64(rep.Packets)/1e6/s)
+	if rep.Elapsed > 0 {
+		bw, mpps := rates(rep)
+		fmt.Fprintf(w, " %.2f MiB/sec, %.6f Mpps at the receiver\n", bw, mpps)
 	}
 	fmt.Fprintln(w, rule)
 }
