@@ -169,7 +169,7 @@ func (s *Sink) sendBatch(e *engineState, errs []error) {
 		case (errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.EAGAIN)) && retries < retryLimit:
 			// Transient: no buffer memory in the stack (ENOBUFS), or a send buffer still full
 			// (EAGAIN: the poller normally waits for room itself). Wait and resend.
-			time.Sleep(retryBase << retries)
+			time.Sleep(s.retryBase << retries)
 			retries++
 			e.retries.Add(1)
 		default:

@@ -33,10 +33,11 @@ type Sink struct {
 	rc         syscall.RawConn
 	w          batchWriter // sendmmsg: the ipv4 or ipv6 PacketConn of conn (a test may wrap it)
 	engines    []engineState
-	batch      int         // Config.Batch: BatchLimit's packets (read-only after New)
-	batchBytes int         // Config.BatchBytes: BatchLimit's bytes (read-only after New)
-	gso        atomic.Bool // Config.GSO, cleared by a Flush whose GSO send the kernel refused
-	closed     atomic.Bool // set by Close; read by Deliver, Queue and Flush to refuse late packets
+	batch      int           // Config.Batch: BatchLimit's packets (read-only after New)
+	batchBytes int           // Config.BatchBytes: BatchLimit's bytes (read-only after New)
+	gso        atomic.Bool   // Config.GSO, cleared by a Flush whose GSO send the kernel refused
+	retryBase  time.Duration // the first pause before a resend (retryBase; a test may shorten it)
+	closed     atomic.Bool   // set by Close; read by Deliver, Queue and Flush to refuse late packets
 }
 
 // engineState is one engine's sender state. Every field but the counters is owned by the
@@ -112,7 +113,7 @@ func New(cfg Config) (*Sink, error) {
 		conn.Close()
 		return nil, fmt.Errorf("udpsink: %w", err)
 	}
-	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes}
+	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes, retryBase: retryBase}
 	if ua.IP.To4() != nil {
 		s.w = ipv4.NewPacketConn(conn)
 	} else {
