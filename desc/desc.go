@@ -93,22 +93,34 @@ const (
 	MaxAHGWords   = 9                     // update words per packet
 )
 
-// Mapping types, kept in the generation field of a txreq's software descriptor copy
-// (SDMA_MAP_NONE, SDMA_MAP_SINGLE, SDMA_MAP_PAGE).
+// MapType says how a txreq's descriptor was mapped, so that its clean knows how to unmap it
+// (hfi1: SDMA_MAP_*). It is kept in the generation field (qw1 3:2) of the txreq's software copy;
+// the ring overwrites that field with the slot's Generation.
+type MapType uint8
+
+// Mapping types (SDMA_MAP_NONE, SDMA_MAP_SINGLE, SDMA_MAP_PAGE).
 const (
-	MapNone   = 0
-	MapSingle = 1
-	MapPage   = 2
+	MapNone   MapType = 0
+	MapSingle MapType = 1
+	MapPage   MapType = 2
 )
+
+// Generation is a descriptor's ring generation, qw1 3:2: (ring index >> log2(ring size)) & 3
+// (hfi1: add_gen). The ring stamps it per slot; the hardware model checks it. Package ring uses
+// the same type.
+type Generation uint8
+
+// HeaderMode is a first descriptor's AHG header mode, qw1 15:13 (hfi1: SDMA_AHG_*).
+type HeaderMode uint8
 
 // AHG header modes (SDMA_AHG_NO_AHG … SDMA_AHG_APPLY_UPDATE3). The engine relies on these values:
 // for a mode above ApplyUpdate1, mode>>1 edit descriptors follow the first descriptor.
 const (
-	AHGNoAHG        = 0
-	AHGCopy         = 1
-	AHGApplyUpdate1 = 2
-	AHGApplyUpdate2 = 3
-	AHGApplyUpdate3 = 4
+	AHGNoAHG        HeaderMode = 0
+	AHGCopy         HeaderMode = 1
+	AHGApplyUpdate1 HeaderMode = 2
+	AHGApplyUpdate2 HeaderMode = 3
+	AHGApplyUpdate3 HeaderMode = 4
 )
 
 // AHG update word layout (sdma_build_ahg_descriptor).
@@ -153,7 +165,7 @@ func check(field string, v, max uint64) error {
 // Make builds a software descriptor for len bytes at addr with the given mapping type in the
 // generation field (hfi1: make_tx_sdma_desc, for a descriptor other than the first). The flags of
 // qw0 and qw1 are clear. addr must fit 48 bits, n must be 0..16383, mapType 0..3.
-func Make(addr uint64, n int, mapType int) (Desc, error) {
+func Make(addr uint64, n int, mapType MapType) (Desc, error) {
 	var d Desc
 	if err := d.SetAddr(addr); err != nil {
 		return Desc{}, err
@@ -161,7 +173,7 @@ func Make(addr uint64, n int, mapType int) (Desc, error) {
 	if err := d.SetLen(n); err != nil {
 		return Desc{}, err
 	}
-	if err := d.SetGeneration(mapType); err != nil {
+	if err := d.SetGeneration(Generation(mapType)); err != nil {
 		return Desc{}, fmt.Errorf("desc: mapping type: %w", err)
 	}
 	return d, nil
@@ -183,7 +195,7 @@ func (d Desc) Last() bool { return d.Qw0&LastFlag != 0 }
 func (d Desc) Update1() uint32 { return uint32(d.Qw1 >> Update1Shift & Update1Mask) }
 
 // HeaderMode returns the AHG header mode (qw1 15:13).
-func (d Desc) HeaderMode() int { return int(d.Qw1 >> HeaderModeShift & HeaderModeMask) }
+func (d Desc) HeaderMode() HeaderMode { return HeaderMode(d.Qw1 >> HeaderModeShift & HeaderModeMask) }
 
 // HeaderIndex returns the AHG entry index (qw1 12:8).
 func (d Desc) HeaderIndex() int { return int(d.Qw1 >> HeaderIndexShift & HeaderIndexMask) }
@@ -191,9 +203,11 @@ func (d Desc) HeaderIndex() int { return int(d.Qw1 >> HeaderIndexShift & HeaderI
 // HeaderDWs returns the header length in dwords (qw1 7:4).
 func (d Desc) HeaderDWs() int { return int(d.Qw1 >> HeaderDWsShift & HeaderDWsMask) }
 
-// Generation returns qw1 3:2: the ring generation in the ring, the mapping type in a txreq's copy
-// (sdma_mapping_type).
-func (d Desc) Generation() int { return int(d.Qw1 >> GenerationShift & GenerationMask) }
+// Generation returns qw1 3:2: the ring generation, in the ring.
+func (d Desc) Generation() Generation { return Generation(d.Qw1 >> GenerationShift & GenerationMask) }
+
+// MapType returns qw1 3:2 read as a txreq copy's mapping type (sdma_mapping_type).
+func (d Desc) MapType() MapType { return MapType(d.Qw1 >> GenerationShift & GenerationMask) }
 
 // IntReq reports the INT_REQ flag.
 func (d Desc) IntReq() bool { return d.Qw1&IntReqFlag != 0 }
@@ -244,8 +258,8 @@ func (d *Desc) SetUpdate1(w uint32) { d.Qw1 = d.Qw1&^Update1SMask | uint64(w)<<U
 
 // SetHeaderMode sets the AHG header mode, 0..7; the defined modes are AHGNoAHG..AHGApplyUpdate3
 // (hfi1: sdma_txinit_ahg for AHG_COPY, _sdma_txreq_ahgadd for the update modes).
-func (d *Desc) SetHeaderMode(mode int) error {
-	if err := checkInt("header mode", mode, HeaderModeMask); err != nil {
+func (d *Desc) SetHeaderMode(mode HeaderMode) error {
+	if err := check("header mode", uint64(mode), HeaderModeMask); err != nil {
 		return err
 	}
 	d.Qw1 = d.Qw1&^HeaderModeSMask | uint64(mode)<<HeaderModeShift
@@ -273,27 +287,27 @@ func (d *Desc) SetHeaderDWs(dws int) error {
 
 // SetGeneration sets qw1 3:2, 0..3: the mapping type in a txreq's copy (hfi1: make_tx_sdma_desc's
 // type argument), the generation in the ring (the ring stamps it with WithGeneration).
-func (d *Desc) SetGeneration(gen int) error {
-	if err := checkInt("generation", gen, GenerationMask); err != nil {
+func (d *Desc) SetGeneration(gen Generation) error {
+	if err := check("generation", uint64(gen), GenerationMask); err != nil {
 		return err
 	}
-	*d = d.WithGeneration(uint64(gen))
+	*d = d.WithGeneration(gen)
 	return nil
 }
 
 // WithGeneration returns d with qw1 3:2 replaced by gen&3, without checking: the ring's stamping
 // step (hfi1: add_gen), where gen is (index >> log2(size)) & 3 and always fits.
-func (d Desc) WithGeneration(gen uint64) Desc {
-	d.Qw1 = d.Qw1&^GenerationSMask | (gen&GenerationMask)<<GenerationShift
+func (d Desc) WithGeneration(gen Generation) Desc {
+	d.Qw1 = d.Qw1&^GenerationSMask | (uint64(gen)&GenerationMask)<<GenerationShift
 	return d
 }
 
 // EditDescs returns how many AHG edit descriptors follow a first descriptor with this header mode:
 // mode>>1 for a mode above ApplyUpdate1, else 0 (the skip of hfi1's submit_tx and __sdma_txclean).
 // Edit descriptors carry update words in both quadwords and are neither stamped nor unmapped.
-func EditDescs(mode int) int {
+func EditDescs(mode HeaderMode) int {
 	if mode > AHGApplyUpdate1 {
-		return mode >> 1
+		return int(mode >> 1)
 	}
 	return 0
 }

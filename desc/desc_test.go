@@ -67,7 +67,7 @@ func TestMakeByHand(t *testing.T) {
 	assert.Equal(t, Desc{Qw0: 0x0064_1234_5678_9abc, Qw1: 0x8}, d)
 	assert.Equal(t, uint64(0x1234_5678_9abc), d.Addr())
 	assert.Equal(t, 100, d.Len())
-	assert.Equal(t, MapPage, d.Generation())
+	assert.Equal(t, MapPage, d.MapType())
 	assert.False(t, d.First())
 	assert.False(t, d.Last())
 }
@@ -85,7 +85,7 @@ func TestGettersByHand(t *testing.T) {
 	assert.Equal(t, AHGApplyUpdate3, d.HeaderMode())
 	assert.Equal(t, 17, d.HeaderIndex())
 	assert.Equal(t, 5, d.HeaderDWs())
-	assert.Equal(t, 2, d.Generation())
+	assert.Equal(t, Generation(2), d.Generation())
 	assert.True(t, d.IntReq())
 	assert.True(t, d.HeadToHost())
 }
@@ -163,17 +163,18 @@ func TestRefusedValueChangesNothing(t *testing.T) {
 func TestRoundTripAtLimits(t *testing.T) {
 	for _, addr := range []uint64{0, 1, 0x7fff_ffff_ffff, MaxAddr} {
 		for _, n := range []int{0, 1, 16382, MaxByteCount} {
-			for gen := 0; gen <= 3; gen++ {
-				d, err := Make(addr, n, gen)
+			for mt := MapType(0); mt <= 3; mt++ {
+				d, err := Make(addr, n, mt)
 				require.NoError(t, err)
 				assert.Equal(t, addr, d.Addr())
 				assert.Equal(t, n, d.Len())
-				assert.Equal(t, gen, d.Generation())
+				assert.Equal(t, mt, d.MapType())
+				assert.Equal(t, Generation(mt), d.Generation())
 			}
 		}
 	}
 	var d Desc
-	for _, v := range []int{0, 1, 6, 7} {
+	for _, v := range []HeaderMode{0, 1, 6, 7} {
 		require.NoError(t, d.SetHeaderMode(v))
 		assert.Equal(t, v, d.HeaderMode())
 	}

@@ -73,10 +73,10 @@ func ExampleDesc_WithGeneration() {
 	if err != nil {
 		panic(err)
 	}
-	const shift = 11                           // a 2048-slot ring
-	index := uint64(3000)                      // pass 1 of the ring
-	inRing := d.WithGeneration(index >> shift) // (index >> log2(size)) & 3
-	fmt.Println(d.Generation(), inRing.Generation(), inRing.Addr() == d.Addr(), inRing.Len())
+	const shift = 11                                                // a 2048-slot ring
+	index := uint64(3000)                                           // pass 1 of the ring
+	inRing := d.WithGeneration(desc.Generation(index >> shift & 3)) // (index >> log2(size)) & 3
+	fmt.Println(d.MapType(), inRing.Generation(), inRing.Addr() == d.Addr(), inRing.Len())
 	// Output: 2 1 true 64
 }
 

@@ -36,9 +36,9 @@ func FuzzDescRoundTrip(f *testing.F) {
 			require.Equal(t, before, d)
 		}
 		before = d
-		if err := d.SetHeaderMode(mode); inRange(mode, 7) {
+		if err := d.SetHeaderMode(HeaderMode(mode)); inRange(int(uint8(mode)), 7) {
 			require.NoError(t, err)
-			want.Qw1 |= uint64(mode) << 13
+			want.Qw1 |= uint64(uint8(mode)) << 13
 		} else {
 			require.ErrorIs(t, err, ErrRange)
 			require.Equal(t, before, d)
@@ -60,9 +60,9 @@ func FuzzDescRoundTrip(f *testing.F) {
 			require.Equal(t, before, d)
 		}
 		before = d
-		if err := d.SetGeneration(gen); inRange(gen, 3) {
+		if err := d.SetGeneration(Generation(gen)); inRange(int(uint8(gen)), 3) {
 			require.NoError(t, err)
-			want.Qw1 |= uint64(gen) << 2
+			want.Qw1 |= uint64(uint8(gen)) << 2
 		} else {
 			require.ErrorIs(t, err, ErrRange)
 			require.Equal(t, before, d)
@@ -90,10 +90,10 @@ func FuzzDescRoundTrip(f *testing.F) {
 		// Decode with the getters and compare with the model's fields.
 		require.Equal(t, want.Qw0&(1<<48-1), d.Addr())
 		require.Equal(t, int(want.Qw0>>48&0x3fff), d.Len())
-		require.Equal(t, int(want.Qw1>>13&7), d.HeaderMode())
+		require.Equal(t, HeaderMode(want.Qw1>>13&7), d.HeaderMode())
 		require.Equal(t, int(want.Qw1>>8&31), d.HeaderIndex())
 		require.Equal(t, int(want.Qw1>>4&15), d.HeaderDWs())
-		require.Equal(t, int(want.Qw1>>2&3), d.Generation())
+		require.Equal(t, Generation(want.Qw1>>2&3), d.Generation())
 		require.Equal(t, upd, d.Update1())
 		require.Equal(t, first, d.First())
 		require.Equal(t, last, d.Last())

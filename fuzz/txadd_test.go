@@ -124,9 +124,9 @@ func fill(b []byte, seed byte) {
 
 // mdesc is one descriptor of the model: its mapping type and length.
 type mdesc struct {
-	typ   int  // desc.MapNone, MapSingle, MapPage
-	n     int  // byte count
-	split bool // a page piece of a splitting add or AddPage: must not cross a page boundary
+	typ   desc.MapType // desc.MapNone, MapSingle, MapPage
+	n     int          // byte count
+	split bool         // a page piece of a splitting add or AddPage: must not cross a page boundary
 }
 
 // model is the plain model of a txreq under construction, after the kernel's sdma.h.
@@ -147,7 +147,7 @@ func (m *model) nd() int { return m.prefix + len(m.descs) }
 
 // piece adds one fragment (the kernel's one sdma_txadd_* call). It reports false if the kernel
 // refuses it (a daddr fragment while coalescing).
-func (m *model) piece(typ int, b []byte, split bool) bool {
+func (m *model) piece(typ desc.MapType, b []byte, split bool) bool {
 	if m.coalesce != nil || m.nd() == desc.MaxDesc-1 {
 		if typ == desc.MapNone {
 			return false
@@ -401,7 +401,7 @@ func check(t *testing.T, e *env, tx *sdma.TxReq, m *model) {
 	for i, md := range m.descs {
 		i += m.prefix
 		d := ds[i]
-		require.Equal(t, md.typ, d.Generation(), "desc %d type", i)
+		require.Equal(t, md.typ, d.MapType(), "desc %d type", i)
 		require.Equal(t, md.n, d.Len(), "desc %d length", i)
 		require.Equal(t, i == 0, d.First(), "FIRST on desc %d", i)
 		require.Equal(t, closed && i == len(ds)-1, d.Last(), "LAST on desc %d", i)

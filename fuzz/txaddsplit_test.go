@@ -86,7 +86,7 @@ func FuzzTxAddSplit(f *testing.F) {
 			got = append(got, b...)
 			// The split add's own pieces: after the one-byte prefix, before index 63 (which only ever
 			// holds the coalesce buffer or the pad).
-			if i >= pre && i < desc.MaxDesc-1 && d.Generation() != desc.MapNone {
+			if i >= pre && i < desc.MaxDesc-1 && d.MapType() != desc.MapNone {
 				require.LessOrEqual(t, d.Len(), dma.PageSize)
 				a := addrOf(b)
 				require.Equal(t, a/dma.PageSize, (a+uintptr(len(b))-1)/dma.PageSize, "desc %d crosses a page", i)

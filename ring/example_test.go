@@ -29,7 +29,7 @@ func Example() {
 	head, tail := r.HWHead(), r.Tail()
 	for i := head; i != tail; i++ {
 		d := r.Slot(i)
-		fmt.Println(i, d.Qw0, d.Generation() == int(r.Generation(i)))
+		fmt.Println(i, d.Qw0, d.Generation() == r.Generation(i))
 	}
 	r.SetHWHead(tail)
 

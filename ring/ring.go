@@ -165,7 +165,9 @@ func (r *Ring) Shift() uint { return r.shift }
 
 // Generation returns the generation expected in the slot of index i: (i >> Shift()) & 3
 // (hfi1: add_gen).
-func (r *Ring) Generation(i uint64) uint64 { return (i >> r.shift) & desc.GenerationMask }
+func (r *Ring) Generation(i uint64) desc.Generation {
+	return desc.Generation(i >> r.shift & desc.GenerationMask)
+}
 
 // ---- producers ----
 

@@ -32,7 +32,7 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 // to 3 (so that stamping visibly changes it unless the generation is 3).
 func mk(v uint64) desc.Desc { return desc.Desc{Qw0: v, Qw1: ^v | desc.GenerationSMask} }
 
-func stamped(d desc.Desc, gen uint64) desc.Desc { return d.WithGeneration(gen) }
+func stamped(d desc.Desc, gen desc.Generation) desc.Desc { return d.WithGeneration(gen) }
 
 func batch(first uint64, n int) []desc.Desc {
 	ds := make([]desc.Desc, n)
@@ -328,22 +328,22 @@ func TestGenerationStampingAndSkip(t *testing.T) {
 				continue
 			}
 			assert.Equal(t, stamped(ds[k], r.Generation(i)), d, "k=%d", k)
-			assert.Equal(t, int(r.Generation(i)), d.Generation())
+			assert.Equal(t, r.Generation(i), d.Generation())
 		}
-		assert.Equal(t, 0, got[0].Generation())
-		assert.Equal(t, 1, got[7].Generation(), "generation changes mid-batch at the wrap")
+		assert.Equal(t, desc.Generation(0), got[0].Generation())
+		assert.Equal(t, desc.Generation(1), got[7].Generation(), "generation changes mid-batch at the wrap")
 
 		// skip is clamped to [0, n-1].
 		s, err := r.Enqueue(batch(1, 3), 10)
 		require.NoError(t, err)
 		got = drain(t, r)
-		assert.Equal(t, int(r.Generation(s)), got[0].Generation(), "ds[0] always stamped")
-		assert.Equal(t, 3, got[1].Generation())
-		assert.Equal(t, 3, got[2].Generation())
+		assert.Equal(t, r.Generation(s), got[0].Generation(), "ds[0] always stamped")
+		assert.Equal(t, desc.Generation(3), got[1].Generation())
+		assert.Equal(t, desc.Generation(3), got[2].Generation())
 		_, err = r.Enqueue(batch(1, 3), -5)
 		require.NoError(t, err)
 		for _, d := range drain(t, r) {
-			assert.Equal(t, 1, d.Generation(), "negative skip means none")
+			assert.Equal(t, desc.Generation(1), d.Generation(), "negative skip means none")
 		}
 	})
 }
@@ -386,7 +386,7 @@ func TestWrap(t *testing.T) {
 					for k := 0; k < n; k++ {
 						want := ds[k]
 						if k == 0 || k > skip {
-							want = stamped(want, ((s+uint64(k))>>6)&3)
+							want = stamped(want, desc.Generation((s+uint64(k))>>6&3))
 						}
 						require.Equal(t, want, dst[k], "round %d k %d index %#x", round, k, s+uint64(k))
 					}
@@ -426,7 +426,7 @@ func TestReset(t *testing.T) {
 		assert.Equal(t, uint64(138), s)
 		got := drain(t, r)
 		for _, d := range got {
-			assert.Equal(t, 2, d.Generation())
+			assert.Equal(t, desc.Generation(2), d.Generation())
 		}
 		r.Reset(0)
 		res, err := r.Reserve(63)

@@ -124,9 +124,9 @@ func TestStressMPSC(t *testing.T) {
 				require.Equal(t, check32(d.Qw0), uint32(d.Qw1>>32), "torn or stale slot at %#x", i)
 				k, skip := int(d.Qw1>>16&0xff), int(d.Qw1>>24&0xff)
 				if k == 0 || k > skip {
-					require.Equal(t, int(r.Generation(i)), d.Generation(), "generation at %#x", i)
+					require.Equal(t, r.Generation(i), d.Generation(), "generation at %#x", i)
 				} else {
-					require.Equal(t, int(seq&3), d.Generation(), "edit descriptor raw at %#x", i)
+					require.Equal(t, desc.Generation(seq&3), d.Generation(), "edit descriptor raw at %#x", i)
 				}
 				next[pid]++
 				seen++

@@ -122,7 +122,7 @@ func (tx *TxReq) takeUnmaps(us []dma.Unmap) []dma.Unmap {
 
 // appendUnmap appends the unmap of descriptor d, if its type says the library mapped it.
 func appendUnmap(us []dma.Unmap, d desc.Desc) []dma.Unmap {
-	switch d.Generation() {
+	switch d.MapType() {
 	case desc.MapSingle:
 		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindSingle})
 	case desc.MapPage:

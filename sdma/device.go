@@ -265,7 +265,7 @@ func (dev *Device) UnmapErrors() uint64 { return dev.unmapErrs.Load() }
 
 // unmap undoes one mapping a txreq made, by its descriptor type (hfi1: sdma_unmap_desc), and
 // counts a failure.
-func (dev *Device) unmap(mapType int, addr dma.Addr, n int) error {
+func (dev *Device) unmap(mapType desc.MapType, addr dma.Addr, n int) error {
 	var err error
 	switch mapType {
 	case desc.MapSingle:

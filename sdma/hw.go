@@ -299,7 +299,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 // words, and where its data descriptors continue.
 type pktHead struct {
 	d0    desc.Desc
-	mode  int
+	mode  desc.HeaderMode
 	words [desc.MaxAHGWords]uint32
 	nw    int    // update words in words
 	next  uint64 // ring index after the edit descriptors (start+1 without AHG updates)
@@ -312,7 +312,7 @@ type pktHead struct {
 func (e *Engine) parseHead(start, tail uint64, ph *pktHead) (bool, *HaltError) {
 	r := e.ring
 	d0 := r.Slot(start)
-	if uint64(d0.Generation()) != r.Generation(start) {
+	if d0.Generation() != r.Generation(start) {
 		return false, e.genErr(start, d0)
 	}
 	if !d0.First() {
@@ -320,7 +320,7 @@ func (e *Engine) parseHead(start, tail uint64, ph *pktHead) (bool, *HaltError) {
 	}
 	mode := d0.HeaderMode()
 	if mode > desc.AHGApplyUpdate3 {
-		return false, e.haltErr(CauseHeaderSelect, start, d0, "AHG mode "+itoa(mode), nil)
+		return false, e.haltErr(CauseHeaderSelect, start, d0, "AHG mode "+itoa(int(mode)), nil)
 	}
 	ph.d0, ph.mode = d0, mode
 	if mode >= desc.AHGApplyUpdate1 {
@@ -356,7 +356,7 @@ func (e *Engine) gather(start, tail uint64, ph *pktHead, segs [][]byte) (_ [][]b
 				return segs, 0, 0, 0, nil
 			}
 			d = r.Slot(at)
-			if uint64(d.Generation()) != r.Generation(at) {
+			if d.Generation() != r.Generation(at) {
 				return segs, 0, 0, 0, e.genErr(at, d)
 			}
 			if d.First() {
@@ -416,7 +416,7 @@ func (e *Engine) applyAHG(start uint64, ph *pktHead, segs [][]byte) (int, *HaltE
 // genErr is the halt record of descriptor d at ring index i, whose generation is not the one
 // of the ring's pass over its slot.
 func (e *Engine) genErr(i uint64, d desc.Desc) *HaltError {
-	return e.haltErr(CauseGenMismatch, i, d, "generation "+itoa(d.Generation())+", the slot's pass wants "+itoa(int(e.ring.Generation(i))), nil)
+	return e.haltErr(CauseGenMismatch, i, d, "generation "+itoa(int(d.Generation()))+", the slot's pass wants "+itoa(int(e.ring.Generation(i))), nil)
 }
 
 // buildHeader makes an APPLY_UPDATE packet's header in the scratch buffer.

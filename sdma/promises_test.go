@@ -495,7 +495,7 @@ func promMapped(tx *sdma.TxReq) [][2]uint64 {
 		if i >= 1 && i <= desc.EditDescs(ds[0].HeaderMode()) {
 			continue
 		}
-		if g := d.Generation(); g == desc.MapSingle || g == desc.MapPage {
+		if g := d.MapType(); g == desc.MapSingle || g == desc.MapPage {
 			out = append(out, [2]uint64{d.Addr(), uint64(d.Len())})
 		}
 	}

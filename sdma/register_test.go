@@ -54,7 +54,7 @@ func TestRegisteredAdds(t *testing.T) {
 		ds := tx.Descs()
 		require.Len(t, ds, 4, "AddBytes of registered memory is one descriptor across pages")
 		for _, d := range ds[:3] {
-			assert.Equal(t, desc.MapNone, d.Generation())
+			assert.Equal(t, desc.MapNone, d.MapType())
 		}
 		assert.Equal(t, want, txTestGather(t, dev, &tx))
 

@@ -163,7 +163,7 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 // closes the packet when it reaches zero (hfi1: _sdma_txadd_daddr and make_tx_sdma_desc). The
 // first descriptor keeps the FIRST and AHG bits set by Init. Unlike the kernel's silent masking,
 // an address beyond 48 bits is refused: the fresh mapping is undone and tx cleaned (ErrMapping).
-func (tx *TxReq) addDesc(op string, dev *Device, mapType int, addr dma.Addr, n int) error {
+func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.Addr, n int) error {
 	if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
 		// Undone at the address the mapper gave: a descriptor cannot hold it (it would mask it).
 		uerr := dev.unmap(mapType, addr, n)
@@ -200,7 +200,7 @@ func (tx *TxReq) pad(op string, dev *Device) error {
 	n := 4 - int(tx.packetLen&3)
 	tx.descp[tx.numDesc] = desc.Desc{
 		Qw0: uint64(dev.padAddr())&desc.PhyAddrMask | uint64(n)<<desc.ByteCountShift,
-		Qw1: desc.MapNone << desc.GenerationShift,
+		Qw1: uint64(desc.MapNone) << desc.GenerationShift,
 	}
 	tx.numDesc++
 	tx.close()
@@ -262,7 +262,7 @@ func (tx *TxReq) extend(op string) error {
 // that the fragment src (the kernel's kvaddr, or kmap(page)+offset) was consumed (or that an error occurred): the caller must return err. While
 // coalescing tlen is not counted down. A daddr fragment cannot be coalesced (ErrInvalid). On
 // failure tx is cleaned.
-func (tx *TxReq) extCoal(op string, dev *Device, mapType int, src []byte) (done bool, err error) {
+func (tx *TxReq) extCoal(op string, dev *Device, mapType desc.MapType, src []byte) (done bool, err error) {
 	if err := tx.extend(op); err != nil {
 		return true, err
 	}

@@ -73,9 +73,9 @@ func TestAddKVAddrCloseAndPad(t *testing.T) {
 		require.NoError(t, tx.AddKVAddr(dev, data[4:]))
 		ds := tx.Descs()
 		require.Len(t, ds, 3, "two fragments and a 2-byte pad")
-		assert.Equal(t, desc.MapSingle, ds[0].Generation())
-		assert.Equal(t, desc.MapSingle, ds[1].Generation())
-		assert.Equal(t, desc.MapNone, ds[2].Generation())
+		assert.Equal(t, desc.MapSingle, ds[0].MapType())
+		assert.Equal(t, desc.MapSingle, ds[1].MapType())
+		assert.Equal(t, desc.MapNone, ds[2].MapType())
 		assert.Equal(t, 2, ds[2].Len())
 		assert.Equal(t, uint64(dev.padAddr()), ds[2].Addr())
 		assert.Equal(t, withPad(data), txTestGather(t, dev, &tx))
@@ -116,8 +116,8 @@ func TestAddPageAndDAddr(t *testing.T) {
 	require.NoError(t, tx.AddPage(dev, p1, dma.PageSize-100, 100))
 	ds := tx.Descs()
 	require.Len(t, ds, 2)
-	assert.Equal(t, desc.MapNone, ds[0].Generation())
-	assert.Equal(t, desc.MapPage, ds[1].Generation())
+	assert.Equal(t, desc.MapNone, ds[0].MapType())
+	assert.Equal(t, desc.MapPage, ds[1].MapType())
 	want := append([]byte("HEADER-HEADER-HD"), p1.Bytes()[dma.PageSize-100:]...)
 	assert.Equal(t, want, txTestGather(t, dev, &tx))
 	assert.Equal(t, 2, txTestLive(m)) // the page mapping and the caller's coherent header
@@ -256,7 +256,7 @@ func TestAddPadAt63(t *testing.T) {
 	txTestMany(t, dev, &tx, data, 63)
 	require.Equal(t, desc.MaxDesc, tx.NumDesc())
 	ds := tx.Descs()
-	assert.Equal(t, desc.MapNone, ds[63].Generation())
+	assert.Equal(t, desc.MapNone, ds[63].MapType())
 	assert.Equal(t, 1, ds[63].Len())
 	assert.Equal(t, withPad(data), txTestGather(t, dev, &tx))
 	require.NoError(t, tx.Clean())
@@ -286,7 +286,7 @@ func TestAddCoalesce(t *testing.T) {
 		require.NoError(t, tx.AddKVAddr(dev, data[73:]))
 		require.Equal(t, 64, tx.NumDesc())
 		last := tx.Descs()[63]
-		assert.Equal(t, desc.MapSingle, last.Generation())
+		assert.Equal(t, desc.MapSingle, last.MapType())
 		assert.Equal(t, tlen-63+(4-tlen%4)%4, last.Len(), "coalesce buffer padded, no pad descriptor")
 		assert.Equal(t, (tlen+3)&^3, tx.PacketLen())
 		assert.Equal(t, withPad(data), txTestGather(t, dev, &tx))
@@ -347,7 +347,7 @@ func TestAddKeepsDesc0Bits(t *testing.T) {
 	assert.True(t, d.First() && d.Last())
 	assert.Equal(t, desc.AHGCopy, d.HeaderMode())
 	assert.Equal(t, 9, d.HeaderIndex())
-	assert.Equal(t, desc.MapSingle, d.Generation())
+	assert.Equal(t, desc.MapSingle, d.MapType())
 	require.NoError(t, tx.Clean())
 }
 
@@ -364,7 +364,7 @@ func TestAddBytesSplits(t *testing.T) {
 		require.NoError(t, tx.AddBytes(dev, buf))
 		total := 0
 		for _, d := range tx.Descs() {
-			if d.Generation() != desc.MapSingle {
+			if d.MapType() != desc.MapSingle {
 				continue
 			}
 			// Each piece lies inside one page of the buffer's address space.
@@ -692,7 +692,7 @@ func TestCleanSkipsAHGEditDescs(t *testing.T) {
 	base := m.LiveCount()
 
 	// An edit descriptor is qw0 = w[i] | w[i+1]<<32, qw1 = w[i+2] | w[i+3]<<32.
-	asDesc := func(a dma.Addr, n, typ int) []uint32 {
+	asDesc := func(a dma.Addr, n int, typ desc.MapType) []uint32 {
 		return []uint32{uint32(a), uint32(uint64(a)>>32) | uint32(n)<<16, uint32(typ) << desc.GenerationShift, 0}
 	}
 	words := append([]uint32{desc.AHGUpdateEnableFlag}, asDesc(va, len(victim), desc.MapSingle)...)
@@ -702,8 +702,8 @@ func TestCleanSkipsAHGEditDescs(t *testing.T) {
 	var tx TxReq
 	require.NoError(t, tx.InitAHG(FlagUseAHG, 8, AHG{Entry: 3, Words: words, HeaderLen: 16}, nil))
 	require.Equal(t, 3, tx.NumDesc())
-	require.Equal(t, desc.MapSingle, tx.Descs()[1].Generation(), "the edit descriptor looks like a mapping")
-	require.Equal(t, desc.MapPage, tx.Descs()[2].Generation())
+	require.Equal(t, desc.MapSingle, tx.Descs()[1].MapType(), "the edit descriptor looks like a mapping")
+	require.Equal(t, desc.MapPage, tx.Descs()[2].MapType())
 	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
 	require.NoError(t, tx.Clean())
 	assert.Equal(t, base, m.LiveCount(), "clean unmapped a mapping that was not the txreq's")

@@ -285,7 +285,7 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 // ahgAdd lays out the AHG header descriptor and its edit descriptors (hfi1: _sdma_txreq_ahgadd).
 // The arguments were checked by initAHG.
 func (tx *TxReq) ahgAdd(ahg []uint32, entry, hlen int) {
-	var mode int
+	var mode desc.HeaderMode
 	switch n := len(ahg); {
 	case n == 1:
 		mode = desc.AHGApplyUpdate1
@@ -358,7 +358,7 @@ func (tx *TxReq) clean() {
 // unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
 func (tx *TxReq) unmapDesc(d desc.Desc) {
 	if tx.dev != nil {
-		_ = tx.dev.unmap(d.Generation(), dma.Addr(d.Addr()), d.Len())
+		_ = tx.dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len())
 	}
 }
 

@@ -75,7 +75,9 @@ func TestTxInitAHGCopy(t *testing.T) {
 func TestTxInitAHGLayout(t *testing.T) {
 	words := []uint32{0xa0000000, 0xa1111111, 0xa2222222, 0xa3333333, 0xa4444444, 0xa5555555, 0xa6666666, 0xa7777777, 0xa8888888}
 	for _, tc := range []struct {
-		n, mode, numDesc int
+		n       int
+		mode    desc.HeaderMode
+		numDesc int
 	}{
 		{1, desc.AHGApplyUpdate1, 1},
 		{2, desc.AHGApplyUpdate2, 2},
@@ -97,7 +99,7 @@ func TestTxInitAHGLayout(t *testing.T) {
 		assert.Equal(t, 31, d0.HeaderIndex())
 		assert.Equal(t, 15, d0.HeaderDWs())
 		assert.Equal(t, words[0], d0.Update1())
-		assert.Equal(t, desc.MapNone, d0.Generation())
+		assert.Equal(t, desc.MapNone, d0.MapType())
 		assert.Equal(t, tc.numDesc-1, desc.EditDescs(d0.HeaderMode()))
 		// Words 1..4 in descs[1], 5..8 in descs[2]: qw0 lo, qw0 hi, qw1 lo, qw1 hi.
 		got := []uint32{}
