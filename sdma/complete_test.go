@@ -521,3 +521,43 @@ func TestSendIsABatchOfOne(t *testing.T) {
 	require.NoError(t, cb.Clean(), "the caller's")
 	assert.Zero(t, c.dup.Load())
 }
+
+// TestSendChecksTheTxReqBeforeTheEngine: a txreq that cannot be sent gets its own ErrInvalid
+// from Send and SendList whatever the engine's state (running, stopped, closed), as the kernel
+// checks the txreq before the engine; a nil txreq too.
+func TestSendChecksTheTxReqBeforeTheEngine(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	var c completions
+	check := func(state string) {
+		var unfinished TxReq
+		require.NoError(t, unfinished.Init(0, 16, &c))
+		require.NoError(t, unfinished.AddKVAddr(dev, make([]byte, 8)))
+		assert.ErrorIs(t, e.Send(nil, &unfinished, false), ErrInvalid, state)
+		var l TxList
+		l.PushBack(&unfinished)
+		n, err := e.SendList(nil, &l)
+		assert.ErrorIs(t, err, ErrInvalid, state)
+		assert.Zero(t, n, state)
+		assert.ErrorIs(t, e.Send(nil, nil, false), ErrInvalid, state)
+		l.PopFront()
+		require.NoError(t, unfinished.Clean())
+	}
+	check("running")
+	require.NoError(t, e.Stop())
+	check("stopped")
+	// Closed: AddKVAddr refuses on a closed device, so build before Close.
+	var late TxReq
+	require.NoError(t, late.Init(0, 16, &c))
+	require.NoError(t, late.AddKVAddr(dev, make([]byte, 8)))
+	require.NoError(t, dev.Close())
+	assert.ErrorIs(t, e.Send(nil, &late, false), ErrInvalid, "closed")
+	var l TxList
+	l.PushBack(&late)
+	_, err := e.SendList(nil, &l)
+	assert.ErrorIs(t, err, ErrInvalid, "closed")
+	assert.ErrorIs(t, e.Send(nil, nil, false), ErrInvalid, "closed")
+	l.PopFront()
+	require.NoError(t, late.Clean())
+	assert.Zero(t, c.n.Load())
+}

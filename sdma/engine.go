@@ -366,7 +366,7 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	if g := e.gate.Load(); g != gateRunning {
 		e.inflight.Add(-1)
 		if g&(gateDraining|gateDown) != 0 {
-			return 0, ErrClosed
+			return 0, e.refuseClosed(src.front())
 		}
 		return 0, ErrNotRunning
 	}
@@ -419,6 +419,26 @@ func (e *Engine) admit(src *txSource) (k, total int, err error) {
 // claim checks that tx may be sent to this engine and hands it from the caller to the engine.
 // claim and release are the send path's only writes of a txreq's state (moveState).
 func (e *Engine) claim(tx *TxReq) error {
+	if err := e.check(tx); err != nil {
+		return err
+	}
+	if !tx.moveState(txBuilding, txInFlight) {
+		return txErr("Send", ErrInvalid, "txreq sent concurrently")
+	}
+	return nil
+}
+
+// refuseClosed is the answer to a send on a closing device: the txreq's own error first, as the
+// kernel checks the txreq before the engine's state, else ErrClosed.
+func (e *Engine) refuseClosed(tx *TxReq) error {
+	if err := e.check(tx); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// check is claim's checks: tx is ready, built for this device, and fits the ring.
+func (e *Engine) check(tx *TxReq) error {
 	if err := tx.ready(); err != nil {
 		return err
 	}
@@ -427,9 +447,6 @@ func (e *Engine) claim(tx *TxReq) error {
 	}
 	if n := tx.NumDesc(); n > e.ring.Size()-1 {
 		return txErr("Send", ErrInvalid, "txreq of "+itoa(n)+" descriptors exceeds the ring's capacity "+itoa(e.ring.Size()-1))
-	}
-	if !tx.moveState(txBuilding, txInFlight) {
-		return txErr("Send", ErrInvalid, "txreq sent concurrently")
 	}
 	return nil
 }
@@ -530,7 +547,7 @@ func (e *Engine) flushFront(w *IOWait, src *txSource) error {
 	e.inflight.Add(1)
 	defer e.inflight.Add(-1)
 	if e.gate.Load()&(gateDraining|gateDown) != 0 {
-		return ErrClosed
+		return e.refuseClosed(src.front())
 	}
 	if err := e.claim(src.front()); err != nil {
 		return err
