@@ -27,10 +27,10 @@ type BatchUnmapper interface {
 }
 
 // maxBatch is the number of entries removeBatch groups at once; longer batches go in chunks.
-const maxBatch = 64
+const maxBatch = 16
 
 // UnmapBatch undoes the mappings of us (see BatchUnmapper): entries are grouped by the stripe of
-// their first page, and each stripe's lock is taken once per chunk of up to 64 entries, however
+// their first page, and each stripe's lock is taken once per chunk of up to 16 entries, however
 // many of them it holds; single-page records are recycled under that hold. Regions are unpinned
 // after the locks are released.
 func (c *core) UnmapBatch(us []Unmap) error {
