@@ -119,9 +119,12 @@ func (r *sizeRun) newDevice(sink sdma.Sink) error {
 		return err
 	}
 	if f := cfg.Faults; f.SinkFail > 0 || f.SinkStall > 0 {
-		r.fsink = &sdmatest.FaultSink{Sink: sink, FailRate: f.SinkFail, StallRate: f.SinkStall,
-			Stall: f.Stall, Seed: uint64(f.Seed)}
-		sink = r.fsink
+		fb := &sdmatest.FaultBatchSink{FaultSink: sdmatest.FaultSink{Sink: sink, FailRate: f.SinkFail,
+			StallRate: f.SinkStall, Stall: f.Stall, Seed: uint64(f.Seed)}}
+		r.fsink, sink = &fb.FaultSink, &fb.FaultSink
+		if bs, ok := fb.Sink.(sdma.BatchSink); ok { // keep -sink udp's batching
+			fb.Batch, sink = bs, fb
+		}
 	}
 	wait, mode := engineOptions(cfg)
 	r.dev, err = sdma.NewDevice(sdma.Config{

@@ -125,6 +125,52 @@ func TestFaultSink(t *testing.T) {
 	}
 }
 
+// countBatch is a BatchSink that counts what it is given.
+type countBatch struct{ delivered, queued, flushed, flushes int }
+
+func (c *countBatch) Deliver(int, [][]byte) error { c.delivered++; return nil }
+func (c *countBatch) BatchLimit() (int, int)      { return 8, 0 }
+func (c *countBatch) Queue(int, [][]byte) error   { c.queued++; return nil }
+func (c *countBatch) Flush(_ int, errs []error)   { c.flushed += len(errs); c.flushes++ }
+
+// TestFaultBatchSink: the batching survives the fault injector: packets are queued and flushed
+// in batches, the ones drawn to fail are never queued, and the engine counts them.
+func TestFaultBatchSink(t *testing.T) {
+	cb := &countBatch{}
+	fs := &sdmatest.FaultBatchSink{FaultSink: sdmatest.FaultSink{FailRate: 0.3, Seed: 5}, Batch: cb}
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 256, Sink: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	e := dev.Engine(0)
+	txs := make([]sdma.TxReq, 40)
+	for i := range txs {
+		if err := txs[i].Init(0, 8, sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {})); err != nil {
+			t.Fatal(err)
+		}
+		if err := txs[i].AddKVAddr(dev, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Send(nil, &txs[i], true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Process(); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Stats()
+	if fs.Failed() == 0 || st.SinkErrors != fs.Failed() {
+		t.Fatalf("failed %d, sink errors %d: want equal, nonzero", fs.Failed(), st.SinkErrors)
+	}
+	if cb.queued != cb.flushed || cb.flushes < 40/8 || st.Flushes != uint64(cb.flushes) {
+		t.Fatalf("queued %d, flushed %d in %d flushes (engine: %d): want batches of up to 8", cb.queued, cb.flushed, cb.flushes, st.Flushes)
+	}
+	if got := uint64(cb.queued+cb.delivered) + fs.Failed(); got != 40 {
+		t.Fatalf("queued + delivered + failed = %d, want 40", got)
+	}
+}
+
 // TestDiscardSinkCounts: DiscardSink counts packets and bytes; CaptureSink keeps them per engine
 // and Reset forgets them.
 func TestDiscardAndCaptureSink(t *testing.T) {

@@ -107,6 +107,18 @@ type FaultSink struct {
 
 // Deliver draws, maybe stalls, and fails or delivers.
 func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
+	if err := s.draw(); err != nil {
+		return err
+	}
+	if s.Sink == nil {
+		return nil
+	}
+	return s.Sink.Deliver(engine, segs)
+}
+
+// draw makes one packet's decisions: it may stall (sleep) and returns sdma.ErrInjected for a
+// packet to fail.
+func (s *FaultSink) draw() error {
 	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
 	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
 		s.stalled.Add(1)
@@ -116,11 +128,39 @@ func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
 		s.failed.Add(1)
 		return sdma.ErrInjected
 	}
-	if s.Sink == nil {
-		return nil
-	}
-	return s.Sink.Deliver(engine, segs)
+	return nil
 }
+
+// FaultBatchSink is a FaultSink that keeps the batching of the sdma.BatchSink it wraps: each
+// packet draws as with FaultSink, at Deliver or Queue (a failed one is not queued: it fails with
+// sdma.ErrInjected; a stalled one sleeps first), and Flush and BatchLimit are the wrapped
+// sink's. Set the fields before the device uses it.
+type FaultBatchSink struct {
+	FaultSink                // the fault plan: FailRate, StallRate, Stall, Seed; its Sink is unused
+	Batch     sdma.BatchSink // the wrapped sink
+}
+
+// Deliver draws, maybe stalls, and fails or delivers through the wrapped sink.
+func (s *FaultBatchSink) Deliver(engine int, segs [][]byte) error {
+	if err := s.draw(); err != nil {
+		return err
+	}
+	return s.Batch.Deliver(engine, segs)
+}
+
+// BatchLimit is the wrapped sink's.
+func (s *FaultBatchSink) BatchLimit() (packets, bytes int) { return s.Batch.BatchLimit() }
+
+// Queue draws, maybe stalls, and fails or queues with the wrapped sink.
+func (s *FaultBatchSink) Queue(engine int, segs [][]byte) error {
+	if err := s.draw(); err != nil {
+		return err
+	}
+	return s.Batch.Queue(engine, segs)
+}
+
+// Flush is the wrapped sink's.
+func (s *FaultBatchSink) Flush(engine int, errs []error) { s.Batch.Flush(engine, errs) }
 
 // Failed returns the number of deliveries the sink failed on purpose.
 func (s *FaultSink) Failed() uint64 { return s.failed.Load() }
