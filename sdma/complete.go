@@ -295,7 +295,7 @@ func (e *Engine) flushLocked() {
 	for {
 		e.flushMu.Lock()
 		var l TxList
-		l.PushBackList(&e.flush)
+		l.pushBackList(&e.flush)
 		e.flushMu.Unlock()
 		if l.Len() == 0 {
 			return

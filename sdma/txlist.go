@@ -31,10 +31,10 @@ func (l *TxList) PushBack(tx *TxReq) {
 	l.n++
 }
 
-// PushFront prepends tx (list_add). A nil tx panics, as for PushBack.
-func (l *TxList) PushFront(tx *TxReq) {
+// pushFront prepends tx (list_add). A nil tx panics, as for PushBack.
+func (l *TxList) pushFront(tx *TxReq) {
 	if tx == nil {
-		panic("sdma: TxList.PushFront of a nil txreq")
+		panic("sdma: TxList.pushFront of a nil txreq")
 	}
 	tx.next = l.head
 	l.head = tx
@@ -59,8 +59,8 @@ func (l *TxList) PopFront() *TxReq {
 	return tx
 }
 
-// PushBackList moves every txreq of other to the end of l, leaving other empty (list_splice_tail_init).
-func (l *TxList) PushBackList(other *TxList) {
+// pushBackList moves every txreq of other to the end of l, leaving other empty (list_splice_tail_init).
+func (l *TxList) pushBackList(other *TxList) {
 	if other.head == nil {
 		return
 	}

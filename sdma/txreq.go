@@ -416,8 +416,6 @@ func (tx *TxReq) Remaining() int { return tx.remaining() }
 // tlen as given to Init (payload only with AHG), plus the coalesce buffer's pad once it is mapped.
 func (tx *TxReq) PacketLen() int { return int(tx.packetLen) }
 
-// Flags returns the flags tx was initialised with.
-func (tx *TxReq) Flags() Flags { return tx.flags }
 
 func (tx *TxReq) remaining() int {
 	if tx.coalescing {

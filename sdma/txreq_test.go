@@ -49,7 +49,7 @@ func TestTxInitErrors(t *testing.T) {
 	require.NoError(t, tx.Init(FlagUrgent|FlagVIP, desc.MaxPktSize, nil))
 	assert.Equal(t, desc.MaxPktSize, tx.Remaining())
 	assert.Equal(t, desc.MaxPktSize, tx.PacketLen())
-	assert.Equal(t, FlagUrgent|FlagVIP, tx.Flags())
+	assert.Equal(t, FlagUrgent|FlagVIP, tx.flags)
 	assert.Equal(t, 0, tx.NumDesc())
 	assert.Equal(t, desc.Desc{Qw0: desc.FirstFlag}, tx.descs[0])
 }
@@ -221,6 +221,6 @@ func TestStatusString(t *testing.T) {
 func TestTxListNilIsAClearPanic(t *testing.T) {
 	var l TxList
 	assert.PanicsWithValue(t, "sdma: TxList.PushBack of a nil txreq", func() { l.PushBack(nil) })
-	assert.PanicsWithValue(t, "sdma: TxList.PushFront of a nil txreq", func() { l.PushFront(nil) })
+	assert.PanicsWithValue(t, "sdma: TxList.pushFront of a nil txreq", func() { l.pushFront(nil) })
 	assert.Zero(t, l.Len())
 }

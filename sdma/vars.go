@@ -8,28 +8,30 @@ import (
 	"sync/atomic"
 )
 
-// DeviceVars is a device's counters as an expvar.Var: String returns them as JSON, so
-// expvar.Publish("sdma", dev.Vars()) shows them on /debug/vars without sdma importing expvar
-// (or net/http). Each call reads the counters afresh.
-type DeviceVars struct{ dev *Device }
+// Vars returns the device's counters as an expvar.Var: its String is
+// {"device":"sdma0","engines":[{"engine":0,"Packets":...,"halts_by_cause":{...}},...]}, each
+// engine's Stats with its halts by cause name, so expvar.Publish("sdma", dev.Vars()) shows them
+// on /debug/vars without sdma importing expvar (or net/http); inside an expvar.Func it encodes
+// the same way (MarshalJSON). Each call to String reads the counters afresh.
+func (dev *Device) Vars() interface{ String() string } { return deviceVars{dev} }
 
-// Vars returns the device's counters as an expvar-compatible value.
-func (dev *Device) Vars() DeviceVars { return DeviceVars{dev} }
+// deviceVars is Vars' value.
+type deviceVars struct{ dev *Device }
 
-// EngineVars is one engine's entry in DeviceVars: its index, its counters, and its halts by
+// engineVars is one engine's entry in deviceVars: its index, its counters, and its halts by
 // cause name.
-type EngineVars struct {
+type engineVars struct {
 	Engine int `json:"engine"`
 	EngineStats
 	HaltsBy map[string]uint64 `json:"halts_by_cause,omitempty"`
 }
 
-// Engines snapshots every engine's counters.
-func (v DeviceVars) Engines() []EngineVars {
-	out := make([]EngineVars, v.dev.NumEngines())
+// engines snapshots every engine's counters.
+func (v deviceVars) engines() []engineVars {
+	out := make([]engineVars, v.dev.NumEngines())
 	for i := range out {
 		s := v.dev.Engine(i).Stats()
-		out[i] = EngineVars{Engine: i, EngineStats: s}
+		out[i] = engineVars{Engine: i, EngineStats: s}
 		for c, n := range s.Halts {
 			if n > 0 {
 				if out[i].HaltsBy == nil {
@@ -43,19 +45,19 @@ func (v DeviceVars) Engines() []EngineVars {
 }
 
 // String returns {"device":"sdma0","engines":[{"engine":0,"Packets":...},...]}.
-func (v DeviceVars) String() string {
+func (v deviceVars) String() string {
 	b, err := json.Marshal(struct {
 		Device  string       `json:"device"`
-		Engines []EngineVars `json:"engines"`
-	}{v.dev.name, v.Engines()})
+		Engines []engineVars `json:"engines"`
+	}{v.dev.name, v.engines()})
 	if err != nil { // cannot happen: the counters are numbers
 		return "{}"
 	}
 	return string(b)
 }
 
-// MarshalJSON makes a DeviceVars inside an expvar.Func encode as its counters.
-func (v DeviceVars) MarshalJSON() ([]byte, error) { return []byte(v.String()), nil }
+// MarshalJSON makes a deviceVars inside an expvar.Func encode as its counters.
+func (v deviceVars) MarshalJSON() ([]byte, error) { return []byte(v.String()), nil }
 
 // deviceSeq numbers the devices a process makes, for their default names.
 var deviceSeq atomic.Uint64
