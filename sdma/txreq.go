@@ -416,7 +416,6 @@ func (tx *TxReq) Remaining() int { return tx.remaining() }
 // tlen as given to Init (payload only with AHG), plus the coalesce buffer's pad once it is mapped.
 func (tx *TxReq) PacketLen() int { return int(tx.packetLen) }
 
-
 func (tx *TxReq) remaining() int {
 	if tx.coalescing {
 		return int(tx.tlen) - tx.coalesceIdx
