@@ -21,32 +21,37 @@ import (
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
-// randomFaults wraps the sink's sendmmsg with random answers: short counts, ENOBUFS,
-// ECONNREFUSED and EAGAIN, drawn per call from a seeded generator. Safe for concurrent use.
+// randomFaults wraps the sink's sendmmsg with faulty answers: short counts, ENOBUFS,
+// ECONNREFUSED and EAGAIN, on a fixed schedule of calls (every 7th call from the 4th is refused,
+// so any run of a few flushes meets each kind) with the short counts' lengths drawn from a
+// seeded generator. Safe for concurrent use.
 type randomFaults struct {
 	inner batchWriter
 	mu    sync.Mutex
+	calls uint64
 	x     uint64
 }
 
 func (f *randomFaults) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
 	f.mu.Lock()
+	f.calls++
+	c := f.calls
 	f.x = f.x*6364136223846793005 + 1442695040888963407
 	r := f.x >> 33
 	f.mu.Unlock()
-	switch r % 20 {
-	case 0, 1, 2: // a short count: some sent, the rest not, no error
-		k := int(r>>8) % len(ms)
+	switch {
+	case c%7 == 4:
+		return -1, sysErr(syscall.ECONNREFUSED)
+	case c%7 == 6:
+		return -1, sysErr(syscall.ENOBUFS)
+	case c%11 == 2:
+		return -1, sysErr(syscall.EAGAIN)
+	case c%3 == 0: // a short count: some sent, the rest not, no error
+		k := int(r) % len(ms)
 		if k == 0 {
 			return 0, nil
 		}
 		return f.inner.WriteBatch(ms[:k], flags)
-	case 3:
-		return -1, sysErr(syscall.ENOBUFS)
-	case 4:
-		return -1, sysErr(syscall.ECONNREFUSED)
-	case 5:
-		return -1, sysErr(syscall.EAGAIN)
 	}
 	return f.inner.WriteBatch(ms, flags)
 }
