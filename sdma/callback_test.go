@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 // TestCallbackPanicDoesNotWedgeEngine: a completion callback, a drained callback and a wakeup
@@ -118,21 +119,24 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 	}
 }
 
-// closeSink calls Close (or Stop) of its device from inside Deliver, once.
+// closeSink calls Close (or Stop, or InjectHalt) of its device from inside Deliver, once.
 type closeSink struct {
 	dev  *sdma.Device
-	stop bool // Stop the engine instead of closing the device
+	call string // "close", "stop" or "halt"
 	once sync.Once
 	err  chan error
 }
 
 func (s *closeSink) Deliver(engine int, _ [][]byte) error {
 	s.once.Do(func() {
-		if s.stop {
+		switch s.call {
+		case "stop":
 			s.err <- s.dev.Engine(engine).Stop()
-			return
+		case "halt":
+			s.err <- sdmatest.InjectHalt(s.dev.Engine(engine), sdma.CauseHalt)
+		default:
+			s.err <- s.dev.Close()
 		}
-		s.err <- s.dev.Close()
 	})
 	return nil
 }
@@ -141,9 +145,9 @@ func (s *closeSink) Deliver(engine int, _ [][]byte) error {
 // own goroutine (a Sink, a completion callback) would wait for that goroutine: it is refused with
 // ErrInvalid and changes nothing; the device then runs on and a Close from outside works.
 func TestCloseFromSinkOrCallbackRefused(t *testing.T) {
-	for _, stop := range []bool{false, true} {
+	for _, stop := range []string{"close", "stop", "halt"} {
 		promNoLeak(t)
-		sink := &closeSink{stop: stop, err: make(chan error, 1)}
+		sink := &closeSink{call: stop, err: make(chan error, 1)}
 		dev, err := sdma.NewDevice(sdma.Config{RingSize: 64, Sink: sink})
 		require.NoError(t, err)
 		sink.dev = dev
@@ -156,10 +160,10 @@ func TestCloseFromSinkOrCallbackRefused(t *testing.T) {
 		require.NoError(t, e.SendWait(ctx, &txs[0]))
 		select {
 		case err := <-sink.err:
-			require.ErrorIs(t, err, sdma.ErrInvalid, "stop=%v", stop)
+			require.ErrorIs(t, err, sdma.ErrInvalid, stop)
 			assert.Contains(t, err.Error(), "own goroutine")
 		case <-ctx.Done():
-			t.Fatalf("stop=%v: a Close from the Sink deadlocked", stop)
+			t.Fatalf("%s from the Sink deadlocked", stop)
 		}
 		require.True(t, e.Running(), "nothing changed")
 

@@ -183,19 +183,24 @@ func (e *Engine) event(ev Event, cause string) error {
 }
 
 // Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
-// aborted, waiters are woken, and sends get ErrNotRunning until Start.
+// aborted, waiters are woken, and sends get ErrNotRunning until Start. ErrInvalid on the engine's
+// own goroutine (from a Sink or a callback it runs), ErrClosed once the device is closing.
 func (e *Engine) Stop() error { return e.event(E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
-// from s20 at once, to s99.
+// from s20 at once, to s99. Errors as Stop's.
 func (e *Engine) Start() error { return e.event(E30GoRunning, "Start") }
 
 // injectHalt makes the hardware model halt now, before its next packet, with cause c, and
 // returns after the engine recovered (sdmatest.InjectHalt documents it). ErrNotRunning if the
-// engine is not running, ErrInvalid for an unknown cause or CauseNone, ErrClosed once closing.
+// engine is not running, ErrInvalid for an unknown cause or CauseNone or on the engine's own
+// goroutine (a Sink, a callback: it would wait for itself), ErrClosed once closing.
 func (e *Engine) injectHalt(c HaltCause) error {
 	if c <= CauseNone || c >= NumHaltCauses {
 		return txErr("InjectHalt", ErrInvalid, "unknown halt cause "+c.String())
+	}
+	if err := e.ownGoroutine("InjectHalt"); err != nil {
+		return err
 	}
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()
