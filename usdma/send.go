@@ -83,7 +83,10 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
 // a packet already completed aborted), Submit returns the error; the slot still ends exactly
 // once, ERROR, when the packets already handed over complete. ctx bounds only the waits for
-// ring room; a request cut short by ctx ends ERROR too.
+// ring room; a request cut short by ctx ends ERROR too. Room comes only as the engine runs: on
+// a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
+// while a request larger than the free ring waits, as the chip and its interrupts do for the
+// kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
 	dataLen, err := pq.validate(info, hdr, vecs)
 	if err != nil {
