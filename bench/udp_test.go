@@ -74,11 +74,11 @@ func newUDPDrain(b *testing.B) *udpDrain {
 	return d
 }
 
-// mmsghdr is struct mmsghdr (recvmmsg's vector).
+// mmsghdr is struct mmsghdr (recvmmsg's vector); Go pads it to the msghdr's alignment as C does
+// (64 bytes on 64-bit systems, 32 on 32-bit ones).
 type mmsghdr struct {
 	hdr unix.Msghdr
 	n   uint32
-	_   [4]byte
 }
 
 func (d *udpDrain) close() {
