@@ -451,7 +451,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
 	cfg.Duration = 2 * time.Second
-	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in seconds as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
+	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in `seconds` as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
 	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t), each with its own payload memory; lat mode uses 1")
 	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))

@@ -363,3 +363,33 @@ func TestServerSweepRowPerSize(t *testing.T) {
 	}
 	assert.Equal(t, []string{"2", "4", "8", "16"}, sizes, stdout.String())
 }
+
+// TestRunInfinitely: --run_infinitely prints a row per -D interval, through a pipe as it goes,
+// until Ctrl-C.
+func TestRunInfinitely(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--run_infinitely", "-D", "0.05", "-warmup", "0", "-size", "256", "--output=bandwidth"}, pw, io.Discard)
+		pw.Close()
+	}()
+	// Three rows come through the pipe while the run goes on.
+	buf := make([]byte, 4096)
+	var got string
+	for strings.Count(got, "\n") < 3 {
+		n, err := pr.Read(buf)
+		require.NoError(t, err, "the pipe closed after %q", got)
+		got += string(buf[:n])
+	}
+	cancel()
+	assert.Equal(t, exitInterrupted, <-done)
+	rest, err := io.ReadAll(pr)
+	require.NoError(t, err)
+	for _, l := range strings.Split(strings.TrimSpace(got+string(rest)), "\n") {
+		_, err := strconv.ParseFloat(l, 64)
+		assert.NoError(t, err, "each interval's row is one number: %q", l)
+	}
+}
