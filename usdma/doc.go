@@ -30,6 +30,8 @@
 //
 // # Differences from the kernel
 //
+// A request pass builds MAX_PKTS_PER_QUEUE (16) packets before handing them to the engine, as
+// user_sdma.h defines it; the kernel's process_request passes initial_pkt_count (8) instead.
 // EXPECTED (TID) requests are refused with ErrExpected: they need the receive side's TID
 // entries, which gosdma does not model. The P_Key check and the SC-to-VL table are reduced to
 // "VL below Config.NumVLs and SC equal to VL". The template checks of check_header_template run
