@@ -27,7 +27,7 @@ type Sink interface {
 // on return — so a BatchSink is still a correct Sink anywhere a Sink is used; it is never called
 // while the engine holds a batch. The engine calls Flush once the batch holds
 // BatchLimit's packets or bytes, when the ring has nothing more to read (the end of each
-// hardware pass: a lone packet on an idle engine is flushed at once), before an engine halts
+// hardware pass, so no packet waits for a batch to fill), before an engine halts
 // (the packets before the halt complete OK, as on the chip) and before a Close or a halt
 // recovery can touch the ring (a batch never outlives the hardware pass that queued it).
 //
