@@ -17,6 +17,9 @@ var errInterrupted = errors.New("interrupted")
 
 // runClient runs every size, streaming each size's row, and prints the report.
 func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	if cfg.Path == pathPIO || cfg.Path == pathAuto {
+		return runPaths(ctx, cfg, stdout)
+	}
 	rep := Report{Tool: "sdmaperf", Config: cfg, Host: hostInfo(cfg)}
 	if cfg.HTTP != "" {
 		stopHTTP, err := serveDebug(cfg.HTTP, stderr)

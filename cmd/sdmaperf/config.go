@@ -67,6 +67,7 @@ type Config struct {
 	UDPBatch   int           `json:"udp_batch,omitempty"` // -sink udp: packets per sendmmsg; 0 the sink's default, 1 unbatched
 	UDPGSO     bool          `json:"udp_gso,omitempty"`   // -sink udp: UDP GSO runs in each batch
 	Faults     FaultSpec     `json:"faults"`
+	Path       string        `json:"path,omitempty"` // sdma | pio | auto (paths.go)
 	JSON       bool          `json:"-"`
 	CSV        bool          `json:"-"`
 	Output     string        `json:"-"` // --output: bandwidth | message_rate | latency, one number per size
@@ -442,6 +443,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.SetOutput(out)
 	fs.StringVar(&raw.mode, "mode", "bw", "what to measure: bw (bandwidth, like ib_send_bw), lat (latency, one packet in flight per producer, like ib_send_lat) or msg (whole messages of -size bytes through a usdma packet queue, split into -mtu packets, -depth messages in flight)")
 	fs.IntVar(&cfg.MTU, "mtu", defaultMTU, "-mode msg: the packets' payload (fragment size), a multiple of 64 up to 10240")
+	pathFlag(fs, cfg)
 	fs.IntVar(&cfg.Engines, "engines", 1, fmt.Sprintf("SDMA engines, 1..%d", maxEngines))
 	fs.IntVar(&cfg.Producers, "producers", 1, "producer goroutines, spread round-robin over the engines")
 	fs.IntVar(&raw.size, "size", 4096, fmt.Sprintf("packet size in bytes, 1..%d; with -sweep, the largest size (%d unless given)", maxPacket, maxSweepSize))
@@ -596,6 +598,7 @@ var clientChecks = []check{
 	checkSink,
 	checkFaults,
 	checkOutputs,
+	checkPath,
 }
 
 // notApplicableWhy says why perftest's flag name does not apply.

@@ -1,0 +1,444 @@
+package main
+
+// -path: which of hfi1's transmit paths sdmaperf measures. "sdma" (the default) is everything
+// else in this command. "pio" and "auto" run here: each producer is a verbs.Flow on a
+// verbs.Device, whose packets go by PIO (the CPU copies them into a send context, package pio)
+// or, with auto, by hfi1_verbs_send's choice (PIO up to the kernel's piothreshold of 256 bytes,
+// SDMA above). With -sweep every size also runs by the other path, in the same process, and the
+// table ends with where the crossover lies on this machine.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/gosdma/gosdma/pio"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/verbs"
+)
+
+// The -path values.
+const (
+	pathSDMA = "sdma"
+	pathPIO  = "pio"
+	pathAuto = "auto"
+)
+
+// pathFlag registers -path (newFlagSet calls it).
+func pathFlag(fs *flag.FlagSet, cfg *Config) {
+	fs.StringVar(&cfg.Path, "path", "", fmt.Sprintf("transmit path: sdma (send DMA, the default), pio (programmed I/O: the CPU copies each packet into a PIO send context; sizes up to %d) or auto (hfi1_verbs_send's choice: PIO up to %d bytes, SDMA above); with pio or auto, -sweep also runs each size by SDMA and shows the crossover", pio.ThresholdCeiling, pio.DefaultThreshold))
+}
+
+// checkPath validates -path and what it can be combined with (a clientChecks step).
+func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
+	switch cfg.Path {
+	case "", pathSDMA:
+		return nil
+	case pathPIO, pathAuto:
+	default:
+		return usagef("-path %q: want sdma, pio or auto", cfg.Path)
+	}
+	for _, name := range []string{"sink", "mem", "send", "alloc", "ring", "depth", "shared", "completion"} {
+		if set[name] {
+			return usagef("-%s applies to -path sdma only (-path %s sends through verbs.Flow.Send)", name, cfg.Path)
+		}
+	}
+	if cfg.Path == pathPIO {
+		var keep []int
+		for _, s := range cfg.Sizes {
+			if s <= pio.ThresholdCeiling {
+				keep = append(keep, s)
+			}
+		}
+		if len(keep) == 0 || (!raw.sweep && len(keep) != len(cfg.Sizes)) {
+			return usagef("-path pio: a PIO packet is at most %d bytes (PIO_THRESHOLD_CEILING); lower -size", pio.ThresholdCeiling)
+		}
+		cfg.Sizes = keep
+	}
+	if cfg.Mode == ModeLat && cfg.Producers > 255 {
+		return usagef("-path %s -mode lat: at most 255 producers (each packet carries its producer in its first byte)", cfg.Path)
+	}
+	if f := cfg.Faults; f.MapFraction > 0 || f.MapNth > 0 || f.SinkFail > 0 || f.SinkStall > 0 {
+		return usagef("-path %s: -faults takes halt=RATE and haltat=N here (PIO send context halts)", cfg.Path)
+	}
+	return nil
+}
+
+// sweepRounds is how many times a -sweep runs each path at each size, interleaved; the table
+// keeps the best round of each (as bench/compare.sh does).
+const sweepRounds = 3
+
+// pathResult is one path at one size.
+type pathResult struct {
+	Path     string  `json:"path"` // pio | sdma | auto
+	Bytes    int     `json:"bytes"`
+	Packets  uint64  `json:"packets"`
+	Seconds  float64 `json:"seconds"`
+	Mpps     float64 `json:"mpps"`
+	MBps     float64 `json:"mb_per_s"`
+	NsPerPkt float64 `json:"ns_per_pkt"`
+	P50      float64 `json:"p50_ns,omitempty"`
+	P99      float64 `json:"p99_ns,omitempty"`
+	ByPIO    uint64  `json:"by_pio"`
+	BySDMA   uint64  `json:"by_sdma"`
+	Refused  uint64  `json:"refused,omitempty"` // sends refused while a halted PIO context recovered
+	Flushed  uint64  `json:"flushed,omitempty"` // sent but released by a halt before the chip sent them
+	Halts    uint64  `json:"pio_halts,omitempty"`
+}
+
+// pathReport is the -json output of a -path pio|auto run.
+type pathReport struct {
+	Tool      string       `json:"tool"`
+	Config    Config       `json:"config"`
+	Results   []pathResult `json:"results"`
+	Crossover int          `json:"crossover_bytes,omitempty"` // the largest size PIO beat SDMA at (with -sweep)
+}
+
+// runPaths is the client for -path pio|auto.
+func runPaths(ctx context.Context, cfg Config, stdout io.Writer) error {
+	rep := pathReport{Tool: "sdmaperf", Config: cfg}
+	paths := []string{cfg.Path}
+	if len(cfg.Sizes) > 1 { // -sweep: the same sizes by the other path(s), same process
+		paths = []string{pathPIO, pathSDMA}
+		if cfg.Path == pathAuto {
+			paths = append(paths, pathAuto)
+		}
+	}
+	rounds := 1
+	if len(paths) > 1 {
+		rounds = sweepRounds
+	}
+	for _, size := range cfg.Sizes {
+		best := map[string]pathResult{}
+		for range rounds { // the paths interleaved, best of the rounds: a shared machine's noise
+			for _, p := range paths {
+				if p == pathPIO && size > pio.ThresholdCeiling {
+					continue
+				}
+				r, err := runPath(ctx, cfg, p, size)
+				if err != nil {
+					return fmt.Errorf("-path %s, %d bytes: %w", p, size, err)
+				}
+				if b, ok := best[p]; !ok || cost(cfg.Mode, r) < cost(cfg.Mode, b) {
+					best[p] = r
+				}
+			}
+		}
+		for _, p := range paths {
+			if r, ok := best[p]; ok {
+				rep.Results = append(rep.Results, r)
+			}
+		}
+	}
+	rep.Crossover = crossover(cfg.Mode, rep.Results)
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	writePathTable(stdout, cfg, rep)
+	return nil
+}
+
+// cost is a result's time per packet for the mode: the p50 latency, or the time per packet at
+// full rate.
+func cost(mode Mode, r pathResult) float64 {
+	if mode == ModeLat {
+		return r.P50
+	}
+	return r.NsPerPkt
+}
+
+// crossover returns the largest size at which PIO cost less than SDMA, if every smaller size
+// did too (0 when there is no PIO/SDMA pair).
+func crossover(mode Mode, rs []pathResult) int {
+	by := map[string]map[int]pathResult{}
+	for _, r := range rs {
+		if by[r.Path] == nil {
+			by[r.Path] = map[int]pathResult{}
+		}
+		by[r.Path][r.Bytes] = r
+	}
+	best := 0
+	for _, r := range rs {
+		if r.Path != pathPIO {
+			continue
+		}
+		s, ok := by[pathSDMA][r.Bytes]
+		if !ok {
+			return 0
+		}
+		if cost(mode, r) >= cost(mode, s) {
+			break
+		}
+		best = r.Bytes
+	}
+	return best
+}
+
+// pioFaster lists the sizes at which PIO cost less than SDMA.
+func pioFaster(mode Mode, rs []pathResult) []int {
+	sd := map[int]pathResult{}
+	for _, r := range rs {
+		if r.Path == pathSDMA {
+			sd[r.Bytes] = r
+		}
+	}
+	var out []int
+	for _, r := range rs {
+		if s, ok := sd[r.Bytes]; ok && r.Path == pathPIO && cost(mode, r) < cost(mode, s) {
+			out = append(out, r.Bytes)
+		}
+	}
+	return out
+}
+
+func writePathTable(w io.Writer, cfg Config, rep pathReport) {
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, " sdmaperf -path %s   mode %s   producers %d   engines %d   mapper %s   PIO threshold %d (auto)\n",
+		cfg.Path, cfg.Mode, cfg.Producers, cfg.Engines, cfg.Mapper, pio.DefaultThreshold)
+	fmt.Fprintln(w, rule)
+	if cfg.Mode == ModeLat {
+		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %6s %8s\n", "path", "bytes", "packets", "Mpps", "p50 ns", "p99 ns", "by pio", "by sdma", "halts", "flushed")
+	} else {
+		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %6s %8s\n", "path", "bytes", "packets", "Mpps", "MB/s", "ns/pkt", "by pio", "by sdma", "halts", "flushed")
+	}
+	for _, r := range rep.Results {
+		a, b := r.MBps, r.NsPerPkt
+		if cfg.Mode == ModeLat {
+			a, b = r.P50, r.P99
+		}
+		fmt.Fprintf(w, " %-5s %8d %12d %10.3f %10.1f %10.1f %8d %8d %6d %8d\n", r.Path, r.Bytes, r.Packets, r.Mpps, a, b, r.ByPIO, r.BySDMA, r.Halts, r.Flushed)
+	}
+	fmt.Fprintln(w, rule)
+	if len(cfg.Sizes) > 1 {
+		what := "ns/pkt"
+		if cfg.Mode == ModeLat {
+			what = "p50"
+		}
+		if rep.Crossover > 0 {
+			fmt.Fprintf(w, " crossover: PIO's %s (best of %d rounds) is below SDMA's at every size up to %d bytes on this machine (the kernel's default threshold is %d)\n", what, sweepRounds, rep.Crossover, pio.DefaultThreshold)
+		} else {
+			fmt.Fprintf(w, " crossover: SDMA's %s (best of %d rounds) is below PIO's from the smallest size on this machine\n", what, sweepRounds)
+		}
+		fmt.Fprintf(w, " PIO faster at: %v bytes\n", pioFaster(cfg.Mode, rep.Results))
+		fmt.Fprintln(w, rule)
+	}
+}
+
+// flowSink counts the packets each producer's flow delivered (by the producer index in the first
+// byte), for the latency mode's wait and the totals.
+type flowSink struct {
+	n     [256]atomic.Uint64
+	total atomic.Uint64
+}
+
+func (s *flowSink) Deliver(_ int, segs [][]byte) error {
+	for _, g := range segs {
+		if len(g) > 0 {
+			s.n[g[0]].Add(1)
+			break
+		}
+	}
+	s.total.Add(1)
+	return nil
+}
+
+// runPath measures one path at one size.
+func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult, error) {
+	r := pathResult{Path: path, Bytes: size}
+	sink := &flowSink{}
+	m, _, err := newMapper(cfg)
+	if err != nil {
+		return r, err
+	}
+	w, _ := engineOptions(cfg)
+	sd, err := sdma.NewDevice(sdma.Config{Engines: cfg.Engines, Mapper: m, Sink: sink, Wait: w})
+	if err != nil {
+		return r, err
+	}
+	defer sd.Close()
+	vc := verbs.Config{SDMA: sd, Contexts: max(1, min(cfg.Producers, 16))}
+	switch path {
+	case pathPIO:
+		vc.PIOThreshold = pio.ThresholdCeiling
+	case pathSDMA:
+		vc.DisablePIO = true
+	}
+	if f := cfg.Faults; f.HaltRate > 0 || f.HaltAt > 0 {
+		vc.PIOFaults.HaltAt = uint64(f.HaltAt)
+		if f.HaltRate > 0 {
+			vc.PIOFaults.HaltEvery = uint64(max(1, 1/f.HaltRate))
+		}
+	}
+	dev, err := verbs.New(vc)
+	if err != nil {
+		return r, err
+	}
+	defer dev.Close()
+	ps := make([]*pathProducer, cfg.Producers)
+	for i := range ps {
+		ps[i] = newPathProducer(dev, sink, i, size, cfg.Frags, cfg.Mode == ModeLat)
+	}
+	// Warm up, then measure.
+	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, cfg.Warmup, time.Time{}) }); err != nil {
+		return r, err
+	}
+	for _, p := range ps {
+		if err := p.flow.Drain(ctx); err != nil { // the warm-up is delivered before counting starts
+			return r, err
+		}
+		p.reset()
+	}
+	before := sink.total.Load()
+	quota, deadline := 0, time.Time{}
+	if cfg.Iterations > 0 {
+		quota = max(1, cfg.Iterations/cfg.Producers)
+	} else {
+		deadline = time.Now().Add(cfg.Duration)
+	}
+	start := time.Now()
+	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota, deadline) }); err != nil {
+		return r, err
+	}
+	for _, p := range ps {
+		if err := p.flow.Drain(ctx); err != nil {
+			return r, err
+		}
+	}
+	el := time.Since(start)
+	r.Packets = sink.total.Load() - before
+	r.Seconds = el.Seconds()
+	r.Mpps = float64(r.Packets) / el.Seconds() / 1e6
+	r.MBps = float64(r.Packets) * float64(size) / el.Seconds() / 1e6
+	if r.Packets > 0 {
+		r.NsPerPkt = float64(el.Nanoseconds()) / float64(r.Packets)
+	}
+	h := hdrhistogram.New(1, int64(10*time.Second), 3)
+	for _, p := range ps {
+		if p.hist != nil {
+			h.Merge(p.hist)
+		}
+		r.ByPIO += p.flow.Sent(verbs.PathPIO) - p.basePIO
+		r.BySDMA += p.flow.Sent(verbs.PathSDMA) - p.baseSDMA
+		r.Refused += p.refused
+	}
+	if cfg.Mode == ModeLat {
+		r.P50, r.P99 = float64(h.ValueAtQuantile(50)), float64(h.ValueAtQuantile(99))
+	}
+	for i := range dev.NumContexts() {
+		r.Halts += dev.Context(i).Stats().Halts
+	}
+	if sent := r.ByPIO + r.BySDMA; sent > r.Packets {
+		r.Flushed = sent - r.Packets
+	}
+	return r, nil
+}
+
+// pathTogether runs f on every producer at once and returns the first error.
+func pathTogether(ps []*pathProducer, f func(*pathProducer) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(p)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// pathProducer is one producer: a flow and its packet, cut into -frags pieces.
+type pathProducer struct {
+	id                uint8
+	flow              *verbs.Flow
+	sink              *flowSink
+	segs              [][]byte
+	hist              *hdrhistogram.Histogram // latency mode only
+	sent              uint64
+	refused           uint64
+	basePIO, baseSDMA uint64
+}
+
+func newPathProducer(dev *verbs.Device, sink *flowSink, i, size, frags int, lat bool) *pathProducer {
+	buf := make([]byte, size)
+	for k := range buf {
+		buf[k] = byte(k * 7)
+	}
+	buf[0] = byte(i) // the flowSink's key
+	p := &pathProducer{id: byte(i), flow: dev.NewFlow(uint32(i), 0), sink: sink}
+	off := 0
+	for _, n := range split(size, min(frags, size)) {
+		p.segs = append(p.segs, buf[off:off+n])
+		off += n
+	}
+	if lat {
+		p.hist = hdrhistogram.New(1, int64(10*time.Second), 3)
+	}
+	return p
+}
+
+func (p *pathProducer) reset() {
+	p.sent, p.refused = 0, 0
+	p.basePIO, p.baseSDMA = p.flow.Sent(verbs.PathPIO), p.flow.Sent(verbs.PathSDMA)
+	if p.hist != nil {
+		p.hist.Reset()
+	}
+}
+
+// run sends until quota packets (quota > 0) or the deadline. In latency mode each packet is
+// timed from the send call until the sink has it.
+func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) error {
+	for i := 0; ; i++ {
+		if quota > 0 && i >= quota || quota == 0 && (deadline.IsZero() || i&63 == 0 && time.Now().After(deadline)) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		t0 := time.Now()
+		_, err := p.flow.Send(ctx, p.segs, nil)
+		if errors.Is(err, pio.ErrNotRunning) { // a halted context recovering: the packet was not sent
+			p.refused++
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.sent++
+		if p.hist != nil {
+			if err := p.awaitDelivery(ctx); err != nil {
+				return err
+			}
+			_ = p.hist.RecordValue(int64(time.Since(t0)))
+		}
+	}
+}
+
+// awaitDelivery waits until the sink has every packet this producer sent (latency mode).
+func (p *pathProducer) awaitDelivery(ctx context.Context) error {
+	want := p.sent + p.base()
+	for spin := 1; p.sink.n[p.id].Load() < want; spin++ {
+		if spin&63 == 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+			runtime.Gosched()
+		}
+	}
+	return nil
+}
+
+// base is what the sink had counted for this producer before the measured run (the warm-up).
+func (p *pathProducer) base() uint64 { return p.basePIO + p.baseSDMA }
