@@ -156,6 +156,16 @@ func (c *pinCache) invalidate(addr uintptr, size int) int {
 	return k
 }
 
+// invalidateAll removes every node (Close).
+func (c *pinCache) invalidateAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range c.nodes {
+		c.remove(n)
+		c.stats.Invalidations++
+	}
+}
+
 // remove takes n out of the index and the LRU list and unmaps it unless a request holds it.
 // mu held.
 func (c *pinCache) remove(n *pinNode) {

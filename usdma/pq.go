@@ -327,7 +327,7 @@ func (pq *PktQ) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	pq.pins.invalidate(0, int(^uint(0)>>1))
+	pq.pins.invalidateAll()
 	pq.pins.mu.Lock()
 	defer pq.pins.mu.Unlock()
 	return pq.pins.drainStuck(ctx)
