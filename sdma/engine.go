@@ -272,7 +272,8 @@ func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 // where the kernel checks it after); no room runs w's sleeper with tx still on l (so the sleeper
 // must leave tx where it is: use DeferOrRetry, not ParkOrRetry; a sleeper's nil is taken as
 // "look again"), pktsSent being whether this call submitted anything; ErrNotRunning after
-// flushing every remaining ready txreq; ErrClosed. Send is SendList of one txreq.
+// flushing every remaining ready txreq; ErrClosed. Send and SendList share one send path (send):
+// a Send is a batch of one.
 func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 	if l == nil {
 		return 0, txErr("SendList", ErrInvalid, "nil list")
