@@ -552,3 +552,41 @@ func TestSendsAtMostMaxPktsPerQueue(t *testing.T) {
 		assert.Equal(t, (testTemplate.PSN+uint32(k))&psnMask, h.PSN(), "packet %d in order", k)
 	}
 }
+
+// TestIOWaitTimeoutRetries: the queue is DEFERRED on a full ring and no completion pass runs
+// for a while (a polled engine nobody polls yet): Submit's wait runs out Config.Timeout
+// (SDMA_IOWAIT_TIMEOUT) and tries again, more than once, and the request completes once
+// completions resume.
+func TestIOWaitTimeoutRetries(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Timeout: 2 * time.Millisecond})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the chip: it sends, but completions wait until Submit timed out twice
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = e.Process()
+			if pq.Stats().Timeouts >= 2 {
+				e.Poll()
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	data := pattern(64*4096, 2)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, data))
+	require.NoError(t, waitSlot(t, pq, 0))
+	close(stop)
+	wg.Wait()
+	st := pq.Stats()
+	assert.Positive(t, st.Deferrals)
+	assert.GreaterOrEqual(t, st.Timeouts, uint64(2), "the wait ran out and Submit retried")
+	assert.Equal(t, Active, pq.State())
+}
