@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/cacheline"
 )
 
 // The free list shared by Slab and List is a Treiber stack of object indices.
@@ -31,9 +33,9 @@ import (
 
 const nilIndex = math.MaxUint32
 
-// cacheLine is the padding unit: 128 bytes covers 64-byte x86 lines with their adjacent-line
-// prefetch and 128-byte arm64 and ppc64 lines.
-const cacheLine = 128
+// cacheLine is the padding unit (internal/cacheline.Pad, the module's one definition: a cache
+// line, and at least two 64-byte lines for the adjacent-line prefetch).
+const cacheLine = cacheline.Pad
 
 // cell is one object and its free-list bookkeeping. obj is first, so &cell.obj == &cell and
 // object addresses map back to cells by arithmetic.

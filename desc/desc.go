@@ -152,8 +152,8 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("desc: %s %#x out of range (max %#x)", e.Field, e.Value, e.Max)
 }
 
-// Is makes a *FieldError match ErrRange.
-func (e *FieldError) Is(target error) bool { return target == ErrRange }
+// Unwrap returns ErrRange, the sentinel every *FieldError matches (errors.Is).
+func (e *FieldError) Unwrap() error { return ErrRange }
 
 func check(field string, v, max uint64) error {
 	if v > max {

@@ -11,7 +11,7 @@ type Unmap struct {
 	Addr Addr
 	Size int
 	Dir  Direction
-	Kind string
+	Kind Kind
 }
 
 // BatchUnmapper is implemented by mappers that undo many mappings at once: the completion pass

@@ -102,11 +102,14 @@ var (
 
 // Kind names which map call made a mapping, as reported in Mapping.Kind. An unmap must use the
 // call that matches the map (dma-debug's "unmap with the wrong function" check).
+type Kind string
+
+// The kinds of mapping.
 const (
-	KindSingle   = "single"   // MapSingle / UnmapSingle
-	KindPage     = "page"     // MapPage / UnmapPage
-	KindSG       = "sg"       // one entry of MapSG / UnmapSG
-	KindCoherent = "coherent" // AllocCoherent / FreeCoherent
+	KindSingle   Kind = "single"   // MapSingle / UnmapSingle
+	KindPage     Kind = "page"     // MapPage / UnmapPage
+	KindSG       Kind = "sg"       // one entry of MapSG / UnmapSG
+	KindCoherent Kind = "coherent" // AllocCoherent / FreeCoherent
 )
 
 // Mapping describes one live mapping in a leak report (Live).
@@ -114,7 +117,7 @@ type Mapping struct {
 	Addr Addr      // bus address of the first byte
 	Size int       // length in bytes
 	Dir  Direction // direction it was mapped with
-	Kind string    // KindSingle, KindPage, KindSG or KindCoherent
+	Kind Kind      // KindSingle, KindPage, KindSG, KindCoherent or KindRegistered
 }
 
 // String formats m as "kind [addr,+size) dir".
@@ -122,23 +125,26 @@ func (m Mapping) String() string {
 	return fmt.Sprintf("%s [%#x,+%d) %v", m.Kind, uint64(m.Addr), m.Size, m.Dir)
 }
 
-// Reasons a Translate fails, as carried in Fault.Reason.
+// FaultReason says why a Translate failed, as carried in Fault.Reason.
+type FaultReason string
+
+// The reasons a Translate fails.
 const (
-	ReasonNotMapped    = "not mapped"                // no live mapping holds the first byte (never mapped, or unmapped)
-	ReasonPartlyMapped = "partly mapped"             // the range starts in a mapping but runs past its end
-	ReasonDirection    = "wrong direction"           // mapped, but not for this kind of access
-	ReasonBadLength    = "bad length"                // size <= 0, or addr+size wraps around
-	ReasonOutside      = "outside the IOVA space"    // above the IOMMU's IOVABits
-	ReasonBadAccess    = "bad access direction"      // access is not a valid Direction
-	ReasonInjected     = "injected by FaultInjector" // FaultInjector.FailTranslate
+	ReasonNotMapped    FaultReason = "not mapped"                // no live mapping holds the first byte (never mapped, or unmapped)
+	ReasonPartlyMapped FaultReason = "partly mapped"             // the range starts in a mapping but runs past its end
+	ReasonDirection    FaultReason = "wrong direction"           // mapped, but not for this kind of access
+	ReasonBadLength    FaultReason = "bad length"                // size <= 0, or addr+size wraps around
+	ReasonOutside      FaultReason = "outside the IOVA space"    // above the IOMMU's IOVABits
+	ReasonBadAccess    FaultReason = "bad access direction"      // access is not a valid Direction
+	ReasonInjected     FaultReason = "injected by FaultInjector" // FaultInjector.FailTranslate
 )
 
 // Fault is the error of a refused device access (the IOMMU fault record). It matches ErrFault.
 type Fault struct {
-	Addr   Addr      // first bus address of the refused access
-	Size   int       // its length
-	Access Direction // ToDevice: the device read; FromDevice: the device wrote
-	Reason string    // one of the Reason constants
+	Addr   Addr        // first bus address of the refused access
+	Size   int         // its length
+	Access Direction   // ToDevice: the device read; FromDevice: the device wrote
+	Reason FaultReason // one of the Reason constants
 }
 
 // Error says which address and why.
@@ -147,8 +153,8 @@ func (f *Fault) Error() string {
 		f.Access, uint64(f.Addr), f.Size, f.Reason)
 }
 
-// Is makes a *Fault match ErrFault.
-func (f *Fault) Is(target error) bool { return target == ErrFault }
+// Unwrap returns ErrFault, the sentinel every *Fault matches (errors.Is).
+func (f *Fault) Unwrap() error { return ErrFault }
 
 // faultCounter is implemented by every mapper and wrapper in this package.
 type faultCounter interface{ Faults() uint64 }

@@ -60,7 +60,7 @@ func newRegion(t testing.TB, n int) *Region {
 }
 
 // requireFault checks err is a *Fault for addr with the reason.
-func requireFault(t *testing.T, err error, addr Addr, reason string) {
+func requireFault(t *testing.T, err error, addr Addr, reason FaultReason) {
 	t.Helper()
 	require.ErrorIs(t, err, ErrFault)
 	var f *Fault
@@ -193,7 +193,7 @@ func TestFaults(t *testing.T) {
 		a, err := m.MapSingle(buf, ToDevice)
 		require.NoError(t, err)
 		faults := m.Faults()
-		check := func(addr Addr, size int, access Direction, reason string) {
+		check := func(addr Addr, size int, access Direction, reason FaultReason) {
 			t.Helper()
 			b, err := m.Translate(addr, size, access)
 			require.Nil(t, b)
@@ -235,7 +235,7 @@ func TestFaults(t *testing.T) {
 }
 
 // badTop is the reason for a range at the very top of the 64-bit space.
-func badTop(m testMapper) string {
+func badTop(m testMapper) FaultReason {
 	if _, ok := m.(*IOMMU); ok {
 		return ReasonOutside
 	}

@@ -33,7 +33,7 @@ type modelMapping struct {
 	off  int // offset of the first byte in the region
 	size int
 	dir  Direction
-	kind string
+	kind Kind
 }
 
 func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
@@ -118,7 +118,7 @@ func FuzzMapper(f *testing.F) {
 			}
 			return false
 		}
-		mapped := func(addr Addr, err error, off, size int, dir Direction, kind string) {
+		mapped := func(addr Addr, err error, off, size int, dir Direction, kind Kind) {
 			t.Helper()
 			if iommu != nil && errors.Is(err, ErrMapping) {
 				cpu := uint64(base) + uint64(off)
@@ -219,7 +219,7 @@ func FuzzMapper(f *testing.F) {
 					case 2:
 						dir = dirs[in.next(3)]
 					default:
-						kind = []string{KindSingle, KindPage, KindSG}[in.next(3)]
+						kind = []Kind{KindSingle, KindPage, KindSG}[in.next(3)]
 					}
 				}
 				var err error
@@ -345,7 +345,7 @@ func FuzzMapper(f *testing.F) {
 			case a.Dir != b.Dir:
 				return int(a.Dir) - int(b.Dir)
 			}
-			return strings.Compare(a.Kind, b.Kind)
+			return strings.Compare(string(a.Kind), string(b.Kind))
 		}
 		slices.SortFunc(want, sortKey)
 		slices.SortFunc(got, sortKey)

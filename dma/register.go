@@ -12,7 +12,7 @@ import (
 )
 
 // KindRegistered names a registration (Register) in Mapping.Kind.
-const KindRegistered = "registered"
+const KindRegistered Kind = "registered"
 
 // Registrar is implemented by mappers that register memory (ibv_reg_mr; hfi1's user SDMA does
 // the same with its cache of pinned pages): the memory is mapped once, for as long as it is
@@ -166,7 +166,7 @@ type regs struct {
 // lookupReg answers a device access or a sync from the registrations: the bytes if one
 // registration holds the whole range with a fitting direction (exact: as table.lookup), else the
 // reason ("" with nil bytes: no registration holds addr). No lock, no allocation.
-func (rg *regs) lookupReg(addr Addr, size int, access Direction, exact bool) ([]byte, string) {
+func (rg *regs) lookupReg(addr Addr, size int, access Direction, exact bool) ([]byte, FaultReason) {
 	s := rg.set.Load()
 	if s == nil {
 		return nil, ""

@@ -30,7 +30,7 @@ type record struct {
 	addr   Addr      // bus address of buf[0]
 	buf    []byte    // the mapped bytes; keeps Go heap memory alive while mapped
 	dir    Direction // mapping direction
-	kind   string    // Kind* constant
+	kind   Kind      // Kind* constant
 	region *Region   // pinned region behind buf, or nil for Go heap memory
 }
 
@@ -230,7 +230,7 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 // by removing it from its first page (of two goroutines unmapping the same mapping, only one finds
 // it), removes it from its other pages and recycles it. It returns the record's pinned region
 // (the caller unpins it) and whether a record was found.
-func (t *table) remove(addr Addr, size int, dir Direction, kind string) (*Region, bool) {
+func (t *table) remove(addr Addr, size int, dir Direction, kind Kind) (*Region, bool) {
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
 	s.mu.Lock()
@@ -256,7 +256,7 @@ func (t *table) remove(addr Addr, size int, dir Direction, kind string) (*Region
 // claim removes the live record mapped at exactly (addr, size, dir, kind) from the list of its
 // first page pg and returns it, or nil if there is none; s is pg's stripe, locked. Once claimed
 // the record is the caller's: it still sits on its later pages (removeRest takes it off).
-func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind string) *record {
+func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind Kind) *record {
 	pl := s.get(pg)
 	if pl == nil {
 		return nil
@@ -305,7 +305,7 @@ func (t *table) removeRest(r *record) {
 // allocate. The result is a subslice of the record's own buffer: nothing outside the mapping is
 // ever reachable through it. If exact (sync checks, dma-debug's check_sync), access must equal the
 // mapping's direction unless the mapping is bidirectional.
-func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byte, string) {
+func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byte, FaultReason) {
 	end := addr + Addr(size)
 	if size <= 0 || end < addr {
 		return nil, ReasonBadLength
@@ -407,7 +407,7 @@ func (c *core) init(shift uint, iommu *IOMMU) {
 
 // mapBuf maps buf. region, if not nil, was pinned by the caller and the pin passes to the record
 // (or is dropped on failure). inject says whether this call is subject to fault injection.
-func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, inject bool) (Addr, error) {
+func (c *core) mapBuf(buf []byte, dir Direction, kind Kind, region *Region, inject bool) (Addr, error) {
 	if len(buf) == 0 || !dir.Valid() {
 		if region != nil {
 			region.unpin()
@@ -447,7 +447,7 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind string, region *Region, in
 	return v.addr, nil
 }
 
-func (c *core) unmap(addr Addr, size int, dir Direction, kind string) error {
+func (c *core) unmap(addr Addr, size int, dir Direction, kind Kind) error {
 	reg, ok := c.tab.remove(addr, size, dir, kind)
 	if !ok {
 		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", kind, uint64(addr), size, dir, ErrNotMapped)
@@ -570,7 +570,7 @@ func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) 
 	return nil, c.fault(addr, size, access, reason)
 }
 
-func (c *core) fault(addr Addr, size int, access Direction, reason string) error {
+func (c *core) fault(addr Addr, size int, access Direction, reason FaultReason) error {
 	c.faults.Add(1)
 	return &Fault{Addr: addr, Size: size, Access: access, Reason: reason}
 }

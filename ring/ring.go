@@ -3,10 +3,9 @@ package ring
 import (
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gosdma/gosdma/desc"
-	"golang.org/x/sys/cpu"
+	"github.com/gosdma/gosdma/internal/cacheline"
 )
 
 // Index encoding.
@@ -44,12 +43,9 @@ const (
 	DefaultSize = 2048
 )
 
-// lineSize is the padding unit between groups of fields written by different parties: the
-// platform's cache line as golang.org/x/sys/cpu knows it (cpu.CacheLinePad: 64 bytes on amd64,
-// 128 on arm64, 256 on s390x), and at least 128 bytes, two 64-byte lines, so that the
-// adjacent-line prefetcher of Intel CPUs does not couple them either. TestLayout checks the
-// offsets against the line size klauspost/cpuid/v2 reads from the running CPU.
-const lineSize = max(128, unsafe.Sizeof(cpu.CacheLinePad{}))
+// lineSize separates groups of fields written by different parties (internal/cacheline.Pad,
+// the module's one definition).
+const lineSize = cacheline.Pad
 
 // Ring is a power-of-two ring of 16-byte descriptors with free-running indices.
 //

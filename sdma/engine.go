@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/ring"
 )
 
@@ -19,9 +20,9 @@ const (
 	gateDown                       // Device.Close: sends refused, the engine is going down
 )
 
-// lineSize separates groups of fields written by different parties (two 64-byte cache lines, so
-// that the adjacent-line prefetcher does not couple them either).
-const lineSize = 128
+// lineSize separates groups of fields written by different parties (internal/cacheline.Pad, the
+// module's one definition: a cache line, and at least two 64-byte lines).
+const lineSize = cacheline.Pad
 
 // Engine is one SDMA engine (hfi1: struct sdma_engine): a descriptor ring fed by any number of
 // goroutines, a hardware model consuming it, and the completion pass. It is safe for concurrent

@@ -450,7 +450,7 @@ type promSpy struct {
 	unmapped []dma.Mapping
 }
 
-func (s *promSpy) note(addr dma.Addr, size int, kind string) {
+func (s *promSpy) note(addr dma.Addr, size int, kind dma.Kind) {
 	s.mu.Lock()
 	s.unmapped = append(s.unmapped, dma.Mapping{Addr: addr, Size: size, Kind: kind})
 	s.mu.Unlock()
@@ -726,12 +726,12 @@ func TestPromiseMappingsUndoneDAddrKept(t *testing.T) {
 // back to running and sends again.
 func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 	// bad builds tx; strike (if any) runs after every txreq was built and sent; cleanup at the end.
-	type badFn func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (reason string, strike, cleanup func())
+	type badFn func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (reason dma.FaultReason, strike, cleanup func())
 	cases := []struct {
 		name string
 		bad  badFn
 	}{
-		{"kvaddr unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
+		{"kvaddr unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (dma.FaultReason, func(), func()) {
 			buf := make([]byte, 64)
 			require.NoError(t, tx.Init(0, len(buf), cb))
 			require.NoError(t, tx.AddKVAddr(dev, buf))
@@ -741,7 +741,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				require.NoError(t, m.UnmapSingle(dma.Addr(d.Addr()), d.Len(), dma.ToDevice))
 			}, nil
 		}},
-		{"page unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
+		{"page unmapped behind the engine's back", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (dma.FaultReason, func(), func()) {
 			r, err := dma.AllocPages(1)
 			require.NoError(t, err)
 			p, err := r.Page(0)
@@ -753,12 +753,12 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				require.NoError(t, m.UnmapPage(dma.Addr(d.Addr()), d.Len(), dma.ToDevice))
 			}, func() { _ = r.Close() }
 		}},
-		{"daddr never mapped", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
+		{"daddr never mapped", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (dma.FaultReason, func(), func()) {
 			require.NoError(t, tx.Init(0, 64, cb))
 			require.NoError(t, tx.AddDAddr(dev, dma.Addr(0x7000_0000), 64))
 			return dma.ReasonNotMapped, nil, nil
 		}},
-		{"daddr mapped for the device to write", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
+		{"daddr mapped for the device to write", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (dma.FaultReason, func(), func()) {
 			buf := make([]byte, 64)
 			a, err := m.MapSingle(buf, dma.FromDevice)
 			require.NoError(t, err)
@@ -766,7 +766,7 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 			require.NoError(t, tx.AddDAddr(dev, a, 64))
 			return dma.ReasonDirection, nil, func() { require.NoError(t, m.UnmapSingle(a, len(buf), dma.FromDevice)) }
 		}},
-		{"daddr running past its mapping", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (string, func(), func()) {
+		{"daddr running past its mapping", func(t *testing.T, dev *sdma.Device, m dma.Mapper, tx *sdma.TxReq, cb sdma.CompleterFunc) (dma.FaultReason, func(), func()) {
 			buf := make([]byte, 256)
 			a, err := m.MapSingle(buf[:64], dma.ToDevice)
 			require.NoError(t, err)
