@@ -24,13 +24,18 @@
 //
 // # The copy
 //
-// The quadword runs go through one per-arch seam (Implementations, SetImplementation): on amd64
-// an assembly writer with non-temporal stores, 32-byte VMOVNTDQ where klauspost/cpuid/v2 reports
-// AVX (else 8-byte MOVNTI), fenced with SFENCE before the buffer is handed to the chip, because
-// the real send buffer is write-combining memory that wants whole, streaming stores; elsewhere,
-// and under the purego build tag, a Go writer of 8-byte stores. Both leave the same bytes (a
-// differential test and FuzzCopySegs hold them to a model). copy is not used: memmove may store
-// a range with overlapping or narrower writes, which write-combining MMIO must not see.
+// The quadword runs go through one per-arch seam (Implementations, SetImplementation). On amd64
+// there are two assembly families, picked by what klauspost/cpuid/v2 reports: "asm-nt", the
+// non-temporal writer a real send buffer wants (32-byte VMOVNTDQ with AVX, else 8-byte MOVNTI,
+// then SFENCE before the buffer is handed to the chip: the chip's buffer is write-combining
+// memory, and on write-back memory non-temporal stores are the way to stream past the caches),
+// and "asm", the default, with ordinary aligned 32-byte and 8-byte stores, because the model's
+// send buffer is cached memory that its chip reads right back (there the non-temporal writer
+// costs 7 to 56 times copy: BenchmarkPIOCopy). Single quadwords (PBC, a dangling dword, the
+// padding) are one ordinary 8-byte store each, as the kernel's writeq. Elsewhere, and under the
+// purego build tag, a Go writer of 8-byte stores. All leave the same bytes (TestCopyDifferential
+// and FuzzCopySegs hold them to a model). copy is not used: memmove may store a range with
+// overlapping or narrower writes, which write-combining MMIO must not see.
 //
 // # Why PIO needs no mapping (seed 004)
 //
@@ -78,11 +83,13 @@
 //
 // # Choices
 //
-// Allocation is per context under one lock, as in the kernel. A lock-free reservation (a CAS on
-// the fill count, as the sdma ring's Reserve) would save the lock's uncontended cost, some 20 ns
-// of a send of a few hundred, but the allocator also refreshes its copy of the free count, runs a
-// release pass when room runs short, and must see the halt flags and the shadow ring head move
-// together: the kernel's lock keeps those one step, and so does this package.
+// Allocation is per context under one lock, as in the kernel. Measured: in the CPU profile of
+// BenchmarkSmallPacket (path=pio/size=64) the mutexes of a packet's whole way (allocation, chip,
+// release) take about 15% of its CPU time, the allocation lock about a third of that; a lock-free
+// reservation (a CAS on the fill count, as the sdma ring's Reserve) could save at most that 5%.
+// But the allocator also refreshes its copy of the free count, runs a release pass when room runs
+// short, and must see the halt flags and the shadow ring head move together: the kernel's lock
+// keeps those one step, and so does this package.
 //
 // The model's chip returns credits after every packet while producers wait (the kernel enables
 // the credit-return interrupt then and forces a return); otherwise at the threshold, the PBC's
