@@ -8,6 +8,9 @@
 //	BenchmarkPacketPathParallel its RunParallel twin, two engines
 //	BenchmarkPayload            payload bandwidth into a copying sink against copy
 //	BenchmarkLatency            submit-to-completion p50/p99 against a cache-line ping-pong
+//	BenchmarkUDPSink            the UDP sink, batch=1 (sendmsg) against batch=32 (sendmmsg, GSO) and net.UDPConn (Linux)
+//	BenchmarkUDPIdle            a lone packet through a device into the UDP sink, batch=1 against 32 (Linux)
+//	BenchmarkIdlePacket         the same into a dropping sink, a plain Sink against a BatchSink
 //
 // Run them briefly on a shared machine, for example
 //
