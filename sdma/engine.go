@@ -341,7 +341,7 @@ func (e *Engine) send(w *IOWait, src *txSource, pktsSent bool) (submitted, flush
 		switch {
 		case err == nil:
 			submitted += k
-		case err == ErrAgain:
+		case errors.Is(err, ErrAgain): // a sleeper's answer may wrap the sentinel
 		case err == ErrNotRunning:
 			flushed, err = e.flushAll(w, src)
 			return submitted, flushed, err
@@ -478,7 +478,7 @@ func (e *Engine) noRoom(w *IOWait, tx *TxReq, pktsSent bool) error {
 			err = errDropped
 		}
 	}
-	if err != ErrAgain {
+	if !errors.Is(err, ErrAgain) { // the sleeper's error: it may wrap the sentinel
 		e.stats.ringFull.Add(1)
 	}
 	return err

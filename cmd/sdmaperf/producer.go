@@ -212,7 +212,7 @@ func (p *producer) send(ctx context.Context, frags []int) bool {
 	default:
 		for {
 			err = p.eng.Send(nil, &tx.TxReq, true)
-			if err != sdma.ErrBusy {
+			if !errors.Is(err, sdma.ErrBusy) {
 				break
 			}
 			p.spins++
@@ -261,7 +261,7 @@ func (p *producer) initIOWait() {
 // yet in its burst. It returns Send's result, or ctx's error with tx taken back off TxHead.
 func (p *producer) sendSleep(ctx context.Context, tx *sdma.TxReq) error {
 	err := p.eng.Send(&p.iow, tx, true)
-	for err == sdma.ErrBusy {
+	for errors.Is(err, sdma.ErrBusy) {
 		if !p.awaitWake(ctx) {
 			p.iow.TxHead().PopFront() // tx: the caller cleans it up. The iowait may stay queued:
 			return ctx.Err()          // its late wakeup only fills woken.
