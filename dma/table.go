@@ -57,6 +57,18 @@ const (
 	maxFree = 64
 )
 
+// slot is one direct-mapped page list of a stripe (stripe.slots): pl, if not nil, is page pg's.
+type slot struct {
+	pg uint64
+	pl *pageList
+}
+
+// nSlots is the number of slots per stripe (a power of two).
+const (
+	slotBits = 4
+	nSlots   = 1 << slotBits
+)
+
 // stripe is one shard of the table: the pages whose number hashes to it.
 type stripe struct {
 	// mu guards everything below: map and unmap hold it to change it, Translate, Sync, Live,
@@ -73,11 +85,17 @@ type stripe struct {
 	// the CPU's and come back as buffers are reused, not for the IOMMU, which hands out fresh
 	// granules until its space wraps. Immutable.
 	keepEmpty bool
-	empty     int              // lists in m with no record (at most maxEmpty); guarded by mu
-	live      int              // live records whose first page hashes here; guarded by mu
-	free      []*pageList      // empty lists out of m, kept for reuse; guarded by mu
-	recs      []*record        // cleared single-page records, kept for reuse; guarded by mu
-	_         cpu.CacheLinePad // stripes on separate cache lines: translations of different pages do not share a lock word
+	empty     int         // lists in m with no record (at most maxEmpty); guarded by mu
+	live      int         // live records whose first page hashes here; guarded by mu
+	free      []*pageList // empty lists out of m, kept for reuse; guarded by mu
+	recs      []*record   // cleared single-page records, kept for reuse; guarded by mu
+	// slots (the IOMMU's, !keepEmpty) hold page lists in front of m, direct-mapped by page number:
+	// the IOMMU hands out fresh granules, so without them every mapping would be a map insert and
+	// every unmap a map delete. A page's list is in its slot (slots[i].pg == pg) or in m, never
+	// both; a slot whose list is empty is vacant: the next new page of that slot takes it over,
+	// list and all. Guarded by mu.
+	slots [nSlots]slot
+	_     cpu.CacheLinePad // stripes on separate cache lines: translations of different pages do not share a lock word
 }
 
 // table maps page numbers of bus address space to mapping records. It is striped by page number:
@@ -96,6 +114,13 @@ func (t *table) init(shift uint, keepEmpty bool) {
 	for i := range t.stripes {
 		t.stripes[i].m = make(map[uint64]*pageList)
 		t.stripes[i].keepEmpty = keepEmpty
+		if !keepEmpty { // the slots' lists up front: a fresh slot then allocates nothing
+			lists := make([]pageList, nSlots)
+			for j := range t.stripes[i].slots {
+				lists[j].recs = make([]*record, 0, 1)
+				t.stripes[i].slots[j] = slot{pg: ^uint64(0), pl: &lists[j]}
+			}
+		}
 	}
 	t.pool.New = func() any { return new(record) }
 }
@@ -108,15 +133,40 @@ func (t *table) stripeIndex(page uint64) uint {
 	return uint((page * 0x9E3779B97F4A7C15) >> (64 - stripeBits))
 }
 
+// slotOf returns page pg's slot in its stripe: the hash bits after the stripe's.
+func (s *stripe) slotOf(pg uint64) *slot {
+	return &s.slots[(pg*0x9E3779B97F4A7C15)>>(64-stripeBits-slotBits)&(nSlots-1)]
+}
+
 // list returns the list of page pg, making it if needed. s is pg's stripe, locked.
 func (s *stripe) list(pg uint64) *pageList {
 	pl := s.get(pg)
 	if pl != nil {
-		if len(pl.recs) == 0 {
+		if len(pl.recs) == 0 && s.keepEmpty {
 			s.empty--
 		}
 		return pl
 	}
+	if !s.keepEmpty {
+		if sl := s.slotOf(pg); sl.pl == nil || len(sl.pl.recs) == 0 {
+			// The slot is free or vacant: it becomes pg's, with its list if it has one.
+			if sl.pl == nil {
+				sl.pl = s.newList()
+			}
+			sl.pg = pg
+			s.lastPg, s.lastPl = pg, sl.pl
+			return sl.pl
+		}
+	}
+	pl = s.newList()
+	s.m[pg] = pl
+	s.lastPg, s.lastPl = pg, pl
+	return pl
+}
+
+// newList returns an empty page list from the free list, or a new one. s locked.
+func (s *stripe) newList() *pageList {
+	var pl *pageList
 	if n := len(s.free); n > 0 {
 		pl = s.free[n-1]
 		s.free[n-1] = nil
@@ -124,8 +174,6 @@ func (s *stripe) list(pg uint64) *pageList {
 	} else {
 		pl = new(pageList)
 	}
-	s.m[pg] = pl
-	s.lastPg, s.lastPl = pg, pl
 	return pl
 }
 
@@ -133,6 +181,12 @@ func (s *stripe) list(pg uint64) *pageList {
 func (s *stripe) get(pg uint64) *pageList {
 	if s.lastPl != nil && s.lastPg == pg {
 		return s.lastPl
+	}
+	if !s.keepEmpty {
+		if sl := s.slotOf(pg); sl.pl != nil && sl.pg == pg {
+			s.lastPg, s.lastPl = pg, sl.pl
+			return sl.pl
+		}
 	}
 	pl := s.m[pg]
 	if pl != nil {
@@ -215,6 +269,9 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 		if s.keepEmpty && s.empty < maxEmpty {
 			s.empty++ // stays in m for the page's next mapping
 			return
+		}
+		if !s.keepEmpty && s.slotOf(pg).pl == pl {
+			return // vacant in its slot, for the next new page there
 		}
 		delete(s.m, pg)
 		if s.lastPl == pl {
@@ -358,15 +415,26 @@ func (t *table) live() []Mapping {
 		s := &t.stripes[i]
 		s.mu.Lock()
 		for pg, pl := range s.m {
-			for _, r := range pl.recs {
-				if uint64(r.addr)>>t.shift == pg {
-					out = append(out, Mapping{Addr: r.addr, Size: r.size(), Dir: r.dir, Kind: r.kind})
-				}
+			out = pl.appendFirst(out, pg, t.shift)
+		}
+		for _, sl := range s.slots {
+			if sl.pl != nil {
+				out = sl.pl.appendFirst(out, sl.pg, t.shift)
 			}
 		}
 		s.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out
+}
+
+// appendFirst appends the records of pl (page pg's) whose first page is pg.
+func (pl *pageList) appendFirst(out []Mapping, pg uint64, shift uint) []Mapping {
+	for _, r := range pl.recs {
+		if uint64(r.addr)>>shift == pg {
+			out = append(out, Mapping{Addr: r.addr, Size: r.size(), Dir: r.dir, Kind: r.kind})
+		}
+	}
 	return out
 }
 
