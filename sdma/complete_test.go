@@ -290,14 +290,14 @@ func TestProgressSchedule(t *testing.T) {
 	}
 	_, err := e.Process()
 	require.NoError(t, err)
-	assert.Equal(t, 7, e.DescqInProcess())
+	assert.Equal(t, 7, e.ring.InProcess())
 	assert.False(t, e.ProgressSchedule(), "7 < 64/8")
 	tx := new(TxReq)
 	engTestBuild(t, dev, tx, 0, make([]byte, 8), &c) // one descriptor: exactly an eighth
 	require.NoError(t, e.Send(nil, tx, false))
 	_, err = e.Process()
 	require.NoError(t, err)
-	assert.Equal(t, 8, e.DescqInProcess())
+	assert.Equal(t, 8, e.ring.InProcess())
 	assert.True(t, e.ProgressSchedule())
 	assert.EqualValues(t, 4, c.n.Load())
 	assert.Equal(t, 63, e.DescqFreeCnt())

@@ -92,7 +92,7 @@
 //	sdma_progress, raw_seqcount_begin(&head_lock)    (*Engine).Progress, (*Engine).HeadSeq
 //	sdma_ahg_alloc, sdma_ahg_free                    (*Engine).AHGAlloc, AHGFree
 //	sdma_empty, sdma_running                         (*Engine).Empty, (*Engine).Running
-//	sdma_descq_freecnt, sdma_descq_inprocess         (*Engine).DescqFreeCnt, DescqInProcess
+//	sdma_descq_freecnt, sdma_descq_inprocess         (*Engine).DescqFreeCnt (in process: Config.RingSize less it)
 //	sdma_engine_progress_schedule                    (*Engine).ProgressSchedule
 //	sdma_make_progress (interrupt or polled)         the completion pass; (*Engine).Poll
 //	sdma_desc_avail, SDMA_WAIT_BATCH_SIZE            wake-up in the pass, 20 waiters at most

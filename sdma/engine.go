@@ -181,9 +181,6 @@ func (e *Engine) Index() int { return e.idx }
 // Device returns the engine's device (sde->dd).
 func (e *Engine) Device() *Device { return e.dev }
 
-// RingSize returns the number of ring slots (sde->descq_cnt); the ring holds one less.
-func (e *Engine) RingSize() int { return e.ring.Size() }
-
 // Empty reports whether the ring holds nothing: every reserved descriptor was completed
 // (hfi1: sdma_empty).
 func (e *Engine) Empty() bool { return e.ring.Empty() }
@@ -193,9 +190,6 @@ func (e *Engine) Running() bool { return e.gate.Load()&(gateRunning|gateDown) ==
 
 // DescqFreeCnt returns the descriptors that can be reserved now (hfi1: sdma_descq_freecnt).
 func (e *Engine) DescqFreeCnt() int { return e.ring.FreeCnt() }
-
-// DescqInProcess returns the ring size minus the free count (hfi1: sdma_descq_inprocess).
-func (e *Engine) DescqInProcess() int { return e.ring.InProcess() }
 
 // HeadSeq snapshots the head seqcount for a later Progress (hfi1: raw_seqcount_begin of
 // sde->head_lock, as sdma_check_progress takes it). It never waits; a pass in progress counts

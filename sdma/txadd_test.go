@@ -288,7 +288,7 @@ func TestAddCoalesce(t *testing.T) {
 		last := tx.Descs()[63]
 		assert.Equal(t, desc.MapSingle, last.MapType())
 		assert.Equal(t, tlen-63+(4-tlen%4)%4, last.Len(), "coalesce buffer padded, no pad descriptor")
-		assert.Equal(t, (tlen+3)&^3, tx.PacketLen())
+		assert.Equal(t, (tlen+3)&^3, tx.pktLen())
 		assert.Equal(t, withPad(data), txTestGather(t, dev, &tx))
 		require.NoError(t, tx.ready())
 		assert.Equal(t, 64, txTestLive(m))

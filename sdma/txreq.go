@@ -412,9 +412,10 @@ func (tx *TxReq) Descs() []desc.Desc {
 // txreq is coalescing this is what is still to be copied.
 func (tx *TxReq) Remaining() int { return tx.remaining() }
 
-// PacketLen returns the packet length in bytes as the descriptors will carry it without the pad:
-// tlen as given to Init (payload only with AHG), plus the coalesce buffer's pad once it is mapped.
-func (tx *TxReq) PacketLen() int { return int(tx.packetLen) }
+// pktLen returns the packet length in bytes as the descriptors will carry it without the pad:
+// tlen as given to Init (payload only with AHG), plus the coalesce buffer's pad once it is mapped
+// (tx->packet_len).
+func (tx *TxReq) pktLen() int { return int(tx.packetLen) }
 
 func (tx *TxReq) remaining() int {
 	if tx.coalescing {

@@ -48,7 +48,7 @@ func TestTxInitErrors(t *testing.T) {
 
 	require.NoError(t, tx.Init(FlagUrgent|FlagVIP, desc.MaxPktSize, nil))
 	assert.Equal(t, desc.MaxPktSize, tx.Remaining())
-	assert.Equal(t, desc.MaxPktSize, tx.PacketLen())
+	assert.Equal(t, desc.MaxPktSize, tx.pktLen())
 	assert.Equal(t, FlagUrgent|FlagVIP, tx.flags)
 	assert.Equal(t, 0, tx.NumDesc())
 	assert.Equal(t, desc.Desc{Qw0: desc.FirstFlag}, tx.descs[0])
