@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,7 @@ type world struct {
 	stats       EngineStats
 	tail, swH   uint64
 	free        int
-	state       State
+	state       sm.State
 	live, done  int
 	sent, flush int
 	hist        int
@@ -52,7 +53,7 @@ func (r *badRig) world() world {
 	r.e.flushMu.Unlock()
 	return world{
 		stats: r.e.Stats(), tail: r.e.ring.Tail(), swH: r.e.ring.SwHead(), free: r.e.DescqFreeCnt(),
-		state: r.e.State(), live: len(r.iommu.Live()), done: int(r.c.n.Load()), sent: r.cs.Count(),
+		state: r.e.state(), live: len(r.iommu.Live()), done: int(r.c.n.Load()), sent: r.cs.Count(),
 		flush: fl, hist: len(r.e.history()),
 	}
 }
@@ -213,7 +214,7 @@ func TestBadInputs(t *testing.T) {
 		}, ErrInvalid},
 		// Engine calls.
 		{"Event unknown", func(_ *testing.T, r *badRig) func() error {
-			return func() error { return r.e.event(numEvents, "") }
+			return func() error { return r.e.event(sm.NumEvents, "") }
 		}, ErrInvalid},
 		{"InjectHalt CauseNone", func(_ *testing.T, r *badRig) func() error {
 			return func() error { return r.e.injectHalt(CauseNone) }

@@ -231,7 +231,7 @@ func closeStormDevice(t *testing.T, seed uint64, d int) (c closeStormCounts) {
 	require.NoError(t, dev.Engine(1).Stop())
 	frozen := rng.IntN(2) == 0
 	if frozen {
-		require.NoError(t, sdmatest.Event(dev.Engine(2), sdma.E80HwFreeze, "storm"))
+		require.NoError(t, sdmatest.RaiseEvent(dev.Engine(2), sdmatest.E80HwFreeze, "storm"))
 	}
 	const senders, per = 6, 40
 	led := newCloseLedger(senders * per)

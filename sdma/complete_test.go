@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -363,12 +364,12 @@ func TestIdleEngineDoesNotSpin(t *testing.T) {
 			// Frozen with descriptors in the ring: nothing to do until the state changes.
 			_, err = e.ring.Enqueue([]desc.Desc{rawDesc(0, 0, true, false)}, 0)
 			require.NoError(t, err)
-			require.NoError(t, e.event(E80HwFreeze, "test"))
+			require.NoError(t, e.event(sm.E80HwFreeze, "test"))
 			e.afterPublish()
 			requireParkedAndStill(t, e, "frozen")
-			require.NoError(t, e.event(E81HwFrozen, "test"))
-			require.NoError(t, e.event(E82HwUnfreeze, "test"))
-			require.Equal(t, S99Running, e.State())
+			require.NoError(t, e.event(sm.E81HwFrozen, "test"))
+			require.NoError(t, e.event(sm.E82HwUnfreeze, "test"))
+			require.Equal(t, sm.S99Running, e.state())
 			var c completions
 			var tx TxReq
 			engTestBuild(t, dev, &tx, 0, engTestPattern(8, 1), &c)

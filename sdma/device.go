@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -177,7 +178,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	for _, e := range dev.engines {
 		e.setFaultsLocked(cfg.faults) // no goroutine yet: nothing else holds hwMu
 		e.hwMu.Lock()
-		e.raise(E30GoRunning, "NewDevice", nil) // sdma_start: s00 → s10 → s15 → s99
+		e.raise(sm.E30GoRunning, "NewDevice", nil) // sdma_start: s00 → s10 → s15 → s99
 		e.hwMu.Unlock()
 	}
 	if !cfg.Manual {
@@ -364,19 +365,19 @@ func roundPow2(n int) int {
 // completes the freeze (sdma_freeze) and unfreeze restarts the engines (sdma_unfreeze):
 // sdmatest.FreezeNotify, Freeze and Unfreeze document them for their callers.
 func (dev *Device) freezeNotify(linkDown bool) error {
-	ev, cause := E80HwFreeze, "FreezeNotify"
+	ev, cause := sm.E80HwFreeze, "FreezeNotify"
 	if linkDown {
-		ev, cause = E85LinkDown, "FreezeNotify(link down)"
+		ev, cause = sm.E85LinkDown, "FreezeNotify(link down)"
 	}
 	return dev.eventAll(ev, cause)
 }
 
-func (dev *Device) freeze() error { return dev.eventAll(E81HwFrozen, "Freeze") }
+func (dev *Device) freeze() error { return dev.eventAll(sm.E81HwFrozen, "Freeze") }
 
-func (dev *Device) unfreeze() error { return dev.eventAll(E82HwUnfreeze, "Unfreeze") }
+func (dev *Device) unfreeze() error { return dev.eventAll(sm.E82HwUnfreeze, "Unfreeze") }
 
 // eventAll raises ev on every engine in order and returns the first error.
-func (dev *Device) eventAll(ev Event, cause string) error {
+func (dev *Device) eventAll(ev sm.Event, cause string) error {
 	var first error
 	for _, e := range dev.engines {
 		if err := e.event(ev, cause); err != nil && first == nil {
@@ -420,7 +421,7 @@ func (dev *Device) Close() error {
 		}
 		for _, e := range dev.engines {
 			e.hwMu.Lock()
-			e.raise(E00GoHwDown, "Close", nil)
+			e.raise(sm.E00GoHwDown, "Close", nil)
 			e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list
 			e.hwMu.Unlock()
 		}

@@ -58,11 +58,11 @@
 //
 // A software chip has nothing to wait for, so each step's "done" event follows at once, on the
 // goroutine that raised the first event: the engine's own goroutine (or Process) for a halt the
-// hardware model detects, the caller for Stop, Start, sdmatest.Event and sdmatest.InjectHalt, Close for e00.
+// hardware model detects, the caller for Stop, Start, sdmatest.RaiseEvent and sdmatest.InjectHalt, Close for e00.
 // A halt therefore runs s99 → s50 → s30 → s40 → s99 before that call returns: the txreqs the
 // hardware had finished complete OK, every other one in the ring or on the flush list completes
 // StatusAborted exactly once, every mapping is undone, every parked waiter is woken, and new sends
-// go through a ring restarted at index 0, generation 0. State and sdmatest.History (the last 32
+// go through a ring restarted at index 0, generation 0. sdmatest.EngineState and History (the last 32
 // transitions with their causes) show the way; EngineStats counts halts by HaltCause and recoveries.
 //
 // Sends while the engine is not in s99 go to the flush list and return ErrNotRunning; the txreq
@@ -78,7 +78,7 @@
 // halts the hardware model at a chosen descriptor with a chosen cause, or at random with random
 // causes; sdmatest.InjectHalt halts it now; dma.FaultInjector wrapped around the mapper fails map
 // calls (Add returns ErrMapping) or Translate (a CauseMemRead halt); an sdmatest.FaultSink fails
-// or stalls deliveries; sdmatest.Event raises idle, freeze, unfreeze, link-down, stop and start
+// or stalls deliveries; sdmatest.RaiseEvent raises idle, freeze, unfreeze, link-down, stop and start
 // on one engine, and sdmatest.FreezeNotify, Freeze and Unfreeze freeze and unfreeze them all.
 //
 // # Kernel names
@@ -98,8 +98,8 @@
 //	sdma_desc_avail, SDMA_WAIT_BATCH_SIZE            wake-up in the pass, 20 waiters at most
 //	sdma_engine_interrupt                            an interrupt of the hardware model
 //	sdma_sw_clean_up_task, sdma_flush                the sw clean (halt, Stop, freeze, Close)
-//	enum sdma_states, enum sdma_events               State (S00HwDown..S99Running), Event (E00..E90)
-//	sdma_process_event, sdma_state.current_state     sdmatest.Event, (*Engine).State, sdmatest.History
+//	enum sdma_states, enum sdma_events               sdmatest.State (S00HwDown..S99Running), Event (E00..E90)
+//	sdma_process_event, sdma_state.current_state     sdmatest.RaiseEvent, EngineState, History
 //	sdma_engine_error, ALL_SDMA_ENG_HALT_ERRS        a halt of the hardware model, HaltCause
 //	sdma_hw_start_up, sdma_setlengen                 the restart: ring at index 0, generation 0
 //	sdma_start, sdma_event_e00_go_hw_down            (*Engine).Start, (*Engine).Stop

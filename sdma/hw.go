@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"encoding/binary"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"runtime"
 
 	"github.com/gosdma/gosdma/desc"
@@ -136,7 +137,7 @@ func (e *Engine) processLocked() (int, error) {
 		e.hw.waitTail = r.Tail()
 		return 0, ErrClosed
 	}
-	if e.sm.cur != S99Running { // the chip consumes only while running
+	if e.sm.cur != sm.S99Running { // the chip consumes only while running
 		e.hw.waitTail = r.Tail() // a state change rings the doorbell (apply)
 		return 0, ErrNotRunning
 	}
@@ -510,7 +511,7 @@ func (e *Engine) halt(h *HaltError) {
 		e.flushBatch()
 	}
 	e.writeBackHead()
-	e.raise(E60HwHalted, h.Cause.String(), h)
+	e.raise(sm.E60HwHalted, h.Cause.String(), h)
 }
 
 // run is the hardware-model goroutine of a non-manual engine.

@@ -3,6 +3,7 @@ package sdma
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -97,10 +98,10 @@ func assertHaltPath(t *testing.T, e *Engine, cause string) {
 	require.GreaterOrEqual(t, len(h), 4)
 	h = h[len(h)-4:]
 	want := []stateChange{
-		{From: S99Running, To: S50HwHaltWait, Event: E60HwHalted, Cause: cause},
-		{From: S50HwHaltWait, To: S30SwCleanUpWait, Event: E15HwHaltDone},
-		{From: S30SwCleanUpWait, To: S40HwCleanUpWait, Event: E40SwCleaned},
-		{From: S40HwCleanUpWait, To: S99Running, Event: E25HwCleanUpDone},
+		{From: sm.S99Running, To: sm.S50HwHaltWait, Event: sm.E60HwHalted, Cause: cause},
+		{From: sm.S50HwHaltWait, To: sm.S30SwCleanUpWait, Event: sm.E15HwHaltDone},
+		{From: sm.S30SwCleanUpWait, To: sm.S40HwCleanUpWait, Event: sm.E40SwCleaned},
+		{From: sm.S40HwCleanUpWait, To: sm.S99Running, Event: sm.E25HwCleanUpDone},
 	}
 	for i := range want {
 		assert.Equal(t, want[i].From, h[i].From, "%d: %v", i, h[i])
@@ -108,7 +109,7 @@ func assertHaltPath(t *testing.T, e *Engine, cause string) {
 		assert.Equal(t, want[i].Event, h[i].Event, "%d: %v", i, h[i])
 	}
 	assert.Equal(t, cause, h[0].Cause)
-	assert.Equal(t, S99Running, e.State())
+	assert.Equal(t, sm.S99Running, e.state())
 }
 
 func TestHaltMappingFault(t *testing.T) {

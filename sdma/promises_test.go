@@ -373,11 +373,11 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 				runtime.Gosched()
 				err = errors.Join(err, e.Start())
 			case 4:
-				err = errors.Join(sdmatest.Event(e, sdma.E70GoIdle, "promise chaos"), e.Start())
+				err = errors.Join(sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "promise chaos"), e.Start())
 			case 5:
-				err = errors.Join(sdmatest.Event(e, sdma.E85LinkDown, "promise chaos"),
-					sdmatest.Event(e, sdma.E81HwFrozen, "promise chaos"),
-					sdmatest.Event(e, sdma.E82HwUnfreeze, "promise chaos"), e.Start())
+				err = errors.Join(sdmatest.RaiseEvent(e, sdmatest.E85LinkDown, "promise chaos"),
+					sdmatest.RaiseEvent(e, sdmatest.E81HwFrozen, "promise chaos"),
+					sdmatest.RaiseEvent(e, sdmatest.E82HwUnfreeze, "promise chaos"), e.Start())
 			}
 			if err != nil {
 				fail("chaos %d: %v", k, err)
@@ -855,13 +855,13 @@ func TestPromiseNoReadOfUnmappedMemory(t *testing.T) {
 				// The kernel's recovery: s99 → s50 → s30 → s40 → s99, and the engine runs again.
 				hist := sdmatest.History(e)
 				require.GreaterOrEqual(t, len(hist), 4)
-				var path []sdma.State
+				var path []sdmatest.State
 				for _, tr := range hist[len(hist)-4:] {
 					path = append(path, tr.From)
 				}
 				path = append(path, hist[len(hist)-1].To)
-				assert.Equal(t, []sdma.State{sdma.S99Running, sdma.S50HwHaltWait, sdma.S30SwCleanUpWait,
-					sdma.S40HwCleanUpWait, sdma.S99Running}, path)
+				assert.Equal(t, []sdmatest.State{sdmatest.S99Running, sdmatest.S50HwHaltWait, sdmatest.S30SwCleanUpWait,
+					sdmatest.S40HwCleanUpWait, sdmatest.S99Running}, path)
 				assert.True(t, e.Running())
 				assert.True(t, e.Empty())
 				after := good(99)
@@ -966,7 +966,7 @@ func TestPromiseNoReadAfterUnmapRunningEngine(t *testing.T) {
 type promWorld struct {
 	stats      sdma.EngineStats
 	free       int
-	state      sdma.State
+	state      sdmatest.State
 	empty      bool
 	hist       int
 	seq        uint32
@@ -1061,7 +1061,7 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 			return sdmatest.InjectHalt(e, sdma.NumHaltCauses)
 		}, sdma.ErrInvalid, "cause"},
 		{"Event unknown", func(_ *testing.T, _ *sdma.Device, e *sdma.Engine, _ *sdma.TxReq) error {
-			return sdmatest.Event(e, sdma.Event(200), "bad")
+			return sdmatest.RaiseEvent(e, sdmatest.Event(200), "bad")
 		}, sdma.ErrInvalid, "event"},
 		{"SetFaults NaN", func(_ *testing.T, _ *sdma.Device, e *sdma.Engine, _ *sdma.TxReq) error {
 			z := 0.0
@@ -1088,7 +1088,7 @@ func TestPromiseBadInputChangesNothing(t *testing.T) {
 			require.NoError(t, e.Send(nil, &inflight, false))
 			world := func() promWorld {
 				return promWorld{
-					stats: e.Stats(), free: e.DescqFreeCnt(), state: e.State(), empty: e.Empty(),
+					stats: e.Stats(), free: e.DescqFreeCnt(), state: sdmatest.EngineState(e), empty: e.Empty(),
 					hist: len(sdmatest.History(e)), seq: e.HeadSeq(), live: iommu.LiveCount(),
 					sent: cs.Count(), done: int(done.Load()),
 				}

@@ -1,6 +1,9 @@
 package sdma
 
-import "runtime"
+import (
+	"github.com/gosdma/gosdma/sdma/internal/sm"
+	"runtime"
+)
 
 // Faults and recovery: the state machine of state.go wired into the engine.
 //
@@ -26,7 +29,7 @@ import "runtime"
 
 // evItem is a queued event of raise.
 type evItem struct {
-	ev    Event
+	ev    sm.Event
 	cause string
 	halt  *HaltError // the hardware's reason for an e60, or nil
 }
@@ -34,13 +37,13 @@ type evItem struct {
 // raise feeds ev to the state machine and carries out what the table asks until the engine
 // rests (hfi1: sdma_process_event, with the workers and tasklets it schedules run at once). h is
 // the hardware's halt record for an e60 (nil otherwise: an explicit event). hwMu held.
-func (e *Engine) raise(ev Event, cause string, h *HaltError) {
+func (e *Engine) raise(ev sm.Event, cause string, h *HaltError) {
 	var q [8]evItem // the chains are short: an event queues at most two more
 	q[0] = evItem{ev, cause, h}
 	for head, tail := 0, 1; head != tail; head++ {
 		it := q[head%len(q)]
 		for _, nx := range e.apply(it) {
-			if nx.ev == numEvents {
+			if nx.ev == sm.NumEvents {
 				break
 			}
 			q[tail%len(q)] = nx
@@ -52,23 +55,23 @@ func (e *Engine) raise(ev Event, cause string, h *HaltError) {
 // apply is one step of raise: the table cell, then its actions. It returns the events the actions
 // raise (numEvents marks an unused entry). hwMu held.
 func (e *Engine) apply(it evItem) (next [2]evItem) {
-	next[0].ev, next[1].ev = numEvents, numEvents
+	next[0].ev, next[1].ev = sm.NumEvents, sm.NumEvents
 	e.stMu.Lock()
 	from := e.sm.cur
 	acts, entered := e.sm.step(it.ev, it.cause)
 	to := e.sm.cur
-	if from == S99Running && to != S99Running {
+	if from == sm.S99Running && to != sm.S99Running {
 		// Producers stop at the gate before anything is cleaned up (quiesce waits for the
 		// ones already past it).
 		e.gate.And(^gateRunning)
 	}
 	e.stMu.Unlock()
 
-	if to == S50HwHaltWait && from != S50HwHaltWait {
+	if to == sm.S50HwHaltWait && from != sm.S50HwHaltWait {
 		e.recordHalt(it)
 	}
 	n := 0
-	push := func(ev Event, cause string) {
+	push := func(ev sm.Event, cause string) {
 		next[n] = evItem{ev: ev, cause: cause}
 		n++
 	}
@@ -76,23 +79,23 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 		e.makeProgress() // the final sdma_make_progress of an e60 in s99
 	}
 	if acts&actErrHaltWorker != 0 {
-		push(E15HwHaltDone, "hardware halted") // sdma_err_halt_wait: the model already stopped
+		push(sm.E15HwHaltDone, "hardware halted") // sdma_err_halt_wait: the model already stopped
 	}
 	if acts&actSwCleanUp != 0 {
 		e.swCleanLocked()
-		push(E40SwCleaned, "sw clean done")
+		push(sm.E40SwCleaned, "sw clean done")
 	}
 	if acts&actHwCleanUp != 0 {
-		push(E25HwCleanUpDone, "hw clean done")
+		push(sm.E25HwCleanUpDone, "hw clean done")
 	}
 	if acts&actHwStartUp != 0 {
 		e.hwStartUp()
 	}
-	if to != from && (to == S10HwStartUpHaltWait || to == S60IdleHaltWait) {
-		push(E60HwHalted, "halt op") // SendDmaCtrl halt on entering s10 or s60: the chip halts
+	if to != from && (to == sm.S10HwStartUpHaltWait || to == sm.S60IdleHaltWait) {
+		push(sm.E60HwHalted, "halt op") // SendDmaCtrl halt on entering s10 or s60: the chip halts
 	}
 	if entered {
-		if from == S40HwCleanUpWait {
+		if from == sm.S40HwCleanUpWait {
 			e.stats.recoveries.Add(1)
 		}
 		e.gate.Or(gateRunning)
@@ -145,8 +148,8 @@ func (e *Engine) quiesce() {
 	}
 }
 
-// State returns the engine's state (hfi1: sde->state.current_state).
-func (e *Engine) State() State {
+// state returns the engine's state (hfi1: sde->state.current_state; sdmatest.EngineState).
+func (e *Engine) state() sm.State {
 	e.stMu.Lock()
 	s := e.sm.cur
 	e.stMu.Unlock()
@@ -161,13 +164,13 @@ func (e *Engine) history() []stateChange {
 }
 
 // event raises ev on the engine, with cause recorded in the history (hfi1: sdma_process_event),
-// and returns once the engine rests again (sdmatest.Event documents it for its callers).
+// and returns once the engine rests again (sdmatest.RaiseEvent documents it for its callers).
 // ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a Sink, a
 // completion callback or a wakeup it runs: it would wait for itself); ErrClosed once the device
 // is closing. It waits for a hardware pass in progress; from a callback or Sink that the
 // caller's own Process or Poll runs it would deadlock.
-func (e *Engine) event(ev Event, cause string) error {
-	if ev >= numEvents {
+func (e *Engine) event(ev sm.Event, cause string) error {
+	if ev >= sm.NumEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
 	}
 	if err := e.ownGoroutine("Event"); err != nil {
@@ -185,11 +188,11 @@ func (e *Engine) event(ev Event, cause string) error {
 // Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
 // aborted, waiters are woken, and sends get ErrNotRunning until Start. ErrInvalid on the engine's
 // own goroutine (from a Sink or a callback it runs), ErrClosed once the device is closing.
-func (e *Engine) Stop() error { return e.event(E00GoHwDown, "Stop") }
+func (e *Engine) Stop() error { return e.event(sm.E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
 // from s20 at once, to s99. Errors as Stop's.
-func (e *Engine) Start() error { return e.event(E30GoRunning, "Start") }
+func (e *Engine) Start() error { return e.event(sm.E30GoRunning, "Start") }
 
 // injectHalt makes the hardware model halt now, before its next packet, with cause c, and
 // returns after the engine recovered (sdmatest.InjectHalt documents it). ErrNotRunning if the
@@ -207,7 +210,7 @@ func (e *Engine) injectHalt(c HaltCause) error {
 	if e.gate.Load()&gateDown != 0 {
 		return ErrClosed
 	}
-	if e.sm.cur != S99Running {
+	if e.sm.cur != sm.S99Running {
 		return ErrNotRunning
 	}
 	e.halt(e.injectedHalt(c, "injected by InjectHalt"))

@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"errors"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func lastTransitions(e *Engine, n int) []string {
 func TestEngineStartsThroughStartUp(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
-	assert.Equal(t, S99Running, e.State())
+	assert.Equal(t, sm.S99Running, e.state())
 	assert.True(t, e.Running())
 	assert.Equal(t, []string{"s00-e30->s10", "s10-e15->s15", "s15-e25->s99"}, lastTransitions(e, 10))
 	assert.Equal(t, "NewDevice", e.history()[0].Cause)
@@ -66,7 +67,7 @@ func TestStopAbortsAndFlushesStart(t *testing.T) {
 	require.True(t, must(e.QueueWait(&w, 1, true)))
 
 	require.NoError(t, e.Stop())
-	assert.Equal(t, S00HwDown, e.State())
+	assert.Equal(t, sm.S00HwDown, e.state())
 	assert.False(t, e.Running())
 	assertStatus(t, &c, txs, StatusAborted)
 	assert.Len(t, m.Live(), 1, "every mapping undone by the clean; the device pad stays")
@@ -87,7 +88,7 @@ func TestStopAbortsAndFlushesStart(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotRunning)
 
 	require.NoError(t, e.Start())
-	assert.Equal(t, S99Running, e.State())
+	assert.Equal(t, sm.S99Running, e.state())
 	assert.Equal(t, []string{"s00-e30->s10", "s10-e15->s15", "s15-e25->s99"}, lastTransitions(e, 3), "start-up path")
 	again := inFlight(t, dev, e, &c, 2)
 	n, err := e.Process()
@@ -118,7 +119,7 @@ func TestFlushRunsWithoutTheCaller(t *testing.T) {
 	e := dev.Engine(0)
 	require.NoError(t, e.Stop())
 	var c completions
-	for _, st := range []Event{E00GoHwDown, E10GoHwStart} { // s00, then s20
+	for _, st := range []sm.Event{sm.E00GoHwDown, sm.E10GoHwStart} { // s00, then s20
 		require.NoError(t, e.event(st, "test"))
 		txs := inFlightErr(t, dev, e, &c, 2, ErrNotRunning)
 		require.Eventually(t, func() bool {
@@ -128,7 +129,7 @@ func TestFlushRunsWithoutTheCaller(t *testing.T) {
 		}, 5*time.Second, time.Millisecond)
 		assertStatus(t, &c, txs, StatusAborted)
 	}
-	assert.Equal(t, S20Idle, e.State())
+	assert.Equal(t, sm.S20Idle, e.state())
 	require.NoError(t, e.Start())
 	var tx TxReq
 	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
@@ -142,14 +143,14 @@ func TestIdleEventGoesThroughIdleHalt(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	txs := inFlight(t, dev, e, &c, 3)
-	require.NoError(t, e.event(E70GoIdle, "test"))
-	assert.Equal(t, S20Idle, e.State(), "go_s99_running was cleared in s60")
+	require.NoError(t, e.event(sm.E70GoIdle, "test"))
+	assert.Equal(t, sm.S20Idle, e.state(), "go_s99_running was cleared in s60")
 	assert.Equal(t, []string{"s99-e70->s60", "s60-e15->s30", "s30-e40->s40", "s40-e25->s20"}, lastTransitions(e, 4))
 	assertStatus(t, &c, txs, StatusAborted)
 	assert.Zero(t, e.Stats().Faults, "an idle halt is not an error")
 	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
-	require.NoError(t, e.event(E30GoRunning, "test"))
-	assert.Equal(t, S99Running, e.State())
+	require.NoError(t, e.event(sm.E30GoRunning, "test"))
+	assert.Equal(t, sm.S99Running, e.state())
 	assert.EqualValues(t, 4, c.n.Load(), "entering s99 flushed the txreq sent while idle")
 }
 
@@ -158,24 +159,24 @@ func TestFreezeAndLinkDown(t *testing.T) {
 	e := dev.Engine(0)
 	var c completions
 	txs := inFlight(t, dev, e, &c, 2)
-	require.NoError(t, e.event(E80HwFreeze, "test"))
-	assert.Equal(t, S80HwFreeze, e.State())
+	require.NoError(t, e.event(sm.E80HwFreeze, "test"))
+	assert.Equal(t, sm.S80HwFreeze, e.state())
 	_, ok := c.status(txs[0])
 	assert.False(t, ok, "a freeze alone cleans nothing")
 	inFlightErr(t, dev, e, &c, 1, ErrNotRunning)
-	require.NoError(t, e.event(E81HwFrozen, "test"))
-	assert.Equal(t, S82FreezeSwClean, e.State())
+	require.NoError(t, e.event(sm.E81HwFrozen, "test"))
+	assert.Equal(t, sm.S82FreezeSwClean, e.state())
 	assertStatus(t, &c, txs, StatusAborted)
-	require.NoError(t, e.event(E82HwUnfreeze, "test"))
-	assert.Equal(t, S99Running, e.State())
+	require.NoError(t, e.event(sm.E82HwUnfreeze, "test"))
+	assert.Equal(t, sm.S99Running, e.state())
 
-	require.NoError(t, e.event(E85LinkDown, "test"))
-	assert.Equal(t, S80HwFreeze, e.State())
-	require.NoError(t, e.event(E81HwFrozen, "test"))
-	require.NoError(t, e.event(E82HwUnfreeze, "test"))
-	assert.Equal(t, S20Idle, e.State(), "link down cleared go_s99_running")
+	require.NoError(t, e.event(sm.E85LinkDown, "test"))
+	assert.Equal(t, sm.S80HwFreeze, e.state())
+	require.NoError(t, e.event(sm.E81HwFrozen, "test"))
+	require.NoError(t, e.event(sm.E82HwUnfreeze, "test"))
+	assert.Equal(t, sm.S20Idle, e.state(), "link down cleared go_s99_running")
 	require.NoError(t, e.Start())
-	assert.Equal(t, S99Running, e.State())
+	assert.Equal(t, sm.S99Running, e.state())
 	ok2 := inFlight(t, dev, e, &c, 1)
 	_, err := e.Process()
 	require.NoError(t, err)
@@ -211,19 +212,19 @@ func TestInjectHaltEveryCause(t *testing.T) {
 func TestExplicitHaltEvents(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
-	for _, ev := range []Event{E60HwHalted, E90SwHalted} {
+	for _, ev := range []sm.Event{sm.E60HwHalted, sm.E90SwHalted} {
 		require.NoError(t, e.event(ev, "operator"))
-		assert.Equal(t, S99Running, e.State())
+		assert.Equal(t, sm.S99Running, e.state())
 		h := e.history()
 		assert.Equal(t, ev, h[len(h)-4].Event)
 		assert.Equal(t, "operator", h[len(h)-4].Cause)
 	}
 	assert.EqualValues(t, 2, e.Stats().Halts[CauseHalt])
-	require.ErrorIs(t, e.event(numEvents, ""), ErrInvalid)
+	require.ErrorIs(t, e.event(sm.NumEvents, ""), ErrInvalid)
 	require.NoError(t, dev.Close())
-	require.ErrorIs(t, e.event(E30GoRunning, ""), ErrClosed)
+	require.ErrorIs(t, e.event(sm.E30GoRunning, ""), ErrClosed)
 	require.ErrorIs(t, e.injectHalt(CauseHalt), ErrClosed)
-	assert.Equal(t, S00HwDown, e.State())
+	assert.Equal(t, sm.S00HwDown, e.state())
 	assert.Equal(t, "Close", e.history()[len(e.history())-1].Cause)
 }
 
@@ -297,30 +298,30 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 		require.NoError(t, dev.freezeNotify(linkDown))
 		for i := 0; i < 2; i++ {
 			e := dev.Engine(i)
-			assert.Equal(t, S80HwFreeze, e.State(), "engine %d", i)
+			assert.Equal(t, sm.S80HwFreeze, e.state(), "engine %d", i)
 			assert.False(t, e.Running())
 			_, ok := c.status(held[i][0])
 			assert.False(t, ok, "FreezeNotify cleans nothing")
 		}
-		assert.Equal(t, S00HwDown, dev.Engine(2).State(), "a stopped engine ignores the freeze")
+		assert.Equal(t, sm.S00HwDown, dev.Engine(2).state(), "a stopped engine ignores the freeze")
 		late := inFlightErr(t, dev, dev.Engine(0), &c, 1, ErrNotRunning)
 
 		require.NoError(t, dev.freeze())
 		for i := 0; i < 2; i++ {
-			assert.Equal(t, S82FreezeSwClean, dev.Engine(i).State(), "engine %d", i)
+			assert.Equal(t, sm.S82FreezeSwClean, dev.Engine(i).state(), "engine %d", i)
 			assertStatus(t, &c, held[i], StatusAborted)
 		}
 		assertStatus(t, &c, late, StatusAborted)
 		assert.Len(t, m.Live(), 1, "every mapping undone; the pad stays")
 
 		require.NoError(t, dev.unfreeze())
-		want := S99Running
+		want := sm.S99Running
 		if linkDown {
-			want = S20Idle
+			want = sm.S20Idle
 		}
 		for i := 0; i < 2; i++ {
 			e := dev.Engine(i)
-			require.Equal(t, want, e.State(), "engine %d, link down %v", i, linkDown)
+			require.Equal(t, want, e.state(), "engine %d, link down %v", i, linkDown)
 			if linkDown {
 				require.NoError(t, e.Start())
 			}
@@ -330,7 +331,7 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 			assertStatus(t, &c, ok, StatusOK)
 			assert.Zero(t, e.Stats().Faults, "a freeze is not a halt")
 		}
-		assert.Equal(t, S00HwDown, dev.Engine(2).State())
+		assert.Equal(t, sm.S00HwDown, dev.Engine(2).state())
 	}
 	assert.Zero(t, c.dup.Load())
 	require.NoError(t, dev.Close())

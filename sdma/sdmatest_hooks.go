@@ -1,6 +1,9 @@
 package sdma
 
-import "github.com/gosdma/gosdma/sdma/internal/hooks"
+import (
+	"github.com/gosdma/gosdma/sdma/internal/hooks"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
+)
 
 // The doors package sdmatest goes through (see package hooks): fault injection and the state
 // machine's events and history live there, so that this package's documentation is the
@@ -10,7 +13,8 @@ func init() {
 		return e.(*Engine).setFaults(faultPlan{HaltAt: p.HaltAt, HaltCause: HaltCause(p.HaltCause), HaltRate: p.HaltRate, Seed: p.Seed})
 	}
 	hooks.InjectHalt = func(e any, c int) error { return e.(*Engine).injectHalt(HaltCause(c)) }
-	hooks.Event = func(e any, ev uint8, cause string) error { return e.(*Engine).event(Event(ev), cause) }
+	hooks.Event = func(e any, ev uint8, cause string) error { return e.(*Engine).event(sm.Event(ev), cause) }
+	hooks.State = func(e any) uint8 { return uint8(e.(*Engine).state()) }
 	hooks.History = func(e any) []hooks.Transition {
 		h := e.(*Engine).history()
 		out := make([]hooks.Transition, len(h))

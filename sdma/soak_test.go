@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -234,20 +235,20 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 				time.Sleep(100 * time.Microsecond)
 				err = errors.Join(err, e.Start())
 			case 5:
-				err = errors.Join(e.event(E70GoIdle, "chaos"), e.Start())
+				err = errors.Join(e.event(sm.E70GoIdle, "chaos"), e.Start())
 			case 6:
-				err = errors.Join(e.event(E80HwFreeze, "chaos"), e.event(E81HwFrozen, "chaos"),
-					e.event(E82HwUnfreeze, "chaos"))
+				err = errors.Join(e.event(sm.E80HwFreeze, "chaos"), e.event(sm.E81HwFrozen, "chaos"),
+					e.event(sm.E82HwUnfreeze, "chaos"))
 			case 7:
-				err = errors.Join(e.event(E85LinkDown, "chaos"), e.event(E81HwFrozen, "chaos"),
-					e.event(E82HwUnfreeze, "chaos"), e.Start())
+				err = errors.Join(e.event(sm.E85LinkDown, "chaos"), e.event(sm.E81HwFrozen, "chaos"),
+					e.event(sm.E82HwUnfreeze, "chaos"), e.Start())
 			}
 			if err != nil {
 				t.Errorf("chaos %d: %v", k, err)
 			}
 			// Every action but 3 (whose halt the engine's goroutine meets and recovers from on its
 			// own, maybe while we look) returns with the engine running again.
-			if s := e.State(); s != S99Running && k != 3 {
+			if s := e.state(); s != sm.S99Running && k != 3 {
 				t.Errorf("chaos %d left engine %d in %v", k, e.Index(), s)
 			}
 		}

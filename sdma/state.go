@@ -2,77 +2,9 @@ package sdma
 
 import (
 	"fmt"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"time"
 )
-
-// State is an SDMA engine state (hfi1: enum sdma_states).
-type State uint8
-
-// The eleven engine states of hfi1's sdma.c.
-const (
-	S00HwDown             State = iota // sdma_state_s00_hw_down
-	S10HwStartUpHaltWait               // sdma_state_s10_hw_start_up_halt_wait
-	S15HwStartUpCleanWait              // sdma_state_s15_hw_start_up_clean_wait
-	S20Idle                            // sdma_state_s20_idle
-	S30SwCleanUpWait                   // sdma_state_s30_sw_clean_up_wait
-	S40HwCleanUpWait                   // sdma_state_s40_hw_clean_up_wait
-	S50HwHaltWait                      // sdma_state_s50_hw_halt_wait
-	S60IdleHaltWait                    // sdma_state_s60_idle_halt_wait
-	S80HwFreeze                        // sdma_state_s80_hw_freeze
-	S82FreezeSwClean                   // sdma_state_s82_freeze_sw_clean
-	S99Running                         // sdma_state_s99_running
-	numStates
-)
-
-var stateNames = [numStates]string{
-	"s00_hw_down", "s10_hw_start_up_halt_wait", "s15_hw_start_up_clean_wait", "s20_idle",
-	"s30_sw_clean_up_wait", "s40_hw_clean_up_wait", "s50_hw_halt_wait", "s60_idle_halt_wait",
-	"s80_hw_freeze", "s82_freeze_sw_clean", "s99_running",
-}
-
-// String returns the kernel's name of the state (sdma_state_names).
-func (s State) String() string {
-	if s < numStates {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
-// Event is an input to the engine state machine (hfi1: enum sdma_events).
-type Event uint8
-
-// The fourteen engine events of hfi1's sdma.c.
-const (
-	E00GoHwDown      Event = iota // sdma_event_e00_go_hw_down
-	E10GoHwStart                  // sdma_event_e10_go_hw_start
-	E15HwHaltDone                 // sdma_event_e15_hw_halt_done
-	E25HwCleanUpDone              // sdma_event_e25_hw_clean_up_done
-	E30GoRunning                  // sdma_event_e30_go_running
-	E40SwCleaned                  // sdma_event_e40_sw_cleaned
-	E50HwCleaned                  // sdma_event_e50_hw_cleaned
-	E60HwHalted                   // sdma_event_e60_hw_halted
-	E70GoIdle                     // sdma_event_e70_go_idle
-	E80HwFreeze                   // sdma_event_e80_hw_freeze
-	E81HwFrozen                   // sdma_event_e81_hw_frozen
-	E82HwUnfreeze                 // sdma_event_e82_hw_unfreeze
-	E85LinkDown                   // sdma_event_e85_link_down
-	E90SwHalted                   // sdma_event_e90_sw_halted
-	numEvents
-)
-
-var eventNames = [numEvents]string{
-	"e00_go_hw_down", "e10_go_hw_start", "e15_hw_halt_done", "e25_hw_clean_up_done",
-	"e30_go_running", "e40_sw_cleaned", "e50_hw_cleaned", "e60_hw_halted", "e70_go_idle",
-	"e80_hw_freeze", "e81_hw_frozen", "e82_hw_unfreeze", "e85_link_down", "e90_sw_halted",
-}
-
-// String returns the kernel's name of the event (sdma_event_names).
-func (e Event) String() string {
-	if e < numEvents {
-		return eventNames[e]
-	}
-	return fmt.Sprintf("Event(%d)", uint8(e))
-}
 
 // stateAction is work the engine does after a transition, outside the table: the kernel's
 // tasklets, workers and helper calls.
@@ -97,14 +29,14 @@ const (
 )
 
 // stay marks a table entry that does not change the state.
-const stay State = 0xff
+const stay sm.State = 0xff
 
 // startUp marks an entry whose next state is s99 if go_s99_running, else s20 (after sdma_hw_start_up).
-const startUp State = 0xfe
+const startUp sm.State = 0xfe
 
 // transition is one cell of the table.
 type transition struct {
-	to  State       // next state, stay, or startUp
+	to  sm.State    // next state, stay, or startUp
 	run int8        // effect on go_s99_running, applied before the state change
 	act stateAction // work to do after the change
 }
@@ -114,7 +46,7 @@ type transition struct {
 // is written {to: stay}. Entering a state also applies sdma_set_state's side effects (see enter).
 //
 // Rows are states, columns events e00 e10 e15 e25 e30 e40 e50 e60 e70 e80 e81 e82 e85 e90.
-var stateTable = func() (t [numStates][numEvents]transition) {
+var stateTable = func() (t [sm.NumStates][sm.NumEvents]transition) {
 	for s := range t {
 		for e := range t[s] {
 			t[s][e] = transition{to: stay}
@@ -122,92 +54,92 @@ var stateTable = func() (t [numStates][numEvents]transition) {
 	}
 	setRun := transition{to: stay, run: runSet}
 	clrRun := transition{to: stay, run: runClear}
-	down := func(act stateAction) transition { return transition{to: S00HwDown, act: act} }
+	down := func(act stateAction) transition { return transition{to: sm.S00HwDown, act: act} }
 	haltWorker := transition{to: stay, act: actErrHaltWorker}
 
 	// s00_hw_down: e30 sets go_s99_running and falls through to e10.
-	t[S00HwDown][E10GoHwStart] = transition{to: S10HwStartUpHaltWait}
-	t[S00HwDown][E30GoRunning] = transition{to: S10HwStartUpHaltWait, run: runSet}
-	t[S00HwDown][E40SwCleaned] = transition{to: stay, act: actSwTearDown}
+	t[sm.S00HwDown][sm.E10GoHwStart] = transition{to: sm.S10HwStartUpHaltWait}
+	t[sm.S00HwDown][sm.E30GoRunning] = transition{to: sm.S10HwStartUpHaltWait, run: runSet}
+	t[sm.S00HwDown][sm.E40SwCleaned] = transition{to: stay, act: actSwTearDown}
 
 	// s10_hw_start_up_halt_wait
-	t[S10HwStartUpHaltWait][E00GoHwDown] = down(actSwTearDown)
-	t[S10HwStartUpHaltWait][E15HwHaltDone] = transition{to: S15HwStartUpCleanWait, act: actHwCleanUp}
-	t[S10HwStartUpHaltWait][E30GoRunning] = setRun
-	t[S10HwStartUpHaltWait][E60HwHalted] = haltWorker
-	t[S10HwStartUpHaltWait][E70GoIdle] = clrRun
+	t[sm.S10HwStartUpHaltWait][sm.E00GoHwDown] = down(actSwTearDown)
+	t[sm.S10HwStartUpHaltWait][sm.E15HwHaltDone] = transition{to: sm.S15HwStartUpCleanWait, act: actHwCleanUp}
+	t[sm.S10HwStartUpHaltWait][sm.E30GoRunning] = setRun
+	t[sm.S10HwStartUpHaltWait][sm.E60HwHalted] = haltWorker
+	t[sm.S10HwStartUpHaltWait][sm.E70GoIdle] = clrRun
 
 	// s15_hw_start_up_clean_wait
-	t[S15HwStartUpCleanWait][E00GoHwDown] = down(actSwTearDown)
-	t[S15HwStartUpCleanWait][E25HwCleanUpDone] = transition{to: startUp, act: actHwStartUp}
-	t[S15HwStartUpCleanWait][E30GoRunning] = setRun
-	t[S15HwStartUpCleanWait][E70GoIdle] = clrRun
+	t[sm.S15HwStartUpCleanWait][sm.E00GoHwDown] = down(actSwTearDown)
+	t[sm.S15HwStartUpCleanWait][sm.E25HwCleanUpDone] = transition{to: startUp, act: actHwStartUp}
+	t[sm.S15HwStartUpCleanWait][sm.E30GoRunning] = setRun
+	t[sm.S15HwStartUpCleanWait][sm.E70GoIdle] = clrRun
 
 	// s20_idle: e85 falls through to e80 (without clearing go_s99_running, as in the kernel).
-	t[S20Idle][E00GoHwDown] = down(actSwTearDown)
-	t[S20Idle][E30GoRunning] = transition{to: S99Running, run: runSet}
-	t[S20Idle][E60HwHalted] = transition{to: S50HwHaltWait, act: actErrHaltWorker}
-	t[S20Idle][E80HwFreeze] = transition{to: S80HwFreeze, act: actFreezeNotify}
-	t[S20Idle][E85LinkDown] = transition{to: S80HwFreeze, act: actFreezeNotify}
+	t[sm.S20Idle][sm.E00GoHwDown] = down(actSwTearDown)
+	t[sm.S20Idle][sm.E30GoRunning] = transition{to: sm.S99Running, run: runSet}
+	t[sm.S20Idle][sm.E60HwHalted] = transition{to: sm.S50HwHaltWait, act: actErrHaltWorker}
+	t[sm.S20Idle][sm.E80HwFreeze] = transition{to: sm.S80HwFreeze, act: actFreezeNotify}
+	t[sm.S20Idle][sm.E85LinkDown] = transition{to: sm.S80HwFreeze, act: actFreezeNotify}
 
 	// s30_sw_clean_up_wait
-	t[S30SwCleanUpWait][E00GoHwDown] = down(0)
-	t[S30SwCleanUpWait][E30GoRunning] = setRun
-	t[S30SwCleanUpWait][E40SwCleaned] = transition{to: S40HwCleanUpWait, act: actHwCleanUp}
-	t[S30SwCleanUpWait][E70GoIdle] = clrRun
-	t[S30SwCleanUpWait][E85LinkDown] = clrRun
+	t[sm.S30SwCleanUpWait][sm.E00GoHwDown] = down(0)
+	t[sm.S30SwCleanUpWait][sm.E30GoRunning] = setRun
+	t[sm.S30SwCleanUpWait][sm.E40SwCleaned] = transition{to: sm.S40HwCleanUpWait, act: actHwCleanUp}
+	t[sm.S30SwCleanUpWait][sm.E70GoIdle] = clrRun
+	t[sm.S30SwCleanUpWait][sm.E85LinkDown] = clrRun
 
 	// s40_hw_clean_up_wait
-	t[S40HwCleanUpWait][E00GoHwDown] = down(actSwCleanUp)
-	t[S40HwCleanUpWait][E25HwCleanUpDone] = transition{to: startUp, act: actHwStartUp}
-	t[S40HwCleanUpWait][E30GoRunning] = setRun
-	t[S40HwCleanUpWait][E70GoIdle] = clrRun
-	t[S40HwCleanUpWait][E85LinkDown] = clrRun
+	t[sm.S40HwCleanUpWait][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S40HwCleanUpWait][sm.E25HwCleanUpDone] = transition{to: startUp, act: actHwStartUp}
+	t[sm.S40HwCleanUpWait][sm.E30GoRunning] = setRun
+	t[sm.S40HwCleanUpWait][sm.E70GoIdle] = clrRun
+	t[sm.S40HwCleanUpWait][sm.E85LinkDown] = clrRun
 
 	// s50_hw_halt_wait
-	t[S50HwHaltWait][E00GoHwDown] = down(actSwCleanUp)
-	t[S50HwHaltWait][E15HwHaltDone] = transition{to: S30SwCleanUpWait, act: actSwCleanUp}
-	t[S50HwHaltWait][E30GoRunning] = setRun
-	t[S50HwHaltWait][E60HwHalted] = haltWorker
-	t[S50HwHaltWait][E70GoIdle] = clrRun
-	t[S50HwHaltWait][E85LinkDown] = clrRun
+	t[sm.S50HwHaltWait][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S50HwHaltWait][sm.E15HwHaltDone] = transition{to: sm.S30SwCleanUpWait, act: actSwCleanUp}
+	t[sm.S50HwHaltWait][sm.E30GoRunning] = setRun
+	t[sm.S50HwHaltWait][sm.E60HwHalted] = haltWorker
+	t[sm.S50HwHaltWait][sm.E70GoIdle] = clrRun
+	t[sm.S50HwHaltWait][sm.E85LinkDown] = clrRun
 
 	// s60_idle_halt_wait
-	t[S60IdleHaltWait][E00GoHwDown] = down(actSwCleanUp)
-	t[S60IdleHaltWait][E15HwHaltDone] = transition{to: S30SwCleanUpWait, act: actSwCleanUp}
-	t[S60IdleHaltWait][E30GoRunning] = setRun
-	t[S60IdleHaltWait][E60HwHalted] = haltWorker
-	t[S60IdleHaltWait][E70GoIdle] = clrRun
+	t[sm.S60IdleHaltWait][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S60IdleHaltWait][sm.E15HwHaltDone] = transition{to: sm.S30SwCleanUpWait, act: actSwCleanUp}
+	t[sm.S60IdleHaltWait][sm.E30GoRunning] = setRun
+	t[sm.S60IdleHaltWait][sm.E60HwHalted] = haltWorker
+	t[sm.S60IdleHaltWait][sm.E70GoIdle] = clrRun
 
 	// s80_hw_freeze
-	t[S80HwFreeze][E00GoHwDown] = down(actSwCleanUp)
-	t[S80HwFreeze][E30GoRunning] = setRun
-	t[S80HwFreeze][E70GoIdle] = clrRun
-	t[S80HwFreeze][E81HwFrozen] = transition{to: S82FreezeSwClean, act: actSwCleanUp}
+	t[sm.S80HwFreeze][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S80HwFreeze][sm.E30GoRunning] = setRun
+	t[sm.S80HwFreeze][sm.E70GoIdle] = clrRun
+	t[sm.S80HwFreeze][sm.E81HwFrozen] = transition{to: sm.S82FreezeSwClean, act: actSwCleanUp}
 
 	// s82_freeze_sw_clean
-	t[S82FreezeSwClean][E00GoHwDown] = down(actSwCleanUp)
-	t[S82FreezeSwClean][E30GoRunning] = setRun
-	t[S82FreezeSwClean][E40SwCleaned] = transition{to: stay, act: actUnfreezeDone}
-	t[S82FreezeSwClean][E70GoIdle] = clrRun
-	t[S82FreezeSwClean][E82HwUnfreeze] = transition{to: startUp, act: actHwStartUp}
+	t[sm.S82FreezeSwClean][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S82FreezeSwClean][sm.E30GoRunning] = setRun
+	t[sm.S82FreezeSwClean][sm.E40SwCleaned] = transition{to: stay, act: actUnfreezeDone}
+	t[sm.S82FreezeSwClean][sm.E70GoIdle] = clrRun
+	t[sm.S82FreezeSwClean][sm.E82HwUnfreeze] = transition{to: startUp, act: actHwStartUp}
 
 	// s99_running: e60 asks for a final progress pass and falls through to e90; e85 clears
 	// go_s99_running and falls through to e80.
-	t[S99Running][E00GoHwDown] = down(actSwCleanUp)
-	t[S99Running][E60HwHalted] = transition{to: S50HwHaltWait, act: actErrHaltWorker | actProgress}
-	t[S99Running][E90SwHalted] = transition{to: S50HwHaltWait, act: actErrHaltWorker}
-	t[S99Running][E70GoIdle] = transition{to: S60IdleHaltWait}
-	t[S99Running][E80HwFreeze] = transition{to: S80HwFreeze, act: actFreezeNotify}
-	t[S99Running][E85LinkDown] = transition{to: S80HwFreeze, run: runClear, act: actFreezeNotify}
+	t[sm.S99Running][sm.E00GoHwDown] = down(actSwCleanUp)
+	t[sm.S99Running][sm.E60HwHalted] = transition{to: sm.S50HwHaltWait, act: actErrHaltWorker | actProgress}
+	t[sm.S99Running][sm.E90SwHalted] = transition{to: sm.S50HwHaltWait, act: actErrHaltWorker}
+	t[sm.S99Running][sm.E70GoIdle] = transition{to: sm.S60IdleHaltWait}
+	t[sm.S99Running][sm.E80HwFreeze] = transition{to: sm.S80HwFreeze, act: actFreezeNotify}
+	t[sm.S99Running][sm.E85LinkDown] = transition{to: sm.S80HwFreeze, run: runClear, act: actFreezeNotify}
 
 	return t
 }()
 
 // stateChange records one state change for diagnosis (sdmatest.History reports them).
 type stateChange struct {
-	From, To State
-	Event    Event
+	From, To sm.State
+	Event    sm.Event
 	Cause    string    // why the event was raised (a halt cause, "Close", "user", …)
 	At       time.Time // when it happened
 }
@@ -227,7 +159,7 @@ const historyLen = 32
 // stateMachine is the engine's state (hfi1: struct sdma_state). It is not safe for concurrent
 // use: the engine serialises events under its state lock (the kernel holds tail_lock and head_lock).
 type stateMachine struct {
-	cur       State
+	cur       sm.State
 	goRunning bool                    // go_s99_running
 	hist      [historyLen]stateChange // ring of recent transitions
 	nhist     int                     // transitions recorded in all
@@ -236,8 +168,8 @@ type stateMachine struct {
 // step applies event ev: the table cell, then sdma_set_state's side effects if the state changed.
 // It returns the actions the engine must carry out, and whether the engine entered s99 from
 // another state (the kernel calls sdma_flush then).
-func (m *stateMachine) step(ev Event, cause string) (acts stateAction, enteredRunning bool) {
-	if ev >= numEvents {
+func (m *stateMachine) step(ev sm.Event, cause string) (acts stateAction, enteredRunning bool) {
+	if ev >= sm.NumEvents {
 		return 0, false
 	}
 	cell := stateTable[m.cur][ev]
@@ -249,9 +181,9 @@ func (m *stateMachine) step(ev Event, cause string) (acts stateAction, enteredRu
 	}
 	to := cell.to
 	if to == startUp {
-		to = S20Idle
+		to = sm.S20Idle
 		if m.goRunning {
-			to = S99Running
+			to = sm.S99Running
 		}
 	}
 	if to == stay {
@@ -261,16 +193,16 @@ func (m *stateMachine) step(ev Event, cause string) (acts stateAction, enteredRu
 	m.enter(to)
 	m.hist[m.nhist%historyLen] = stateChange{From: from, To: to, Event: ev, Cause: cause, At: time.Now()}
 	m.nhist++
-	return cell.act, to == S99Running && from != S99Running
+	return cell.act, to == sm.S99Running && from != sm.S99Running
 }
 
 // enter is sdma_set_state's bookkeeping: go_s99_running is cleared on entering s00 or s60 and set
 // on entering s99. (The SendDmaCtrl CSR writes that go with it have no software counterpart.)
-func (m *stateMachine) enter(s State) {
+func (m *stateMachine) enter(s sm.State) {
 	switch s {
-	case S00HwDown, S60IdleHaltWait:
+	case sm.S00HwDown, sm.S60IdleHaltWait:
 		m.goRunning = false
-	case S99Running:
+	case sm.S99Running:
 		m.goRunning = true
 	}
 	m.cur = s

@@ -1,6 +1,7 @@
 package sdma
 
 import (
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"os"
 	"strings"
 	"testing"
@@ -10,8 +11,8 @@ import (
 )
 
 type stateStep struct {
-	ev   Event
-	want State
+	ev   sm.Event
+	want sm.State
 	acts stateAction
 }
 
@@ -27,71 +28,71 @@ func runSteps(t *testing.T, m *stateMachine, steps []stateStep) {
 func TestStateStartUp(t *testing.T) {
 	m := &stateMachine{}
 	runSteps(t, m, []stateStep{
-		{E30GoRunning, S10HwStartUpHaltWait, 0},
-		{E15HwHaltDone, S15HwStartUpCleanWait, actHwCleanUp},
-		{E25HwCleanUpDone, S99Running, actHwStartUp},
+		{sm.E30GoRunning, sm.S10HwStartUpHaltWait, 0},
+		{sm.E15HwHaltDone, sm.S15HwStartUpCleanWait, actHwCleanUp},
+		{sm.E25HwCleanUpDone, sm.S99Running, actHwStartUp},
 	})
 	assert.True(t, m.goRunning)
 
 	m = &stateMachine{}
 	runSteps(t, m, []stateStep{
-		{E10GoHwStart, S10HwStartUpHaltWait, 0},
-		{E15HwHaltDone, S15HwStartUpCleanWait, actHwCleanUp},
-		{E25HwCleanUpDone, S20Idle, actHwStartUp},
-		{E30GoRunning, S99Running, 0},
+		{sm.E10GoHwStart, sm.S10HwStartUpHaltWait, 0},
+		{sm.E15HwHaltDone, sm.S15HwStartUpCleanWait, actHwCleanUp},
+		{sm.E25HwCleanUpDone, sm.S20Idle, actHwStartUp},
+		{sm.E30GoRunning, sm.S99Running, 0},
 	})
 }
 
 func TestStateHaltRecovers(t *testing.T) {
-	m := &stateMachine{cur: S99Running, goRunning: true}
+	m := &stateMachine{cur: sm.S99Running, goRunning: true}
 	runSteps(t, m, []stateStep{
-		{E60HwHalted, S50HwHaltWait, actErrHaltWorker | actProgress},
-		{E15HwHaltDone, S30SwCleanUpWait, actSwCleanUp},
-		{E40SwCleaned, S40HwCleanUpWait, actHwCleanUp},
-		{E25HwCleanUpDone, S99Running, actHwStartUp},
+		{sm.E60HwHalted, sm.S50HwHaltWait, actErrHaltWorker | actProgress},
+		{sm.E15HwHaltDone, sm.S30SwCleanUpWait, actSwCleanUp},
+		{sm.E40SwCleaned, sm.S40HwCleanUpWait, actHwCleanUp},
+		{sm.E25HwCleanUpDone, sm.S99Running, actHwStartUp},
 	})
-	m = &stateMachine{cur: S99Running, goRunning: true}
+	m = &stateMachine{cur: sm.S99Running, goRunning: true}
 	runSteps(t, m, []stateStep{
-		{E90SwHalted, S50HwHaltWait, actErrHaltWorker},
-		{E15HwHaltDone, S30SwCleanUpWait, actSwCleanUp},
-		{E40SwCleaned, S40HwCleanUpWait, actHwCleanUp},
-		{E25HwCleanUpDone, S99Running, actHwStartUp},
+		{sm.E90SwHalted, sm.S50HwHaltWait, actErrHaltWorker},
+		{sm.E15HwHaltDone, sm.S30SwCleanUpWait, actSwCleanUp},
+		{sm.E40SwCleaned, sm.S40HwCleanUpWait, actHwCleanUp},
+		{sm.E25HwCleanUpDone, sm.S99Running, actHwStartUp},
 	})
 }
 
 func TestStateIdleHaltGoesToIdle(t *testing.T) {
-	m := &stateMachine{cur: S99Running, goRunning: true}
+	m := &stateMachine{cur: sm.S99Running, goRunning: true}
 	runSteps(t, m, []stateStep{
-		{E70GoIdle, S60IdleHaltWait, 0},
-		{E15HwHaltDone, S30SwCleanUpWait, actSwCleanUp},
-		{E40SwCleaned, S40HwCleanUpWait, actHwCleanUp},
-		{E25HwCleanUpDone, S20Idle, actHwStartUp},
+		{sm.E70GoIdle, sm.S60IdleHaltWait, 0},
+		{sm.E15HwHaltDone, sm.S30SwCleanUpWait, actSwCleanUp},
+		{sm.E40SwCleaned, sm.S40HwCleanUpWait, actHwCleanUp},
+		{sm.E25HwCleanUpDone, sm.S20Idle, actHwStartUp},
 	})
 	assert.False(t, m.goRunning, "entering s60 clears go_s99_running")
 }
 
 func TestStateFreezeAndLinkDown(t *testing.T) {
-	m := &stateMachine{cur: S99Running, goRunning: true}
+	m := &stateMachine{cur: sm.S99Running, goRunning: true}
 	runSteps(t, m, []stateStep{
-		{E80HwFreeze, S80HwFreeze, actFreezeNotify},
-		{E81HwFrozen, S82FreezeSwClean, actSwCleanUp},
-		{E40SwCleaned, S82FreezeSwClean, actUnfreezeDone},
-		{E82HwUnfreeze, S99Running, actHwStartUp},
+		{sm.E80HwFreeze, sm.S80HwFreeze, actFreezeNotify},
+		{sm.E81HwFrozen, sm.S82FreezeSwClean, actSwCleanUp},
+		{sm.E40SwCleaned, sm.S82FreezeSwClean, actUnfreezeDone},
+		{sm.E82HwUnfreeze, sm.S99Running, actHwStartUp},
 	})
-	m = &stateMachine{cur: S99Running, goRunning: true}
+	m = &stateMachine{cur: sm.S99Running, goRunning: true}
 	runSteps(t, m, []stateStep{
-		{E85LinkDown, S80HwFreeze, actFreezeNotify},
-		{E81HwFrozen, S82FreezeSwClean, actSwCleanUp},
-		{E82HwUnfreeze, S20Idle, actHwStartUp},
+		{sm.E85LinkDown, sm.S80HwFreeze, actFreezeNotify},
+		{sm.E81HwFrozen, sm.S82FreezeSwClean, actSwCleanUp},
+		{sm.E82HwUnfreeze, sm.S20Idle, actHwStartUp},
 	})
 }
 
 func TestStateDownFromEverywhere(t *testing.T) {
-	for s := S00HwDown; s < numStates; s++ {
+	for s := sm.S00HwDown; s < sm.NumStates; s++ {
 		m := &stateMachine{cur: s, goRunning: true}
-		m.step(E00GoHwDown, "test")
-		assert.Equal(t, S00HwDown, m.cur, "from %v", s)
-		if s != S00HwDown {
+		m.step(sm.E00GoHwDown, "test")
+		assert.Equal(t, sm.S00HwDown, m.cur, "from %v", s)
+		if s != sm.S00HwDown {
 			assert.False(t, m.goRunning, "entering s00 clears go_s99_running (from %v)", s)
 		}
 	}
@@ -100,13 +101,13 @@ func TestStateDownFromEverywhere(t *testing.T) {
 func TestStateIgnoredEventsKeepState(t *testing.T) {
 	// Running ignores start-up events; hw_down ignores halts.
 	for _, c := range []struct {
-		s  State
-		ev Event
+		s  sm.State
+		ev sm.Event
 	}{
-		{S99Running, E10GoHwStart}, {S99Running, E25HwCleanUpDone}, {S99Running, E40SwCleaned},
-		{S00HwDown, E60HwHalted}, {S00HwDown, E90SwHalted}, {S20Idle, E90SwHalted},
+		{sm.S99Running, sm.E10GoHwStart}, {sm.S99Running, sm.E25HwCleanUpDone}, {sm.S99Running, sm.E40SwCleaned},
+		{sm.S00HwDown, sm.E60HwHalted}, {sm.S00HwDown, sm.E90SwHalted}, {sm.S20Idle, sm.E90SwHalted},
 	} {
-		m := &stateMachine{cur: c.s, goRunning: c.s == S99Running}
+		m := &stateMachine{cur: c.s, goRunning: c.s == sm.S99Running}
 		_, entered := m.step(c.ev, "")
 		assert.Equal(t, c.s, m.cur, "%v + %v", c.s, c.ev)
 		assert.False(t, entered)
@@ -116,38 +117,38 @@ func TestStateIgnoredEventsKeepState(t *testing.T) {
 
 func TestStateEnteredRunningAndHistory(t *testing.T) {
 	m := &stateMachine{}
-	_, entered := m.step(E30GoRunning, "user")
+	_, entered := m.step(sm.E30GoRunning, "user")
 	assert.False(t, entered)
-	m.step(E15HwHaltDone, "")
-	_, entered = m.step(E25HwCleanUpDone, "")
+	m.step(sm.E15HwHaltDone, "")
+	_, entered = m.step(sm.E25HwCleanUpDone, "")
 	assert.True(t, entered, "entering s99 from another state asks for sdma_flush")
 	h := m.history(nil)
 	require.Len(t, h, 3)
 	assert.Equal(t, "s00_hw_down -e30_go_running-> s10_hw_start_up_halt_wait (user)", h[0].String())
-	assert.Equal(t, S99Running, h[2].To)
+	assert.Equal(t, sm.S99Running, h[2].To)
 
 	for i := 0; i < 2*historyLen; i++ {
-		m.step(E90SwHalted, "")
-		m.step(E15HwHaltDone, "")
-		m.step(E40SwCleaned, "")
-		m.step(E25HwCleanUpDone, "")
+		m.step(sm.E90SwHalted, "")
+		m.step(sm.E15HwHaltDone, "")
+		m.step(sm.E40SwCleaned, "")
+		m.step(sm.E25HwCleanUpDone, "")
 	}
 	h = m.history(nil)
 	require.Len(t, h, historyLen)
-	assert.Equal(t, S99Running, h[len(h)-1].To)
-	assert.Equal(t, "s99_running", S99Running.String())
-	assert.Equal(t, "e90_sw_halted", E90SwHalted.String())
-	assert.Equal(t, "State(200)", State(200).String())
+	assert.Equal(t, sm.S99Running, h[len(h)-1].To)
+	assert.Equal(t, "s99_running", sm.S99Running.String())
+	assert.Equal(t, "e90_sw_halted", sm.E90SwHalted.String())
+	assert.Equal(t, "State(200)", sm.State(200).String())
 }
 
 func TestStateTableHasNoAccidentalCells(t *testing.T) {
 	// Every cell that moves to s00 is an e00 (go_hw_down) cell: a forgotten initialisation would
 	// show up as a zero cell moving the engine down.
-	for s := S00HwDown; s < numStates; s++ {
-		for e := E00GoHwDown; e < numEvents; e++ {
+	for s := sm.S00HwDown; s < sm.NumStates; s++ {
+		for e := sm.E00GoHwDown; e < sm.NumEvents; e++ {
 			c := stateTable[s][e]
-			if c.to == S00HwDown {
-				assert.Equal(t, E00GoHwDown, e, "%v + %v moves to s00", s, e)
+			if c.to == sm.S00HwDown {
+				assert.Equal(t, sm.E00GoHwDown, e, "%v + %v moves to s00", s, e)
 			}
 		}
 	}
@@ -200,13 +201,13 @@ func renderStateTable() string {
 		return s
 	}
 	out := pad("")[:4]
-	for ev := E00GoHwDown; ev < numEvents; ev++ {
+	for ev := sm.E00GoHwDown; ev < sm.NumEvents; ev++ {
 		out += pad(ev.String()[:3])
 	}
 	out = trimRight(out) + "\n"
-	for st := S00HwDown; st < numStates; st++ {
+	for st := sm.S00HwDown; st < sm.NumStates; st++ {
 		line := st.String()[:3] + " "
-		for ev := E00GoHwDown; ev < numEvents; ev++ {
+		for ev := sm.E00GoHwDown; ev < sm.NumEvents; ev++ {
 			line += pad(cell(stateTable[st][ev]))
 		}
 		out += trimRight(line) + "\n"

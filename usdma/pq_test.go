@@ -295,7 +295,7 @@ func TestCompRingHaltsStress(t *testing.T) {
 	}
 	t.Logf("%d complete, %d error, %d halts", ok, failed, dev.Engine(0).Stats().Faults)
 	if ok == 0 {
-		t.Logf("engine %v, history %v", dev.Engine(0).State(), sdmatest.History(dev.Engine(0)))
+		t.Logf("engine %v, history %v", sdmatest.EngineState(dev.Engine(0)), sdmatest.History(dev.Engine(0)))
 		var sb strings.Builder
 		_ = pprof.Lookup("goroutine").WriteTo(&sb, 2)
 		t.Log(sb.String())

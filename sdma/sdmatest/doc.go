@@ -12,7 +12,7 @@
 // for it.
 //
 // Everything here is safe for concurrent use unless its documentation says otherwise. The
-// functions that drive the state machine (SetFaults, InjectHalt, Event, FreezeNotify, Freeze,
-// Unfreeze) wait for a hardware pass in progress: they must not be called from a txreq's
+// functions that drive the state machine (SetFaults, InjectHalt, RaiseEvent, FreezeNotify,
+// Freeze, Unfreeze) wait for a hardware pass in progress: they must not be called from a txreq's
 // completion, an IOWait's wakeup or a Sink.
 package sdmatest

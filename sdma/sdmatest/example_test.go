@@ -33,11 +33,11 @@ func ExampleFreeze() {
 	send() // in the ring when the freeze comes
 
 	_ = sdmatest.FreezeNotify(dev, false) // hfi1: sdma_freeze_notify
-	fmt.Println(e.State(), dev.Engine(1).State())
+	fmt.Println(sdmatest.EngineState(e), sdmatest.EngineState(dev.Engine(1)))
 	_ = sdmatest.Freeze(dev) // hfi1: sdma_freeze: the sw clean aborts what the engines held
-	fmt.Println(e.State())
+	fmt.Println(sdmatest.EngineState(e))
 	_ = sdmatest.Unfreeze(dev) // hfi1: sdma_unfreeze
-	fmt.Println(e.State())
+	fmt.Println(sdmatest.EngineState(e))
 	send()
 	_, _ = e.Process()
 	// Output:
@@ -65,7 +65,7 @@ func ExampleSetFaults() {
 	_ = tx.AddKVAddr(dev, make([]byte, 8))
 	_ = e.Send(nil, tx, true)
 	_, err = e.Process()
-	fmt.Println(errors.Is(err, sdma.ErrHalted), errors.Is(e.HaltCause(), sdma.ErrHalted), e.State())
+	fmt.Println(errors.Is(err, sdma.ErrHalted), errors.Is(e.HaltCause(), sdma.ErrHalted), sdmatest.EngineState(e))
 	h := sdmatest.History(e)
 	fmt.Println(h[len(h)-1].To)
 	// Output:
@@ -207,13 +207,13 @@ func TestBadPlans(t *testing.T) {
 		"HaltAt -1":     sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: -1}),
 		"HaltCause -1":  sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltCause: -1}),
 		"CauseNone":     sdmatest.InjectHalt(e, sdma.CauseNone),
-		"unknown event": sdmatest.Event(e, sdma.Event(200), "bad"),
+		"unknown event": sdmatest.RaiseEvent(e, sdmatest.Event(200), "bad"),
 	} {
 		if !errors.Is(err, sdma.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
-	if e.State() != sdma.S99Running || len(sdmatest.History(e)) != 3 {
-		t.Fatalf("state %v, history %v: changed by refused calls", e.State(), sdmatest.History(e))
+	if sdmatest.EngineState(e) != sdmatest.S99Running || len(sdmatest.History(e)) != 3 {
+		t.Fatalf("state %v, history %v: changed by refused calls", sdmatest.EngineState(e), sdmatest.History(e))
 	}
 }

@@ -37,7 +37,7 @@ func SetFaults(e *sdma.Engine, p FaultPlan) error {
 // once the device is closing.
 func InjectHalt(e *sdma.Engine, c sdma.HaltCause) error { return hooks.InjectHalt(e, int(c)) }
 
-// Event raises ev on e, with cause recorded in its history (hfi1: sdma_process_event), and
+// RaiseEvent raises ev on e, with cause recorded in its history (hfi1: sdma_process_event), and
 // returns once the engine rests again: the table in package sdma's documentation says what each
 // event does in each state. An explicit E60HwHalted or E90SwHalted in s99 halts the engine with
 // CauseHalt and recovers it; E70GoIdle takes a running engine through the idle halt to s20;
@@ -47,17 +47,17 @@ func InjectHalt(e *sdma.Engine, c sdma.HaltCause) error { return hooks.InjectHal
 // complete aborted.
 //
 // Errors: sdma.ErrInvalid for an unknown event, or when called on the engine's own goroutine
-// (from a Sink, a completion or a wakeup it runs: Event would wait for itself); sdma.ErrClosed
-// once the device is closing. Event waits for a hardware pass in progress; from a completion or
+// (from a Sink, a completion or a wakeup it runs: it would wait for itself); sdma.ErrClosed
+// once the device is closing. RaiseEvent waits for a hardware pass in progress; from a completion or
 // Sink that the caller's own Process or Poll runs it would deadlock: do not.
-func Event(e *sdma.Engine, ev sdma.Event, cause string) error {
+func RaiseEvent(e *sdma.Engine, ev Event, cause string) error {
 	return hooks.Event(e, uint8(ev), cause)
 }
 
 // Transition records one state change of an engine, for diagnosis.
 type Transition struct {
-	From, To sdma.State
-	Event    sdma.Event
+	From, To State
+	Event    Event
 	Cause    string    // why the event was raised (a halt cause, "Close", "user", …)
 	At       time.Time // when it happened
 }
@@ -77,7 +77,7 @@ func History(e *sdma.Engine) []Transition {
 	h := hooks.History(e)
 	out := make([]Transition, len(h))
 	for i, t := range h {
-		out[i] = Transition{From: sdma.State(t.From), To: sdma.State(t.To), Event: sdma.Event(t.Event), Cause: t.Cause, At: t.At}
+		out[i] = Transition{From: State(t.From), To: State(t.To), Event: Event(t.Event), Cause: t.Cause, At: t.At}
 	}
 	return out
 }

@@ -29,6 +29,7 @@ var (
 	InjectHalt func(engine any, cause int) error
 	Event      func(engine any, ev uint8, cause string) error
 	History    func(engine any) []Transition
+	State      func(engine any) uint8
 	// DeviceEvent raises one of the device-wide freeze steps: "notify", "notify-linkdown",
 	// "freeze", "unfreeze".
 	DeviceEvent func(device any, step string) error
