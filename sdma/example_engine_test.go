@@ -75,12 +75,13 @@ func ExampleEngine_Send() {
 	q := newQP(dev.Engine(0))
 
 	done := 0
+	count := sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { done++ }) // one func for all
 	txs := make([]sdma.TxReq, 40)
 	parked := 0
 	for i := range txs {
 		hdr, payload := []byte("HDR:"), []byte(fmt.Sprintf("packet %02d", i)) // 4 + 9 bytes: padded
 		tx := &txs[i]
-		_ = tx.Init(0, len(hdr)+len(payload), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) { done++ }))
+		_ = tx.Init(0, len(hdr)+len(payload), count)
 		_ = tx.AddKVAddr(dev, hdr)
 		_ = tx.AddKVAddr(dev, payload)
 		if err := q.send(tx); errors.Is(err, sdma.ErrBusy) {
@@ -102,6 +103,21 @@ func ExampleEngine_Send() {
 	// "HDR:packet 39\x00\x00\x00"
 }
 
+// waitPacket is a packet of ExampleEngine_SendWait: the txreq first, then what its completion
+// needs. It is its own sdma.Completer, so a completion costs no closure.
+type waitPacket struct {
+	sdma.TxReq
+	wg *sync.WaitGroup
+}
+
+// Complete runs once, on the engine's completion pass.
+func (p *waitPacket) Complete(_ *sdma.TxReq, st sdma.Status) {
+	if st != sdma.StatusOK {
+		panic(st)
+	}
+	p.wg.Done()
+}
+
 // A blocking sender: SendWait waits on a context for room in the ring; the engine's own goroutine
 // gathers the packets and completes them.
 func ExampleEngine_SendWait() {
@@ -113,18 +129,15 @@ func ExampleEngine_SendWait() {
 	e := dev.Engine(0)
 	var wg sync.WaitGroup
 	buf := make([]byte, 1000*1024)
-	for i := 0; i < 1000; i++ {
+	pkts := make([]waitPacket, 1000)
+	for i := range pkts {
 		payload := buf[i*1024 : (i+1)*1024]
-		tx := new(sdma.TxReq)
+		p := &pkts[i]
+		p.wg = &wg
 		wg.Add(1)
-		_ = tx.Init(0, len(payload), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
-			if st != sdma.StatusOK {
-				panic(st)
-			}
-			wg.Done()
-		}))
-		_ = tx.AddKVAddr(dev, payload)
-		if err := e.SendWait(context.Background(), tx); err != nil {
+		_ = p.Init(0, len(payload), p)
+		_ = p.AddKVAddr(dev, payload)
+		if err := e.SendWait(context.Background(), &p.TxReq); err != nil {
 			panic(err)
 		}
 	}
