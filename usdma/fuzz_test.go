@@ -57,7 +57,7 @@ func FuzzMessage(f *testing.F) {
 		}
 		defer func() { _ = pq.Close(context.Background()) }()
 		ends := 0
-		pq.testOnEnd = func(int, CompState) { ends++ }
+		testHooks(pq).onEnd = func(int, CompState) { ends++ }
 		tp := testTemplate
 		tp.PSN, tp.Offset = psn&psnMaskExt, koff
 		info, hdr := Message(0, frag, tp, vecs...)

@@ -133,12 +133,19 @@ type PktQ struct {
 
 	stats counters
 
-	// testOnEnd, if set (tests only, before use), is called once per request end with the state
-	// written, under compMu, before the waiters are woken.
-	testOnEnd func(slot int, st CompState)
-	// testOnSend, if set (tests only), is called by every SendList of a request pass with the
-	// number of packets on the list.
-	testOnSend func(n int)
+	// test holds the test hooks; nil outside in-package tests, which set it before use. One
+	// pointer, so the hooks cost production one word and one load.
+	test *pqTestHooks
+}
+
+// pqTestHooks are the in-package tests' seams into a PktQ.
+type pqTestHooks struct {
+	// onEnd, if set, is called once per request end with the state written, under compMu,
+	// before the waiters are woken.
+	onEnd func(slot int, st CompState)
+	// onSend, if set, is called by every SendList of a request pass with the number of packets
+	// on the list.
+	onSend func(n int)
 }
 
 // counters are the queue's statistics, each an atomic counter written where the event

@@ -26,9 +26,17 @@ type endCounter struct {
 	state map[int][]CompState
 }
 
+// testHooks returns pq's test hooks, making them on first use.
+func testHooks(pq *PktQ) *pqTestHooks {
+	if pq.test == nil {
+		pq.test = &pqTestHooks{}
+	}
+	return pq.test
+}
+
 func newEndCounter(pq *PktQ) *endCounter {
 	c := &endCounter{ends: map[int]int{}, state: map[int][]CompState{}}
-	pq.testOnEnd = func(slot int, st CompState) {
+	testHooks(pq).onEnd = func(slot int, st CompState) {
 		c.mu.Lock()
 		c.ends[slot]++
 		c.state[slot] = append(c.state[slot], st)
@@ -536,7 +544,7 @@ func TestSendsAtMostMaxPktsPerQueue(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 4096, Sink: sink})
 	pq := testQueue(t, Config{Device: dev})
 	var passes []int
-	pq.testOnSend = func(n int) { passes = append(passes, n) }
+	testHooks(pq).onSend = func(n int) { passes = append(passes, n) }
 	data := pattern(100*4096, 8)
 	info, hdr := Message(0, 4096, testTemplate, data)
 	require.NoError(t, pq.Submit(context.Background(), info, &hdr, data))

@@ -294,8 +294,8 @@ func (pq *PktQ) sendList(r *request) error {
 	if n == 0 {
 		return nil
 	}
-	if h := pq.testOnSend; h != nil {
-		h(n)
+	if pq.test != nil && pq.test.onSend != nil {
+		pq.test.onSend(n)
 	}
 	r.pending.Add(int32(n))
 	took, err := r.eng.SendList(&pq.busy, &r.txps)
@@ -525,8 +525,8 @@ func (pq *PktQ) end(r *request) {
 		close(pq.idle)
 		pq.idle = nil
 	}
-	if h := pq.testOnEnd; h != nil {
-		h(r.slot, st) // before anyone can see the end through Wait or Close
+	if pq.test != nil && pq.test.onEnd != nil {
+		pq.test.onEnd(r.slot, st) // before anyone can see the end through Wait or Close
 	}
 	pq.compMu.Unlock()
 	for _, w := range ws {
