@@ -85,5 +85,6 @@ func (e *HaltError) Error() string {
 	return s
 }
 
-// Is matches ErrHalted.
-func (e *HaltError) Is(target error) bool { return target == ErrHalted }
+// Unwrap returns ErrHalted, the sentinel every *HaltError matches (errors.Is): typed errors
+// match their sentinels through Unwrap throughout the module.
+func (e *HaltError) Unwrap() error { return ErrHalted }
