@@ -78,7 +78,7 @@ type stripe struct {
 	m  map[uint64]*pageList // page number -> records touching it (possibly none); guarded by mu
 	// lastPg, lastPl cache the last entry of m found or made (lastPl nil: none): a sender reusing
 	// its buffers maps, translates and unmaps the same page in turn, and a compare is cheaper than
-	// the map lookup. lastPl is always m[lastPg] or nil. Guarded by mu.
+	// the map lookup. lastPl is always lastPg's list (in m or in its slot) or nil. Guarded by mu.
 	lastPg uint64
 	lastPl *pageList
 	// keepEmpty says whether empty lists stay in m (see maxEmpty): for Direct, whose pages are
