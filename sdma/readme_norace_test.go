@@ -1,0 +1,5 @@
+//go:build !race
+
+package sdma_test
+
+const readmeRace = false
