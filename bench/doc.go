@@ -11,6 +11,8 @@
 //	BenchmarkUDPSink            the UDP sink, batch=1 (sendmsg) against batch=32 (sendmmsg, GSO) and net.UDPConn (Linux)
 //	BenchmarkUDPIdle            a lone packet through a device into the UDP sink, batch=1 against 32 (Linux)
 //	BenchmarkIdlePacket         the same into a dropping sink, a plain Sink against a BatchSink
+//	BenchmarkPIOCopy            the PIO copy's writer (impl=asm|asm-nt|asm-movnti|go) against copy, 64 B..4 KiB
+//	BenchmarkSmallPacket        a small packet's whole way, path=pio against path=sdma (ns/pkt, p50, p99)
 //
 // Run them briefly on a shared machine, for example
 //

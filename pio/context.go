@@ -587,7 +587,8 @@ func (sc *SendContext) Restart() error {
 
 // Close disables the context for good (hfi1: sc_free): every pending packet is released with
 // PRCSCDisable exactly once, every waiter is woken, the chip goroutine stops, and later calls get
-// ErrClosed. Close is idempotent and safe to call concurrently.
+// ErrClosed. Like Disable it first waits for every allocated buffer's copy to end: a buffer left
+// unfinished keeps Close waiting. Close is idempotent and safe to call concurrently.
 func (sc *SendContext) Close() error {
 	sc.closeMu.Lock()
 	defer sc.closeMu.Unlock()

@@ -438,3 +438,84 @@ func TestStressCloseWhileSending(t *testing.T) {
 		}
 	}
 }
+
+// Stop refuses allocations while the chip goes on sending what was written; Enable alone does not
+// undo it (the hardware is still enabled, as in the kernel), Disable then Enable does.
+func TestStopDisableEnable(t *testing.T) {
+	sink := &captureSink{}
+	sc := newManual(t, 8, sink)
+	b, _ := sc.BufferAlloc(16, nil)
+	sc.Stop()
+	if _, err := sc.BufferAlloc(16, nil); err != ErrNotRunning {
+		t.Fatalf("after Stop: %v", err)
+	}
+	b.Copy(CreatePBC(0, 0, 0, 16), pkt(1, 56))
+	sc.Process()
+	if len(sink.take()) != 1 {
+		t.Fatal("the chip stopped sending what was written")
+	}
+	if err := sc.Enable(); err != nil || sc.Enabled() {
+		t.Fatalf("Enable after Stop alone: %v, enabled %v", err, sc.Enabled())
+	}
+	if err := sc.Restart(); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Restart of a context that is not halted: %v", err)
+	}
+	sc.Disable()
+	if err := sc.InjectHalt(); err != ErrNotRunning {
+		t.Fatalf("InjectHalt on a disabled context: %v", err)
+	}
+	if err := sc.Enable(); err != nil || !sc.Enabled() || sc.Index() != 0 || sc.Type() != Kernel {
+		t.Fatalf("Disable, Enable: %v %v", err, sc.Enabled())
+	}
+	b, err := sc.BufferAlloc(16, nil)
+	if err != nil {
+		t.Fatalf("after re-enable: %v", err)
+	}
+	if sc.InFlight() != 1 {
+		t.Fatalf("in flight %d", sc.InFlight())
+	}
+	b.Copy(CreatePBC(0, 0, 0, 16), nil) // Close waits for unfinished buffers
+}
+
+// A threshold change forces a credit return (sc_set_cr_threshold); bad values change nothing.
+func TestSetThreshold(t *testing.T) {
+	sc := newManual(t, 8, &captureSink{})
+	if err := sc.SetThreshold(8); err != nil || sc.Threshold() != 8 {
+		t.Fatalf("SetThreshold(8): %v %d", err, sc.Threshold())
+	}
+	sc.Process() // the return the change forced
+	c := newCounter()
+	b, _ := sc.BufferAlloc(16, &relOf{c, 0})
+	b.Copy(CreatePBC(0, 0, 0, 16), nil)
+	sc.Process() // 1 < 8: no return
+	if len(c.seen) != 0 {
+		t.Fatal("returned below the threshold")
+	}
+	if err := sc.SetThreshold(2); err != nil {
+		t.Fatal(err)
+	}
+	sc.Process() // the forced return
+	c.check(t, 1)
+	for _, bad := range []int{0, 9} {
+		if err := sc.SetThreshold(bad); !errors.Is(err, ErrInvalid) || sc.Threshold() != 2 {
+			t.Errorf("SetThreshold(%d): %v, threshold %d", bad, err, sc.Threshold())
+		}
+	}
+	if err := sc.SetFaults(FaultPlan{HaltEvery: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = sc.BufferAlloc(16, nil)
+	b.Copy(CreatePBC(0, 0, 0, 16), nil)
+	sc.Process()
+	if h := sc.LastHalt(); h == nil || h.Error() == "" || h.Cause.String() != "injected" {
+		t.Fatalf("SetFaults: halt %v", h)
+	}
+}
+
+func TestNewBadConfig(t *testing.T) {
+	for _, cfg := range []Config{{Type: 9}, {Credits: MaxBlocks + 1}, {Credits: 8, Threshold: 9}, {Credits: -1}} {
+		if _, err := New(cfg); !errors.Is(err, ErrInvalid) || err.Error() == "" {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}
