@@ -19,7 +19,9 @@
 // for the flow's PIO packets to drain before it goes by SDMA (pio_wait with
 // HFI1_S_WAIT_PIO_DRAIN, forcing a credit return so the drain does not wait for the threshold).
 // A PIO packet counts as in flight until its credits come back, which the chip does only after
-// it has handed the packet to the sink.
+// it has handed the packet to the sink. The size compared with the threshold is the packet's own;
+// the kernel compares an RC or UC QP's running average (s_running_pkt_size) and the path MTU, and
+// sends only some opcodes by PIO (pio_opmask), none of which a Flow has.
 //
 // # One API, two kinds of memory access (seed 004)
 //

@@ -253,20 +253,41 @@ func (s *flowSink) Deliver(_ int, segs [][]byte) error {
 	return nil
 }
 
-// runPath measures one path at one size.
+// runPath measures one path at one size: set up, warm up, measure, collect.
 func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult, error) {
-	r := pathResult{Path: path, Bytes: size}
 	sink := &flowSink{}
+	dev, closeDev, err := newPathDevice(cfg, path, sink)
+	if err != nil {
+		return pathResult{Path: path, Bytes: size}, err
+	}
+	defer closeDev()
+	ps := make([]*pathProducer, cfg.Producers)
+	for i := range ps {
+		ps[i] = newPathProducer(dev, sink, i, size, cfg.Frags, cfg.Mode == ModeLat)
+	}
+	if err := warmPaths(ctx, cfg, ps); err != nil {
+		return pathResult{Path: path, Bytes: size}, err
+	}
+	before := sink.total.Load()
+	el, err := measurePaths(ctx, cfg, ps)
+	if err != nil {
+		return pathResult{Path: path, Bytes: size}, err
+	}
+	return collectPath(cfg, path, size, sink.total.Load()-before, el, dev, ps), nil
+}
+
+// newPathDevice builds the SDMA device and the verbs device over it for path, and returns a
+// function that closes both.
+func newPathDevice(cfg Config, path string, sink sdma.Sink) (*verbs.Device, func(), error) {
 	m, _, err := newMapper(cfg)
 	if err != nil {
-		return r, err
+		return nil, nil, err
 	}
 	w, _ := engineOptions(cfg)
 	sd, err := sdma.NewDevice(sdma.Config{Engines: cfg.Engines, Mapper: m, Sink: sink, Wait: w})
 	if err != nil {
-		return r, err
+		return nil, nil, err
 	}
-	defer sd.Close()
 	vc := verbs.Config{SDMA: sd, Contexts: max(1, min(cfg.Producers, 16))}
 	switch path {
 	case pathPIO:
@@ -282,24 +303,28 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult
 	}
 	dev, err := verbs.New(vc)
 	if err != nil {
-		return r, err
+		sd.Close()
+		return nil, nil, err
 	}
-	defer dev.Close()
-	ps := make([]*pathProducer, cfg.Producers)
-	for i := range ps {
-		ps[i] = newPathProducer(dev, sink, i, size, cfg.Frags, cfg.Mode == ModeLat)
-	}
-	// Warm up, then measure.
+	return dev, func() { dev.Close(); sd.Close() }, nil
+}
+
+// warmPaths sends -warmup packets per producer and waits until they are delivered.
+func warmPaths(ctx context.Context, cfg Config, ps []*pathProducer) error {
 	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, cfg.Warmup, time.Time{}) }); err != nil {
-		return r, err
+		return err
 	}
 	for _, p := range ps {
-		if err := p.flow.Drain(ctx); err != nil { // the warm-up is delivered before counting starts
-			return r, err
+		if err := p.flow.Drain(ctx); err != nil {
+			return err
 		}
 		p.reset()
 	}
-	before := sink.total.Load()
+	return nil
+}
+
+// measurePaths runs the producers for -n packets or -D and waits for every flow to drain.
+func measurePaths(ctx context.Context, cfg Config, ps []*pathProducer) (time.Duration, error) {
 	quota, deadline := 0, time.Time{}
 	if cfg.Iterations > 0 {
 		quota = max(1, cfg.Iterations/cfg.Producers)
@@ -308,16 +333,19 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult
 	}
 	start := time.Now()
 	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota, deadline) }); err != nil {
-		return r, err
+		return 0, err
 	}
 	for _, p := range ps {
 		if err := p.flow.Drain(ctx); err != nil {
-			return r, err
+			return 0, err
 		}
 	}
-	el := time.Since(start)
-	r.Packets = sink.total.Load() - before
-	r.Seconds = el.Seconds()
+	return time.Since(start), nil
+}
+
+// collectPath makes the result row from what the sink counted and the flows and contexts say.
+func collectPath(cfg Config, path string, size int, packets uint64, el time.Duration, dev *verbs.Device, ps []*pathProducer) pathResult {
+	r := pathResult{Path: path, Bytes: size, Packets: packets, Seconds: el.Seconds()}
 	r.Mpps = float64(r.Packets) / el.Seconds() / 1e6
 	r.MBps = float64(r.Packets) * float64(size) / el.Seconds() / 1e6
 	if r.Packets > 0 {
@@ -341,7 +369,7 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult
 	if sent := r.ByPIO + r.BySDMA; sent > r.Packets {
 		r.Flushed = sent - r.Packets
 	}
-	return r, nil
+	return r
 }
 
 // pathTogether runs f on every producer at once and returns the first error.
