@@ -9,6 +9,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/gosdma/gosdma/internal/pioimpl"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
 )
@@ -35,7 +36,7 @@ func BenchmarkPIOCopy(b *testing.B) {
 						src[i] = byte(i)
 					}
 					if impl != "copy" {
-						restore, err := pio.SetImplementation(impl)
+						restore, err := pioimpl.Set(impl)
 						if err != nil {
 							b.Fatal(err)
 						}

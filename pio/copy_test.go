@@ -144,7 +144,7 @@ func FuzzCopySegs(f *testing.F) {
 		}
 		cuts = sortedInts(cuts)
 		for _, name := range Implementations() {
-			restore, _ := SetImplementation(name)
+			restore, _ := setImplementation(name)
 			sink := &captureSink{}
 			sc := newManual(t, credits, sink)
 			advance(t, sc, int(startBlock)%credits)
@@ -202,7 +202,7 @@ func TestImplementations(t *testing.T) {
 	if impls[len(impls)-1] != "go" {
 		t.Errorf("%v", impls)
 	}
-	if _, err := SetImplementation("nope"); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := setImplementation("nope"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Error(err)
 	}
 }

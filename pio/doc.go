@@ -24,7 +24,7 @@
 //
 // # The copy
 //
-// The quadword runs go through one per-arch seam (Implementations, SetImplementation). On amd64
+// The quadword runs go through one per-arch seam (Implementations; tests and benchmarks force one through internal/pioimpl). On amd64
 // there are two assembly families, picked by what klauspost/cpuid/v2 reports: "asm-nt", the
 // non-temporal writer a real send buffer wants (32-byte VMOVNTDQ with AVX, else 8-byte MOVNTI,
 // then SFENCE before the buffer is handed to the chip: the chip's buffer is write-combining

@@ -36,7 +36,7 @@ func (s *captureSink) take() [][]byte {
 func forEachImpl(t *testing.T, f func(t *testing.T)) {
 	for _, name := range Implementations() {
 		t.Run("impl="+name, func(t *testing.T) {
-			restore, err := SetImplementation(name)
+			restore, err := setImplementation(name)
 			if err != nil {
 				t.Fatal(err)
 			}

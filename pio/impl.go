@@ -3,7 +3,11 @@ package pio
 import (
 	"errors"
 	"slices"
+
+	"github.com/gosdma/gosdma/internal/pioimpl"
 )
+
+func init() { pioimpl.Set = setImplementation }
 
 // Implementations returns the names of the copy implementations available here, the preferred
 // first. On amd64: "asm" (ordinary stores for the model's cached send buffer: aligned 32-byte
@@ -13,13 +17,15 @@ import (
 // in Go). Elsewhere and with the purego build tag only "go". The slice is a fresh copy.
 func Implementations() []string { return slices.Clone(implementations) }
 
-// SetImplementation makes every copy use the named implementation until restore is called. It
-// is a process-wide switch for tests and benchmarks: do not call it while copies run. An unknown
-// name gives an error matching errors.ErrUnsupported and changes nothing.
-func SetImplementation(name string) (restore func(), err error) {
+// setImplementation makes every copy use the named implementation until restore is called. It
+// is a process-wide switch for tests and benchmarks (the module's benchmarks reach it through
+// internal/pioimpl.Set), unexported so that a library user cannot flip it by accident: do not
+// call it while copies run. An unknown name gives an error matching errors.ErrUnsupported and
+// changes nothing.
+func setImplementation(name string) (restore func(), err error) {
 	restore, ok := setImpl(name)
 	if !ok {
-		return func() {}, &Error{Op: "SetImplementation", Msg: "unknown implementation " + name, Err: errors.ErrUnsupported}
+		return func() {}, &Error{Op: "pioimpl.Set", Msg: "unknown implementation " + name, Err: errors.ErrUnsupported}
 	}
 	return restore, nil
 }
