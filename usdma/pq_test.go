@@ -262,7 +262,8 @@ func TestPinCacheEvictsLRU(t *testing.T) {
 // ends exactly once, COMPLETE or ERROR (aborted), and the ring reads the same.
 func TestCompRingHaltsStress(t *testing.T) {
 	dev := testDevice(t, sdma.Config{RingSize: 256})
-	require.NoError(t, sdmatest.SetFaults(dev.Engine(0), sdmatest.FaultPlan{HaltRate: 0.02, Seed: 7}))
+	eng := dev.Engine(0)
+	require.NoError(t, sdmatest.SetFaults(eng, sdmatest.FaultPlan{HaltRate: 0.02, Seed: 7}))
 	pq := testQueue(t, Config{Device: dev, Slots: 4})
 	ends := newEndCounter(pq)
 	n := 200
@@ -270,18 +271,7 @@ func TestCompRingHaltsStress(t *testing.T) {
 		n = 60
 	}
 	data := pattern(40000, 2)
-	var ok, failed int
-	for i := range n {
-		slot := i % 4
-		if i >= 4 {
-			_ = waitSlot(t, pq, slot)
-		}
-		info, hdr := Message(slot, 4096, testTemplate, data)
-		err := pq.Submit(context.Background(), info, &hdr, data)
-		if err != nil && !errors.Is(err, ErrNotRunning) { // a halt mid-send: the engine is recovering
-			require.ErrorIs(t, err, ErrFault, "only a packet's abort or a halt stops sending")
-		}
-	}
+	submitThroughHalts(t, pq, eng, 0, n, 4, data, nil)
 	for s := range 4 {
 		err := waitSlot(t, pq, s)
 		if err != nil {
@@ -289,7 +279,27 @@ func TestCompRingHaltsStress(t *testing.T) {
 		}
 	}
 	assert.Equal(t, n, ends.total(), "every request ended exactly once")
-	for _, sts := range ends.state {
+	ok, failed := ends.outcomes(t)
+	t.Logf("%d complete, %d error, %d halts", ok, failed, eng.Stats().Faults)
+	if ok == 0 {
+		t.Logf("engine %v, history %v", sdmatest.EngineState(eng), sdmatest.History(eng))
+		var sb strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&sb, 2)
+		t.Log(sb.String())
+	}
+	st := pq.Stats()
+	assert.EqualValues(t, ok, st.Completed)
+	assert.EqualValues(t, failed, st.Failed)
+	assert.Positive(t, failed, "some halts hit")
+	assert.Positive(t, ok)
+}
+
+// outcomes counts the recorded ends by state: COMPLETE and ERROR; any other end fails t.
+func (c *endCounter) outcomes(t *testing.T) (ok, failed int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sts := range c.state {
 		for _, st := range sts {
 			switch st {
 			case Complete:
@@ -301,18 +311,130 @@ func TestCompRingHaltsStress(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d complete, %d error, %d halts", ok, failed, dev.Engine(0).Stats().Faults)
-	if ok == 0 {
-		t.Logf("engine %v, history %v", sdmatest.EngineState(dev.Engine(0)), sdmatest.History(dev.Engine(0)))
-		var sb strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&sb, 2)
-		t.Log(sb.String())
+	return ok, failed
+}
+
+// submitThroughHalts submits requests first..n-1 of data, request i on slot i%slots once the
+// slot's previous request ended, through an engine that may halt. A request the engine refuses
+// because it is not running (ErrNotRunning: hfi1_user_sdma_process_request's -ECOMM while the
+// engine recovers from a halt, s50 to s40) ends ERROR at once, on this goroutine, without
+// blocking; so, as PSM retries on ECOMM, the loop then waits until the engine runs again
+// (beforeWait, if not nil, is called first). A loop that went straight on would, whenever it
+// runs while the engine is inside its recovery (a preempted engine goroutine on a loaded
+// machine with one P, say), have every remaining request refused before the engine reaches
+// s99 again, and no request complete.
+func submitThroughHalts(t *testing.T, pq *PktQ, eng *sdma.Engine, first, n, slots int, data []byte, beforeWait func()) {
+	t.Helper()
+	for i := first; i < n; i++ {
+		slot := i % slots
+		if i >= slots {
+			_ = waitSlot(t, pq, slot)
+		}
+		info, hdr := Message(slot, 4096, testTemplate, data)
+		err := pq.Submit(context.Background(), info, &hdr, data)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrNotRunning) { // a halt mid-send: the engine is recovering
+			require.ErrorIs(t, err, ErrFault, "only a packet's abort or a halt stops sending")
+			continue
+		}
+		if beforeWait != nil {
+			beforeWait()
+		}
+		waitRunning(t, eng)
 	}
-	st := pq.Stats()
-	assert.EqualValues(t, ok, st.Completed)
-	assert.EqualValues(t, failed, st.Failed)
-	assert.Positive(t, failed, "some halts hit")
-	assert.Positive(t, ok)
+}
+
+// waitRunning waits until eng is running (s99) again, failing t with its state and history if
+// it is not within 10 seconds: an engine that halted recovers on its own.
+func waitRunning(t *testing.T, eng *sdma.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !eng.Running() {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine did not recover: %v, history %v", sdmatest.EngineState(eng), sdmatest.History(eng))
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// TestCompRingSubmitDuringRecoveryRace makes TestCompRingHaltsStress's rare failure ("0
+// complete, 60 error, 1 halts", the engine seen in s30_sw_clean_up_wait) happen every time. The
+// engine did recover there; the test's submitter had run while it was inside the sw clean: the
+// clean's aborts end a request, which wakes the submitter, and if the engine's goroutine is
+// then preempted (one P, a loaded machine), the submitter's every next request finds the engine
+// not running and ends ERROR at once, so the loop finishes before the engine reaches s99. Here
+// the engine is held inside its sw clean (a Done callback of the aborted request, on the
+// goroutine driving the manual engine) until the submitter waits for it: the requests refused
+// meanwhile end ERROR (ECOMM), the engine then finishes its recovery (e40, e25, s99), and every
+// later request completes.
+func TestCompRingSubmitDuringRecoveryRace(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 256})
+	eng := dev.Engine(0)
+	require.NoError(t, sdmatest.SetFaults(eng, sdmatest.FaultPlan{HaltAt: 3}))
+
+	held := make(chan struct{})   // closed when the driver is held inside the sw clean
+	resume := make(chan struct{}) // closed to let it go on
+	var resumeOnce sync.Once
+	var holding atomic.Bool // the first ERROR end was taken: later ones (on the submitter) pass
+	release := func() { resumeOnce.Do(func() { close(resume) }) }
+	var cleanState atomic.Uint32 // the engine's state while held (sdmatest.State)
+	done := func(_ int, e CompEntry) {
+		if e.Status != Error {
+			return
+		}
+		if !holding.CompareAndSwap(false, true) {
+			return
+		}
+		// The aborted request 0, ended by the sw clean on the driver's goroutine.
+		cleanState.Store(uint32(sdmatest.EngineState(eng)))
+		close(held)
+		<-resume
+	}
+	pq := testQueue(t, Config{Device: dev, Slots: 1, Done: done})
+	ends := newEndCounter(pq)
+	data := pattern(40000, 2)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, data), "request 0: all its packets in the ring")
+
+	stop, driver := make(chan struct{}), make(chan struct{})
+	go func() { // the hardware: drives the manual engine, halting at its third descriptor
+		defer close(driver)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n, _ := eng.Process(); n == 0 {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		release()
+		close(stop)
+		<-driver
+	})
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("request 0 did not end aborted")
+	}
+	require.Equal(t, sdmatest.S30SwCleanUpWait, sdmatest.State(cleanState.Load()), "held inside the sw clean")
+
+	const n = 8
+	submitThroughHalts(t, pq, eng, 1, n, 1, data, release)
+	require.NoError(t, waitSlot(t, pq, 0), "the last request completes")
+	assert.Equal(t, n, ends.total(), "every request ended exactly once")
+	ok, failed := ends.outcomes(t)
+	assert.Equal(t, 2, failed, "request 0 aborted by the halt, request 1 refused during the recovery")
+	assert.Equal(t, n-2, ok, "every request after the recovery completes")
+	assert.EqualValues(t, 1, eng.Stats().Faults)
+	h := sdmatest.History(eng)
+	require.NotEmpty(t, h)
+	assert.Equal(t, sdmatest.S99Running, h[len(h)-1].To, "recovered: %v", h)
 }
 
 // TestCompRingMappingFaultsStress: map calls fail at random (pinning, headers) and the
