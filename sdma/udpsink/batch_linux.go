@@ -64,16 +64,9 @@ func (s *Sink) BatchLimit() (packets, bytes int) { return s.batch, s.batchBytes 
 // segments; the bytes are read by Flush. It does not allocate once the batch buffers have grown
 // to the largest batch.
 func (s *Sink) Queue(engine int, segs [][]byte) error {
-	if uint(engine) >= uint(len(s.engines)) {
-		return fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
-	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	e := &s.engines[engine]
-	if len(segs)+1 > iovMax {
-		e.errs.Add(1)
-		return fmt.Errorf("udpsink: %d segments, sendmmsg takes at most %d a message", len(segs), iovMax-1)
+	e, err := s.accept(engine, segs, "sendmmsg takes at most a message of")
+	if err != nil {
+		return err
 	}
 	k := len(e.queue)
 	if (k+1)*HeaderLen > len(e.hdrs) {

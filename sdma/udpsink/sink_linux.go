@@ -137,6 +137,24 @@ func New(cfg Config) (*Sink, error) {
 // LocalAddr returns the sink's own address.
 func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 
+// accept checks one packet handed to Deliver or Queue: an engine the sink was built for, a sink
+// not closed, and room for its segments and the frame header in one message's gather list (limit
+// names the system call's limit in the error). It returns the engine's state.
+func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, error) {
+	if uint(engine) >= uint(len(s.engines)) {
+		return nil, fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
+	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	e := &s.engines[engine]
+	if len(segs)+1 > iovMax {
+		e.errs.Add(1)
+		return nil, fmt.Errorf("udpsink: %d segments, %s %d", len(segs), limit, iovMax-1)
+	}
+	return e, nil
+}
+
 // RemoteAddr returns the receiver's address.
 func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 
@@ -144,16 +162,9 @@ func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 // sink batches calls Queue and Flush instead). segs are read during the call only. It does not
 // allocate on success.
 func (s *Sink) Deliver(engine int, segs [][]byte) error {
-	if uint(engine) >= uint(len(s.engines)) {
-		return fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
-	}
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	e := &s.engines[engine]
-	if len(segs)+1 > iovMax {
-		e.errs.Add(1)
-		return fmt.Errorf("udpsink: %d segments, sendmsg takes at most %d", len(segs), iovMax-1)
+	e, err := s.accept(engine, segs, "sendmsg takes at most")
+	if err != nil {
+		return err
 	}
 	if cap(e.iov) < len(segs)+1 {
 		e.iov = make([]unix.Iovec, 0, len(segs)+1) // rare: more segments than ever before
