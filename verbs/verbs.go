@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
@@ -256,18 +257,45 @@ func (f *Flow) sendPIO(ctx context.Context, segs [][]byte, c Completion) error {
 // drainPIO waits until the flow has no PIO packet in flight, forcing credit returns (the drain
 // wait's want-PIO-buffer interrupt).
 func (f *Flow) drainPIO(ctx context.Context) error {
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for f.pioBusy.Load() != 0 {
 		f.sc.ReturnCredits()
 		f.sc.Process() // harmless beside the chip goroutine; the only driver of a manual chip
 		if f.pioBusy.Load() == 0 {
 			break
 		}
-		if err := f.wait(ctx); err != nil {
-			return err
+		if f.dev.manual {
+			if err := f.wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		// The chip goroutine may consume the flow's last packets after the forced return above
+		// and, below its credit-return threshold, write nothing back: no release would come to
+		// wake this wait. Force the return again after a short wait instead of waiting for it.
+		if retry == nil {
+			retry = time.NewTimer(pioDrainRetry)
+		} else {
+			retry.Reset(pioDrainRetry)
+		}
+		select {
+		case <-f.drained:
+		case <-retry.C:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
 }
+
+// pioDrainRetry is how long drainPIO waits for a release before it forces a credit return
+// again.
+const pioDrainRetry = 200 * time.Microsecond
 
 // wait waits for a busy count to reach zero: on the drained token, or, with manual chips, by
 // yielding (another goroutine's unfinished copy may hold the chip back; the caller drives).
