@@ -2,6 +2,7 @@ package sdma_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,12 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 				assert.EqualValues(t, 1, led.done[i].Load(), "txreq %d completions", i)
 			}
 			assert.EqualValues(t, 1, drainedPanics.Load())
+			// The drained callback's panic is recorded once it has unwound, which may be after
+			// Drain returned; wait for the record so that the wakeup's below is the last one.
+			promWait(t, "the drained panic's record", func() bool {
+				var ce *sdma.CallbackError
+				return errors.As(e.CallbackError(), &ce) && ce.Callback == "drained"
+			})
 
 			// A wakeup that panics.
 			var woke atomic.Int32
