@@ -3,7 +3,6 @@ package alloc
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 )
 
 // Allocator gets objects of the caller's type and takes them back.
@@ -59,8 +58,9 @@ type Traits struct {
 	Shrinks bool
 }
 
-// Stats is a snapshot of an allocator's counters. Fields are read one at a time, so under
-// concurrent use they need not be mutually consistent.
+// Stats is a snapshot of an allocator's counters. It is exact when no Get or Put runs at the same
+// time; under concurrent use it is a snapshot taken piece by piece, so its fields need not be
+// mutually consistent (for Slab and List, InUse <= HighWater <= Objects still holds).
 type Stats struct {
 	// InUse is the number of objects handed out and not yet put back (Slab and List only).
 	InUse int64
@@ -101,27 +101,9 @@ func (e *PutError) Error() string {
 
 func (e *PutError) Unwrap() error { return e.Err }
 
-// Object states, kept in each object's state word.
+// Pool's object states, kept in each object's state word. (Slab and List keep theirs in the
+// cell's link word: see stack.go.)
 const (
-	stateFree  uint32 = 0 // on the free list, or being put back (after the check, before the push)
+	stateFree  uint32 = 0 // in the sync.Pool, or being put back (after the check, before the push)
 	stateInUse uint32 = 1 // handed out: owned by the caller
 )
-
-// counters tracks objects in use and the high-water mark. Both words are written by every Get
-// and Put (atomic add; the high-water mark by CAS, only when it rises).
-type counters struct {
-	inUse atomic.Int64
-	high  atomic.Int64
-}
-
-func (c *counters) got() {
-	n := c.inUse.Add(1)
-	for {
-		h := c.high.Load()
-		if n <= h || c.high.CompareAndSwap(h, n) {
-			return
-		}
-	}
-}
-
-func (c *counters) put() { c.inUse.Add(-1) }

@@ -337,3 +337,110 @@ func TestResetPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsExactAfterConcurrentUse: Slab and List keep no counters on Get and Put; Stats counts by
+// reading every object. Once the goroutines stop it is exact: InUse is what they hold and
+// HighWater the largest number ever held at once, reached here at a known moment, with the slab
+// growing while others put objects back. While they run, every snapshot has InUse <= HighWater <=
+// Objects.
+func TestStatsExactAfterConcurrentUse(t *testing.T) {
+	workers, low, peak, rounds := 4, 3, 9, 400
+	if testing.Short() {
+		rounds = 100
+	}
+	for _, im := range impls {
+		if im.name == "pool" {
+			continue // Pool does not count objects in use
+		}
+		t.Run("impl="+im.name, func(t *testing.T) {
+			a := im.make(t, workers*peak)
+			st := a.(interface{ Stats() alloc.Stats })
+			var failed atomic.Bool // a worker's Get or Put went wrong (reported): the rest stop
+			get := func(w int64, held []*obj) []*obj {
+				o, err := a.Get()
+				if !assert.NoError(t, err) || !assert.True(t, o.owner.CompareAndSwap(0, w), "object handed out twice") {
+					failed.Store(true)
+					return held
+				}
+				return append(held, o)
+			}
+			put := func(held []*obj) []*obj {
+				o := held[len(held)-1]
+				o.owner.Store(0)
+				if !assert.NoError(t, a.Put(o)) {
+					failed.Store(true)
+				}
+				return held[:len(held)-1]
+			}
+			// churn gets and puts, holding at most low objects.
+			churn := func(w int64, held []*obj) []*obj {
+				for r := 0; r < rounds && !failed.Load(); r++ {
+					if len(held) == 0 || (len(held) < low && r%3 != 2) {
+						held = get(w, held)
+					} else {
+						held = put(held)
+					}
+				}
+				return held
+			}
+			var wg sync.WaitGroup
+			var atPeak, release sync.WaitGroup
+			atPeak.Add(workers)
+			release.Add(1)
+			stop := make(chan struct{})
+			go func() { // a reader of snapshots
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					s := st.Stats()
+					if s.InUse < 0 || s.InUse > s.HighWater || s.HighWater > s.Objects {
+						t.Errorf("inconsistent snapshot %+v", s)
+						return
+					}
+					runtime.Gosched()
+				}
+			}()
+			for w := range workers {
+				wg.Add(1)
+				go func(w int64) {
+					defer wg.Done()
+					held := churn(w, nil)
+					for len(held) < peak && !failed.Load() {
+						held = get(w, held)
+					}
+					atPeak.Done()
+					release.Wait()
+					if failed.Load() {
+						return
+					}
+					for len(held) > 0 {
+						held = put(held)
+					}
+					held = churn(w, held)
+					for len(held) > 0 {
+						held = put(held)
+					}
+				}(int64(w + 1))
+			}
+			atPeak.Wait()
+			if failed.Load() {
+				release.Done()
+				wg.Wait()
+				close(stop)
+				return
+			}
+			s := st.Stats()
+			assert.Equal(t, int64(workers*peak), s.InUse)
+			assert.Equal(t, int64(workers*peak), s.HighWater)
+			release.Done()
+			wg.Wait()
+			close(stop)
+			s = st.Stats()
+			assert.Zero(t, s.InUse)
+			assert.Equal(t, int64(workers*peak), s.HighWater)
+		})
+	}
+}

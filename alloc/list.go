@@ -13,7 +13,7 @@ import (
 //
 // List is safe for concurrent use.
 type List[T any] struct {
-	s     stack[T] // the free list and counters; its fields document their own writers
+	s     stack[T] // the free list; its fields document their own writers
 	reset func(*T) // written by NewList, read-only after
 	n     int      // written by NewList, read-only after
 
@@ -37,12 +37,7 @@ func NewList[T any](n int, reset func(*T)) (*List[T], error) {
 	}
 	l := &List[T]{reset: reset, n: n}
 	l.s.init(uint32(n))
-	// grow hands out the first cell; put it back so that all n start free.
-	c := l.s.grow(nil, 1)
-	c.state.Store(stateFree)
-	l.s.count.put()
-	l.s.count.high.Store(0)
-	l.s.pushChain(0, c)
+	l.s.grow(nil, 1) // all n free
 	return l, nil
 }
 
@@ -162,7 +157,10 @@ func (l *List[T]) Owns(p *T) bool {
 // Len returns the number of objects the List holds.
 func (l *List[T]) Len() int { return l.n }
 
-// Stats returns the List's counters.
+// Stats returns the List's counters. Get and Put update no counter (the free list's head is the
+// only word they share): Stats counts by reading every object's state, so it costs O(Objects) and
+// is for monitoring, not for a hot path. It is exact when no Get or Put runs concurrently, and a
+// snapshot otherwise.
 func (l *List[T]) Stats() Stats { return l.s.stats() }
 
 // Traits describes List: concurrent, lock-free, fails (or waits, with GetCtx) when empty, never

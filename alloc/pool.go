@@ -153,7 +153,7 @@ func (p *Pool[T]) Put(x *T) error {
 		return &PutError{Allocator: "pool", Addr: addrOf(x), Err: ErrDoublePut}
 	}
 	if p.reset != nil {
-		runReset(p.reset, &c.obj, &c.state, nil)
+		runReset(p.reset, &c.obj, func() { c.state.Store(stateInUse) })
 	}
 	p.free.Put(c)
 	return nil

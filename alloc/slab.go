@@ -34,7 +34,7 @@ type SlabConfig[T any] struct {
 // Slab is safe for concurrent use. Get and Put are lock-free while a free object exists; growing
 // takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs.
 type Slab[T any] struct {
-	s     stack[T]      // the free list and counters; its fields document their own writers
+	s     stack[T]      // the free list; its fields document their own writers
 	cfg   SlabConfig[T] // written by NewSlab, read-only after
 	limit int64         // most objects, from MaxSlabs and the index space; read-only after NewSlab
 
@@ -72,15 +72,18 @@ func (sl *Slab[T]) Get() (*T, error) {
 func (sl *Slab[T]) growGet() (*T, error) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	// Another Get may have grown the slab, or a Put freed an object, while we waited.
-	if c := sl.s.pop(); c != nil {
-		return &c.obj, nil
+	for {
+		// Another Get may have grown the slab, or a Put freed an object, while we waited; and
+		// Gets that take no lock may empty a slab we grew before we pop it.
+		if c := sl.s.pop(); c != nil {
+			return &c.obj, nil
+		}
+		room := (sl.limit - sl.s.objects()) / int64(sl.cfg.ObjectsPerSlab)
+		if room < 1 {
+			return nil, ErrEmpty
+		}
+		sl.s.grow(sl.cfg.Init, int(min(room, math.MaxInt32)))
 	}
-	room := (sl.limit - sl.s.stats().Objects) / int64(sl.cfg.ObjectsPerSlab)
-	if room < 1 {
-		return nil, ErrEmpty
-	}
-	return &sl.s.grow(sl.cfg.Init, int(min(room, math.MaxInt32))).obj, nil
 }
 
 // Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]
@@ -94,7 +97,10 @@ func (sl *Slab[T]) Owns(p *T) bool {
 	return c != nil
 }
 
-// Stats returns the Slab's counters.
+// Stats returns the Slab's counters. Get and Put update no counter (the free list's head is the
+// only word they share): Stats counts by reading every object's state, so it costs O(Objects) and
+// is for monitoring, not for a hot path. It is exact when no Get or Put runs concurrently, and a
+// snapshot otherwise.
 func (sl *Slab[T]) Stats() Stats { return sl.s.stats() }
 
 // Traits describes Slab: concurrent, lock-free unless growing, grows when empty up to MaxSlabs.

@@ -30,6 +30,19 @@ import (
 // Indices rather than pointers keep the tag and the top in one word on every architecture, and the
 // next links are atomics, so a pop reading the next of a cell that a concurrent push is rewriting
 // is a benign (and race-detector-clean) stale read that the failed CAS discards.
+//
+// Each cell has one atomic word, its link, holding its state and its next index together, so a
+// Get+Put pair costs four locked instructions and no shared counter: the pop's CAS on head, the
+// popper's store of the in-use state, the Put's CAS on the link (which checks for a double put and
+// writes the next index at once) and the push's CAS on head.
+//
+// Stats counts rather than keeps counters: objects in use are the cells whose link says so, and
+// the high-water mark is the number of cells ever handed out (each link keeps a touched bit). The
+// second equals the largest number ever in use because the stack is LIFO and untouched cells are
+// always its bottom, in index order: an untouched cell is popped only when no touched cell is
+// free, that is when every touched cell is in use, so each pop of an untouched cell raises the
+// number in use to a new high. grow keeps that order by putting a new slab's cells beneath the
+// free cells (pushBottom).
 
 const nilIndex = math.MaxUint32
 
@@ -37,16 +50,25 @@ const nilIndex = math.MaxUint32
 // line, and at least two 64-byte lines for the adjacent-line prefetch).
 const cacheLine = cacheline.Pad
 
+// Bits of a cell's link word above the next index (bits 31..0).
+const (
+	linkInUse   uint64 = 1 << 32 // handed out: owned by the caller (else free)
+	linkTouched uint64 = 1 << 33 // handed out at least once (counted as the high-water mark)
+	linkNext    uint64 = 1<<32 - 1
+)
+
 // cell is one object and its free-list bookkeeping. obj is first, so &cell.obj == &cell and
 // object addresses map back to cells by arithmetic.
 type cell[T any] struct {
 	obj T
-	// next is the index of the cell below this one on the free stack. Written by the pusher
-	// before the CAS that publishes the cell; read by poppers (possibly stale; see above).
-	next atomic.Uint32
-	// state is stateFree or stateInUse. Written by the popper (free to in-use, once the cell is
-	// its own) and by Put (in-use to free, by CAS: the double-put check).
-	state atomic.Uint32
+	// link is linkInUse|linkTouched while the object is handed out; while it is free, the index
+	// of the cell below it on the free stack, with linkTouched if it was ever handed out. Written
+	// by the popper (store of the in-use state, once the CAS on head made the cell its own), by
+	// Put (CAS from in use to free with the next index: the double-put check), by the pusher
+	// (store of a new next index before each retried CAS on head), by grow (new and detached
+	// cells, its own), and by runReset's undo; read by poppers for the next index (possibly
+	// stale; see above) and by stats.
+	link atomic.Uint64
 }
 
 // slab is one block of per cells, a window of a region. Immutable once published.
@@ -86,11 +108,6 @@ type stack[T any] struct {
 	// created slabs. Written and read only by grow, which its callers serialize.
 	cur  *region[T]
 	used int
-
-	// counters: written by every Get and Put.
-	_     [cacheLine]byte
-	count counters
-	_     [cacheLine]byte
 }
 
 func pack(version, index uint32) uint64 { return uint64(version)<<32 | uint64(index) }
@@ -114,57 +131,83 @@ func (s *stack[T]) pop() *cell[T] {
 			return nil
 		}
 		c := s.tab.Load().cell(i, s.per)
-		next := c.next.Load()
+		next := uint32(c.link.Load())
 		if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, next)) {
 			// The CAS passed ownership of c to us: nobody else can pop it until it is pushed.
-			c.state.Store(stateInUse)
-			s.count.got()
+			c.link.Store(linkInUse | linkTouched)
 			return c
 		}
 	}
 }
 
-// pushChain pushes cells first..last, already linked through next from first down to last, with
-// one CAS. The CAS publishes the cells (and everything written to them before it) to the next pop.
-func (s *stack[T]) pushChain(first uint32, last *cell[T]) {
-	for {
-		h := s.head.Load()
-		last.next.Store(uint32(h))
-		if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, first)) {
-			return
-		}
-	}
-}
-
 // put checks p, marks its cell free, resets it and pushes it. kind names the allocator in errors.
+//
+// One CAS on the cell's link both checks that the object is in use (the double-put check) and
+// writes its next index, guessed from the head as loaded before; the CAS on head publishes the
+// cell (and everything written to it before) to the next pop. Only when the head moved in between
+// (another goroutine's Get or Put, or the reset hook's time) does the link get a new next index.
 func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
 	c, i := s.find(p)
 	if c == nil {
 		return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
 	}
-	if !c.state.CompareAndSwap(stateInUse, stateFree) {
+	h := s.head.Load()
+	if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(uint32(h))) {
 		return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
 	}
-	s.count.put()
 	if reset != nil {
-		runReset(reset, &c.obj, &c.state, &s.count)
+		runReset(reset, &c.obj, func() { c.link.Store(linkInUse | linkTouched) })
 	}
-	s.pushChain(i, c)
+	for !s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, i)) {
+		h = s.head.Load()
+		c.link.Store(linkTouched | uint64(uint32(h)))
+	}
 	return nil
 }
 
-// runReset runs the caller's reset hook on obj, whose state word the Put has just turned free. If
-// the hook panics, the Put did not happen: runReset marks the object in use again (and counts it
-// back in, if count is not nil) before the panic goes on, so the object is neither lost to the
-// allocator nor refused as a double put; the caller still owns it and may put it back once more.
-func runReset[T any](reset func(*T), obj *T, state *atomic.Uint32, count *counters) {
+// pushBottom puts a chain of new, free cells (linked from top through their links, the last one's
+// next nilIndex) beneath every free cell, so that untouched cells stay the stack's bottom (see
+// the notes above). It detaches the whole free stack with one CAS (its cells are then its own:
+// poppers that saw them fail their CAS on the changed version), links it above the chain, and
+// installs the result with a CAS that expects an empty stack; cells pushed meanwhile are detached
+// in turn. Pops that find the stack empty in between wait on their allocator's grow lock, which
+// the caller holds, and find it full after. The caller serializes pushBottom with grow.
+func (s *stack[T]) pushBottom(top uint32) {
+	for {
+		h := s.head.Load()
+		i := uint32(h)
+		if i == nilIndex {
+			if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, top)) {
+				return
+			}
+			continue
+		}
+		if !s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, nilIndex)) {
+			continue
+		}
+		t := s.tab.Load()
+		end := t.cell(i, s.per)
+		for {
+			l := end.link.Load()
+			if uint32(l) == nilIndex {
+				end.link.Store(l&^linkNext | uint64(top))
+				break
+			}
+			end = t.cell(uint32(l), s.per)
+		}
+		top = i
+	}
+}
+
+// runReset runs the caller's reset hook on obj, whose state the Put has just turned free. If the
+// hook panics, the Put did not happen: undo marks the object in use again before the panic goes
+// on, so the object is neither lost to the allocator nor refused as a double put; the caller still
+// owns it and may put it back once more.
+func runReset[T any](reset func(*T), obj *T, undo func()) {
 	done := false
 	defer func() {
 		if !done {
-			state.Store(stateInUse)
-			if count != nil {
-				count.got()
-			}
+			undo()
 		}
 	}()
 	reset(obj)
@@ -211,9 +254,9 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 	return nil, 0 // in the region's uncreated tail: never handed out
 }
 
-// grow creates a slab of per cells, publishes it, pushes all but its first cell and returns the
-// first, in use. The caller serializes grow calls, and passes room, the most slabs the allocator
-// may still create (at least 1). init, if not nil, runs on every new object.
+// grow creates a slab of per cells, publishes it and pushes its cells, free, beneath the free
+// cells (pushBottom). The caller serializes grow calls, and passes room, the most slabs the
+// allocator may still create (at least 1). init, if not nil, runs on every new object.
 //
 // Growing must not cost a copy of the table per slab (that made growing to n slabs O(n²)):
 //   - the slab comes from the current region, and a new region, when one is needed, holds an
@@ -222,7 +265,7 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 //   - the new table appends to the old one's slices in place when they have room. Readers of the
 //     old table never look past its lengths, and grow (serialized, always on the latest table)
 //     writes only past them.
-func (s *stack[T]) grow(init func(*T), room int) *cell[T] {
+func (s *stack[T]) grow(init func(*T), room int) {
 	old := s.tab.Load()
 	per := int(s.per)
 	first := uint32(len(old.byIndex)) * s.per
@@ -245,26 +288,41 @@ func (s *stack[T]) grow(init func(*T), room int) *cell[T] {
 		if init != nil {
 			init(&sl.cells[k].obj)
 		}
+		next := uint32(nilIndex)
 		if k+1 < len(sl.cells) {
-			sl.cells[k].next.Store(first + uint32(k) + 1)
+			next = first + uint32(k) + 1
 		}
+		sl.cells[k].link.Store(uint64(next))
 	}
 	// Publish the slab before any of its cells can be seen in head.
 	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr})
-	c := &sl.cells[0]
-	c.state.Store(stateInUse)
-	s.count.got()
-	if s.per > 1 {
-		s.pushChain(first+1, &sl.cells[s.per-1])
-	}
-	return c
+	s.pushBottom(first)
 }
 
+// objects returns the number of objects in created slabs.
+func (s *stack[T]) objects() int64 {
+	return int64(len(s.tab.Load().byIndex)) * int64(s.per)
+}
+
+// stats counts the objects in use and those ever handed out (the high-water mark; see the notes
+// above) by reading every cell's link: O(Objects), with no counter on the Get and Put paths.
 func (s *stack[T]) stats() Stats {
 	t := s.tab.Load()
+	var inUse, touched int64
+	for _, sl := range t.byIndex {
+		for k := range sl.cells {
+			l := sl.cells[k].link.Load()
+			if l&linkInUse != 0 {
+				inUse++
+			}
+			if l&linkTouched != 0 {
+				touched++
+			}
+		}
+	}
 	return Stats{
-		InUse:     s.count.inUse.Load(),
-		HighWater: s.count.high.Load(),
+		InUse:     inUse,
+		HighWater: touched,
 		Objects:   int64(len(t.byIndex)) * int64(s.per),
 		Slabs:     len(t.byIndex),
 	}

@@ -12,14 +12,12 @@ import (
 )
 
 // TestHeadOwnCacheLine: the head word, CASed by every Get and Put, shares its cache line with
-// nothing; the counters are on lines of their own too.
+// nothing.
 func TestHeadOwnCacheLine(t *testing.T) {
 	var s stack[int]
 	head := unsafe.Offsetof(s.head)
 	assert.GreaterOrEqual(t, head, uintptr(cacheLine))
 	assert.GreaterOrEqual(t, unsafe.Offsetof(s.tab)-head, uintptr(cacheLine))
-	assert.GreaterOrEqual(t, unsafe.Offsetof(s.count)-unsafe.Offsetof(s.per), uintptr(cacheLine))
-	assert.GreaterOrEqual(t, unsafe.Sizeof(s)-unsafe.Offsetof(s.count)-unsafe.Sizeof(s.count), uintptr(cacheLine))
 }
 
 // TestVersionWrap starts the head's version just below the 32-bit wrap, so concurrent gets and
@@ -94,7 +92,7 @@ func TestABA(t *testing.T) {
 	s := &l.s
 	h := s.head.Load()
 	top := s.tab.Load().cell(uint32(h), s.per)
-	staleNext := top.next.Load()
+	staleNext := uint32(top.link.Load())
 
 	a := s.pop() // the top
 	b := s.pop() // its next
@@ -274,4 +272,80 @@ func TestSlabGrowthAmortized(t *testing.T) {
 		require.NoError(t, s.Put(o))
 	}
 	assert.Equal(t, int64(0), s.Stats().InUse)
+}
+
+// TestGrowBeneathFree: grow puts a new slab's cells beneath the free ones, so a Get takes an
+// object put back while the slab was growing before it touches a new one, and the high-water mark
+// (the number of objects ever handed out) stays the largest number ever in use. It replays by hand
+// the race in which a Put lands between a Get's failed pop and its grow.
+func TestGrowBeneathFree(t *testing.T) {
+	s, err := NewSlab(SlabConfig[int]{ObjectsPerSlab: 2})
+	require.NoError(t, err)
+	a, err := s.Get()
+	require.NoError(t, err)
+	b, err := s.Get()
+	require.NoError(t, err)
+	require.Nil(t, s.s.pop(), "all in use: the Get that finds this would grow")
+	require.NoError(t, s.Put(a)) // a Put in the window
+	s.mu.Lock()
+	s.s.grow(nil, 1)
+	s.mu.Unlock()
+	assert.Equal(t, Stats{InUse: 1, HighWater: 2, Objects: 4, Slabs: 2}, s.Stats())
+
+	got, err := s.Get()
+	require.NoError(t, err)
+	assert.Same(t, a, got, "the object put back first, above the new slab")
+	assert.Equal(t, Stats{InUse: 2, HighWater: 2, Objects: 4, Slabs: 2}, s.Stats())
+	c, err := s.Get()
+	require.NoError(t, err)
+	d, err := s.Get()
+	require.NoError(t, err)
+	_, i := s.s.find(c)
+	_, j := s.s.find(d)
+	assert.Equal(t, []uint32{2, 3}, []uint32{i, j}, "new cells in index order")
+	assert.Equal(t, Stats{InUse: 4, HighWater: 4, Objects: 4, Slabs: 2}, s.Stats())
+	for _, o := range []*int{a, b, c, d} {
+		require.NoError(t, s.Put(o))
+	}
+	assert.Equal(t, Stats{InUse: 0, HighWater: 4, Objects: 4, Slabs: 2}, s.Stats())
+}
+
+// TestPutRetriesNext: a Put whose head moved between its guess of the next index and its push
+// (here: a Get and a Put by others while its reset hook runs) links the cell to the new top, so
+// no object is lost or handed out twice.
+func TestPutRetriesNext(t *testing.T) {
+	var inner func()
+	l, err := NewList(3, func(*int) {
+		if inner != nil {
+			f := inner
+			inner = nil
+			f()
+		}
+	})
+	require.NoError(t, err)
+	x, err := l.Get()
+	require.NoError(t, err)
+	y, err := l.Get()
+	require.NoError(t, err)
+	inner = func() { // runs inside Put(x), after x's link was guessed
+		require.NoError(t, l.Put(y))
+		z, err := l.Get()
+		require.NoError(t, err)
+		require.Same(t, y, z)
+		w, err := l.Get()
+		require.NoError(t, err)
+		require.NoError(t, l.Put(z))
+		require.NoError(t, l.Put(w))
+	}
+	require.NoError(t, l.Put(x))
+	seen := map[*int]bool{}
+	for range 3 {
+		p, err := l.Get()
+		require.NoError(t, err)
+		require.False(t, seen[p], "object free twice")
+		seen[p] = true
+	}
+	_, err = l.Get()
+	require.ErrorIs(t, err, ErrEmpty)
+	assert.Equal(t, Stats{InUse: 3, HighWater: 3, Objects: 3, Slabs: 1}, l.Stats())
 }
