@@ -181,7 +181,17 @@ func (e *Engine) recoverCallback(what string) {
 // wait lock it takes waiters off dmawait in order, at most 20, stopping at the first whose need
 // does not fit; after the lock it calls their wakeup callbacks, the top-priority waiter
 // (priority<<4 + starved count) first. headMu held.
+//
+// With no waiter parked and no sleeper announced (Engine.sleepers) it returns without the wait
+// lock: the common case of a pass costs no lock. That is safe because the pass's seqcount store
+// (BeginWrite, an atomic add: a full barrier) precedes these loads, and a sleeper announces
+// itself (atomic add) before it reads the seqcount for its Progress check: of the two, at least
+// one sees the other (a Dekker pair), so either the sleeper sees the pass as progress and does not
+// park, or the pass sees the sleeper and takes the lock, waiting for its queueing.
 func (e *Engine) descAvail(avail int) {
+	if e.sleepers.Load() == 0 && e.dmawait.count.Load() == 0 {
+		return
+	}
 	e.waitMu.Lock()
 	if e.dmawait.head == nil {
 		e.waitMu.Unlock()

@@ -107,6 +107,10 @@ type Engine struct {
 	// sleeper holds it across its Progress check and its queueing (the 2019 fix).
 	waitMu  sync.Mutex
 	dmawait waitList // parked iowaits in wake order; guarded by waitMu
+	// sleepers counts the sleepers inside their wait-lock hold (lockUnlessProgress, announced
+	// before the Progress check, withdrawn after the queueing). Written (atomic add) by them;
+	// read by descAvail, which skips the wait lock when it and the wait list's count are 0.
+	sleepers atomic.Int32
 
 	// flushMu guards flush (sde->flushlist_lock / flushlist): txreqs sent while the engine was
 	// not running, completed aborted later by the flush.

@@ -151,6 +151,9 @@ func (w *IOWait) Drain(ctx context.Context) error {
 type waitList struct {
 	head, tail *IOWait
 	n          int
+	// count mirrors n for the completion pass's lock-free "anyone parked?" check (descAvail).
+	// Written (atomic add) by push and remove under the wait lock; read by descAvail.
+	count atomic.Int32
 }
 
 func (l *waitList) pushFront(w *IOWait) {
@@ -162,6 +165,7 @@ func (l *waitList) pushFront(w *IOWait) {
 	}
 	l.head = w
 	l.n++
+	l.count.Add(1)
 }
 
 func (l *waitList) pushBack(w *IOWait) {
@@ -173,6 +177,7 @@ func (l *waitList) pushBack(w *IOWait) {
 	}
 	l.tail = w
 	l.n++
+	l.count.Add(1)
 }
 
 func (l *waitList) remove(w *IOWait) {
@@ -188,6 +193,7 @@ func (l *waitList) remove(w *IOWait) {
 	}
 	w.next, w.prev = nil, nil
 	l.n--
+	l.count.Add(-1)
 	w.on.Store(nil) // last: hands the link fields back (see IOWait.on)
 }
 
@@ -295,7 +301,7 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 		prio++
 	}
 	e.queueLocked(w, need, prio, pktsSent) // no-op if w is parked already (if not queued)
-	e.waitMu.Unlock()
+	e.unlockSleeper()
 	return ErrBusy
 }
 
@@ -309,20 +315,30 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 	skipLock := th != nil && th.skipWaitLock
 	if !skipLock {
 		e.waitMu.Lock()
+		e.sleepers.Add(1) // announced before the check: see Engine.sleepers
 	}
 	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
 		if !skipLock {
-			e.waitMu.Unlock()
+			e.unlockSleeper()
 		}
 		return false
 	}
 	if th != nil && th.sleepWindow != nil {
-		th.sleepWindow() // a completion pass in the window between the check and the queueing
+		th.sleepWindow() // a completion pass in the window between the check and the return
 	}
 	if skipLock {
 		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
+		e.sleepers.Add(1)
 	}
 	return true
+}
+
+// unlockSleeper ends a sleeper's hold of the wait lock taken by lockUnlessProgress: it withdraws
+// its announcement (after queueing, if it queued: the wait list's count covers it from then on)
+// and releases the lock.
+func (e *Engine) unlockSleeper() {
+	e.sleepers.Add(-1)
+	e.waitMu.Unlock()
 }
 
 // blockWaiter is SendWait's waiter: an IOWait whose wakeup signals a channel.
@@ -354,7 +370,7 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 		return nil
 	}
 	e.queueLocked(&bw.w, tx.NumDesc(), 0, true) // bw is SendWait's own: never parked here
-	e.waitMu.Unlock()
+	e.unlockSleeper()
 	select {
 	case <-bw.ch:
 		return nil
