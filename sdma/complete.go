@@ -183,13 +183,16 @@ func (e *Engine) recoverCallback(what string) {
 // (priority<<4 + starved count) first. headMu held.
 //
 // With no waiter parked and no sleeper announced (Engine.sleepers) it returns without the wait
-// lock: the common case of a pass costs no lock. That is safe because the pass's seqcount store
-// (BeginWrite, an atomic add: a full barrier) precedes these loads, and a sleeper announces
-// itself (atomic add) before it reads the seqcount for its Progress check: of the two, at least
-// one sees the other (a Dekker pair), so either the sleeper sees the pass as progress and does not
-// park, or the pass sees the sleeper and takes the lock, waiting for its queueing.
+// lock: the common case of a pass costs one locked instruction instead of a lock and an unlock.
+// That is safe because a sleeper announces itself (an atomic add) before it reads the seqcount
+// for its Progress check, and the pass reads the announcements with an atomic read-modify-write
+// (sleepers.Add(0): a full barrier) after its seqcount store (BeginWrite, a store-release that
+// a later load could otherwise pass): of the two, at least one sees the other (a Dekker pair).
+// Either the sleeper sees the pass as progress and does not park, or the pass sees the sleeper
+// and takes the lock, which waits for the sleeper's queueing. A sleeper queues (the list's count)
+// before it withdraws its announcement, so there is no gap between the two.
 func (e *Engine) descAvail(avail int) {
-	if e.sleepers.Load() == 0 && e.dmawait.count.Load() == 0 {
+	if e.sleepers.Add(0) == 0 && e.dmawait.count.Load() == 0 {
 		return
 	}
 	e.waitMu.Lock()
