@@ -29,25 +29,43 @@ type BatchUnmapper interface {
 // maxBatch is the number of entries removeBatch groups at once; longer batches go in chunks.
 const maxBatch = 16
 
-// UnmapBatch undoes the mappings of us (see BatchUnmapper): entries are grouped by the stripe of
-// their first page, and each stripe's lock is taken once per chunk of up to 16 entries, however
-// many of them it holds; single-page records are recycled under that hold. Regions are unpinned
-// after the locks are released.
+// UnmapBatch undoes the mappings of us (see BatchUnmapper). Mappings in the index (index.go: one
+// page each, the common case) are ended with one CAS each and no lock. The others are grouped by
+// the stripe of their first page, and each stripe's lock is taken once per chunk of up to 16
+// entries, however many of them it holds; single-page records are recycled under that hold.
+// Regions are unpinned with no lock held. It moves the entries it did not find in the index to
+// the front of each chunk, keeping their order.
 func (c *core) UnmapBatch(us []Unmap) error {
 	var err error
 	for len(us) > 0 {
 		n := min(len(us), maxBatch)
-		if bad := c.tab.removeBatch(us[:n]); bad >= 0 && err == nil {
-			u := us[bad]
-			err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
+		chunk := us[:n]
+		rest := 0 // chunk[:rest]: entries not in the index, in their order
+		for i := range chunk {
+			u := &chunk[i]
+			s := c.tab.stripe(uint64(u.Addr) >> c.tab.shift)
+			reg, ok := c.tab.claimIndex(s, u.Addr, u.Size, u.Dir, kindCode(u.Kind))
+			if !ok {
+				chunk[rest], chunk[i] = chunk[i], chunk[rest]
+				rest++
+			} else if reg != nil {
+				reg.unpin()
+			}
+		}
+		if rest > 0 {
+			if bad := c.tab.removeBatch(chunk[:rest]); bad >= 0 && err == nil {
+				u := chunk[bad]
+				err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
+			}
 		}
 		us = us[n:]
 	}
 	return err
 }
 
-// removeBatch removes the records of us (at most maxBatch entries), one hold of each stripe's
-// lock; it unpins their regions and returns the index of the first entry not found, or -1.
+// removeBatch removes the records of us (at most maxBatch entries, none in the index), one hold of
+// each stripe's lock; it unpins their regions and returns the index of the first entry not
+// found, or -1.
 func (t *table) removeBatch(us []Unmap) int {
 	// Bucket the entries by stripe: mask says which stripes have any, head[s] is the first entry
 	// of stripe s and next[i] the one after entry i (-1 ends a bucket). Only the buckets named in
@@ -92,7 +110,7 @@ func (t *table) removeBatch(us []Unmap) int {
 				nreg++
 			}
 			if uint64(r.end()-1)>>t.shift == pg {
-				s.recycle(t, r)
+				s.recycle(r)
 			} else {
 				rest[nrest] = r
 				nrest++

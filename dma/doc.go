@@ -31,17 +31,22 @@
 // ErrMapping, and fault injection (IOMMUConfig.FailNth, FailFraction) exercises failure paths.
 //
 // Both are safe for concurrent use. Their mapping tables are split into 64 stripes by a hash of
-// the page number, each a sync.Mutex on its own cache line. Translate of memory that is not
-// registered (below) takes the lock of the one stripe holding the first page of its range and no
-// other lock (no global lock, not the IOMMU's
-// IOVA allocator mutex), and does not allocate: translations of pages in different stripes never
-// wait for one another, and a translation waits only while a map, an unmap or another
-// translation holds that same stripe (a few map lookups). The lock is a plain mutex rather than an
-// RWMutex: a translation costs the same two atomic operations either way, and a map or unmap half
-// as many (BenchmarkMapUnmapSingle: about 50 against 40 ns). Map and unmap take the lock of each
-// stripe they touch, one at a time (a mapping within one page: one lock, one hold), and do not
-// allocate in steady state. TestTranslateNoGlobalLock checks the locking; BenchmarkTranslate and
-// BenchmarkTranslateParallel measure it, the latter against a global read lock.
+// the page number. A mapping within one page (one IOMMU granule), the common case, lives in its
+// stripe's index: a fixed array of entries whose words are read and written with sync/atomic
+// only, each entry's meta word being its lock and its sequence count at once (index.go explains
+// the protocol). Translate of such a mapping takes no lock and does no atomic read-modify-write:
+// it loads the entry's words between two loads of its meta word and retries if they differ, so it
+// never returns the bytes of an entry that was recycled for another mapping while it read. A map
+// takes an entry with one compare-and-swap (storing the words that changed, if the entry last
+// held another buffer), an unmap ends it with one; a sender that maps the same buffers over and
+// over pays one atomic operation per map and one per unmap. Mappings of several pages, and those
+// whose index set is full, go to page lists behind the index, guarded by each stripe's
+// sync.Mutex on its own cache line; a Translate takes that lock only when the index has no
+// answer and the stripe's page lists hold something, never a global lock nor the IOMMU's IOVA
+// allocator mutex. Map and unmap do not allocate in steady state. TestTranslateRemapRace and
+// TestTranslateTornRead check the read path against recycling, TestTranslateNoGlobalLock the
+// locking; BenchmarkMapTranslateUnmap measures one packet's mappings, BenchmarkTranslate and
+// BenchmarkTranslateParallel translations.
 //
 // # Registered memory
 //

@@ -21,7 +21,8 @@ type modelReg struct {
 // exactly those bytes; otherwise it faults. Register refuses exactly the overlaps; Registered and
 // AddrOf find exactly the live registration holding a buffer; a Deregister with a use in flight
 // gives up on its context and changes nothing; LiveCount and Live count both kinds; at the end
-// everything is undone and the region is released.
+// everything is undone and the region is released. The table's index varies with the input's
+// length as in FuzzMapper.
 func FuzzRegister(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 16, 16, 0, 0, 1, 0, 5, 0, 0, 0, 9, 0, 1, 0, 3, 0, 0})
 	f.Add([]byte{0, 1, 0, 0, 0, 0, 32, 0, 0, 0, 0, 3, 0, 16, 0, 40, 0, 1, 0, 5, 0, 0, 0, 7, 0, 1, 0, 0, 0, 2})
@@ -43,6 +44,7 @@ func FuzzRegister(f *testing.F) {
 		} else if m, err = NewIOMMU(IOMMUConfig{IOVABits: 24}); err != nil {
 			t.Fatal(err)
 		}
+		fuzzIndex(tableOf(t, m), len(data))
 		rg := m.(Registrar)
 		base := sliceAddr(mem)
 		dirs := []Direction{Bidirectional, ToDevice, FromDevice}

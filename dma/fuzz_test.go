@@ -46,6 +46,10 @@ func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
 // says; Direct's addresses are the CPU addresses; the IOMMU's are below its space, never in
 // granule 0, never share a granule, keep the offset within the granule, and are ErrMapping
 // exactly when no free run of granules is left; Live and LiveCount match the model.
+//
+// The mapping table's index (index.go) is as it is, shrunk to one set per stripe (so that
+// entries are recycled for other buffers and sets overflow into the page lists), or switched off,
+// depending on the input's length (fuzzIndex), so that every input keeps its meaning.
 func FuzzMapper(f *testing.F) {
 	// Each number is two bytes. Map 100 bytes at +16 to the device, translate all of them, unmap,
 	// translate again (a fault), on each mapper.
@@ -92,6 +96,7 @@ func FuzzMapper(f *testing.F) {
 		if iommu != nil {
 			m = iommu
 		}
+		fuzzIndex(tableOf(t, m), len(data))
 		base := sliceAddr(mem)
 		var live []modelMapping
 		faults := m.Faults()
@@ -371,4 +376,15 @@ func FuzzMapper(f *testing.F) {
 		}
 		requireTableEmpty(t, m)
 	})
+}
+
+// fuzzIndex sets the table's index up as the fuzz input's length n says: as it is, one set per
+// stripe, or off (page lists only). It reads no input, so seeds keep their meaning.
+func fuzzIndex(tab *table, n int) {
+	switch n % 3 {
+	case 1:
+		tab.setBits = 0
+	case 2:
+		tab.spillOnly = true
+	}
 }

@@ -35,9 +35,10 @@ type IOMMUConfig struct {
 // has been gone through, which makes use-after-unmap fault deterministically. Page 0 is never
 // used, so Addr 0 is never valid. A full space is ErrMapping (alloc_iova failing).
 //
-// Translate takes one stripe's lock of the page table (see the package documentation) and
-// does not allocate; it never takes the IOVA allocator's mutex, which map calls hold while they
-// find and publish granules. Unmaps do not take it either.
+// Translate of a one-granule mapping takes no lock (the table's index, see the package
+// documentation), of a longer one one stripe's lock of the page table; it does not allocate and
+// never takes the IOVA allocator's mutex, which map calls hold while they find and publish
+// granules. Unmaps do not take it either.
 //
 // An IOMMU is safe for concurrent use.
 type IOMMU struct {

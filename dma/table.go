@@ -10,10 +10,12 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// A mapping record is the mapper's struct dma_debug_entry: one live map call. Its fields are
-// written before the record is published into the table (under a stripe lock) and not changed
-// until it has been removed from every stripe again; readers only look at it while holding a
-// stripe's lock, so the stripe locks order every access.
+// A mapping record is the mapper's struct dma_debug_entry: one live map call that is not in the
+// index (index.go): a mapping of several pages, or of one page whose index set was full. Its fields
+// are written before the record is published into the page lists (under a stripe lock) and not
+// changed until it has been removed from every stripe again; readers only look at it while holding
+// a stripe's lock, so the stripe locks order every access. Mappings in the index have no record:
+// their entry is all there is.
 //
 // Publication hands the record over: once it is on its first page (which insert does last) any
 // unmap of an identical mapping may claim it, remove it and recycle it (Direct's mappings of the
@@ -21,11 +23,11 @@ import (
 // returns nothing and the mappers take the address from their own copy.
 //
 // Records are recycled so that map+unmap does not allocate in steady state. A record on one page
-// only (the common case: a descriptor-sized buffer) lives its whole life under the lock of that
-// page's stripe: taken from the stripe's free list, filled and published under one hold of the
-// lock, and claimed, cleared and put back on the free list under one hold. The table's sync.Pool
-// backs the stripes' free lists (an empty list takes from it, a full one gives to it), and holds
-// the records of several pages, which are published and removed one stripe at a time.
+// only lives its whole life under the lock of that page's stripe: taken from the stripe's free
+// list (a new one if it is empty), filled and published under one hold of the lock, and claimed,
+// cleared and put back on the free list (dropped if it is full) under one hold. The table's
+// sync.Pool holds the records of several pages, which are published and removed one stripe at a
+// time.
 type record struct {
 	addr   Addr      // bus address of buf[0]
 	buf    []byte    // the mapped bytes; keeps Go heap memory alive while mapped
@@ -71,11 +73,20 @@ const (
 
 // stripe is one shard of the table: the pages whose number hashes to it.
 type stripe struct {
-	// mu guards everything below: map and unmap hold it to change it, Translate, Sync, Live,
-	// LiveCount and the IOVA allocator's occupancy checks to read it. A plain mutex (see the
-	// package documentation for why not an RWMutex).
+	// mu guards the page lists and everything below but ents and pairs: map and unmap of
+	// mappings that are not in the index hold it to change them, Live, LiveCount, the IOVA
+	// allocator's occupancy checks and a Translate that needs the page lists to read them. A
+	// plain mutex (see the package documentation for why not an RWMutex). The index needs no lock.
 	mu sync.Mutex
-	m  map[uint64]*pageList // page number -> records touching it (possibly none); guarded by mu
+	// ents is the index (index.go). The pointer is set by table.init and immutable; the entries
+	// are read and written with atomic operations only, by anyone.
+	ents *[nSets][2]entry
+	// pairs counts the (page, record) pairs in this stripe's page lists, that is how many
+	// mappings a reader of the index cannot see. Written under mu (a store when it changes),
+	// loaded by readers: zero lets a Translate that found no answer in the index report it
+	// without the lock.
+	pairs atomic.Int64
+	m     map[uint64]*pageList // page number -> records touching it (possibly none); guarded by mu
 	// lastPg, lastPl cache the last entry of m found or made (lastPl nil: none): a sender reusing
 	// its buffers maps, translates and unmaps the same page in turn, and a compare is cheaper than
 	// the map lookup. lastPl is always lastPg's list (in m or in its slot) or nil. Guarded by mu.
@@ -86,7 +97,7 @@ type stripe struct {
 	// granules until its space wraps. Immutable.
 	keepEmpty bool
 	empty     int         // lists in m with no record (at most maxEmpty); guarded by mu
-	live      int         // live records whose first page hashes here; guarded by mu
+	live      int         // live records (not index entries) whose first page hashes here; guarded by mu
 	free      []*pageList // empty lists out of m, kept for reuse; guarded by mu
 	recs      []*record   // cleared single-page records, kept for reuse; guarded by mu
 	// slots (the IOMMU's, !keepEmpty) hold page lists in front of m, direct-mapped by page number:
@@ -98,20 +109,38 @@ type stripe struct {
 	_     cpu.CacheLinePad // stripes on separate cache lines: translations of different pages do not share a lock word
 }
 
-// table maps page numbers of bus address space to mapping records. It is striped by page number:
-// there is no global lock, a translation takes one stripe's lock, and a mapping of n pages
-// takes n stripe locks one after the other (never two at once, so no lock order); a mapping
-// of one page takes one.
+// table maps page numbers of bus address space to mappings. It is striped by page number: there
+// is no global lock, a translation reads one stripe's index with no lock (index.go), and a
+// mapping of n pages takes n stripe locks one after the other (never two at once, so no lock
+// order); a mapping of one page takes one.
 type table struct {
-	shift   uint // log2 of the page granule; immutable
+	shift uint // log2 of the page granule; immutable
+	// keyShift turns a mapping's first bus address into its index key: 0 for Direct (the
+	// address), shift for the IOMMU (the granule). Immutable.
+	keyShift uint
+	// spillOnly keeps every mapping out of the index (tests of the page lists only). Set before
+	// the table is used; immutable.
+	spillOnly bool
+	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
+	// tests that want entries reused and sets full. Set before the table is used; immutable.
+	setBits uint
 	stripes [nStripes]stripe
+	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
+	// (the window in which a writer may recycle the entry). Tests only; set before use.
+	testMidRead func()
 	// pool recycles records of several pages (see record).
 	pool sync.Pool
 }
 
 func (t *table) init(shift uint, keepEmpty bool) {
 	t.shift = shift
+	t.setBits = setBits
+	if !keepEmpty { // the IOMMU: one mapping per granule, keyed by granule
+		t.keyShift = shift
+	}
+	ents := make([][nSets][2]entry, nStripes)
 	for i := range t.stripes {
+		t.stripes[i].ents = &ents[i]
 		t.stripes[i].m = make(map[uint64]*pageList)
 		t.stripes[i].keepEmpty = keepEmpty
 		if !keepEmpty { // the slots' lists up front: a fresh slot then allocates nothing
@@ -202,10 +231,14 @@ func (s *stripe) get(pg uint64) *pageList {
 func (t *table) insert(v *record) {
 	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
 	if first == last {
-		// One page: take a record, fill it and publish it under one hold of the lock.
+		// One page: into the index with no lock, or else a record, filled and published under
+		// one hold of the lock.
 		s := t.stripe(first)
+		if t.tryIndex(s, v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
+			return
+		}
 		s.mu.Lock()
-		s.insertOne(t, first, v)
+		s.insertList(first, v)
 		s.mu.Unlock()
 		return
 	}
@@ -214,8 +247,7 @@ func (t *table) insert(v *record) {
 	for pg := last; ; pg-- {
 		s := t.stripe(pg)
 		s.mu.Lock()
-		pl := s.list(pg)
-		pl.recs = append(pl.recs, r)
+		s.add(pg, r)
 		if pg == first {
 			s.live++
 			s.mu.Unlock()
@@ -225,37 +257,53 @@ func (t *table) insert(v *record) {
 	}
 }
 
-// insertOne publishes a record holding v's fields, which lie in page pg alone; s is pg's stripe,
-// locked. The record comes from s's free list (the table's pool when it is empty).
-func (s *stripe) insertOne(t *table, pg uint64, v *record) {
+// insertList publishes a record holding v's fields, which lie in page pg alone, on pg's page
+// list; s is pg's stripe, locked. The record comes from s's free list (a new one if it is empty).
+func (s *stripe) insertList(pg uint64, v *record) {
 	var r *record
 	if n := len(s.recs); n > 0 {
 		r = s.recs[n-1]
 		s.recs[n-1] = nil
 		s.recs = s.recs[:n-1]
 	} else {
-		r = t.pool.Get().(*record)
+		r = new(record)
 	}
 	*r = *v
-	pl := s.list(pg)
-	pl.recs = append(pl.recs, r)
+	s.add(pg, r)
 	s.live++
 }
 
-// insertIfFree publishes a record holding v's fields, which lie in page pg alone, if no record
-// touches pg, under one hold of pg's stripe lock; otherwise it returns the end page (exclusive)
-// of a record there, as occupant does. For the IOMMU's allocator (mu held), which then needs one
-// stripe lock for a one-granule mapping instead of two.
+// add appends r to the list of page pg and counts the pair; s is pg's stripe, locked.
+func (s *stripe) add(pg uint64, r *record) {
+	pl := s.list(pg)
+	pl.recs = append(pl.recs, r)
+	s.pairs.Store(s.pairs.Load() + 1)
+}
+
+// insertIfFree publishes a mapping with v's fields, which lie in granule pg alone, if no mapping
+// touches pg; otherwise it returns the end granule (exclusive) of a mapping there, as occupant
+// does. For the IOMMU's allocator (its mu held: no other map fills the table at the same time,
+// and unmaps only free granules). With no record on the stripe's page lists it checks and fills
+// the index with no lock; otherwise it checks and publishes under one hold of the stripe lock.
 func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 	s := t.stripe(pg)
+	code := kindCode(v.kind)
+	if s.pairs.Load() == 0 {
+		if t.indexOccupied(s, pg) {
+			return pg + 1, false
+		}
+		if t.tryIndex(s, v.addr, v.buf, v.dir, code, v.region) {
+			return 0, true
+		}
+	}
 	s.mu.Lock()
-	if pl := s.get(pg); pl != nil && len(pl.recs) > 0 {
-		next = uint64(pl.recs[0].end()-1)>>t.shift + 1
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	if next = s.occupantLocked(t, pg); next != 0 {
 		return next, false
 	}
-	s.insertOne(t, pg, v)
-	s.mu.Unlock()
+	if !t.tryIndex(s, v.addr, v.buf, v.dir, code, v.region) {
+		s.insertList(pg, v)
+	}
 	return 0, true
 }
 
@@ -265,6 +313,7 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 	pl.recs[i] = pl.recs[n]
 	pl.recs[n] = nil
 	pl.recs = pl.recs[:n]
+	s.pairs.Store(s.pairs.Load() - 1)
 	if n == 0 {
 		if s.keepEmpty && s.empty < maxEmpty {
 			s.empty++ // stays in m for the page's next mapping
@@ -290,6 +339,9 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 func (t *table) remove(addr Addr, size int, dir Direction, kind Kind) (*Region, bool) {
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
+	if reg, ok := t.claimIndex(s, addr, size, dir, kindCode(kind)); ok {
+		return reg, true
+	}
 	s.mu.Lock()
 	r := s.claim(pg, addr, size, dir, kind)
 	if r == nil {
@@ -299,7 +351,7 @@ func (t *table) remove(addr Addr, size int, dir Direction, kind Kind) (*Region, 
 	reg := r.region
 	if uint64(r.end()-1)>>t.shift == pg {
 		// One page: it is on no other list; recycle it under the same hold.
-		s.recycle(t, r)
+		s.recycle(r)
 		s.mu.Unlock()
 		return reg, true
 	}
@@ -314,6 +366,9 @@ func (t *table) remove(addr Addr, size int, dir Direction, kind Kind) (*Region, 
 // first page pg and returns it, or nil if there is none; s is pg's stripe, locked. Once claimed
 // the record is the caller's: it still sits on its later pages (removeRest takes it off).
 func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind Kind) *record {
+	if s.pairs.Load() == 0 {
+		return nil // no page list holds a record
+	}
 	pl := s.get(pg)
 	if pl == nil {
 		return nil
@@ -328,14 +383,12 @@ func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind Kind)
 	return nil
 }
 
-// recycle clears a claimed single-page record and keeps it on s's free list (the table's pool
-// beyond maxFree); s is locked.
-func (s *stripe) recycle(t *table, r *record) {
+// recycle clears a claimed single-page record and keeps it on s's free list (for the garbage
+// collector beyond maxFree); s is locked.
+func (s *stripe) recycle(r *record) {
 	*r = record{}
 	if len(s.recs) < maxFree {
 		s.recs = append(s.recs, r)
-	} else {
-		t.pool.Put(r)
 	}
 }
 
@@ -357,11 +410,12 @@ func (t *table) removeRest(r *record) {
 	}
 }
 
-// lookup returns the bytes behind [addr, addr+size) if one live record holds the whole range and
-// allows access, else the reason it does not. It takes one stripe lock and does not
-// allocate. The result is a subslice of the record's own buffer: nothing outside the mapping is
-// ever reachable through it. If exact (sync checks, dma-debug's check_sync), access must equal the
-// mapping's direction unless the mapping is bidirectional.
+// lookup returns the bytes behind [addr, addr+size) if one live mapping holds the whole range and
+// allows access, else the reason it does not. It reads the index of addr's stripe with no lock
+// (index.go) and takes the stripe's lock only if the index has no answer while the stripe's page
+// lists hold records. It does not allocate. The result is a subslice of the mapped buffer:
+// nothing outside the mapping is ever reachable through it. If exact (sync checks, dma-debug's
+// check_sync), access must equal the mapping's direction unless the mapping is bidirectional.
 func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byte, FaultReason) {
 	end := addr + Addr(size)
 	if size <= 0 || end < addr {
@@ -369,31 +423,52 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 	}
 	pg := uint64(addr) >> t.shift
 	s := t.stripe(pg)
-	s.mu.Lock()
-	reason := ReasonNotMapped
-	if pl := s.get(pg); pl != nil {
-		for _, r := range pl.recs {
-			if addr < r.addr || addr >= r.end() {
-				continue
-			}
-			if end > r.end() {
-				if reason == ReasonNotMapped {
-					reason = ReasonPartlyMapped
-				}
-				continue
-			}
-			if exact && r.dir != Bidirectional && r.dir != access || !exact && !r.dir.Allows(access) {
-				reason = ReasonDirection
-				continue
-			}
-			off := int(addr - r.addr)
-			b := r.buf[off : off+size : off+size]
-			s.mu.Unlock()
-			return b, ""
-		}
+	if b, ok := t.fast(s, addr, size, access, exact); ok {
+		return b, ""
 	}
-	s.mu.Unlock()
-	return nil, reason
+	pr := probe{addr: addr, end: end, access: access, exact: exact, mid: t.testMidRead}
+	if t.scan(s, &pr) {
+		return bytesAt(pr.p, int(addr-pr.base), size), ""
+	}
+	if s.pairs.Load() == 0 {
+		return nil, pr.reason
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The index again: a mapping may have been made in it since, while one in the lists ended.
+	if t.scan(s, &pr) {
+		return bytesAt(pr.p, int(addr-pr.base), size), ""
+	}
+	if b, ok := s.lookupLists(pg, &pr); ok {
+		return b, ""
+	}
+	return nil, pr.reason
+}
+
+// lookupLists answers the probe from the page list of pg (s is pg's stripe, locked), keeping the
+// best reason in pr if no record holds the range.
+func (s *stripe) lookupLists(pg uint64, pr *probe) ([]byte, bool) {
+	pl := s.get(pg)
+	if pl == nil {
+		return nil, false
+	}
+	for _, r := range pl.recs {
+		if pr.addr < r.addr || pr.addr >= r.end() {
+			continue
+		}
+		if pr.end > r.end() {
+			pr.worse(ReasonPartlyMapped)
+			continue
+		}
+		if pr.exact && r.dir != Bidirectional && r.dir != pr.access || !pr.exact && !r.dir.Allows(pr.access) {
+			pr.worse(ReasonDirection)
+			continue
+		}
+		off := int(pr.addr - r.addr)
+		n := int(pr.end - pr.addr)
+		return r.buf[off : off+n : off+n], true
+	}
+	return nil, false
 }
 
 // liveCount sums the stripes' live counts, one lock at a time.
@@ -401,6 +476,7 @@ func (t *table) liveCount() int {
 	n := 0
 	for i := range t.stripes {
 		s := &t.stripes[i]
+		n += s.indexCount()
 		s.mu.Lock()
 		n += s.live
 		s.mu.Unlock()
@@ -408,11 +484,12 @@ func (t *table) liveCount() int {
 	return n
 }
 
-// live lists every live record once (on its first page), sorted by address.
+// live lists every live mapping once (records on their first page), sorted by address.
 func (t *table) live() []Mapping {
 	var out []Mapping
 	for i := range t.stripes {
 		s := &t.stripes[i]
+		out = s.indexLive(out)
 		s.mu.Lock()
 		for pg, pl := range s.m {
 			out = pl.appendFirst(out, pg, t.shift)
@@ -438,11 +515,19 @@ func (pl *pageList) appendFirst(out []Mapping, pg uint64, shift uint) []Mapping 
 	return out
 }
 
-// occupant returns the end page (exclusive) of a record touching page pg, or 0 if pg is free.
+// occupant returns the end page (exclusive) of a mapping touching page pg, or 0 if pg is free.
 func (t *table) occupant(pg uint64) uint64 {
 	s := t.stripe(pg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.occupantLocked(t, pg)
+}
+
+// occupantLocked is occupant with s, pg's stripe, locked. For the IOMMU (keyed by granule).
+func (s *stripe) occupantLocked(t *table, pg uint64) uint64 {
+	if t.indexOccupied(s, pg) {
+		return pg + 1 // an index entry maps one granule
+	}
 	if pl := s.get(pg); pl != nil && len(pl.recs) > 0 {
 		return uint64(pl.recs[0].end()-1)>>t.shift + 1
 	}
@@ -494,23 +579,39 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind Kind, region *Region, inje
 			return 0, err
 		}
 	}
-	// v is the template insert copies into a table record; the address comes from here, never
-	// from the published record, which an unmap of an identical mapping (Direct: the same buffer
-	// mapped again) may claim and recycle at once.
-	v := record{buf: buf, dir: dir, kind: kind, region: region}
 	if c.iommu != nil {
-		if err := c.iommu.assign(&v); err != nil {
-			if region != nil {
-				region.unpin()
-			}
-			return 0, err
-		}
-		return v.addr, nil
+		return c.mapIOMMU(buf, dir, kind, region)
 	}
-	v.addr = Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
-	c.tab.insert(&v)
+	addr := Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
+	// One page goes to the index (one CAS when the buffer was mapped there before), unless its
+	// set is full.
+	if pg := uint64(addr) >> directShift; pg != uint64(addr+Addr(len(buf))-1)>>directShift ||
+		!c.tab.tryIndex(c.tab.stripe(pg), addr, buf, dir, kindCode(kind), region) {
+		c.insertSlow(addr, buf, dir, kind, region)
+	}
 	if h := c.testPublished; h != nil {
 		h()
+	}
+	return addr, nil
+}
+
+// insertSlow publishes a Direct mapping that is not in the index (several pages, or a full set)
+// in the page lists. The address comes from the caller, never from the published record, which
+// an unmap of an identical mapping (the same buffer mapped again) may claim and recycle at once.
+func (c *core) insertSlow(addr Addr, buf []byte, dir Direction, kind Kind, region *Region) {
+	v := record{addr: addr, buf: buf, dir: dir, kind: kind, region: region} // the template insert copies
+	c.tab.insert(&v)
+}
+
+// mapIOMMU has the IOMMU allocate the bus address and publish the mapping. The pin of region
+// passes to the mapping, or is dropped on failure.
+func (c *core) mapIOMMU(buf []byte, dir Direction, kind Kind, region *Region) (Addr, error) {
+	v := record{buf: buf, dir: dir, kind: kind, region: region}
+	if err := c.iommu.assign(&v); err != nil {
+		if region != nil {
+			region.unpin()
+		}
+		return 0, err
 	}
 	return v.addr, nil
 }

@@ -58,6 +58,7 @@ func TestTableKeepsFewEmptyLists(t *testing.T) {
 // map entry), and the list is counted empty only while it is.
 func TestTableReusesKeptList(t *testing.T) {
 	d := NewDirect()
+	d.tab.spillOnly = true // the page lists, which the index (index.go) is in front of
 	buf := make([]byte, 128)
 	pg := uint64(sliceAddr(buf)) >> directShift
 	s := d.tab.stripe(pg)

@@ -152,6 +152,12 @@ func requireTableEmpty(t *testing.T, m testMapper) {
 		if s.live != 0 {
 			t.Errorf("stripe %d counts %d live records after every unmap", i, s.live)
 		}
+		if n := s.indexCount(); n != 0 {
+			t.Errorf("stripe %d: %d index entries live after every unmap", i, n)
+		}
+		if n := s.pairs.Load(); n != 0 {
+			t.Errorf("stripe %d counts %d records on page lists after every unmap", i, n)
+		}
 		s.mu.Unlock()
 	}
 }

@@ -1,0 +1,422 @@
+package dma
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// # The index: mappings of one page, with no lock
+//
+// Translate is the hardware model's read of every descriptor and map/unmap the CPU side of every
+// packet, so the common mapping (a descriptor-sized buffer, within one page or IOMMU granule)
+// lives in a structure that neither side locks: each stripe's index, a fixed array of nSets sets
+// of two entries. A Go map must never be read during a write (that can crash), so the index is a
+// fixed, open array, and each entry is a few words read and written with sync/atomic only.
+//
+// A mapping's entry is in the set chosen by a hash of its key, in the stripe of its first page.
+// The key is the first byte's bus address for Direct, where many small buffers share a page and
+// a descriptor names the first byte of its mapping (so the set of the descriptor's address holds
+// its mapping), and the granule for the IOMMU, whose granules hold one mapping each (so the set
+// of any address in the granule holds it). A Direct translation of an address inside a mapping,
+// not its first byte, or of one that is not mapped, also looks at the set of the page's first
+// byte and then the stripe's whole index: a mapping of one page that holds the address starts in
+// the address's page, hence in its stripe.
+//
+// Mappings that find both entries of their set taken, of several pages, or of 16 MiB or more go to
+// the page lists behind the index (stripe.m and stripe.slots), which only holders of the stripe's
+// mutex read or write. stripe.pairs counts what they hold, and a translation that finds no
+// answer in the index while pairs is not zero takes the mutex and looks there too.
+//
+// # One entry: a sequence count per entry
+//
+// An entry's meta word holds its state (free, busy, live), the mapping's size, direction and
+// kind, and a generation that every fill moves forward. It is the entry's lock and its sequence
+// count at once (the kernel's seqcount_t, with the writers' exclusion in the same word):
+//
+//   - A map takes a free entry with one compare-and-swap of meta. If the entry last held the
+//     same buffer at the same address and in the same way (a sender reusing its buffers), the
+//     CAS makes it live at once, with the next generation: one atomic operation per map.
+//     Otherwise the CAS makes it busy with the next generation, the map stores the words that
+//     differ (ptr, addr, region) and then stores meta live with that generation.
+//   - An unmap ends a live entry with one CAS of meta from live to free (same generation); the
+//     entry keeps its words for the next map of the same buffer. An entry that must drop its
+//     buffer (Region memory, which is munmapped at its release, or more than PageSize bytes)
+//     goes live→busy, has ptr and region cleared, then goes free.
+//   - A translation loads meta, then addr and ptr, then meta again (read_seqcount_begin,
+//     read_seqcount_retry). Equal and live: no fill and no unmap of the entry happened between
+//     the loads (each changes meta, and a fill moves the generation), so the three words are one
+//     mapping's, and that mapping was live at the second load, during the call. Otherwise it
+//     loads them again. It forms a slice only from a pointer validated that way (bytesAt), so it
+//     never reaches the bytes of a mapping that was not live during the call; a pointer it loaded
+//     and then discards is still a whole Go pointer (every store to ptr is one), so the garbage
+//     collector never sees a torn one.
+//
+// The generation has genBits bits: a torn read goes unnoticed only if one entry is filled
+// exactly a multiple of 2^33 times between two loads of one translation, a few nanoseconds
+// apart unless the goroutine is descheduled there for minutes (the kernel's seqcount_t has 32).
+//
+// A translation of a mapping in the index thus does no atomic read-modify-write and writes no
+// shared cache line (the loads are plain MOVs on amd64, LDARs on arm64), and a map and an unmap
+// of a reused buffer are one CAS each. Every word a reader touches is read and written with
+// sync/atomic, so the race detector checks the protocol as it is.
+
+// entry is one mapping of one page in a stripe's index (see above). All words are atomic: map
+// and unmap write them, Translate, Live and the IOVA allocator read them, with no lock.
+type entry struct {
+	// meta is the entry's state, fields and generation (metaState..metaGen). Taken by map and
+	// unmap with CAS, stored by the map that made it busy; loaded twice by every reader.
+	meta atomic.Uint64
+	// addr is the bus address of the mapping's first byte. Stored while busy, when it changes.
+	addr atomic.Uint64
+	// ptr is the CPU address of the mapping's first byte. While the entry is live it keeps a Go
+	// heap buffer reachable (the record's job in the page lists). A free entry keeps it (for the
+	// next map of the same buffer) only for Go heap memory of at most PageSize bytes, which thus
+	// stays reachable until the entry is filled for another buffer: at most nStripes*nEnt small
+	// buffers per mapper. Stored while busy, when it changes.
+	ptr atomic.Pointer[byte]
+	// region is the pinned Region behind the bytes (nil: Go heap memory), unpinned by the unmap
+	// that ends the entry. Stored while busy, when it changes; loaded by that unmap.
+	region atomic.Pointer[Region]
+}
+
+// The fields of entry.meta, low bits first: state (2 bits), direction (2), kind code (3), size
+// (24: the index holds mappings below 16 MiB), generation (the rest).
+const (
+	metaFree  = 0 // no mapping (never filled, or unmapped)
+	metaLive  = 1 // a mapping the device may use
+	metaBusy  = 2 // a map is storing the words, or an unmap clearing them: not live
+	metaState = 3 // mask of the state bits
+
+	metaDirShift  = 2
+	metaKindShift = 4
+	metaSizeShift = 7
+	metaSizeBits  = 24
+	metaGenShift  = metaSizeShift + metaSizeBits
+	genBits       = 64 - metaGenShift
+
+	// metaFields masks direction, kind and size: what a map and an unmap match on.
+	metaFields = (1<<metaGenShift - 1) &^ metaState
+	metaGen1   = 1 << metaGenShift // one generation
+	maxIndexed = 1<<metaSizeBits - 1
+)
+
+// Index geometry: nSets sets of two entries per stripe.
+const (
+	setBits = 5
+	nSets   = 1 << setBits
+	nEnt    = 2 * nSets
+)
+
+// readSpins is how many times a reader retries one entry before it yields the processor: a
+// retry means a writer changed the entry between two loads a few nanoseconds apart.
+const readSpins = 64
+
+// kindCode packs a Kind into three bits of entry.meta (0: a kind no map call makes).
+func kindCode(k Kind) uint64 {
+	switch k {
+	case KindSingle:
+		return 1
+	case KindPage:
+		return 2
+	case KindSG:
+		return 3
+	case KindCoherent:
+		return 4
+	case KindRegistered:
+		return 5
+	}
+	return 0
+}
+
+// codeKind is kindCode's inverse.
+func codeKind(c uint64) Kind {
+	return [...]Kind{"", KindSingle, KindPage, KindSG, KindCoherent, KindRegistered, "", ""}[c&7]
+}
+
+// metaFieldsOf packs size, direction and kind code (size must be at most maxIndexed).
+func metaFieldsOf(size int, dir Direction, code uint64) uint64 {
+	return uint64(size)<<metaSizeShift | code<<metaKindShift | uint64(dir)<<metaDirShift
+}
+
+func metaSize(m uint64) int      { return int(m>>metaSizeShift) & maxIndexed }
+func metaDir(m uint64) Direction { return Direction(m>>metaDirShift) & 3 }
+
+// set returns the two entries of the set for key in s's index: the Fibonacci hash bits just below
+// those that chose the stripe (table.stripeIndex), so that, for the IOMMU's keys (granules), the
+// granules of one stripe spread over its sets as evenly as they spread over the stripes, and for
+// Direct's (addresses) page-aligned buffers do too.
+func (t *table) set(s *stripe, key uint64) *[2]entry {
+	return &s.ents[(key*0x9E3779B97F4A7C15)>>(64-stripeBits-t.setBits)&(nSets-1)]
+}
+
+// key returns the index key of a mapping whose first byte is at addr (see the index's
+// description): the address for Direct, the granule for the IOMMU.
+func (t *table) key(addr Addr) uint64 { return uint64(addr) >> t.keyShift }
+
+// tryIndex publishes a mapping of buf (not empty, within one page of s) at bus address addr in
+// s's index, and reports whether its set had a free entry. It prefers the entry that last held
+// the same buffer at the same address, which it takes with one CAS. No lock; for the IOMMU, the
+// allocator's mutex is held (no other map fills an entry of the IOMMU at the same time).
+func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
+	if t.spillOnly || len(buf) > maxIndexed {
+		return false
+	}
+	set := t.set(s, t.key(addr))
+	fields := metaFieldsOf(len(buf), dir, code)
+	p := &buf[0]
+	for i := range set { // the entry this buffer left, if still free: one CAS
+		e := &set[i]
+		m := e.meta.Load()
+		if m&(metaState|metaFields) == metaFree|fields && e.addr.Load() == uint64(addr) &&
+			e.ptr.Load() == p && e.region.Load() == region &&
+			e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
+			return true
+		}
+	}
+	for {
+		// A free entry that holds no buffer (never filled, or dropped), else any free entry:
+		// so two buffers sharing a set each keep an entry of their own.
+		e, m := (*entry)(nil), uint64(0)
+		for i := range set {
+			x := &set[i]
+			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || x.ptr.Load() == nil) {
+				e, m = x, xm
+			}
+		}
+		if e == nil {
+			return false
+		}
+		gen := m&^(metaGen1-1) + metaGen1
+		if e.meta.CompareAndSwap(m, gen|metaBusy) {
+			if e.ptr.Load() != p {
+				e.ptr.Store(p)
+			}
+			if e.addr.Load() != uint64(addr) {
+				e.addr.Store(uint64(addr))
+			}
+			if e.region.Load() != region {
+				e.region.Store(region)
+			}
+			e.meta.Store(gen | fields | metaLive)
+			return true
+		}
+		// Taken or ended meanwhile: choose again.
+	}
+}
+
+// claimIndex ends the live mapping (addr, size, dir, code) of s's index and returns its region;
+// ok is false if the index holds none. No lock.
+func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
+	if size > maxIndexed || size <= 0 {
+		return nil, false
+	}
+	want := metaFieldsOf(size, dir, code) | metaLive
+	set := t.set(s, t.key(addr))
+	for i := range set {
+		e := &set[i]
+		for {
+			m := e.meta.Load()
+			if m&(metaState|metaFields) != want || e.addr.Load() != uint64(addr) {
+				break
+			}
+			reg = e.region.Load() // m's region: if the CAS below succeeds, nothing changed it
+			if reg == nil && size <= PageSize {
+				if e.meta.CompareAndSwap(m, m&^metaState|metaFree) {
+					return nil, true
+				}
+				continue
+			}
+			if !e.meta.CompareAndSwap(m, m&^metaState|metaBusy) {
+				continue
+			}
+			e.ptr.Store(nil) // let the garbage collector have it; Region memory is munmapped
+			if reg != nil {
+				e.region.Store(nil)
+			}
+			e.meta.Store(m &^ metaState) // free, fields kept (a map compares ptr too)
+			return reg, true
+		}
+	}
+	return nil, false
+}
+
+// indexOccupied reports whether an entry of s's index holds granule pg, live or being cleared
+// (the IOMMU's keys are granules, so only pg's set can). Called with the IOMMU's allocator mutex
+// held, so no entry of this table is being filled.
+func (t *table) indexOccupied(s *stripe, pg uint64) bool {
+	set := t.set(s, pg)
+	for i := range set {
+		if m := set[i].meta.Load(); m&metaState != metaFree && set[i].addr.Load()>>t.shift == pg {
+			return true
+		}
+	}
+	return false
+}
+
+// indexLive lists the live mappings of s's index, appending to out.
+func (s *stripe) indexLive(out []Mapping) []Mapping {
+	for i := range s.ents {
+		for j := range s.ents[i] {
+			e := &s.ents[i][j]
+			m := e.meta.Load()
+			a := e.addr.Load()
+			if m&metaState == metaLive && e.meta.Load() == m {
+				out = append(out, Mapping{Addr: Addr(a), Size: metaSize(m), Dir: metaDir(m), Kind: codeKind(m >> metaKindShift)})
+			}
+		}
+	}
+	return out
+}
+
+// indexCount counts the live entries of s's index.
+func (s *stripe) indexCount() int {
+	n := 0
+	for i := range s.ents {
+		for j := range s.ents[i] {
+			if s.ents[i][j].meta.Load()&metaState == metaLive {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// probe is a reader's view of the index: what it found for [addr, end) in direction access.
+type probe struct {
+	addr, end Addr
+	access    Direction
+	exact     bool
+	// mid, if set, runs between the loads of a matching entry's words (table.testMidRead).
+	mid func()
+	// Results: p and base (the mapping's first byte, CPU and bus) if a live entry holds the whole
+	// range and allows the access; otherwise reason, the best one (see rank) seen so far.
+	p      *byte
+	base   Addr
+	reason FaultReason
+}
+
+// rank orders the reasons lookup reports: a mapping that holds the range but refuses the access
+// beats one that holds only its start, which beats none.
+func rank(r FaultReason) int {
+	switch r {
+	case ReasonDirection:
+		return 2
+	case ReasonPartlyMapped:
+		return 1
+	}
+	return 0
+}
+
+// worse keeps the higher-ranked reason in pr.
+func (pr *probe) worse(r FaultReason) {
+	if rank(r) > rank(pr.reason) {
+		pr.reason = r
+	}
+}
+
+// look checks the entries of set (atomic loads only) and reports whether one answers the probe.
+func (pr *probe) look(set *[2]entry) bool {
+	for i := range set {
+		if pr.lookEntry(&set[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// lookEntry checks one entry: it loads meta, addr and ptr, then meta again, and trusts them only
+// if the two meta loads agree (see the index's description); otherwise it loads them again.
+func (pr *probe) lookEntry(e *entry) bool {
+	for spins := 0; ; spins++ {
+		m := e.meta.Load()
+		if m&metaState != metaLive {
+			return false
+		}
+		a := Addr(e.addr.Load())
+		if pr.addr < a || pr.addr-a >= Addr(metaSize(m)) {
+			// Not holding pr.addr, or torn: then the entry changed during the call, and
+			// neither its old mapping (unmapped) nor its new one (made) was live throughout,
+			// so the call may answer as if it had seen neither.
+			return false
+		}
+		if pr.mid != nil {
+			pr.mid()
+		}
+		p := e.ptr.Load()
+		if e.meta.Load() == m {
+			return pr.judge(m, a, p)
+		}
+		if spins >= readSpins {
+			runtime.Gosched()
+			spins = 0
+		}
+	}
+}
+
+// allows reports whether a mapping made with direction d permits the access: as Direction.Allows,
+// or if exact (syncs), only a mapping in that very direction or a bidirectional one.
+func allows(d, access Direction, exact bool) bool {
+	if exact {
+		return d == Bidirectional || d == access
+	}
+	return d.Allows(access)
+}
+
+// fast answers the common translation with no lock and no call: a range that starts at the first
+// byte of a live mapping in the index, in the set of its key, that holds it and allows the
+// access. Anything else (ok false) is for lookup's general path.
+func (t *table) fast(s *stripe, addr Addr, size int, access Direction, exact bool) (b []byte, ok bool) {
+	set := t.set(s, t.key(addr))
+	for i := range set {
+		e := &set[i]
+		m := e.meta.Load()
+		if m&metaState != metaLive || Addr(e.addr.Load()) != addr || size > metaSize(m) || !allows(metaDir(m), access, exact) {
+			continue
+		}
+		if t.testMidRead != nil {
+			t.testMidRead()
+		}
+		p := e.ptr.Load()
+		if e.meta.Load() == m { // validated (see lookEntry)
+			return bytesAt(p, 0, size), true
+		}
+	}
+	return nil, false
+}
+
+// judge answers the probe from one validated live mapping (meta m, first byte at a and p) that
+// holds pr.addr: the bytes, or the reason it refuses them.
+func (pr *probe) judge(m uint64, a Addr, p *byte) bool {
+	if pr.end-a > Addr(metaSize(m)) {
+		pr.worse(ReasonPartlyMapped)
+		return false
+	}
+	if !allows(metaDir(m), pr.access, pr.exact) {
+		pr.worse(ReasonDirection)
+		return false
+	}
+	pr.p, pr.base = p, a
+	return true
+}
+
+// scan runs the probe over s's index and reports whether it found the bytes (pr.reason holds
+// the best reason otherwise): the set of addr's key, and for Direct the set of its page's first
+// byte (page-aligned buffers) and then the whole index (see the index's description).
+func (t *table) scan(s *stripe, pr *probe) bool {
+	pr.p, pr.reason = nil, ReasonNotMapped
+	if pr.look(t.set(s, t.key(pr.addr))) {
+		return true
+	}
+	if t.keyShift != 0 {
+		return false
+	}
+	if pg := pr.addr &^ (1<<t.shift - 1); pg != pr.addr && pr.look(t.set(s, t.key(pg))) {
+		return true
+	}
+	for i := range s.ents {
+		if pr.look(&s.ents[i]) {
+			return true
+		}
+	}
+	return false
+}

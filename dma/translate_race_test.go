@@ -1,0 +1,236 @@
+package dma
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// indexVariants runs f on each mapper (impls) with the table's index as it is, shrunk to one set
+// per stripe (entries are reused for other buffers all the time, and sets overflow into the page
+// lists), and switched off (the page lists alone).
+func indexVariants(t *testing.T, f func(t *testing.T, m testMapper)) {
+	variants := []struct {
+		name string
+		set  func(*table)
+	}{
+		{"index=full", func(*table) {}},
+		{"index=tiny", func(tab *table) { tab.setBits = 0 }},
+		{"index=off", func(tab *table) { tab.spillOnly = true }},
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			impls(t, func(t *testing.T, m testMapper) {
+				v.set(tableOf(t, m))
+				f(t, m)
+			})
+		})
+	}
+}
+
+// tableOf returns the mapping table of a Direct or IOMMU.
+func tableOf(t testing.TB, m testMapper) *table {
+	switch m := m.(type) {
+	case *Direct:
+		return &m.tab
+	case *IOMMU:
+		return &m.tab
+	}
+	t.Fatalf("unknown mapper %T", m)
+	return nil
+}
+
+// raceSlot is one slot of TestTranslateRemapRace: a mapper goroutine maps its buffers into it in
+// turn (generation g maps buffer g%raceBufs of the slot), publishes each mapping, and unmaps it.
+type raceSlot struct {
+	started    atomic.Int64 // generation whose MapSingle has begun (stored before the call)
+	pub        atomic.Pointer[racePub]
+	unmapStart atomic.Int64 // generation whose UnmapSingle has begun (stored before the call)
+	unmapped   atomic.Int64 // generation whose UnmapSingle has returned
+	bufs       [raceBufs][]byte
+}
+
+// racePub is a published mapping: its bus address, length, fill byte and generation.
+type racePub struct {
+	addr Addr
+	size int
+	fill byte
+	gen  int64
+	cpu  uintptr
+}
+
+const raceBufs = 3
+
+// TestTranslateRemapRace: goroutines map, unmap and map again buffers of distinct contents (each
+// filled with its own byte, each of its own length) while other goroutines translate the
+// published bus addresses in a loop. Every successful Translate returns exactly the bytes of the
+// mapping it asked for (its fill byte, its length, on Direct its own memory): never the bytes of
+// an entry that was recycled for another mapping while it read. A Translate of a mapping that
+// stayed live for the whole call succeeds; one that started after the mapping's unmap returned
+// fails (unless, on Direct, the same buffer was mapped again at the same address meanwhile); and
+// a mapper's own Translate right after its unmap fails.
+func TestTranslateRemapRace(t *testing.T) {
+	indexVariants(t, func(t *testing.T, m testMapper) {
+		const mappers, perMapper, readers = 2, 4, 2
+		iters := 20000
+		if testing.Short() {
+			iters = 2000
+		}
+		_, direct := m.(*Direct)
+		// Buffers of a few pages of one backing array: many share a page (and a stripe).
+		backing := make([]byte, 4*PageSize)
+		slots := make([]raceSlot, mappers*perMapper)
+		off := 0
+		for i := range slots {
+			for k := range raceBufs {
+				id := i*raceBufs + k
+				n := 24 + 8*id
+				b := backing[off : off+n : off+n]
+				off += n + 8
+				for j := range b {
+					b[j] = byte(id + 1)
+				}
+				slots[i].bufs[k] = b
+			}
+		}
+		require.LessOrEqual(t, off, len(backing))
+
+		var (
+			stop            atomic.Bool
+			hits, misses    atomic.Int64
+			readersWG, mapW sync.WaitGroup
+		)
+		for r := range readers {
+			readersWG.Go(func() {
+				for k := r; !stop.Load(); k++ {
+					s := &slots[k%len(slots)]
+					p := s.pub.Load()
+					if p == nil {
+						continue
+					}
+					before := s.unmapped.Load()
+					b, err := m.Translate(p.addr, p.size, ToDevice)
+					after := s.unmapStart.Load()
+					if err != nil {
+						misses.Add(1)
+						if !assert.ErrorIs(t, err, ErrFault) {
+							return
+						}
+						if !assert.GreaterOrEqual(t, after, p.gen, "gen %d faulted while live for the whole call: %v", p.gen, err) {
+							return
+						}
+						continue
+					}
+					hits.Add(1)
+					if !checkRaceBytes(t, b, p, direct) {
+						return
+					}
+					if before >= p.gen { // unmapped before the call began
+						if !direct || s.started.Load() < p.gen+raceBufs {
+							assert.Failf(t, "translated after unmap", "gen %d at %#x read after its unmap returned", p.gen, uint64(p.addr))
+							return
+						}
+					}
+				}
+			})
+		}
+		for w := range mappers {
+			mapW.Go(func() {
+				for it := range iters {
+					s := &slots[w*perMapper+it%perMapper]
+					gen := s.started.Load() + 1
+					buf := s.bufs[gen%raceBufs]
+					s.started.Store(gen)
+					a, err := m.MapSingle(buf, ToDevice)
+					if !assert.NoError(t, err) {
+						return
+					}
+					s.pub.Store(&racePub{addr: a, size: len(buf), fill: buf[0], gen: gen, cpu: sliceAddr(buf)})
+					if it%7 == 0 { // sometimes read it ourselves while others do
+						b, err := m.Translate(a, len(buf), ToDevice)
+						if !assert.NoError(t, err) || !checkRaceBytes(t, b, s.pub.Load(), direct) {
+							return
+						}
+					}
+					s.unmapStart.Store(gen)
+					if !assert.NoError(t, m.UnmapSingle(a, len(buf), ToDevice)) {
+						return
+					}
+					s.unmapped.Store(gen)
+					_, err = m.Translate(a, len(buf), ToDevice)
+					if !assert.ErrorIs(t, err, ErrFault, "gen %d translated after its unmap returned", gen) {
+						return
+					}
+				}
+			})
+		}
+		mapW.Wait()
+		stop.Store(true)
+		readersWG.Wait()
+		require.Zero(t, m.LiveCount())
+		require.Empty(t, m.Live())
+		requireTableEmpty(t, m)
+		t.Logf("%d translations succeeded, %d faulted", hits.Load(), misses.Load())
+	})
+}
+
+// checkRaceBytes checks that b is exactly the bytes of the published mapping p.
+func checkRaceBytes(t *testing.T, b []byte, p *racePub, direct bool) bool {
+	t.Helper()
+	if !assert.Len(t, b, p.size, "gen %d", p.gen) || !assert.Equal(t, p.size, cap(b), "gen %d: capacity beyond the mapping", p.gen) {
+		return false
+	}
+	if direct && !assert.Equal(t, p.cpu, sliceAddr(b), "gen %d: other memory", p.gen) {
+		return false
+	}
+	for i, x := range b {
+		if x != p.fill {
+			assert.Failf(t, "bytes of another mapping", "gen %d at %#x: byte %d is %d, want %d", p.gen, uint64(p.addr), i, x, p.fill)
+			return false
+		}
+	}
+	return true
+}
+
+// TestTranslateTornRead is the deterministic form of TestTranslateRemapRace: in the window
+// between a translation's loads of an entry's words (testMidRead), the mapping is unmapped and
+// the entry filled again for another buffer of the same length. The translation must notice (the
+// stripe's sequence moved) and answer from a consistent state: here "not mapped" (the mapping it
+// asked for is gone), never the other buffer's bytes under the old address.
+func TestTranslateTornRead(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		tab := tableOf(t, m)
+		tab.setBits = 0 // one set per stripe: the second buffer takes the first one's entry
+		backing := make([]byte, PageSize)
+		old, other := backing[64:128:128], backing[256:320:320]
+		for i := range old {
+			old[i], other[i] = 1, 2
+		}
+		a, err := m.MapSingle(old, ToDevice)
+		require.NoError(t, err)
+		var otherAddr Addr
+		fired := false
+		tab.testMidRead = func() {
+			if fired {
+				return
+			}
+			fired = true
+			assert.NoError(t, m.UnmapSingle(a, len(old), ToDevice))
+			otherAddr, err = m.MapSingle(other, ToDevice)
+			assert.NoError(t, err)
+		}
+		b, err := m.Translate(a, len(old), ToDevice)
+		require.True(t, fired)
+		requireFault(t, err, a, ReasonNotMapped)
+		require.Nil(t, b)
+		tab.testMidRead = nil
+		b, err = m.Translate(otherAddr, len(other), ToDevice)
+		require.NoError(t, err)
+		require.Equal(t, other, b)
+		require.NoError(t, m.UnmapSingle(otherAddr, len(other), ToDevice))
+		requireTableEmpty(t, m)
+	})
+}
