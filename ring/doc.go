@@ -33,15 +33,26 @@
 // This is the one statement of the ordering argument; the Go and assembly sites refer to its
 // rules by number (O1..O6) instead of repeating it. Each index is written by one party and read
 // by the others; every hand-over is a store-release of an index after the data it covers and a
-// load-acquire of that index before the data is touched.
+// load-acquire of that index before the data is touched. The last column says which stores are
+// also sequentially consistent (seq-cst: a sync/atomic store or read-modify-write, a locked
+// instruction on amd64) and which are release-only (O5, O6).
 //
-//	index     written by (store-release)                read by (load-acquire)
-//	tail      producers, in reservation order: Publish, Hardware model (Tail, Dequeue), waiting
-//	          Enqueue, EnqueueSP                        publishers
-//	hwHead    hardware model: SetHWHead, Dequeue        completion pass (HWHead)
-//	swHead    completion pass, inside the seqcount's    producers (Reserve, FreeCnt, EnqueueSP),
-//	          write section: SetSwHead, Dequeue         sleepers (with the count)
-//	seq       completion pass: BeginWrite/EndWrite      sleepers (HeadSeq, HeadRetry)
+//	index      written by (store-release)          read by (load-acquire)      seq-cst?
+//	tail       producers, in reservation order:    hardware model (Tail,       Publish, Enqueue: yes;
+//	           Publish, PublishRelease, Enqueue,   Dequeue), waiting           PublishRelease,
+//	           EnqueueSP                           publishers                  EnqueueSP: no
+//	reserved   producers: Reserve (CAS),           producers, FreeCnt, Empty   Reserve: yes;
+//	           EnqueueSP                                                       EnqueueSP: no
+//	headCache  producers (Reserve, EnqueueSP)      producers                   no
+//	hwHead     hardware model: SetHWHead, Dequeue  completion pass (HWHead)    no
+//	swHead     completion pass, inside the         producers (Reserve,         no
+//	           seqcount's write section:           FreeCnt, EnqueueSP),
+//	           SetSwHead, Dequeue                  sleepers (with the count)
+//	seq        completion pass: BeginWrite,        sleepers (HeadSeq,          no
+//	           EndWrite, Dequeue                   HeadRetry)
+//
+// Reset's index stores are sync/atomic (seq-cst) and its seqcount section release-only; Reset
+// runs only when the ring is quiescent, so neither matters.
 //
 // O1 (publication). A producer's slot stores happen before its tail store; the hardware model's
 // tail load happens before its slot loads. So whoever sees the new tail sees the descriptors
@@ -57,26 +68,41 @@
 // O4 (seqcount). The pass stores seq (odd), then swHead, then seq (even); a sleeper loads swHead
 // (FreeCnt) and then the count. A sleeper that sees the new swHead sees at least the odd count,
 // as the kernel's write_seqcount_begin (seq++; smp_wmb()) guarantees, so it never misses a pass.
+// The writer's stores need only be ordered among themselves (release stores are: each orders
+// every earlier store before it), not seq-cst, as the kernel's smp_wmb is only a compiler
+// barrier on x86. One writer at a time, so each count change is a load of the writer's own
+// count and a store of the count plus one, no atomic read-modify-write.
 //
-// O5 (the assembly's plain stores are releases on amd64). The Go path makes every index store
-// and load above a sync/atomic operation. The amd64 assembly (Write's writers, and EnqueueSP
-// and Dequeue outside -race builds) uses plain MOVs and no fence, which is enough: under x86-TSO
-// (Intel SDM vol. 3A §9.2.2 "Memory Ordering in P6 and More Recent Processor Families"; AMD APM
-// vol. 2 §7.2) loads are not reordered with other loads, stores are not reordered with other
-// stores or with older loads, and stores become visible to all other cores in one order. So
-// every plain store is a store-release and every plain load a load-acquire, which is all that O1
-// to O4 ask. The Go compiler does not move memory operations across an assembly call, so the Go
-// stores before a call (a payload the caller wrote) are covered too. Under -race the assembly's
-// index stores would be invisible to the detector, so race builds take the Go path for EnqueueSP
-// and Dequeue (sync/atomic: sequentially consistent, stronger than needed); the production
+// O5 (release-only stores are plain MOVs on amd64). Every store that the table calls not
+// seq-cst is a store-release only: in Go code internal/relaxed's StoreRelease64 and
+// StoreRelease32 (advanceHead for SetHWHead and SetSwHead, SeqCount's BeginWrite and EndWrite,
+// PublishRelease, headCache, and the Go paths of EnqueueSP and Dequeue), and in the amd64
+// assembly (Write's writers, and EnqueueSP and Dequeue outside -race builds) plain MOVs with no
+// fence. On amd64 outside -race and the purego tag, relaxed's stores are an assembly call with
+// one plain MOV, no locked instruction (about 1 ns against about 6 for XCHG). That is enough:
+// under x86-TSO (Intel SDM vol. 3A §9.2.2 "Memory Ordering in P6 and More Recent Processor
+// Families"; AMD APM vol. 2 §7.2) loads are not reordered with other loads, stores are not
+// reordered with other stores or with older loads, and stores become visible to all other cores
+// in one order. So every plain store is a store-release and every plain load a load-acquire,
+// which is all that O1 to O4 ask. The Go compiler does not move memory operations across an
+// assembly call, so the Go stores before a call (a payload the caller wrote, a txreq recorded
+// for a slot) are covered too. Under -race, the purego tag and off amd64, relaxed's stores are
+// sync/atomic stores (seq-cst, stronger than needed) and race builds take the Go path for
+// EnqueueSP and Dequeue, because the race detector does not see assembly stores; the production
 // ordering is exercised without -race by TestStressOrderingLitmus, which runs the assembly path
-// for many iterations and checks every descriptor and payload the consumer reads.
+// for many iterations and checks every descriptor and payload the consumer reads, and by the
+// linearizability and stress tests, which run SetHWHead, SetSwHead and the seqcount's writer.
 //
-// O6 (what is not promised). A plain MOV store is not sequentially consistent: a later load by
-// the same core may complete before the store leaves its store buffer. Nothing in the ring needs
-// more, but a Dekker-style handshake built on an index (a producer that publishes and then loads
-// a "consumer asleep?" flag, against a consumer that stores the flag and then loads the tail)
-// needs a sequentially consistent operation between the two: Publish's tail store is a
-// sync/atomic store (XCHG on amd64), and sdma's doorbell relies on it; EnqueueSP's and Dequeue's
-// stores are not.
+// O6 (what is not promised). A release-only store is not sequentially consistent: a later load
+// by the same core may complete before the store leaves its store buffer. Nothing in the ring
+// needs more, but a Dekker-style handshake built on an index (a producer that publishes and then
+// loads a "consumer asleep?" flag, against a consumer that stores the flag and then loads the
+// tail) needs a sequentially consistent operation between the store and the load. Publish's and
+// Enqueue's tail store is a sync/atomic store (XCHG on amd64), which is one, and sdma's doorbell
+// relies on it; PublishRelease is for callers that make their own seq-cst operation (a
+// sync/atomic Add, say) after it and before the flag load. EnqueueSP's, Dequeue's, SetHWHead's,
+// SetSwHead's and the seqcount writer's stores are release-only: a caller that stores one of
+// those indices and then loads a flag that another goroutine sets before loading that index must
+// put a seq-cst operation in between (sdma's completion pass and its sleepers get one from
+// headMu and the wait lock).
 package ring

@@ -120,7 +120,11 @@ func TestLinearizableMPSC(t *testing.T) {
 							if s, err = r.Reserve(n); err == nil {
 								runtime.Gosched() // widen the reserved-but-unpublished window
 								s.Write(0, ds, 0)
-								s.Publish()
+								if o%4 < 2 {
+									s.Publish()
+								} else {
+									s.PublishRelease()
+								}
 							}
 						}
 						ret := clock.Add(1)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // Index encoding.
@@ -33,8 +34,9 @@ import (
 // A slot is owned, in turn, by: the producer that reserved it (until its Publish moves the tail
 // past it), the hardware model (until SetHWHead moves hwHead past it), the completion pass (until
 // SetSwHead moves swHead past it), and then it is free for a later reservation. Each hand-over is
-// an atomic store that the next owner's atomic load synchronizes with, so the slot's plain reads
-// and writes are ordered by the Go memory model.
+// a store-release of an index that the next owner's atomic load synchronizes with (a sync/atomic
+// store, or on amd64 a plain MOV, which x86-TSO makes a release: package doc, O5), so the slot's
+// plain reads and writes are ordered.
 
 // Ring sizes (hfi1: sdma_descq_cnt "must be a power of 2 >= 64 <= 32768", SDMA_DESCQ_CNT 2048).
 const (
@@ -68,20 +70,21 @@ type Ring struct {
 	_ [lineSize]byte
 
 	// reserved is the next index to hand out: [tail, reserved) is reserved but not yet
-	// published. Written by producers (Reserve: CAS; EnqueueSP: atomic store), read by
+	// published. Written by producers (Reserve: CAS; EnqueueSP: store-release), read by
 	// producers (Reserve, Publish's check) and by FreeCnt/Empty (atomic load).
 	reserved atomic.Uint64
 	// headCache is a lower bound of swHead kept on the producers' line, so that Reserve reads
 	// the consumer's line only when the cached room is not enough (DPDK's cons-tail cache idea).
-	// Written by producers (atomic store of a freshly loaded swHead; a racing older store only
+	// Written by producers (store-release of a freshly loaded swHead; a racing older store only
 	// lowers it, which is conservative) and by Reset; read by producers (atomic load).
 	headCache atomic.Uint64
 
 	_ [lineSize]byte
 
 	// tail is the publication index (hfi1: descq_tail / the tail CSR): slots before it are
-	// fully written. Written by producers in reservation order (Publish, EnqueueSP: atomic
-	// store, the store-release that hands [old, new) to the hardware model); read by the
+	// fully written. Written by producers in reservation order (the store-release that hands
+	// [old, new) to the hardware model: Publish's is seq-cst, PublishRelease's and EnqueueSP's
+	// are not, O6); read by the
 	// hardware model (Tail: atomic load-acquire) and by waiting publishers.
 	tail atomic.Uint64
 
@@ -89,7 +92,7 @@ type Ring struct {
 
 	// hwHead is the hardware head (hfi1: *head_dma, the chip's head write-back): slots before
 	// it have been processed by the hardware model. Written by the hardware model (SetHWHead,
-	// Dequeue: atomic store-release); read by the completion pass (HWHead: load-acquire).
+	// Dequeue: store-release, not seq-cst); read by the completion pass (HWHead: load-acquire).
 	hwHead atomic.Uint64
 	// tailCache is Dequeue's last view of tail, kept on the consumer's line so that Dequeue
 	// loads the producers' tail line only when what it saw last time cannot fill the request
@@ -102,8 +105,8 @@ type Ring struct {
 	_ [lineSize]byte
 
 	// swHead is the software head (hfi1: descq_head): slots before it are free. Written only by
-	// the completion pass inside a seq write section (SetSwHead, Dequeue: atomic store-release,
-	// which hands the slots back to producers); read by producers for free space (Reserve,
+	// the completion pass inside a seq write section (SetSwHead, Dequeue: store-release, not
+	// seq-cst, which hands the slots back to producers); read by producers for free space (Reserve,
 	// FreeCnt: atomic load-acquire) and by anyone (SwHead).
 	swHead atomic.Uint64
 	// seq is the head seqcount (hfi1: head_lock.seqcount). Written by the completion pass (odd
@@ -214,7 +217,9 @@ func (r *Ring) reserve(un uint64) (uint64, error) {
 				continue
 			}
 			if head != r.headCache.Load() {
-				r.headCache.Store(head) // seq-cst store (XCHG on amd64): only on change
+				// Only on change; a release store (a plain MOV on amd64, O5): a racing
+				// producer's older head may overwrite it, which only lowers the cache.
+				relaxed.StoreRelease64(&r.headCache, head)
 			}
 			if capacity-used < un {
 				if r.reserved.Load() != res {
@@ -273,19 +278,41 @@ func (v *Reservation) state() string {
 // Publish publishes the reservation to the hardware model (hfi1: sdma_update_tail).
 // Reservations are published in reservation order: Publish waits (spinning, then yielding with
 // runtime.Gosched) until the tail reaches Start(), i.e. every earlier reservation is published,
-// and then moves the tail past the reservation with an atomic store, which is the store-release
-// that makes the written slots visible to whoever loads the tail (the ordering argument is in the
-// package documentation, "Memory ordering"). Never publishing a reservation blocks the ring.
+// and then moves the tail past the reservation with a sync/atomic store, which is the
+// store-release that makes the written slots visible to whoever loads the tail (the ordering
+// argument is in the package documentation, "Memory ordering"), and is also sequentially
+// consistent (O6: a Dekker-style doorbell may load a flag right after it; XCHG on amd64). Never
+// publishing a reservation blocks the ring.
 //
 // One's own reservation can always be published, so Publish has no error to return: publishing
 // one twice, or the zero Reservation, is a programmer error and panics with an *Error matching
 // ErrNotReserved, changing nothing.
 func (v *Reservation) Publish() {
+	v.checkPublish("Publish")
+	v.r.publish(v.start, v.n)
+}
+
+// PublishRelease is Publish with a tail store that is only a store-release, not sequentially
+// consistent: a plain MOV on amd64 outside -race and purego (about 6 ns cheaper than Publish's
+// XCHG there), Publish's sync/atomic store elsewhere. Same order, waiting, panics and O1
+// publication as Publish.
+//
+// For callers that issue a sequentially consistent operation (a sync/atomic Add, CompareAndSwap,
+// Swap or Store, or a mutex) after it and before any load that a Dekker-style handshake depends
+// on, e.g. a doorbell that publishes and then loads "is the consumer asleep?": without that
+// operation the load may pass the tail store and both sides may go to sleep (package doc, O6).
+// Callers with no such load (the consumer polls the tail) need nothing in between.
+func (v *Reservation) PublishRelease() {
+	v.checkPublish("PublishRelease")
+	v.r.publishRelease(v.start, v.n)
+}
+
+// checkPublish panics, as Publish documents, unless v may be published, and marks it published.
+func (v *Reservation) checkPublish(op string) {
 	if v.r == nil || v.published {
-		panic(errorf("Publish", ErrNotReserved, "the reservation is %s", v.state()))
+		panic(errorf(op, ErrNotReserved, "the reservation is %s", v.state()))
 	}
 	v.published = true
-	v.r.publish(v.start, v.n)
 }
 
 // write copies ds to [start, start+len(ds)) without checks. Preconditions: 1 <= len(ds) <=
@@ -327,21 +354,34 @@ func (r *Ring) Enqueue(ds []desc.Desc, skip int) (start uint64, err error) {
 }
 
 // publish moves the tail from start to start+n once every earlier reservation is published
-// (Reservation.Publish, Enqueue). A tail already past start means the range was published (or
-// the ring Reset under a live reservation, which sdma's quiesce rules out): a programmer error.
+// (Reservation.Publish, Enqueue), with a sequentially consistent store.
 func (r *Ring) publish(start uint64, n int) {
+	r.waitTurn("Publish", start)
+	// Store-release (seq-cst, O6): publishes [start, start+n) to the hardware model.
+	r.tail.Store(start + uint64(n))
+}
+
+// publishRelease is publish with a release-only tail store (Reservation.PublishRelease).
+func (r *Ring) publishRelease(start uint64, n int) {
+	r.waitTurn("PublishRelease", start)
+	// Store-release, not seq-cst (O5, O6): publishes [start, start+n) to the hardware model.
+	relaxed.StoreRelease64(&r.tail, start+uint64(n))
+}
+
+// waitTurn waits until the tail reaches start: every reservation before start is published. A
+// tail already past start means the range was published (or the ring Reset under a live
+// reservation, which sdma's quiesce rules out): a programmer error, op's *Error matching ErrOrder.
+func (r *Ring) waitTurn(op string, start uint64) {
 	for i := 0; ; i++ {
 		t := r.tail.Load()
 		if t == start {
-			break
+			return
 		}
 		if int64(t-start) > 0 {
-			panic(errorf("Publish", ErrOrder, "start %#x is behind the tail %#x", start, t))
+			panic(errorf(op, ErrOrder, "start %#x is behind the tail %#x", start, t))
 		}
 		backoff(i)
 	}
-	// Store-release (seq-cst): publishes [start, start+n) to the hardware model.
-	r.tail.Store(start + uint64(n))
 }
 
 // EnqueueSP is Enqueue for a single producer: no CAS and no ordered wait. It must not run
@@ -369,7 +409,8 @@ func (r *Ring) enqueueSPError(n int) error {
 
 // enqueueSPGo is the portable EnqueueSP, and the only one under the race detector, which does
 // not see assembly stores: the room check against the cached head, the Go writer, then two
-// sync/atomic stores. Errors as for EnqueueSP; on error nothing is written.
+// release stores (relaxed.StoreRelease64: sync/atomic under -race, purego and off amd64).
+// Errors as for EnqueueSP; on error nothing is written.
 func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	n := len(ds)
 	un := uint64(n)
@@ -382,7 +423,7 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	if cached := r.headCache.Load(); start-cached > r.mask || r.mask-(start-cached) < un {
 		head := r.swHead.Load() // swHead <= tail == start: start - head <= mask
 		if head != cached {
-			r.headCache.Store(head) // seq-cst store (XCHG on amd64): only on change
+			relaxed.StoreRelease64(&r.headCache, head) // only on change; ours alone (one producer)
 		}
 		if r.mask-(start-head) < un {
 			return 0, ErrFull
@@ -391,9 +432,9 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, n))
 	end := start + un
 	// reserved first, so that reserved >= tail for concurrent readers (Publish's check, FreeCnt).
-	r.reserved.Store(end)
-	// Store-release (seq-cst here): publishes [start, end) to the hardware model.
-	r.tail.Store(end)
+	relaxed.StoreRelease64(&r.reserved, end)
+	// Store-release, not seq-cst (O1, O6): publishes [start, end) to the hardware model.
+	relaxed.StoreRelease64(&r.tail, end)
 	return start, nil
 }
 
@@ -422,10 +463,11 @@ func (r *Ring) HWHead() uint64 { return r.hwHead.Load() }
 // those slots.
 func (r *Ring) Slot(i uint64) desc.Desc { return r.slots[i&r.mask] }
 
-// SetHWHead moves the hardware head to h (hfi1: the chip's head_dma write-back) with an atomic
-// store-release, handing [HWHead(), h) to the completion pass. h must lie in [HWHead(), Tail()];
-// otherwise SetHWHead panics with an *Error matching ErrOrder (a programmer error). For the
-// single hardware-model goroutine.
+// SetHWHead moves the hardware head to h (hfi1: the chip's head_dma write-back) with a
+// store-release, handing [HWHead(), h) to the completion pass (O2). The store is not sequentially
+// consistent (O6; a plain MOV on amd64 outside -race and purego). h must lie in [HWHead(),
+// Tail()]; otherwise SetHWHead panics with an *Error matching ErrOrder (a programmer error). For
+// the single hardware-model goroutine.
 func (r *Ring) SetHWHead(h uint64) { advanceHead("SetHWHead", &r.hwHead, &r.tail, h) }
 
 // ---- completion side ----
@@ -441,19 +483,21 @@ func (r *Ring) BeginWrite() { r.seq.BeginWrite() }
 // EndWrite closes the write section opened by BeginWrite (write_sequnlock).
 func (r *Ring) EndWrite() { r.seq.EndWrite() }
 
-// SetSwHead moves the software head to h, freeing [SwHead(), h) for producers, with an atomic
-// store-release. Only inside BeginWrite/EndWrite. h must lie in [SwHead(), HWHead()]; otherwise
-// SetSwHead panics with an *Error matching ErrOrder (a programmer error).
+// SetSwHead moves the software head to h, freeing [SwHead(), h) for producers, with a
+// store-release (O3). The store is not sequentially consistent (O6; a plain MOV on amd64 outside
+// -race and purego). Only inside BeginWrite/EndWrite. h must lie in [SwHead(), HWHead()];
+// otherwise SetSwHead panics with an *Error matching ErrOrder (a programmer error).
 func (r *Ring) SetSwHead(h uint64) { advanceHead("SetSwHead", &r.swHead, &r.hwHead, h) }
 
-// advanceHead is SetHWHead and SetSwHead: it moves head to h with an atomic store-release, or
-// panics (op's *Error matching ErrOrder) if h lies outside [head, bound] in modular order.
+// advanceHead is SetHWHead and SetSwHead: it moves head to h with a store-release (not seq-cst,
+// O5/O6), or panics (op's *Error matching ErrOrder) if h lies outside [head, bound] in modular
+// order.
 func advanceHead(op string, head, bound *atomic.Uint64, h uint64) {
 	old := head.Load()
 	if b := bound.Load(); h-old > b-old {
 		panic(errorf(op, ErrOrder, "head %#x outside [%#x, %#x]", h, old, b))
 	}
-	head.Store(h)
+	relaxed.StoreRelease64(head, h)
 }
 
 // HeadSeq snapshots the head seqcount without waiting (hfi1: raw_seqcount_begin(&head_lock),
@@ -518,13 +562,14 @@ func (r *Ring) Reset(start uint64) {
 // hwHead := h+n (O2), seq++, swHead := h+n (O3), seq++ (O4), in that program order. On amd64
 // outside -race one assembly call, made straight from the caller since Dequeue inlines, does the
 // tail check, the copy and the four stores as plain MOVs, no locked instruction (O5); elsewhere
-// sync/atomic. None of these stores is sequentially consistent (O6): a caller that builds a
+// release stores (relaxed.StoreRelease64 and SeqCount's write side; sync/atomic under -race,
+// purego and off amd64). None of these stores is sequentially consistent (O6): a caller that builds a
 // Dekker-style protocol on Dequeue must add a seq-cst operation, as sdma's completion pass gets
 // one from its locks.
 func (r *Ring) Dequeue(dst []desc.Desc) int { return dequeue(r, dst) }
 
 // dequeueGo is the portable Dequeue (and the only one under -race): the tail (cached or
-// loaded), the copy, then the four sync/atomic stores.
+// loaded), the copy, then the four release stores.
 func dequeueGo(r *Ring, dst []desc.Desc) int {
 	h := r.hwHead.Load() // our own index
 	n := uint64(len(dst))
@@ -552,11 +597,11 @@ func dequeueGo(r *Ring, dst []desc.Desc) int {
 	} else {
 		copy(dst[:n], r.slots[from:from+n])
 	}
-	// Store-release: hands [h, h+n) to the completion pass.
-	r.hwHead.Store(h + n)
+	// Store-release (O2): hands [h, h+n) to the completion pass.
+	relaxed.StoreRelease64(&r.hwHead, h+n)
 	r.seq.BeginWrite()
-	// Store-release: hands the slots back to producers. Our reads above happen before it.
-	r.swHead.Store(h + n)
+	// Store-release (O3): hands the slots back to producers. Our reads above happen before it.
+	relaxed.StoreRelease64(&r.swHead, h+n)
 	r.seq.EndWrite()
 	return int(n)
 }

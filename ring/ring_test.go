@@ -173,10 +173,23 @@ func testBadInput(t *testing.T) {
 	s.Write(0, batch(1, 4), 0)
 	s.Publish()
 	requirePanicIs(t, ErrNotReserved, func() { s.Publish() })
+	requirePanicIs(t, ErrNotReserved, func() { s.PublishRelease() })
+	requirePanicOp(t, "PublishRelease", func() { s.PublishRelease() })
 	var zero Reservation
 	requirePanicIs(t, ErrNotReserved, func() { zero.Publish() })
+	requirePanicIs(t, ErrNotReserved, func() { zero.PublishRelease() })
 	requirePanicIs(t, ErrNotReserved, func() { zero.Write(0, batch(1, 1), 0) })
 	assert.Equal(t, s.Start()+4, r.Tail(), "refused publishes change nothing")
+	// The same once-only rule for PublishRelease, and either publication ends the reservation.
+	s2, err := r.Reserve(2)
+	require.NoError(t, err)
+	s2.Write(0, batch(5, 2), 0)
+	s2.PublishRelease()
+	assert.Equal(t, s2.Start()+2, r.Tail(), "PublishRelease moves the tail past the reservation")
+	requirePanicIs(t, ErrNotReserved, func() { s2.PublishRelease() })
+	requirePanicIs(t, ErrNotReserved, func() { s2.Publish() })
+	requirePanicIs(t, ErrNotReserved, func() { s2.Write(0, batch(1, 1), 0) })
+	assert.Equal(t, s2.Start()+2, r.Tail(), "refused publishes change nothing")
 
 	// Head indices out of order are programmer errors: panics matching ErrOrder.
 	tl := r.Tail()
@@ -236,6 +249,21 @@ func TestWriteOutsideReservation(t *testing.T) {
 // Dequeue) until every earlier one is published; a reserved, written, unpublished range is never
 // handed out.
 func TestNoSlotBeforePublication(t *testing.T) {
+	for _, pub := range []string{"Publish", "PublishRelease"} {
+		t.Run("publish="+pub, func(t *testing.T) { testNoSlotBeforePublication(t, pub) })
+	}
+}
+
+// publishBy publishes v with the named method: "Publish" or "PublishRelease".
+func publishBy(v *Reservation, method string) {
+	if method == "PublishRelease" {
+		v.PublishRelease()
+		return
+	}
+	v.Publish()
+}
+
+func testNoSlotBeforePublication(t *testing.T, pub string) {
 	forEachImpl(t, func(t *testing.T) {
 		r, err := newAt(64, 64-3) // the reservations straddle a generation change
 		require.NoError(t, err)
@@ -248,7 +276,7 @@ func TestNoSlotBeforePublication(t *testing.T) {
 
 		b.Write(0, batch(20, 4), 0)
 		published := make(chan struct{}, 1)
-		go func() { b.Publish(); published <- struct{}{} }() // waits for a
+		go func() { publishBy(&b, pub); published <- struct{}{} }() // waits for a
 
 		dst := make([]desc.Desc, 16)
 		// Whenever we look, b's slots are not visible: a is not published yet. (The loop gives
@@ -265,7 +293,7 @@ func TestNoSlotBeforePublication(t *testing.T) {
 		}
 		a.Write(0, batch(10, 3), 0)
 		require.Zero(t, r.Dequeue(dst), "written but unpublished")
-		a.Publish()
+		publishBy(&a, pub)
 		<-published
 		require.Equal(t, b.Start()+4, r.Tail())
 		require.Equal(t, 7, r.Dequeue(dst))
@@ -543,6 +571,18 @@ func TestAllocs(t *testing.T) {
 			s.Publish()
 			_ = r.Dequeue(dst)
 		}), "Reserve+Write+Publish")
+		assert.Zero(t, testing.AllocsPerRun(200, func() {
+			s, err := r.Reserve(len(ds))
+			if err != nil {
+				panic(err)
+			}
+			s.Write(0, ds, 0)
+			s.PublishRelease()
+			r.SetHWHead(r.Tail())
+			r.BeginWrite()
+			r.SetSwHead(r.HWHead())
+			r.EndWrite()
+		}), "Reserve+Write+PublishRelease, SetHWHead, SetSwHead")
 		assert.Zero(t, testing.AllocsPerRun(200, func() {
 			_, _ = r.EnqueueSP(ds, 0)
 			_ = r.Dequeue(dst)

@@ -1,16 +1,26 @@
 package ring
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/relaxed"
+)
 
 // SeqCount is a sequence counter (Linux seqcount_t, as used by hfi1's head_lock): one writer at
 // a time brackets its updates with BeginWrite and EndWrite, which leave the count odd while the
 // write section is open; readers take a snapshot with Begin and ask Retry afterwards whether a
 // write section began since.
 //
-// The count is a sync/atomic word, so every access is an atomic (sequentially consistent)
-// operation and the race detector sees the writer's EndWrite synchronize before a reader's
-// later Begin. Data protected by the count must itself be read and written atomically to be
-// race-clean under the Go memory model; the ring's swHead is.
+// The count is a sync/atomic word. Readers load it atomically. The single writer moves it with
+// a load of its own count and a store-release of the count plus one (relaxed.StoreRelease32): a
+// plain MOV on amd64 outside -race and purego, no locked instruction, since with one writer the
+// increment needs no atomic read-modify-write, and x86-TSO keeps the writer's stores in program
+// order (count odd, then the data, then count even), which is all a seqcount's writer needs
+// (the kernel's smp_wmb is a compiler barrier on x86; an assembly call is one for Go). Under
+// -race, purego and off amd64 the store is a sync/atomic store, so the race detector sees the
+// writer's EndWrite synchronize before a reader's later Begin. Neither write is sequentially
+// consistent (package doc, O4 and O6). Data protected by the count must itself be read and
+// written atomically to be race-clean under the Go memory model; the ring's swHead is.
 //
 // Writers must be serialised by the caller (the kernel holds head_lock's spinlock; the engine
 // runs one completion pass at a time). Readers are wait-free and may run concurrently with the
@@ -18,18 +28,19 @@ import "sync/atomic"
 // copied after first use (go vet's copylocks check catches copies).
 type SeqCount struct {
 	_ noCopy
-	// seq: written by the single writer (BeginWrite, EndWrite: atomic add, odd inside a write
-	// section), read by any reader (Begin, Retry: atomic load).
+	// seq: written by the single writer (BeginWrite, EndWrite: store-release of seq+1, odd
+	// inside a write section), read by any reader (Begin, Retry: atomic load-acquire).
 	seq atomic.Uint32
 }
 
 // BeginWrite opens a write section: the count becomes odd (hfi1: write_seqlock's
-// write_seqcount_begin). The atomic add orders every later store after the count change.
-func (s *SeqCount) BeginWrite() { s.seq.Add(1) }
+// write_seqcount_begin). Its store-release comes before the section's later stores-release, so
+// whoever sees one of those sees the odd count (O4). One writer at a time.
+func (s *SeqCount) BeginWrite() { relaxed.StoreRelease32(&s.seq, s.seq.Load()+1) }
 
-// EndWrite closes the write section: the count becomes even again (write_seqcount_end). The
-// atomic add orders every earlier store of the section before the count change.
-func (s *SeqCount) EndWrite() { s.seq.Add(1) }
+// EndWrite closes the write section: the count becomes even again (write_seqcount_end). Its
+// store-release orders every earlier store of the section before the count change.
+func (s *SeqCount) EndWrite() { relaxed.StoreRelease32(&s.seq, s.seq.Load()+1) }
 
 // Begin returns the count with its low bit cleared, without waiting for an open write section to
 // close (hfi1: raw_seqcount_begin, as sdma_check_progress takes it). A snapshot taken inside a

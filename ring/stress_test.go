@@ -30,7 +30,8 @@ func check32(v uint64) uint32 {
 	return uint32(v>>32) ^ uint32(v)
 }
 
-// TestStressMPSC: several producers (Enqueue, and Reserve+Write+Publish) against a hardware-model
+// TestStressMPSC: several producers (Enqueue, Reserve+Write+Publish and Reserve+Write+
+// PublishRelease) against a hardware-model
 // goroutine (Tail, Slot, SetHWHead) and a completion goroutine (BeginWrite, SetSwHead, EndWrite)
 // on a small ring that wraps and fills constantly, with indices starting just below 2^64. Every
 // descriptor must be seen exactly once, in each producer's order, with content and generation
@@ -68,7 +69,11 @@ func TestStressMPSC(t *testing.T) {
 							var s Reservation
 							if s, err = r.Reserve(n); err == nil {
 								s.Write(0, ds, skip)
-								s.Publish()
+								if pid%4 == 1 {
+									s.Publish()
+								} else {
+									s.PublishRelease()
+								}
 							}
 						}
 						if err == nil {
