@@ -500,7 +500,10 @@ func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation)
 	if w != nil {
 		w.busy.Add(int32(k)) // iowait_sdma_inc/add, before the completion can run
 	}
-	res.Publish()
+	// The tail store needs only release semantics: the seq-cst operation the doorbell's Dekker
+	// pair needs between it and afterPublish's load of hwSleeping is the in-flight count's
+	// atomic add right after it (ring.Reservation.PublishRelease).
+	res.PublishRelease()
 	e.inflight.Add(-1)
 	e.afterPublish()
 	if e.test != nil && e.test.listPublish != nil {

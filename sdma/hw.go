@@ -556,7 +556,8 @@ const spinLimit = 128
 // engine is not running (frozen, say) — none of them can progress until a producer publishes,
 // a flush is queued, or an event changes the state, and each of those rings the doorbell. The
 // seq-cst store of hwSleeping before the re-check of the tail pairs with the producer's tail
-// store before its load of hwSleeping (afterPublish): one of the two sees the other.
+// store and in-flight add (a seq-cst read-modify-write) before its load of hwSleeping
+// (publish, afterPublish): one of the two sees the other.
 func (e *Engine) park(waitTail uint64) {
 	e.hwSleeping.Store(true)
 	if e.ring.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {

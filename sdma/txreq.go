@@ -6,6 +6,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // Flags are the txreq flags (SDMA_TXREQ_F_*).
@@ -278,7 +279,7 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 	} else if useAHG {
 		tx.ahgAdd(ahg, ahgEntry, ahgHlen)
 	}
-	tx.state.Store(txBuilding)
+	relaxed.StoreRelease32(&tx.state, txBuilding) // the owner's own write: release, not seq-cst
 	return nil
 }
 
@@ -352,7 +353,7 @@ func (tx *TxReq) clean() {
 	tx.coalescing = false
 	tx.coalesceIdx = 0
 	tx.descLimit = desc.NumDesc
-	tx.state.Store(txFree)
+	relaxed.StoreRelease32(&tx.state, txFree) // the owner's own write: release, not seq-cst
 }
 
 // unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
