@@ -173,6 +173,9 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 			return true
 		}
 	}
+	if t.keyShift != 0 {
+		return t.fillExclusive(set, addr, p, fields, region)
+	}
 	for {
 		// A free entry that holds no buffer (never filled, or dropped), else any free entry:
 		// so two buffers sharing a set each keep an entry of their own.
@@ -202,6 +205,32 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 		}
 		// Taken or ended meanwhile: choose again.
 	}
+}
+
+// fillExclusive is tryIndex's fill for the IOMMU, whose maps fill entries only under its allocator
+// mutex: no other map takes a free entry meanwhile, and unmaps and readers leave free entries
+// alone, so the words are stored while the entry is free (readers skip it) and the store of meta
+// makes it live with the next generation, with no CAS and no busy state.
+func (t *table) fillExclusive(set *[2]entry, addr Addr, p *byte, fields uint64, region *Region) bool {
+	for i := range set {
+		e := &set[i]
+		m := e.meta.Load()
+		if m&metaState != metaFree {
+			continue
+		}
+		if e.ptr.Load() != p {
+			e.ptr.Store(p)
+		}
+		if e.addr.Load() != uint64(addr) {
+			e.addr.Store(uint64(addr))
+		}
+		if e.region.Load() != region {
+			e.region.Store(region)
+		}
+		e.meta.Store(m&^(metaGen1-1) + metaGen1 | fields | metaLive)
+		return true
+	}
+	return false
 }
 
 // claimIndex ends the live mapping (addr, size, dir, code) of s's index and returns its region;
@@ -362,15 +391,25 @@ func allows(d, access Direction, exact bool) bool {
 	return d.Allows(access)
 }
 
-// fast answers the common translation with no lock and no call: a range that starts at the first
-// byte of a live mapping in the index, in the set of its key, that holds it and allows the
-// access. Anything else (ok false) is for lookup's general path.
+// fast answers the common translation with no lock: a range inside a live mapping in the set
+// of its key (Direct: starting at the mapping's first byte), or for Direct in the set of its
+// page's first byte (a page-aligned buffer), that allows the access. Anything else (ok false) is
+// for lookup's general path.
 func (t *table) fast(s *stripe, addr Addr, size int, access Direction, exact bool) (b []byte, ok bool) {
-	set := t.set(s, t.key(addr))
+	if b, ok = t.fastSet(t.set(s, t.key(addr)), addr, size, access, exact); ok || t.keyShift != 0 {
+		return b, ok
+	}
+	return t.fastSet(t.set(s, t.key(addr&^(1<<t.shift-1))), addr, size, access, exact)
+}
+
+// fastSet is fast on one set.
+func (t *table) fastSet(set *[2]entry, addr Addr, size int, access Direction, exact bool) ([]byte, bool) {
 	for i := range set {
 		e := &set[i]
 		m := e.meta.Load()
-		if m&metaState != metaLive || Addr(e.addr.Load()) != addr || size > metaSize(m) || !allows(metaDir(m), access, exact) {
+		a := Addr(e.addr.Load())
+		if m&metaState != metaLive || addr < a || addr-a >= Addr(metaSize(m)) ||
+			size > metaSize(m)-int(addr-a) || !allows(metaDir(m), access, exact) {
 			continue
 		}
 		if t.testMidRead != nil {
@@ -378,7 +417,7 @@ func (t *table) fast(s *stripe, addr Addr, size int, access Direction, exact boo
 		}
 		p := e.ptr.Load()
 		if e.meta.Load() == m { // validated (see lookEntry)
-			return bytesAt(p, 0, size), true
+			return bytesAt(p, int(addr-a), size), true
 		}
 	}
 	return nil, false
@@ -399,20 +438,20 @@ func (pr *probe) judge(m uint64, a Addr, p *byte) bool {
 	return true
 }
 
-// scan runs the probe over s's index and reports whether it found the bytes (pr.reason holds
-// the best reason otherwise): the set of addr's key, and for Direct the set of its page's first
-// byte (page-aligned buffers) and then the whole index (see the index's description).
-func (t *table) scan(s *stripe, pr *probe) bool {
-	pr.p, pr.reason = nil, ReasonNotMapped
+// scanSets runs the probe over the sets of s's index that may hold pr.addr's mapping and reports
+// whether it found the bytes (pr.reason keeps the best reason otherwise): the set of addr's key,
+// and for Direct the set of its page's first byte (page-aligned buffers).
+func (t *table) scanSets(s *stripe, pr *probe) bool {
 	if pr.look(t.set(s, t.key(pr.addr))) {
 		return true
 	}
-	if t.keyShift != 0 {
-		return false
-	}
-	if pg := pr.addr &^ (1<<t.shift - 1); pg != pr.addr && pr.look(t.set(s, t.key(pg))) {
-		return true
-	}
+	pg := pr.addr &^ (1<<t.shift - 1)
+	return t.keyShift == 0 && pg != pr.addr && pr.look(t.set(s, t.key(pg)))
+}
+
+// scanAll runs the probe over the whole of s's index: for Direct, an address inside a mapping
+// that does not start on a page boundary (see the index's description).
+func (t *table) scanAll(s *stripe, pr *probe) bool {
 	for i := range s.ents {
 		if pr.look(&s.ents[i]) {
 			return true

@@ -426,21 +426,23 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 	if b, ok := t.fast(s, addr, size, access, exact); ok {
 		return b, ""
 	}
-	pr := probe{addr: addr, end: end, access: access, exact: exact, mid: t.testMidRead}
-	if t.scan(s, &pr) {
+	// A mapping live for the whole call is in the index or in the page lists, and stays where it
+	// is: each place is asked once, the page lists (mappings of several pages) before Direct's
+	// scan of the whole index (an address inside a small buffer), which costs more.
+	pr := probe{addr: addr, end: end, access: access, exact: exact, mid: t.testMidRead, reason: ReasonNotMapped}
+	if t.scanSets(s, &pr) {
 		return bytesAt(pr.p, int(addr-pr.base), size), ""
 	}
-	if s.pairs.Load() == 0 {
-		return nil, pr.reason
+	if s.pairs.Load() != 0 {
+		s.mu.Lock()
+		b, ok := s.lookupLists(pg, &pr)
+		s.mu.Unlock()
+		if ok {
+			return b, ""
+		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// The index again: a mapping may have been made in it since, while one in the lists ended.
-	if t.scan(s, &pr) {
+	if t.keyShift == 0 && t.scanAll(s, &pr) {
 		return bytesAt(pr.p, int(addr-pr.base), size), ""
-	}
-	if b, ok := s.lookupLists(pg, &pr); ok {
-		return b, ""
 	}
 	return nil, pr.reason
 }
