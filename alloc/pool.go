@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"weak"
+
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // poolChunk is how many objects a chunk holds. A chunk goes back to the garbage collector only
@@ -20,7 +22,7 @@ const poolChunk = 8
 const poolBatchDiv = 8
 
 // poolCell is one Pool object and its state word (stateFree or stateInUse; written by Get with a
-// store once the cell is its own, and by Put with a CAS: the double-put check).
+// store-release once the cell is its own, and by Put with a CAS: the double-put check).
 type poolCell[T any] struct {
 	obj   T
 	state atomic.Uint32
@@ -82,7 +84,9 @@ func (p *Pool[T]) Get() (*T, error) {
 	} else {
 		c = p.newChunk()
 	}
-	c.state.Store(stateInUse)
+	// c is ours (the sync.Pool or newChunk gave it to this goroutine alone); its next reader is
+	// the Put that gives it back, ordered after this store: a store-release suffices.
+	relaxed.StoreRelease32(&c.state, stateInUse)
 	return &c.obj, nil
 }
 
