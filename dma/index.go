@@ -3,6 +3,8 @@ package dma
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // # The index: mappings of one page, with no lock
@@ -221,13 +223,16 @@ func (t *table) fillExclusive(set *[2]entry, addr Addr, p *byte, fields uint64, 
 		if e.ptr.Load() != p {
 			e.ptr.Store(p)
 		}
+		// addr and meta are plain words with one writer here (the allocator mutex's holder):
+		// store-releases (a MOV on amd64, no locked instruction), ordered after the ptr and
+		// region stores, so a reader that sees the new meta sees the words it validates.
 		if e.addr.Load() != uint64(addr) {
-			e.addr.Store(uint64(addr))
+			relaxed.StoreRelease64(&e.addr, uint64(addr))
 		}
 		if e.region.Load() != region {
 			e.region.Store(region)
 		}
-		e.meta.Store(m&^(metaGen1-1) + metaGen1 | fields | metaLive)
+		relaxed.StoreRelease64(&e.meta, m&^(metaGen1-1)+metaGen1|fields|metaLive)
 		return true
 	}
 	return false
