@@ -47,12 +47,13 @@ func TestEngineGoroutinesArePprofLabelled(t *testing.T) {
 	dev, err := sdma.NewDevice(sdma.Config{Engines: 2, Name: "labeltest"})
 	require.NoError(t, err)
 	defer dev.Close()
-	// The engine goroutines may not have been scheduled yet: wait until they show.
+	// The engine goroutines may not have been scheduled yet (either may start first, and a
+	// goroutine takes its labels only once it runs): wait until both show.
 	var buf bytes.Buffer
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		buf.Reset()
 		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
-		if strings.Contains(buf.String(), `"engine":"1"`) {
+		if strings.Contains(buf.String(), `"engine":"1"`) && strings.Contains(buf.String(), `"engine":"0"`) {
 			break
 		}
 	}
