@@ -41,7 +41,7 @@ func (e *Engine) progressLocked() int {
 	n := 0
 	if hw := r.HWHead(); hw != r.SwHead() {
 		n = e.walkLocked(hw, StatusOK)
-		e.descAvail(r.FreeCnt())
+		e.descAvail()
 	}
 	r.EndWrite()
 	return n
@@ -106,17 +106,20 @@ type unmapBatch struct{ us []dma.Unmap }
 
 // takeUnmaps appends the unmaps of tx's mapped descriptors (hfi1: sdma_unmap_desc's arguments) to
 // us and leaves tx with no descriptors, so that its clean unmaps nothing again.
+//
+// A txreq whose adds mapped nothing (registered memory, daddr: nmaps 0) is left as it is, its
+// descriptors unread: its completion touches only the txreq's first cache line (the completion
+// group, see TxReq), and its clean reads no descriptor either.
 func (tx *TxReq) takeUnmaps(us []dma.Unmap) []dma.Unmap {
-	n := int(tx.numDesc)
-	if n == 0 || tx.dev == nil {
+	if tx.nmaps == 0 {
 		return us
 	}
-	ds := tx.descp[:n]
+	ds := tx.descp[:tx.numDesc]
 	us = appendUnmap(us, ds[0])
-	for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
+	for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < len(ds); i++ {
 		us = appendUnmap(us, ds[i])
 	}
-	tx.numDesc = 0
+	tx.numDesc, tx.nmaps = 0, 0
 	return us
 }
 
@@ -177,7 +180,8 @@ func (e *Engine) recoverCallback(what string) {
 	}
 }
 
-// descAvail wakes parked waiters while avail descriptors last (hfi1: sdma_desc_avail): under the
+// descAvail wakes parked waiters while the free descriptors last (hfi1: sdma_desc_avail, called
+// with sdma_descq_freecnt): under the
 // wait lock it takes waiters off dmawait in order, at most 20, stopping at the first whose need
 // does not fit; after the lock it calls their wakeup callbacks, the top-priority waiter
 // (priority<<4 + starved count) first. headMu held.
@@ -191,7 +195,7 @@ func (e *Engine) recoverCallback(what string) {
 // Either the sleeper sees the pass as progress and does not park, or the pass sees the sleeper
 // and takes the lock, which waits for the sleeper's queueing. A sleeper queues (the list's count)
 // before it withdraws its announcement, so there is no gap between the two.
-func (e *Engine) descAvail(avail int) {
+func (e *Engine) descAvail() {
 	if e.sleepers.Add(0) == 0 && e.dmawait.count.Load() == 0 {
 		return
 	}
@@ -200,6 +204,9 @@ func (e *Engine) descAvail(avail int) {
 		e.waitMu.Unlock()
 		return
 	}
+	// The room is read only now, with a waiter to wake: FreeCnt loads the producers'
+	// reservation index, a line they write on every send.
+	avail := e.ring.FreeCnt()
 	n := 0
 	for w := e.dmawait.head; w != nil && n < waitBatchSize; {
 		next := w.next

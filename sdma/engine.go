@@ -52,6 +52,11 @@ type Engine struct {
 	// the slot is a producer's again after the pass moves swHead past i (store-release).
 	txRing []*TxReq
 
+	// test holds the test hooks; nil outside in-package tests, which set it before the engine is
+	// used. One pointer, so the hooks cost production one load and one word. Read-mostly: it is
+	// read by every publish, so it must not share a line with anything written per packet.
+	test *engineTestHooks
+
 	_ [lineSize]byte
 
 	// gate is the atomic mirror of the state machine for producers (gateRunning | gateDraining |
@@ -135,10 +140,11 @@ type Engine struct {
 	// is taken. Written by AHGAlloc and AHGFree (CAS), read by them; see ahg.go.
 	ahgBits atomic.Uint32
 
-	// test holds the test hooks; nil outside in-package tests, which set it before the engine is
-	// used. One pointer, so the hooks cost production one load and one word.
-	test *engineTestHooks
+	_ [lineSize]byte
 
+	// stats are the counters, on lines of their own grouped by writer (see counters): the
+	// hardware side's are added to per packet, and a word a producer reads on one of their lines
+	// would bounce it between the cores on every packet.
 	stats counters
 }
 

@@ -385,7 +385,7 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	if !queued {
 		// We were woken with room set aside for us that we will not use: pass it on.
 		e.headMu.Lock()
-		e.descAvail(e.ring.FreeCnt())
+		e.descAvail()
 		e.headMu.Unlock()
 	}
 	return ctx.Err()

@@ -36,7 +36,9 @@ type EngineStats struct {
 // over. Hardware side (hwMu): packets, descs, bytes, interrupts, faults, sinkErrors, flushes,
 // halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups,
 // callbackPanics. Producers (slow paths only): ringFull (any producer: an atomic add) and sleeps
-// (under waitMu). The groups sit on separate cache lines.
+// (under waitMu). The groups sit on separate cache lines, and apart from the rest of the Engine
+// (padding on both sides): a hardware-side add per packet on a line that a producer reads per
+// send (the engine's test-hook pointer shared one) costs a cross-core transfer each way.
 type counters struct {
 	packets, descs, bytes, interrupts, faults, sinkErrors relaxed.Counter
 	recoveries, flushes                                   relaxed.Counter
@@ -46,6 +48,7 @@ type counters struct {
 	_                                                     [lineSize]byte
 	ringFull                                              atomic.Uint64
 	sleeps                                                relaxed.Counter
+	_                                                     [lineSize]byte // nothing after the engine shares the producers' line
 }
 
 func (c *counters) snapshot() EngineStats {

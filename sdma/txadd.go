@@ -178,6 +178,9 @@ func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.
 	}
 	d.Qw0 |= uint64(addr)<<desc.PhyAddrShift | uint64(n)<<desc.ByteCountShift
 	tx.numDesc++
+	if mapType != desc.MapNone {
+		tx.nmaps++ // at most MaxDesc: the descriptor array's size bounds it
+	}
 	tx.tlen -= uint16(n)
 	if tx.tlen == 0 {
 		if tx.packetLen&3 != 0 {

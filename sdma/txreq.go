@@ -124,32 +124,40 @@ const (
 // callback ran, the engine between Send and the callback. It is not safe for concurrent use.
 // A TxReq must not be copied once initialised (its descriptor slice points into itself).
 type TxReq struct {
-	// next is the list link (hfi1: tx->list). Written and read by whoever owns the txreq: the
-	// caller (through TxList) when it is not in flight, the engine (flush list) while it is.
-	next *TxReq
-
-	// Owner-only fields (the caller's while building, the engine's while in flight).
-	descp       []desc.Desc                  // current descriptor array: descs[:] or ext; nil until the first Init
-	descs       [desc.NumDesc]desc.Desc      // inline descriptors (NUM_DESC)
-	ext         []desc.Desc                  // extended array, len MAX_DESC, kept across re-use
-	coalesceBuf []byte                       // bounce buffer past 63 descriptors, kept across re-use
-	coalescing  bool                         // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
-	coalesceIdx int                          // bytes copied into coalesceBuf (tx->coalesce_idx)
-	wait        *IOWait                      // set by Send (tx->wait)
-	complete    Completer                    // tx->complete
-	dev         *Device                      // device whose mapper holds this txreq's mappings; set by the first add
-	packetLen   uint16                       // packet length incl. coalesce pad (tx->packet_len)
-	tlen        uint16                       // bytes still to add; 0 closes the packet (tx->tlen)
-	numDesc     uint16                       // descriptors built (tx->num_desc)
-	descLimit   uint16                       // usable descriptors before extending (tx->desc_limit)
-	flags       Flags                        // tx->flags
-	regs        [maxTxRegs]*dma.Registration // registrations this packet's descriptors use, each Acquired once (register.go)
-	nregs       uint8                        // entries of regs in use
+	// The completion group: every field the completion pass touches when the txreq carries no
+	// mapping (registered memory, daddr), in the first 64 bytes, so that a txreq's completion on
+	// the engine's core pulls one or two of its cache lines over from the producer's (whose Init
+	// and adds wrote them) and the next Init pulls back no more. The descriptors follow, read at
+	// completion only when nmaps says there is something to unmap.
 
 	// state is the life-cycle (txFree/txBuilding/txInFlight). Written by the owner on Init and
 	// clean, by Send (CAS txBuilding→txInFlight, which rejects a double send) and by the
 	// completion pass (clean, txInFlight→txFree, before the callback runs); read by both.
 	state atomic.Uint32
+
+	// Owner-only fields (the caller's while building, the engine's while in flight).
+	numDesc    uint16                       // descriptors built (tx->num_desc)
+	descLimit  uint16                       // usable descriptors before extending (tx->desc_limit)
+	packetLen  uint16                       // packet length incl. coalesce pad (tx->packet_len)
+	tlen       uint16                       // bytes still to add; 0 closes the packet (tx->tlen)
+	flags      Flags                        // tx->flags
+	nregs      uint8                        // entries of regs in use
+	coalescing bool                         // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
+	nmaps      uint8                        // descriptors the adds mapped (MapSingle, MapPage): what completion unmaps
+	wait       *IOWait                      // set by Send (tx->wait)
+	complete   Completer                    // tx->complete
+	regs       [maxTxRegs]*dma.Registration // registrations this packet's descriptors use, each Acquired once (register.go)
+
+	dev         *Device                 // device whose mapper holds this txreq's mappings; set by the first add
+	descp       []desc.Desc             // current descriptor array: descs[:] or ext; nil until the first Init
+	descs       [desc.NumDesc]desc.Desc // inline descriptors (NUM_DESC)
+	coalesceIdx int                     // bytes copied into coalesceBuf (tx->coalesce_idx)
+	ext         []desc.Desc             // extended array, len MAX_DESC, kept across re-use
+	coalesceBuf []byte                  // bounce buffer past 63 descriptors, kept across re-use
+
+	// next is the list link (hfi1: tx->list). Written and read by whoever owns the txreq: the
+	// caller (through TxList) when it is not in flight, the engine (flush list) while it is.
+	next *TxReq
 }
 
 // TxError reports a refused txreq operation. It matches its sentinel (Err: ErrNoData,
@@ -261,6 +269,7 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 	tx.descLimit = desc.NumDesc
 	tx.descp = tx.descs[:]
 	tx.numDesc = 0
+	tx.nmaps = 0
 	tx.flags = flags
 	tx.complete = c
 	if f, ok := c.(CompleterFunc); ok && f == nil {
@@ -329,7 +338,8 @@ func (tx *TxReq) Clean() error {
 }
 
 // clean is __sdma_txclean without a state check: it unmaps every SINGLE and PAGE descriptor
-// (the first one by its type too, but not the AHG edit descriptors, whose qw1 holds update words),
+// (the first one by its type too, but not the AHG edit descriptors, whose qw1 holds update words;
+// it reads no descriptor when nmaps says none was mapped),
 // drops the coalesce buffer's use (its mapping, once made, is one of the SINGLE descriptors),
 // sets numDesc to 0 and the state to txFree. The extended array and the coalesce buffer are kept
 // for reuse. It is idempotent.
@@ -339,19 +349,21 @@ func (tx *TxReq) Clean() error {
 // (Device.UnmapErrors), and the tests require the count to stay 0; they also wrap the mapper in a
 // dma.Counting and require that every map is undone exactly once.
 func (tx *TxReq) clean() {
-	if n := int(tx.numDesc); n > 0 {
+	if n := int(tx.numDesc); n > 0 && tx.nmaps > 0 {
 		ds := tx.descp[:n]
 		tx.unmapDesc(ds[0])
 		for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
 			tx.unmapDesc(ds[i])
 		}
-		tx.numDesc = 0
 	}
+	tx.numDesc, tx.nmaps = 0, 0
 	if tx.nregs != 0 {
 		tx.releaseRegs()
 	}
-	tx.coalescing = false
-	tx.coalesceIdx = 0
+	if tx.coalescing {
+		tx.coalescing = false
+		tx.coalesceIdx = 0 // not in the completion group: written only when it was in use
+	}
 	tx.descLimit = desc.NumDesc
 	relaxed.StoreRelease32(&tx.state, txFree) // the owner's own write: release, not seq-cst
 }
