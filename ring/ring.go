@@ -448,6 +448,11 @@ func (r *Ring) checkBatch(op string, n int) error {
 	return nil
 }
 
+// Reserved returns the reservation index (atomic load): slots in [Tail(), Reserved()) are
+// reserved and not yet published. Once no producer can reserve any more (the caller stopped them),
+// Tail() reaching it means every reservation was published.
+func (r *Ring) Reserved() uint64 { return r.reserved.Load() }
+
 // ---- hardware model (single consumer) ----
 
 // Tail returns the published tail (atomic load-acquire): every slot in [HWHead(), Tail()) is

@@ -40,6 +40,7 @@ type Engine struct {
 	strategy WaitStrategy   // how the hardware goroutine idles
 	mode     CompletionMode // who runs the completion pass
 	manual   bool           // no hardware goroutine
+	parks    bool           // a hardware goroutine that may park (not Manual, not WaitBusyPoll): producers ring the doorbell
 	sink     Sink           // where packets go
 	bell     chan struct{}  // doorbell to a parked hardware goroutine (cap 1)
 	stopCh   chan struct{}  // closed by stopGoroutine
@@ -81,12 +82,15 @@ type Engine struct {
 
 	_ [lineSize]byte
 
-	// inflight counts producers between their gate check and their Publish (the kernel's
-	// tail_lock hold). A producer adds 1, then loads gate (both seq-cst); the sw clean clears the
-	// gate's running bit, then waits for inflight to drop to 0 (quiesce). So either the producer
-	// sees the engine not running and backs off without touching the ring, or the clean waits for
-	// its Publish: after quiesce every reservation is published and none can start, which is
-	// what ring.Reset needs. Written (atomic add) by every Send/SendList; read by quiesce.
+	// inflight counts producers between their gate check and their reservation (with the ring's
+	// unpublished reservations, the kernel's tail_lock hold). A producer adds 1, then loads gate
+	// (both seq-cst), reserves, and subtracts 1; the sw clean clears the gate's running bit, then
+	// waits for inflight to drop to 0 and then for the tail to reach the reservation index
+	// (quiesce). So either the producer sees the engine not running and backs off without
+	// touching the ring, or the clean waits for its reservation and its Publish: after quiesce
+	// every reservation is published and none can start, which is what ring.Reset needs. A
+	// producer that puts a txreq on the flush list stays in flight until it is there. Written
+	// (atomic add) by every Send/SendList; read by quiesce.
 	inflight atomic.Int64
 
 	_ [lineSize]byte
@@ -173,6 +177,7 @@ func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
 		strategy: cfg.Wait,
 		mode:     cfg.Completion,
 		manual:   cfg.Manual,
+		parks:    !cfg.Manual && cfg.Wait != WaitBusyPoll,
 		sink:     dev.sink,
 		bell:     make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
@@ -364,9 +369,14 @@ func (e *Engine) send(w *IOWait, src *txSource, pktsSent bool) (submitted, flush
 // txreq taken and: ErrAgain (look again), ErrNotRunning (flush), ErrClosed, the front txreq's
 // ErrInvalid, or the no-room path's answer.
 //
-// The producer is counted in flight (inflight) from its gate check to its Publish: the Dekker
-// pair with the sw clean's quiesce, so that a clean (a halt, Stop, Close) either stops this
-// producer at the gate or waits for its Publish and then aborts what it published.
+// The producer is counted in flight (inflight) from its gate check to its reservation: the
+// Dekker pair with the sw clean's quiesce, so that a clean (a halt, Stop, Close) either stops this
+// producer at the gate or waits for its reservation, then for every reservation's Publish (the
+// ring's tail reaching its reservation index), and then aborts what was published. Leaving right
+// after the reservation's CAS, not after the Publish, keeps the in-flight count's locked
+// instruction off the slot, shadow-ring and tail stores: the CAS has just drained the store
+// buffer, so it costs a few cycles, where after the Publish it would wait for those stores' lines
+// to come over from the engine's core (the kernel's tail_lock unlock is a plain store).
 func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error) {
 	e.inflight.Add(1)
 	if g := e.gate.Load(); g != gateRunning {
@@ -382,8 +392,8 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 		return 0, err
 	}
 	res, err := e.ring.Reserve(total)
+	e.inflight.Add(-1)
 	if err != nil { // no room for the batch: give it back
-		e.inflight.Add(-1)
 		e.release(src, k)
 		return 0, e.noRoom(w, src.front(), pktsSent)
 	}
@@ -506,19 +516,25 @@ func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation)
 	if w != nil {
 		w.busy.Add(int32(k)) // iowait_sdma_inc/add, before the completion can run
 	}
-	// The tail store needs only release semantics: the seq-cst operation the doorbell's Dekker
-	// pair needs between it and afterPublish's load of hwSleeping is the in-flight count's
-	// atomic add right after it (ring.Reservation.PublishRelease).
-	res.PublishRelease()
-	e.inflight.Add(-1)
-	e.afterPublish()
+	if e.parks {
+		// The doorbell's Dekker pair needs the tail store sequentially consistent before
+		// afterPublish loads hwSleeping (ring.Reservation.Publish: XCHG on amd64).
+		res.Publish()
+		e.afterPublish()
+	} else {
+		// No hardware goroutine that parks (busy-poll, or Manual): no doorbell, and the tail
+		// store needs only release semantics (a plain MOV on amd64), so that nothing after it
+		// waits for the stores of the batch to reach the engine's core.
+		res.PublishRelease()
+	}
 	if e.test != nil && e.test.listPublish != nil {
 		e.test.listPublish(k)
 	}
 }
 
-// afterPublish runs after every Publish: the doorbell. (A send that raced a halt or a close
-// needs nothing here: the sw clean waited for its Publish, see inflight, and aborted it.)
+// afterPublish runs after every Publish to an engine whose goroutine parks: the doorbell. (A
+// send that raced a halt or a close needs nothing here: the sw clean waited for its Publish, see
+// inflight, and aborted it.)
 func (e *Engine) afterPublish() {
 	if e.hwSleeping.Load() {
 		e.ringBell()

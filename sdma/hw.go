@@ -54,6 +54,9 @@ type hwState struct {
 	head      uint64     // the chip's head: the next descriptor to read (>= ring.HWHead())
 	sinceIntr int        // descriptors since the last count interrupt
 	idle      bool       // the idle interrupt for the current idle period was raised
+	// headToHost: a packet of this pass asked for a HEAD_TO_HOST write-back that is not done
+	// yet (finished); the pass does it at its end (writeBackHead clears it).
+	headToHost bool
 	// waitTail is the tail the last pass stopped at: until the ring's tail moves past it (or a
 	// flush, a stop or a state change comes), another pass can do nothing. The hardware
 	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
@@ -189,6 +192,9 @@ func (e *Engine) processLocked() (int, error) {
 	if e.hw.batch.held > 0 {
 		e.flushBatch() // nothing more to read this pass: send what the sink holds
 	}
+	if e.hw.headToHost {
+		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once
+	}
 	if head == tail {
 		e.hw.waitTail = tail
 		if !e.hw.idle {
@@ -199,13 +205,19 @@ func (e *Engine) processLocked() (int, error) {
 	return pkts, nil
 }
 
-// finished writes the head back and raises the interrupt that the packets up to the chip's head
-// asked for (flags: HEAD_TO_HOST, INT_REQ), now that the sink has finished with them. hwMu held.
+// finished raises the interrupt and the head write-back that the packets up to the chip's head
+// asked for (flags: INT_REQ, HEAD_TO_HOST), now that the sink has finished with them. hwMu held.
+//
+// An interrupt is raised at once (it writes the head back too). A HEAD_TO_HOST write-back is
+// coalesced: the pass writes the head back once, at its end (or with its next interrupt, or its
+// halt), not once per packet, as a chip coalesces its head_dma writes. Nothing but the completion
+// pass reads the written-back head, and a pass is bounded (a ring's worth), so this only batches
+// the completions a caller's Poll would see in the middle of a pass.
 func (e *Engine) finished(flags uint64) {
 	if flags&desc.IntReqFlag != 0 {
 		e.interrupt() // writes the head back too
 	} else if flags&desc.HeadToHostFlag != 0 {
-		e.ring.SetHWHead(e.hw.head) // HEAD_TO_HOST: write the head back
+		e.hw.headToHost = true // HEAD_TO_HOST: written back by the pass's end
 	}
 }
 
@@ -253,8 +265,10 @@ func (e *Engine) interrupt() {
 	}
 }
 
-// writeBackHead writes the chip's head back to the ring (head_dma) if it moved. hwMu held.
+// writeBackHead writes the chip's head back to the ring (head_dma) if it moved, which also
+// does every HEAD_TO_HOST write-back due. hwMu held.
 func (e *Engine) writeBackHead() {
+	e.hw.headToHost = false
 	if e.ring.HWHead() != e.hw.head {
 		e.ring.SetHWHead(e.hw.head)
 	}
@@ -555,9 +569,10 @@ const spinLimit = 128
 // covers an empty ring, a packet whose LAST is not published yet, and a ring held while the
 // engine is not running (frozen, say) — none of them can progress until a producer publishes,
 // a flush is queued, or an event changes the state, and each of those rings the doorbell. The
-// seq-cst store of hwSleeping before the re-check of the tail pairs with the producer's tail
-// store and in-flight add (a seq-cst read-modify-write) before its load of hwSleeping
-// (publish, afterPublish): one of the two sees the other.
+// seq-cst store of hwSleeping before the re-check of the tail pairs with the producer's
+// seq-cst tail store (Reservation.Publish) before its load of hwSleeping (publish,
+// afterPublish): one of the two sees the other. A busy-polling goroutine never parks, and its
+// producers skip the doorbell (Engine.parks).
 func (e *Engine) park(waitTail uint64) {
 	e.hwSleeping.Store(true)
 	if e.ring.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {

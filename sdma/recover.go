@@ -137,13 +137,24 @@ func (e *Engine) hwStartUp() {
 	e.hw.idle = true
 }
 
-// quiesce waits until no producer is between its gate check and its Publish. The caller has
-// cleared the gate's running bit (or set gateDown) first, so no new producer gets past the gate.
+// quiesce waits until no producer is between its gate check and its Publish: first until none
+// is between its gate check and its reservation (inflight, which a producer leaves right after
+// it reserved), then until every reservation is published (the tail reaches the reservation
+// index, which no producer moves any more). The caller has cleared the gate's running bit (or set
+// gateDown) first, so no new producer gets past the gate.
 func (e *Engine) quiesce() {
 	for i := 0; e.inflight.Load() != 0; i++ {
-		if i < 64 {
-			continue
-		}
+		backoffSpin(i)
+	}
+	r := e.ring
+	for i := 0; r.Tail() != r.Reserved(); i++ {
+		backoffSpin(i)
+	}
+}
+
+// backoffSpin is the waiting of quiesce's loops: spin a little, then yield.
+func backoffSpin(i int) {
+	if i >= 64 {
 		runtime.Gosched()
 	}
 }
