@@ -56,10 +56,12 @@
 // bus address by arithmetic (Registration.AddrOf), with no map call, no lock, no allocation, and
 // nothing to unmap. Translate finds registrations in an immutable snapshot that Register and
 // Deregister swap atomically (copy on write): a translation of registered memory takes no lock.
-// Users count their uses in flight (Acquire, Release, on sharded counters); Deregister stops new
-// uses, waits for those in flight (or gives up on its context, changing nothing), then unmaps, so
-// that no use in flight ever finds the memory gone. TestDeregisterWaitsRace,
-// TestRegisterTranslateConcurrent and FuzzRegister check it.
+// Users count their uses in flight (Acquire, Release, on one counter per P, so that a producer's
+// Acquire and the engine goroutine's Release on another core write different cache lines);
+// Deregister stops new uses, waits until the counters sum to 0 (or gives up on its context,
+// changing nothing), then unmaps, so that no use in flight ever finds the memory gone.
+// TestDeregisterWaitsRace, TestDeregisterShardedCountRace, TestRegisterTranslateConcurrent and
+// FuzzRegister check it.
 //
 // UnmapBatch (BatchUnmapper) undoes many mappings with one hold of each stripe's lock: package
 // sdma's completion pass unmaps every fragment of a chunk of completed txreqs that way.

@@ -15,3 +15,6 @@ func TestStripeLayout(t *testing.T) {
 	b := uintptr(unsafe.Pointer(&tab.stripes[1].mu))
 	require.GreaterOrEqual(t, b-a, uintptr(64))
 }
+
+// unsafePointer exposes unsafe.Pointer to layout tests in files without unsafe.
+func unsafePointer[T any](p *T) unsafe.Pointer { return unsafe.Pointer(p) }

@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/cpu"
+	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
 // KindRegistered names a registration (Register) in Mapping.Kind.
@@ -43,14 +44,24 @@ const (
 	regDead                // deregistered: unmapped, off the snapshot
 )
 
-// regShards is the number of in-flight use counters of a Registration: uses by different
-// goroutines (different keys) mostly land on different cache lines.
-const regShards = 8
-
-// regShard is one use counter on its own cache line.
+// regShard is one counter of a Registration's uses in flight, alone on its cache lines (see
+// Registration.shards). Acquire adds 1 on the shard of the P it runs on, Release subtracts 1 on
+// the shard of the P it runs on, which may be another: a shard's value alone means nothing, only
+// the sum over all shards does (inFlight).
 type regShard struct {
-	n atomic.Int64 // uses in flight under keys of this shard: Acquire adds, Release subtracts
-	_ cpu.CacheLinePad
+	n atomic.Int64 // atomic add by Acquire (+1, and -1 when it backs out) and Release (-1); loads by inFlight
+	_ [cacheline.Pad - 8]byte
+}
+
+// newShards returns the use counters of a new registration: one per P (pcpu.Max, rounded up to a
+// power of two so that a P index picks its shard with a mask), each on its own cache lines, with
+// a leading pad so that the first counter shares no line with the object allocated before it.
+func newShards() []regShard {
+	n := 1
+	for n < pcpu.Max() {
+		n <<= 1
+	}
+	return make([]regShard, n+1)[1:]
 }
 
 // Registration is memory registered with a mapper (see Registrar). Its methods are safe for
@@ -59,8 +70,38 @@ type regShard struct {
 // Uses in flight are counted so that Deregister never unmaps memory a descriptor still points
 // at: a user of the registration (package sdma: each txreq that has a descriptor in the memory)
 // calls Acquire before handing a bus address to the device and Release once the device is done
-// with it (at completion). The count is split over regShards counters picked by a key, so that
-// senders on different cores do not share one counter's cache line.
+// with it (at completion). This is the role of ib_umem's pinned pages and of the page pins
+// pin_user_pages takes for hfi1's user SDMA (its pinned-page cache, which frees an entry only
+// once its refcount drops): the memory stays mapped while anything may still DMA from it.
+//
+// # The count: per-P shards, and why a sum of 0 means no use is held
+//
+// The count is split over one counter per P (shards, indexed by pcpu.Hint), like a kernel
+// percpu_ref: a producer's Acquire and the engine goroutine's Release on another core each write
+// the line of their own P, so no line bounces between cores per packet. The goroutine may move
+// to another P between Hint and the add, so every shard operation is still an atomic add (on a
+// line that is nearly always local). A use may be acquired on one shard and released on another.
+//
+// Deregister stores regDying (a CAS, sequentially consistent like every sync/atomic operation)
+// and then sums the shards with one load each (inFlight); it unmaps only after a sum of 0. A
+// sum of 0 is never seen while a use is held:
+//
+//   - Acquire adds 1 to a shard and then loads state; it keeps the use only if it saw regLive.
+//     All these operations are in one total order S. A use that Acquire kept had its load before
+//     Deregister's store in S, hence its add too: every load of the sum comes after it in S and
+//     sees it. An Acquire whose load comes after the store sees regDying and undoes its add on the
+//     same shard; a load of the sum sees that shard with the add or without it, never below the
+//     value without it. So from the store on, no new use is kept, and each shard's value at the
+//     sum's load is (adds of kept uses on it) - (Releases on it so far) + (at most the pending
+//     adds of refused Acquires, >= 0).
+//   - Summing, the kept adds give A, the number of uses ever kept, and the Releases seen give at
+//     most R, the number of Releases done by the sum's last load (each Release subtracts on one
+//     shard, seen there once at most). A Release follows its own Acquire, so R <= A, and the sum
+//     is >= A - R, the number of uses held at the last load: a sum of 0 means none was held then,
+//     and none can be kept afterwards.
+//
+// The shards only ever hold small values: a shard's count drifts (uses acquired on one P and
+// released on another) by at most one per use, and 2^63 uses do not happen.
 type Registration struct {
 	owner  *core     // the mapper it is registered with; immutable
 	buf    []byte    // the registered bytes; keeps Go heap memory alive; immutable
@@ -68,13 +109,15 @@ type Registration struct {
 	addr   Addr      // bus address of buf[0]; immutable
 	dir    Direction // immutable
 	region *Region   // the pinned region behind buf, or nil (Go heap memory); immutable
+	// shards are the use counters (see above); the slice header is immutable, len a power of two.
+	shards []regShard
 
-	// state is regLive, regDying or regDead. Deregister stores regDying (then back to regLive on
-	// cancellation, or regDead when done); Acquire loads it after its increment, Deregister
-	// loads the shards after its store: with sequentially consistent atomics either the
-	// Acquire sees regDying and backs out, or Deregister sees the Acquire's count and waits.
+	// state is regLive, regDying or regDead: stored by Deregister (CAS to regDying, then a store
+	// of regLive on cancellation or regDead when done), loaded by Acquire after its add (the
+	// Dekker pair with Deregister's store and inFlight's loads, above) and by Registered and Live.
+	// It is written once per Deregister, never per packet, and the shards live in their own
+	// allocation: per-packet reads of it (Registered) share no line with a written counter.
 	state atomic.Uint32
-	uses  [regShards]regShard
 }
 
 // Bytes returns the registered memory. It is valid while the registration is live (for Go heap
@@ -100,28 +143,35 @@ func (r *Registration) AddrOf(b []byte) (Addr, bool) {
 	return r.addr + Addr(p-r.cpu), true
 }
 
-// Acquire records one use in flight under key (any number; Release must pass the same one) and
-// reports whether the registration may be used: false once Deregister has begun, and then
-// nothing is recorded.
+// shard returns the use counter of the P the caller runs on now (see Registration).
+func (r *Registration) shard() *regShard {
+	return &r.shards[uint(pcpu.Hint())&uint(len(r.shards)-1)]
+}
+
+// Acquire records one use in flight and reports whether the registration may be used: false
+// once Deregister has begun, and then nothing is recorded. The use is counted on the calling P's
+// shard (see Registration); key is not used (any value will do: it remains so that callers
+// written for keyed shards keep compiling).
 func (r *Registration) Acquire(key uintptr) bool {
-	s := &r.uses[key%regShards]
-	s.n.Add(1)
-	if r.state.Load() != regLive {
+	s := r.shard()
+	s.n.Add(1)                     // seq-cst: ordered before the load of state (Dekker with Deregister)
+	if r.state.Load() != regLive { // Deregister has begun: back out on the same shard
 		s.n.Add(-1)
 		return false
 	}
 	return true
 }
 
-// Release ends a use recorded by Acquire with the same key.
-func (r *Registration) Release(key uintptr) { r.uses[key%regShards].n.Add(-1) }
+// Release ends a use recorded by Acquire. It counts on the calling P's shard, which may differ
+// from the Acquire's; key is not used.
+func (r *Registration) Release(key uintptr) { r.shard().n.Add(-1) }
 
-// inFlight sums the shards, one at a time (exact once Acquire fails: counts only go down then,
-// apart from an Acquire's brief increment before it backs out).
+// inFlight sums the shards, one load each: 0 means no use is held once Acquire fails (see
+// Registration for why); a positive sum may include refused Acquires about to back out.
 func (r *Registration) inFlight() int64 {
 	var n int64
-	for i := range r.uses {
-		n += r.uses[i].n.Load()
+	for i := range r.shards {
+		n += r.shards[i].n.Load()
 	}
 	return n
 }
@@ -229,7 +279,7 @@ func (c *core) Register(buf []byte, dir Direction) (*Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registration{owner: c, buf: buf[:len(buf):len(buf)], cpu: sliceAddr(buf), dir: dir, region: region}
+	r := &Registration{owner: c, buf: buf[:len(buf):len(buf)], cpu: sliceAddr(buf), dir: dir, region: region, shards: newShards()}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	cur := c.current()

@@ -1,0 +1,190 @@
+package dma
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/internal/pcpu"
+)
+
+// tracked is a registration with a model of its uses: held counts the uses a worker holds, raised
+// only after an Acquire succeeded and lowered only just before the matching Release, so a
+// positive held means a use really is held; gone is set once Deregister returned. A worker that
+// raises held and then sees gone, or a Deregister that set gone and then sees held, caught a use
+// held after Deregister returned (the two are a Dekker pair: one of the two sides sees the other).
+type tracked struct {
+	r    *Registration
+	held atomic.Int64
+	gone atomic.Bool
+}
+
+// deregistered records that Deregister of tr returned and reports whether a use was held then.
+func (tr *tracked) deregistered() bool {
+	tr.gone.Store(true)
+	return tr.held.Load() == 0
+}
+
+// TestDeregisterShardedCountRace: many goroutines acquire a registration, hold it across
+// Gosched (so they may resume on another P) and release it, on their own P or handed to a
+// releaser goroutine (as sdma's engine releases what a producer acquired), while the registration
+// is deregistered (sometimes first with a context that ends at once, which must change nothing)
+// and replaced. Deregister must never return while the model says a use is held, and an Acquire
+// after it returned must fail: the per-P sum argument of Registration.
+func TestDeregisterShardedCountRace(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		rg := registrar(t, m)
+		rounds := 300
+		if testing.Short() {
+			rounds = 60
+		}
+		const workers = 8
+		bufs := make([][]byte, 2)
+		for i := range bufs {
+			bufs[i] = make([]byte, 512)
+		}
+		var cur atomic.Pointer[tracked]
+		first, err := rg.Register(bufs[0], ToDevice)
+		require.NoError(t, err)
+		cur.Store(&tracked{r: first})
+
+		handoff := make(chan *tracked, 64)
+		var stop atomic.Bool
+		var uses, refused, bad atomic.Int64
+		var wg, rel sync.WaitGroup
+		rel.Go(func() { // the "engine": releases uses other goroutines acquired
+			for tr := range handoff {
+				if rand.IntN(2) == 0 {
+					runtime.Gosched()
+				}
+				tr.held.Add(-1)
+				tr.r.Release(0)
+			}
+		})
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 11))
+				for !stop.Load() {
+					tr := cur.Load()
+					if !tr.r.Acquire(uintptr(rng.Uint64())) {
+						refused.Add(1)
+						runtime.Gosched()
+						continue
+					}
+					tr.held.Add(1)
+					if tr.gone.Load() {
+						bad.Add(1) // a use held after Deregister returned
+					}
+					uses.Add(1)
+					for range rng.IntN(3) {
+						runtime.Gosched() // may resume on another P
+					}
+					if rng.IntN(2) == 0 {
+						handoff <- tr
+						continue
+					}
+					tr.held.Add(-1)
+					tr.r.Release(uintptr(rng.Uint64()))
+				}
+			})
+		}
+		for i := 1; i <= rounds; i++ {
+			for uses.Load() < int64(i) && !t.Failed() {
+				runtime.Gosched()
+			}
+			old := cur.Load()
+			nr, err := rg.Register(bufs[i%2], ToDevice)
+			require.NoError(t, err)
+			if i%3 == 0 { // a Deregister that gives up must leave the registration usable
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				if err := rg.Deregister(ctx, old.r); err != nil {
+					require.ErrorIs(t, err, context.Canceled)
+					require.True(t, old.r.Live(), "a cancelled Deregister changes nothing")
+				} else { // nothing was in flight
+					require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", i)
+				}
+			}
+			cur.Store(&tracked{r: nr})
+			if old.r.Live() {
+				require.NoError(t, rg.Deregister(context.Background(), old.r))
+				require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", i)
+			}
+			require.False(t, old.r.Acquire(0), "Acquire after Deregister")
+			require.Zero(t, old.r.inFlight(), "round %d: uses counted after Deregister", i)
+		}
+		stop.Store(true)
+		wg.Wait()
+		close(handoff)
+		rel.Wait()
+		last := cur.Load()
+		require.NoError(t, rg.Deregister(context.Background(), last.r))
+		assert.True(t, last.deregistered())
+		assert.Zero(t, bad.Load(), "uses held after their Deregister returned")
+		assert.Zero(t, m.LiveCount())
+		t.Logf("%d uses, %d refused Acquires", uses.Load(), refused.Load())
+	})
+}
+
+// TestRegistrationShardsCrossP: a use acquired on one P and released on another leaves the shards
+// unequal but the sum exact, and Deregister (waiting for a sum of 0) returns only after the last
+// Release, wherever it ran.
+func TestRegistrationShardsCrossP(t *testing.T) {
+	m := NewDirect()
+	buf := make([]byte, 64)
+	r, err := m.Register(buf, ToDevice)
+	require.NoError(t, err)
+	const n = 1000
+	acq := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range n {
+			assert.True(t, r.Acquire(0))
+			acq <- struct{}{}
+		}
+	})
+	wg.Wait()
+	close(acq)
+	assert.EqualValues(t, n, r.inFlight())
+	done := make(chan error, 1)
+	go func() { done <- m.Deregister(context.Background(), r) }()
+	require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+	var rel sync.WaitGroup
+	for range 4 {
+		rel.Go(func() {
+			for range acq {
+				select {
+				case err := <-done:
+					t.Errorf("Deregister returned %v with uses held", err)
+				default:
+				}
+				r.Release(0)
+			}
+		})
+	}
+	rel.Wait()
+	require.NoError(t, <-done)
+	assert.Zero(t, r.inFlight())
+}
+
+// TestRegistrationShardLayout: one use counter per P (at least), each alone on its cache lines,
+// so that a producer's Acquire and the engine's Release on another core write different lines.
+func TestRegistrationShardLayout(t *testing.T) {
+	r, err := NewDirect().Register(make([]byte, 64), ToDevice)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(r.shards), pcpu.Max())
+	require.Zero(t, len(r.shards)&(len(r.shards)-1), "a power of two")
+	a := uintptr(unsafePointer(&r.shards[0].n))
+	for i := 1; i < len(r.shards); i++ {
+		b := uintptr(unsafePointer(&r.shards[i].n))
+		require.GreaterOrEqual(t, b-a, uintptr(128), "shards %d and %d share a line pair", i-1, i)
+		a = b
+	}
+}
