@@ -528,41 +528,61 @@ func (e *Engine) halt(h *HaltError) {
 	e.raise(sm.E60HwHalted, h.Cause.String(), h)
 }
 
-// run is the hardware-model goroutine of a non-manual engine.
+// run is the hardware-model goroutine of a non-manual engine: a pass under hwMu, and when it
+// delivered nothing, the wait its strategy says (idle).
 func (e *Engine) run() {
 	defer close(e.done)
 	e.hwGoid.Store(goid())
-	spins := 0
 	for !e.stopping.Load() {
 		e.hwMu.Lock()
 		n, _ := e.processLocked()
 		waitTail := e.hw.waitTail
 		e.hwMu.Unlock()
 		if n > 0 {
-			spins = 0
 			continue
 		}
 		switch e.strategy {
 		case WaitBusyPoll:
-			if spins++; spins&255 == 0 {
-				runtime.Gosched() // stay polite to the other goroutines on this P
-			}
-			continue
+			e.spin(waitTail, -1, 255)
 		case WaitSpinPark:
-			if spins++; spins < spinLimit {
-				if spins&15 == 0 {
-					runtime.Gosched()
-				}
-				continue
+			if !e.spin(waitTail, spinLimit, 15) {
+				e.park(waitTail)
 			}
+		default:
+			e.park(waitTail)
 		}
-		spins = 0
-		e.park(waitTail)
 	}
 }
 
-// spinLimit is how many empty passes WaitSpinPark makes before it parks (a few microseconds).
+// spinLimit is how many empty polls WaitSpinPark makes before it parks (a few microseconds).
 const spinLimit = 128
+
+// spin polls, without hwMu, until a pass may have something to do: the tail moved past
+// waitTail (the tail the last pass stopped at, hwState.waitTail), a flush is pending, the
+// doorbell rang (a state change: see park) or the engine is stopping. It makes at most limit
+// polls (no limit if negative), yielding every yieldMask+1, and reports whether it saw work.
+//
+// The poll reads only what park re-checks before it sleeps (the producers' tail line, two flags
+// and the doorbell channel's count): an idle busy-polling engine no longer takes and releases
+// hwMu (two locked instructions) per poll, and a producer's publish is picked up by the next
+// load of the tail.
+func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
+	r := e.ring
+	for i := 1; limit < 0 || i <= limit; i++ {
+		if r.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
+			return true
+		}
+		select {
+		case <-e.bell:
+			return true
+		default:
+		}
+		if i&yieldMask == 0 {
+			runtime.Gosched() // stay polite to the other goroutines on this P
+		}
+	}
+	return false
+}
 
 // park sleeps until the doorbell rings or the engine is stopped. waitTail is the tail the last
 // pass stopped at (hwState.waitTail): the goroutine parks while the tail is still there, which
