@@ -149,6 +149,9 @@ func (e *Engine) processLocked() (int, error) {
 	e.hw.waitTail = ^uint64(0)
 	limit := head + uint64(r.Size())
 	pkts := 0
+	if head != tail {
+		e.touchTx(tail - 1)
+	}
 	for head != tail && head != limit && !e.stopping.Load() {
 		if e.hw.faults.active {
 			if h := e.plannedHalt(); h != nil {
@@ -186,7 +189,9 @@ func (e *Engine) processLocked() (int, error) {
 			e.finished(flags)
 		}
 		if head == tail {
-			tail = r.Tail()
+			if tail = r.Tail(); head != tail {
+				e.touchTx(tail - 1)
+			}
 		}
 	}
 	if e.hw.batch.held > 0 {
@@ -203,6 +208,23 @@ func (e *Engine) processLocked() (int, error) {
 		}
 	}
 	return pkts, nil
+}
+
+// touchTx loads, as a prefetch, the shadow-ring entry of ring index last (the last descriptor
+// published, last >= the chip's head) and the first word of its txreq, so that the transfers of
+// their cache lines from the producer's core overlap the transfers of the descriptors' and the
+// mapping table's lines that the packet's processing waits for, instead of following them in the
+// completion pass. A packet that a busy-polling engine picks up alone (the latency case, or an
+// engine that keeps up) is the one at last. hwMu held.
+//
+// Both loads are race-free: the producer wrote txRing[last] before its tail store-release, which
+// the pass loaded; no completion pass writes it before the head passes last, and no producer
+// before the completion pass frees its slot. The txreq is in flight, the engine's; its state is
+// an atomic.
+func (e *Engine) touchTx(last uint64) {
+	if tx := e.txRing[last&e.mask]; tx != nil {
+		_ = tx.state.Load()
+	}
 }
 
 // finished raises the interrupt and the head write-back that the packets up to the chip's head
