@@ -565,7 +565,7 @@ func (e *Engine) run() {
 		}
 		switch e.strategy {
 		case WaitBusyPoll:
-			e.spin(waitTail, -1, 255)
+			e.spin(waitTail, -1, busyYieldMask)
 		case WaitSpinPark:
 			if !e.spin(waitTail, spinLimit, 15) {
 				e.park(waitTail)
@@ -578,6 +578,11 @@ func (e *Engine) run() {
 
 // spinLimit is how many empty polls WaitSpinPark makes before it parks (a few microseconds).
 const spinLimit = 128
+
+// busyYieldMask spaces a busy-polling goroutine's yields (runtime.Gosched) to one every 2048
+// polls, some ten microseconds: a yield with nothing else to run costs a trip through the
+// scheduler, and a packet published meanwhile waits for it.
+const busyYieldMask = 2047
 
 // spin polls, without hwMu, until a pass may have something to do: the tail moved past
 // waitTail (the tail the last pass stopped at, hwState.waitTail), a flush is pending, the
@@ -594,10 +599,12 @@ func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
 		if r.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
 			return true
 		}
-		select {
-		case <-e.bell:
+		if len(e.bell) != 0 { // the channel's count: one load, where a select is a runtime call
+			select {
+			case <-e.bell:
+			default:
+			}
 			return true
-		default:
 		}
 		if i&yieldMask == 0 {
 			runtime.Gosched() // stay polite to the other goroutines on this P
