@@ -29,8 +29,8 @@ type BatchUnmapper interface {
 // maxBatch is the number of entries removeBatch groups at once; longer batches go in chunks.
 const maxBatch = 16
 
-// UnmapBatch undoes the mappings of us (see BatchUnmapper). Mappings in the index (index.go: one
-// page each, the common case) are ended with one CAS each and no lock. The others are grouped by
+// UnmapBatch undoes the mappings of us (see BatchUnmapper). Mappings in the index (index.go: up to
+// spanMax pages each, the common case) are ended with one CAS each and no lock. The others are grouped by
 // the stripe of their first page, and each stripe's lock is taken once per chunk of up to 16
 // entries, however many of them it holds; single-page records are recycled under that hold.
 // Regions are unpinned with no lock held. It moves the entries it did not find in the index to

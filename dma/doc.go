@@ -31,15 +31,17 @@
 // ErrMapping, and fault injection (IOMMUConfig.FailNth, FailFraction) exercises failure paths.
 //
 // Both are safe for concurrent use. Their mapping tables are split into 64 stripes by a hash of
-// the page number. A mapping within one page (one IOMMU granule), the common case, lives in its
-// stripe's index: a fixed array of entries whose words are read and written with sync/atomic
+// the page number. A mapping of up to 16 pages (IOMMU granules), the common case (a header, a
+// kvaddr payload of a few pages), lives in the index of the stripe of its first page: a fixed array of entries whose words are read and written with sync/atomic
 // only, each entry's meta word being its lock and its sequence count at once (index.go explains
 // the protocol). Translate of such a mapping takes no lock and does no atomic read-modify-write:
 // it loads the entry's words between two loads of its meta word and retries if they differ, so it
 // never returns the bytes of an entry that was recycled for another mapping while it read. A map
 // takes an entry with one compare-and-swap (storing the words that changed, if the entry last
 // held another buffer), an unmap ends it with one; a sender that maps the same buffers over and
-// over pays one atomic operation per map and one per unmap. Mappings of several pages, and those
+// over pays one atomic operation per map and one per unmap. A mapping of several pages is one
+// entry, found at its first page by a range check: a translation of an address in one of its
+// later pages looks back over the index sets of the 15 pages before. Longer mappings, and those
 // whose index set is full, go to page lists behind the index, guarded by each stripe's
 // sync.Mutex on its own cache line; a Translate takes that lock only when the index has no
 // answer and the stripe's page lists hold something, never a global lock nor the IOMMU's IOVA

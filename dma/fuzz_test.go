@@ -64,9 +64,18 @@ func FuzzMapper(f *testing.F) {
 	f.Add([]byte{2, 7, 0, 5, 0, 0, 0, 3, 0, 7, 1, 0, 0, 5, 0, 2, 0, 3, 0, 0, 0, 0, 0, 1})
 	f.Add(slices.Repeat([]byte{0, 0, 16, 0, 0, 80}, 40))
 	f.Add(slices.Repeat([]byte{2, 1, 3, 0, 5, 1, 7, 2, 4, 9}, 30))
+	// Multi-page MapSingles (5 and 17 pages on Direct and the IOMMU), translated inside their later
+	// pages and past their end, then unmapped.
+	for mapper := range byte(3) {
+		f.Add([]byte{0, mapper, 0, 0, 0, 7, 0, 0, 0, 200, 0, 1, 0x50, 0x00,
+			0, 5, 0, 0, 0x30, 0x00, 0, 0, 0, 1, 0, 1,
+			0, 0, 0, 1, 0, 100, 0, 0, 0xff, 0xff,
+			0, 6, 0, 1, 0xc0, 0x00, 0, 1, 0, 0, 0, 1,
+			0, 3, 0, 0, 0, 3, 0, 0})
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzOps{b: data}
-		const pages = 8
+		const pages = spanMax + 4 // room for mappings of more pages than the index takes
 		reg, err := AllocPages(pages)
 		if err != nil {
 			t.Fatal(err)
@@ -86,9 +95,9 @@ func FuzzMapper(f *testing.F) {
 		case 0:
 			m = NewDirect()
 		case 1:
-			iommu, err = NewIOMMU(IOMMUConfig{IOVABits: 16}) // 15 usable granules of 4 KiB
+			iommu, err = NewIOMMU(IOMMUConfig{IOVABits: 18}) // 63 usable granules of 4 KiB
 		default:
-			iommu, err = NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 14}) // 63 of 256 B
+			iommu, err = NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 17}) // 511 of 256 B
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -166,8 +175,13 @@ func FuzzMapper(f *testing.F) {
 			case 0, 1: // MapSingle / MapPage of region memory
 				dir := dirs[in.next(3)]
 				if op == 0 {
+					// Up to spanMax+1 pages: in the index up to spanMax, in the page lists beyond.
 					off := in.next(len(mem))
-					size := 1 + in.next(min(len(mem)-off, 3*PageSize))
+					span := 3 * PageSize
+					if in.next(4) == 0 {
+						span = (spanMax + 1) * PageSize
+					}
+					size := 1 + in.next(min(len(mem)-off, span))
 					a, err := m.MapSingle(mem[off:off+size], dir)
 					mapped(a, err, off, size, dir, KindSingle)
 				} else {

@@ -7,11 +7,12 @@ import (
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
-// # The index: mappings of one page, with no lock
+// # The index: mappings of up to spanMax pages, with no lock
 //
 // Translate is the hardware model's read of every descriptor and map/unmap the CPU side of every
-// packet, so the common mapping (a descriptor-sized buffer, within one page or IOMMU granule)
-// lives in a structure that neither side locks: each stripe's index, a fixed array of nSets sets
+// packet, so the common mapping (a descriptor-sized buffer within one page or IOMMU granule, or a
+// kvaddr payload of a few pages: one entry covering [addr, addr+len), as a physically contiguous
+// buffer is one dma_map_single in the kernel) lives in a structure that neither side locks: each stripe's index, a fixed array of nSets sets
 // of two entries. A Go map must never be read during a write (that can crash), so the index is a
 // fixed, open array, and each entry is a few words read and written with sync/atomic only.
 //
@@ -24,7 +25,16 @@ import (
 // byte and then the stripe's whole index: a mapping of one page that holds the address starts in
 // the address's page, hence in its stripe.
 //
-// Mappings that find both entries of their set taken, of several pages, or of 16 MiB or more go to
+// A mapping of several pages (up to spanMax) is keyed by its first page: for Direct that page's
+// first byte, for the IOMMU its first granule (entryKey). A translation from inside its first
+// page finds it as above (the set of the page's first byte); one from a later page, which the
+// index of its own page does not answer, looks at the set of each of the spanMax-1 pages before
+// in that page's stripe (scanBack), a probe of two entries each. The IOMMU's allocator asks the
+// same sets whether a granule is taken (indexOccupant), but only while such mappings are live
+// (table.spans), so the one-granule map stays one set probe.
+//
+// Mappings that find both entries of their set taken, of more than spanMax pages, or of 16 MiB
+// or more go to
 // the page lists behind the index (stripe.m and stripe.slots), which only holders of the stripe's
 // mutex read or write. stripe.pairs counts what they hold, and a translation that finds no
 // answer in the index while pairs is not zero takes the mutex and looks there too.
@@ -62,7 +72,7 @@ import (
 // of a reused buffer are one CAS each. Every word a reader touches is read and written with
 // sync/atomic, so the race detector checks the protocol as it is.
 
-// entry is one mapping of one page in a stripe's index (see above). All words are atomic: map
+// entry is one mapping of up to spanMax pages in a stripe's index (see above). All words are atomic: map
 // and unmap write them, Translate, Live and the IOVA allocator read them, with no lock.
 type entry struct {
 	// meta is the entry's state, fields and generation (metaState..metaGen). Taken by map and
@@ -108,6 +118,13 @@ const (
 	nSets   = 1 << setBits
 	nEnt    = 2 * nSets
 )
+
+// spanMax is the number of pages (IOMMU granules) an index mapping may touch: a kvaddr buffer of
+// up to 15 pages plus an unaligned start (a 16380-byte payload touches 5) is one entry, found at
+// its first page by a range check, with no page list and no lock. Longer mappings go to the page
+// lists. A translation of an address in a later page of a mapping looks back over at most
+// spanMax-1 pages (scanBack).
+const spanMax = 16
 
 // readSpins is how many times a reader retries one entry before it yields the processor: a
 // retry means a writer changed the entry between two loads a few nanoseconds apart.
@@ -155,15 +172,39 @@ func (t *table) set(s *stripe, key uint64) *[2]entry {
 // description): the address for Direct, the granule for the IOMMU.
 func (t *table) key(addr Addr) uint64 { return uint64(addr) >> t.keyShift }
 
-// tryIndex publishes a mapping of buf (not empty, within one page of s) at bus address addr in
-// s's index, and reports whether its set had a free entry. It prefers the entry that last held
-// the same buffer at the same address, which it takes with one CAS. No lock; for the IOMMU, the
-// allocator's mutex is held (no other map fills an entry of the IOMMU at the same time).
+// entryKey returns the index key of the mapping [addr, addr+size): key(addr), except that a Direct
+// mapping of several pages is keyed by its first page's first byte, so that a translation of any
+// address in it knows where to look: the set of its own page's first byte, or of one of the
+// spanMax-1 pages before (scanBack).
+func (t *table) entryKey(addr Addr, size int) uint64 {
+	if t.keyShift == 0 && (addr^(addr+Addr(size)-1))>>t.shift != 0 {
+		return uint64(addr &^ (1<<t.shift - 1))
+	}
+	return t.key(addr)
+}
+
+// indexable reports whether the mapping [addr, addr+size) may live in the index: at most
+// maxIndexed bytes touching at most spanMax pages (granules), and the index not switched off.
+func (t *table) indexable(addr Addr, size int) bool {
+	return !t.spillOnly && size <= maxIndexed &&
+		uint64(addr+Addr(size)-1)>>t.shift-uint64(addr)>>t.shift < spanMax
+}
+
+// multi reports whether the mapping [addr, addr+size) touches more than one page (granule).
+func (t *table) multi(addr Addr, size int) bool {
+	return (addr^(addr+Addr(size)-1))>>t.shift != 0
+}
+
+// tryIndex publishes a mapping of buf (not empty; s is the stripe of its first page) at bus
+// address addr in s's index, and reports whether it did: false if the mapping is not indexable
+// (too long) or its set had no free entry. It prefers the entry that last held the same buffer at
+// the same address, which it takes with one CAS. No lock; for the IOMMU, the allocator's mutex is
+// held (no other map fills an entry of the IOMMU at the same time).
 func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
-	if t.spillOnly || len(buf) > maxIndexed {
+	if !t.indexable(addr, len(buf)) {
 		return false
 	}
-	set := t.set(s, t.key(addr))
+	set := t.set(s, t.entryKey(addr, len(buf)))
 	fields := metaFieldsOf(len(buf), dir, code)
 	p := &buf[0]
 	for i := range set { // the entry this buffer left, if still free: one CAS
@@ -176,7 +217,17 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 		}
 	}
 	if t.keyShift != 0 {
-		return t.fillExclusive(set, addr, p, fields, region)
+		multi := t.multi(addr, len(buf))
+		if multi {
+			t.spans.Add(1) // before the entry can be live: see table.spans
+		}
+		if t.fillExclusive(set, addr, p, fields, region) {
+			return true
+		}
+		if multi {
+			t.spans.Add(-1)
+		}
+		return false
 	}
 	for {
 		// A free entry that holds no buffer (never filled, or dropped), else any free entry:
@@ -241,11 +292,11 @@ func (t *table) fillExclusive(set *[2]entry, addr Addr, p *byte, fields uint64, 
 // claimIndex ends the live mapping (addr, size, dir, code) of s's index and returns its region;
 // ok is false if the index holds none. No lock.
 func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
-	if size > maxIndexed || size <= 0 {
+	if size > maxIndexed || size <= 0 || addr+Addr(size) < addr {
 		return nil, false
 	}
 	want := metaFieldsOf(size, dir, code) | metaLive
-	set := t.set(s, t.key(addr))
+	set := t.set(s, t.entryKey(addr, size))
 	for i := range set {
 		e := &set[i]
 		for {
@@ -268,23 +319,52 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 				e.region.Store(nil)
 			}
 			e.meta.Store(m &^ metaState) // free, fields kept (a map compares ptr too)
+			if t.keyShift != 0 && t.multi(addr, size) {
+				t.spans.Add(-1) // after the entry is free: see table.spans
+			}
 			return reg, true
 		}
 	}
 	return nil, false
 }
 
-// indexOccupied reports whether an entry of s's index holds granule pg, live or being cleared
-// (the IOMMU's keys are granules, so only pg's set can). Called with the IOMMU's allocator mutex
-// held, so no entry of this table is being filled.
-func (t *table) indexOccupied(s *stripe, pg uint64) bool {
-	set := t.set(s, pg)
-	for i := range set {
-		if m := set[i].meta.Load(); m&metaState != metaFree && set[i].addr.Load()>>t.shift == pg {
-			return true
+// indexOccupant returns the end granule (exclusive) of an index entry that holds granule pg,
+// live or being cleared, or 0 if none does. The IOMMU's keys are first granules, so only the set
+// of pg in pg's stripe holds a mapping that starts at pg, and, while the index holds mappings of
+// several granules (table.spans), the sets of the spanMax-1 granules before pg in their stripes
+// hold those that start there. Called with the IOMMU's allocator mutex held, so no entry of this
+// table is being filled.
+func (t *table) indexOccupant(pg uint64) uint64 {
+	if end := t.startsAt(pg, pg); end != 0 {
+		return end
+	}
+	if t.spans.Load() == 0 {
+		return 0
+	}
+	for j := uint64(1); j < spanMax && j < pg; j++ {
+		if end := t.startsAt(pg-j, pg); end > pg {
+			return end
 		}
 	}
-	return false
+	return 0
+}
+
+// startsAt returns the end granule (exclusive) of an index entry, live or being cleared, whose
+// mapping starts in granule g, if it reaches granule pg (>= g); else 0. For the IOMMU.
+func (t *table) startsAt(g, pg uint64) uint64 {
+	set := t.set(t.stripe(g), g)
+	for i := range set {
+		e := &set[i]
+		m := e.meta.Load()
+		a := e.addr.Load()
+		if m&metaState == metaFree || a>>t.shift != g {
+			continue
+		}
+		if end := (a+uint64(metaSize(m))-1)>>t.shift + 1; end > pg {
+			return end
+		}
+	}
+	return 0
 }
 
 // indexLive lists the live mappings of s's index, appending to out.
@@ -452,6 +532,23 @@ func (t *table) scanSets(s *stripe, pr *probe) bool {
 	}
 	pg := pr.addr &^ (1<<t.shift - 1)
 	return t.keyShift == 0 && pg != pr.addr && pr.look(t.set(s, t.key(pg)))
+}
+
+// scanBack runs the probe over the sets that hold index mappings of several pages starting in one
+// of the spanMax-1 pages before pr.addr's (see entryKey): the only index entries holding pr.addr
+// that neither scanSets nor scanAll looks at.
+func (t *table) scanBack(pr *probe) bool {
+	pg := uint64(pr.addr) >> t.shift
+	for j := uint64(1); j < spanMax && j <= pg; j++ {
+		key := pg - j // the IOMMU's: the granule
+		if t.keyShift == 0 {
+			key <<= t.shift // Direct's: the page's first byte
+		}
+		if pr.look(t.set(t.stripe(pg-j), key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // scanAll runs the probe over the whole of s's index: for Direct, an address inside a mapping

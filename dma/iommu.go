@@ -35,7 +35,7 @@ type IOMMUConfig struct {
 // has been gone through, which makes use-after-unmap fault deterministically. Page 0 is never
 // used, so Addr 0 is never valid. A full space is ErrMapping (alloc_iova failing).
 //
-// Translate of a one-granule mapping takes no lock (the table's index, see the package
+// Translate of a mapping of up to 16 granules takes no lock (the table's index, see the package
 // documentation), of a longer one one stripe's lock of the page table; it does not allocate and
 // never takes the IOVA allocator's mutex, which map calls hold while they find and publish
 // granules. Unmaps do not take it either.

@@ -11,7 +11,7 @@ import (
 )
 
 // A mapping record is the mapper's struct dma_debug_entry: one live map call that is not in the
-// index (index.go): a mapping of several pages, or of one page whose index set was full. Its fields
+// index (index.go): a mapping of more than spanMax pages, or one whose index set was full. Its fields
 // are written before the record is published into the page lists (under a stripe lock) and not
 // changed until it has been removed from every stripe again; readers only look at it while holding
 // a stripe's lock, so the stripe locks order every access. Mappings in the index have no record:
@@ -125,6 +125,13 @@ type table struct {
 	// tests that want entries reused and sets full. Set before the table is used; immutable.
 	setBits uint
 	stripes [nStripes]stripe
+	// spans counts the index entries (live, or being filled or cleared) of mappings of several
+	// granules: the IOMMU's only (Direct never reads it). Added to (seq-cst) by a fill under the
+	// IOMMU's allocator mutex before the entry can be live, subtracted by the unmap after the
+	// entry is free; loaded by the allocator's occupancy checks (indexOccupant, mutex held): 0
+	// means no granule is held by an index entry that starts in an earlier granule, so the check
+	// of one granule stays one set probe while no such mapping is live.
+	spans atomic.Int64
 	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
 	// (the window in which a writer may recycle the entry). Tests only; set before use.
 	testMidRead func()
@@ -230,13 +237,13 @@ func (s *stripe) get(pg uint64) *pageList {
 // recycle it, and insert would then add the recycled record to the remaining pages).
 func (t *table) insert(v *record) {
 	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
+	// Into the index with no lock if it fits (at most spanMax pages), else a record.
+	if t.tryIndex(t.stripe(first), v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
+		return
+	}
 	if first == last {
-		// One page: into the index with no lock, or else a record, filled and published under
-		// one hold of the lock.
+		// One page: a record filled and published under one hold of the lock.
 		s := t.stripe(first)
-		if t.tryIndex(s, v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
-			return
-		}
 		s.mu.Lock()
 		s.insertList(first, v)
 		s.mu.Unlock()
@@ -289,8 +296,8 @@ func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 	s := t.stripe(pg)
 	code := kindCode(v.kind)
 	if s.pairs.Load() == 0 {
-		if t.indexOccupied(s, pg) {
-			return pg + 1, false
+		if next = t.indexOccupant(pg); next != 0 {
+			return next, false
 		}
 		if t.tryIndex(s, v.addr, v.buf, v.dir, code, v.region) {
 			return 0, true
@@ -441,7 +448,7 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 			return b, ""
 		}
 	}
-	if t.keyShift == 0 && t.scanAll(s, &pr) {
+	if t.scanBack(&pr) || t.keyShift == 0 && t.scanAll(s, &pr) {
 		return bytesAt(pr.p, int(addr-pr.base), size), ""
 	}
 	return nil, pr.reason
@@ -527,8 +534,8 @@ func (t *table) occupant(pg uint64) uint64 {
 
 // occupantLocked is occupant with s, pg's stripe, locked. For the IOMMU (keyed by granule).
 func (s *stripe) occupantLocked(t *table, pg uint64) uint64 {
-	if t.indexOccupied(s, pg) {
-		return pg + 1 // an index entry maps one granule
+	if next := t.indexOccupant(pg); next != 0 {
+		return next
 	}
 	if pl := s.get(pg); pl != nil && len(pl.recs) > 0 {
 		return uint64(pl.recs[0].end()-1)>>t.shift + 1
@@ -585,10 +592,9 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind Kind, region *Region, inje
 		return c.mapIOMMU(buf, dir, kind, region)
 	}
 	addr := Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
-	// One page goes to the index (one CAS when the buffer was mapped there before), unless its
-	// set is full.
-	if pg := uint64(addr) >> directShift; pg != uint64(addr+Addr(len(buf))-1)>>directShift ||
-		!c.tab.tryIndex(c.tab.stripe(pg), addr, buf, dir, kindCode(kind), region) {
+	// A mapping of up to spanMax pages goes to the index (one CAS when the buffer was mapped
+	// there before), unless its set is full.
+	if !c.tab.tryIndex(c.tab.stripe(uint64(addr)>>directShift), addr, buf, dir, kindCode(kind), region) {
 		c.insertSlow(addr, buf, dir, kind, region)
 	}
 	if h := c.testPublished; h != nil {
