@@ -599,15 +599,20 @@ func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
 		if r.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
 			return true
 		}
-		if len(e.bell) != 0 { // the channel's count: one load, where a select is a runtime call
-			select {
-			case <-e.bell:
-			default:
+		if i&15 == 0 {
+			// The doorbell, every 16 polls: it only brings state changes and flushes here (a
+			// spinning goroutine sees publishes on the tail), and even len of a channel is a
+			// runtime call.
+			if len(e.bell) != 0 {
+				select {
+				case <-e.bell:
+				default:
+				}
+				return true
 			}
-			return true
-		}
-		if i&yieldMask == 0 {
-			runtime.Gosched() // stay polite to the other goroutines on this P
+			if i&yieldMask == 0 {
+				runtime.Gosched() // stay polite to the other goroutines on this P
+			}
 		}
 	}
 	return false
