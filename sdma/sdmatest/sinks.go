@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"github.com/gosdma/gosdma/internal/relaxed"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -17,12 +18,20 @@ type DiscardSink struct {
 	per [sdma.MaxEngines]discardCount // by engine index
 }
 
-// discardCount is one engine's count. Written (atomic add) by the engines of that index, of every
-// device that shares the sink; read by Packets and Bytes.
+// discardCount is one engine index's count. Deliveries to one engine come one at a time, so the
+// usual delivery takes busy (one locked instruction), adds to own without locked instructions and
+// releases it with a store-release; a delivery that finds busy held (engines of the same index on
+// two devices sharing the sink) adds to shared atomically instead. Packets and Bytes sum both.
 type discardCount struct {
-	packets atomic.Uint64
-	bytes   atomic.Uint64
-	_       cpu.CacheLinePad
+	// busy is 1 while a delivery counts on own. Taken by CAS 0→1 (acquire: the previous holder's
+	// adds happen before), released by a store-release of 0; read by nobody else.
+	busy atomic.Uint32
+	// own: written by busy's holder (one writer at a time), read by Packets and Bytes (atomic
+	// loads).
+	ownPackets, ownBytes relaxed.Counter
+	// shared: written (atomic add) by deliveries that found busy held; read by Packets and Bytes.
+	sharedPackets, sharedBytes atomic.Uint64
+	_                          cpu.CacheLinePad
 }
 
 // Deliver counts the packet.
@@ -32,8 +41,14 @@ func (s *DiscardSink) Deliver(engine int, segs [][]byte) error {
 		n += len(b)
 	}
 	c := &s.per[uint(engine)%sdma.MaxEngines]
-	c.packets.Add(1)
-	c.bytes.Add(uint64(n))
+	if c.busy.CompareAndSwap(0, 1) {
+		c.ownPackets.Add(1)
+		c.ownBytes.Add(uint64(n))
+		relaxed.StoreRelease32(&c.busy, 0)
+		return nil
+	}
+	c.sharedPackets.Add(1)
+	c.sharedBytes.Add(uint64(n))
 	return nil
 }
 
@@ -41,7 +56,8 @@ func (s *DiscardSink) Deliver(engine int, segs [][]byte) error {
 func (s *DiscardSink) Packets() uint64 {
 	var n uint64
 	for i := range s.per {
-		n += s.per[i].packets.Load()
+		c := &s.per[i]
+		n += c.ownPackets.Load() + c.sharedPackets.Load()
 	}
 	return n
 }
@@ -50,7 +66,8 @@ func (s *DiscardSink) Packets() uint64 {
 func (s *DiscardSink) Bytes() uint64 {
 	var n uint64
 	for i := range s.per {
-		n += s.per[i].bytes.Load()
+		c := &s.per[i]
+		n += c.ownBytes.Load() + c.sharedBytes.Load()
 	}
 	return n
 }
