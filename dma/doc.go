@@ -45,7 +45,9 @@
 // whose index set is full, go to page lists behind the index, guarded by each stripe's
 // sync.Mutex on its own cache line; a Translate takes that lock only when the index has no
 // answer and the stripe's page lists hold something, never a global lock nor the IOMMU's IOVA
-// allocator mutex. Map and unmap do not allocate in steady state. TestTranslateRemapRace and
+// allocator mutex. The IOMMU's map of a few granules takes none either: each P keeps a magazine
+// of fresh granules (iova.go, after the kernel's alloc_iova_fast), refilled under the mutex once
+// per 64 granules. Map and unmap do not allocate in steady state. TestTranslateRemapRace and
 // TestTranslateTornRead check the read path against recycling, TestTranslateNoGlobalLock the
 // locking; BenchmarkMapTranslateUnmap measures one packet's mappings, BenchmarkTranslate and
 // BenchmarkTranslateParallel translations.

@@ -198,8 +198,8 @@ func (t *table) multi(addr Addr, size int) bool {
 // tryIndex publishes a mapping of buf (not empty; s is the stripe of its first page) at bus
 // address addr in s's index, and reports whether it did: false if the mapping is not indexable
 // (too long) or its set had no free entry. It prefers the entry that last held the same buffer at
-// the same address, which it takes with one CAS. No lock; for the IOMMU, the allocator's mutex is
-// held (no other map fills an entry of the IOMMU at the same time).
+// the same address, which it takes with one CAS; otherwise fill takes a free entry with one CAS.
+// No lock.
 func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
 	if !t.indexable(addr, len(buf)) {
 		return false
@@ -216,19 +216,23 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 			return true
 		}
 	}
-	if t.keyShift != 0 {
-		multi := t.multi(addr, len(buf))
-		if multi {
-			t.spans.Add(1) // before the entry can be live: see table.spans
-		}
-		if t.fillExclusive(set, addr, p, fields, region) {
-			return true
-		}
-		if multi {
-			t.spans.Add(-1)
-		}
-		return false
+	multi := t.keyShift != 0 && t.multi(addr, len(buf))
+	if multi {
+		t.spans.Add(1) // before the entry can be live: see table.spans
 	}
+	if t.fill(set, addr, p, fields, region) {
+		return true
+	}
+	if multi {
+		t.spans.Add(-1)
+	}
+	return false
+}
+
+// fill takes a free entry of set with a CAS (maps of Direct, and the IOMMU's per-P IOVA
+// magazines, fill entries of one set at the same time), stores the words that differ and makes it
+// live with the next generation; false if the set has no free entry.
+func (t *table) fill(set *[2]entry, addr Addr, p *byte, fields uint64, region *Region) bool {
 	for {
 		// A free entry that holds no buffer (never filled, or dropped), else any free entry:
 		// so two buffers sharing a set each keep an entry of their own.
@@ -253,40 +257,14 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 			if e.region.Load() != region {
 				e.region.Store(region)
 			}
-			e.meta.Store(gen | fields | metaLive)
+			// The busy CAS made this goroutine the entry's only writer: the store that makes it
+			// live is a store-release (a MOV on amd64), ordered after the word stores, so a
+			// reader that sees the new meta sees the words it validates (message passing).
+			relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
 			return true
 		}
 		// Taken or ended meanwhile: choose again.
 	}
-}
-
-// fillExclusive is tryIndex's fill for the IOMMU, whose maps fill entries only under its allocator
-// mutex: no other map takes a free entry meanwhile, and unmaps and readers leave free entries
-// alone, so the words are stored while the entry is free (readers skip it) and the store of meta
-// makes it live with the next generation, with no CAS and no busy state.
-func (t *table) fillExclusive(set *[2]entry, addr Addr, p *byte, fields uint64, region *Region) bool {
-	for i := range set {
-		e := &set[i]
-		m := e.meta.Load()
-		if m&metaState != metaFree {
-			continue
-		}
-		if e.ptr.Load() != p {
-			e.ptr.Store(p)
-		}
-		// addr and meta are plain words with one writer here (the allocator mutex's holder):
-		// store-releases (a MOV on amd64, no locked instruction), ordered after the ptr and
-		// region stores, so a reader that sees the new meta sees the words it validates.
-		if e.addr.Load() != uint64(addr) {
-			relaxed.StoreRelease64(&e.addr, uint64(addr))
-		}
-		if e.region.Load() != region {
-			e.region.Store(region)
-		}
-		relaxed.StoreRelease64(&e.meta, m&^(metaGen1-1)+metaGen1|fields|metaLive)
-		return true
-	}
-	return false
 }
 
 // claimIndex ends the live mapping (addr, size, dir, code) of s's index and returns its region;
@@ -332,8 +310,9 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 // live or being cleared, or 0 if none does. The IOMMU's keys are first granules, so only the set
 // of pg in pg's stripe holds a mapping that starts at pg, and, while the index holds mappings of
 // several granules (table.spans), the sets of the spanMax-1 granules before pg in their stripes
-// hold those that start there. Called with the IOMMU's allocator mutex held, so no entry of this
-// table is being filled.
+// hold those that start there. Called with the IOMMU's allocator mutex held: the only fills that
+// may run meanwhile are of granules the per-P IOVA magazines handed out (iova.go), which lie
+// below the allocator's cursor, where it does not look before the space wraps (see IOMMU).
 func (t *table) indexOccupant(pg uint64) uint64 {
 	if end := t.startsAt(pg, pg); end != 0 {
 		return end

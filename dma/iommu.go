@@ -5,6 +5,9 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/cacheline"
 )
 
 // IOMMUConfig configures an IOMMU. The zero value is a 48-bit IOVA space in 4 KiB granules with no
@@ -37,8 +40,11 @@ type IOMMUConfig struct {
 //
 // Translate of a mapping of up to 16 granules takes no lock (the table's index, see the package
 // documentation), of a longer one one stripe's lock of the page table; it does not allocate and
-// never takes the IOVA allocator's mutex, which map calls hold while they find and publish
-// granules. Unmaps do not take it either.
+// never takes the IOVA allocator's mutex. A map of up to 4 granules takes its granules from its
+// P's magazine of fresh ones (iova.go: alloc_iova_fast's per-CPU magazines, without the reuse of
+// freed ranges) with no mutex, and takes the mutex once per 64 granules to reserve the next run
+// at the cursor; longer maps, coherent memory and registrations allocate at the cursor under it.
+// Unmaps never take it. Spaces below 2^20 granules use no magazines, so that exhaustion is exact.
 //
 // An IOMMU is safe for concurrent use.
 type IOMMU struct {
@@ -47,7 +53,15 @@ type IOMMU struct {
 	spacePages uint64 // granules in the IOVA space, 1<<(IOVABits-shift); immutable
 	bits       int    // IOVABits; immutable
 
-	mu     sync.Mutex // serialises IOVA allocation with publication of the new mapping
+	// mags are the per-P IOVA magazines (iova.go), nil if the space is small or under purego;
+	// the slice header is immutable, each magazine its P's (see iovaMag).
+	mags []iovaMag
+	// epoch counts the wraps of the cursor: added to by the holder of mu when the cursor wraps,
+	// loaded by takeFast (a magazine of an earlier epoch is not used) and by refill.
+	epoch atomic.Uint64
+	_     [cacheline.Pad]byte // epoch, read by every fast map, off the line mu's holders write
+
+	mu     sync.Mutex // serialises IOVA allocation from the cursor with publication of the new mapping
 	cursor uint64     // next-fit cursor, a granule number in [1, spacePages]; guarded by mu
 }
 
@@ -76,6 +90,7 @@ func NewIOMMU(cfg IOMMUConfig) (*IOMMU, error) {
 		cursor:     1,
 	}
 	m.init(shift, m)
+	m.mags = newMags(m.spacePages)
 	if cfg.FailNth > 0 || cfg.FailFraction > 0 {
 		m.inj = new(injector)
 		m.inj.setNth(cfg.FailNth)
@@ -103,9 +118,11 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 	return m.core.Translate(addr, size, access)
 }
 
-// assign allocates IOVA granules for the record template r (alloc_iova), sets r.addr and
-// publishes a record holding r's fields in the page table (iommu_map), both under mu so that no
-// two mappings get the same granules.
+// assign allocates IOVA granules for the record template r (iommu_dma_alloc_iova), sets r.addr
+// and publishes a record holding r's fields in the page table (iommu_map). A map of at most magMax
+// granules takes them from its P's magazine with no mutex (alloc_iova_fast, iova.go), or reserves
+// a new run for the magazine under mu; other maps allocate from the cursor and publish under mu,
+// so that no two mappings get the same granules.
 func (m *IOMMU) assign(r *record) error {
 	off := uint64(sliceAddr(r.buf)) & (1<<m.shift - 1)
 	n := (off+uint64(len(r.buf))-1)>>m.shift + 1
@@ -115,7 +132,23 @@ func (m *IOMMU) assign(r *record) error {
 		// on it for blocks aligned up to PageSize); the CPU side is page-aligned already.
 		align = 1 << (directShift - m.shift)
 	}
+	fast := m.mags != nil && n <= magMax && align == 1 && r.kind != KindRegistered
+	if fast {
+		if g, ok := m.takeFast(n); ok {
+			r.addr = Addr(g<<m.shift | off)
+			m.tab.insert(r) // fresh granules of this P's run: no other map touches them
+			return nil
+		}
+	}
 	m.mu.Lock()
+	if fast {
+		if g, ok := m.refill(n); ok {
+			m.mu.Unlock()
+			r.addr = Addr(g<<m.shift | off)
+			m.tab.insert(r)
+			return nil
+		}
+	}
 	defer m.mu.Unlock()
 	if n == 1 && align == 1 {
 		return m.assignOne(r, off)
@@ -140,6 +173,7 @@ func (m *IOMMU) assignOne(r *record, off uint64) error {
 		if c >= m.spacePages {
 			scanned += m.spacePages - c
 			c = 1
+			m.epoch.Add(1) // the cursor wraps: magazines of the old epoch are dropped (iova.go)
 			continue
 		}
 		r.addr = Addr(c<<m.shift | off)
@@ -172,6 +206,7 @@ func (m *IOMMU) findFree(n, align uint64) (uint64, bool) {
 		if up >= m.spacePages || n > m.spacePages-up {
 			scanned += m.spacePages - c
 			c = 1
+			m.epoch.Add(1) // the cursor wraps: magazines of the old epoch are dropped (iova.go)
 			continue
 		}
 		scanned += up - c

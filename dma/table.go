@@ -126,8 +126,8 @@ type table struct {
 	setBits uint
 	stripes [nStripes]stripe
 	// spans counts the index entries (live, or being filled or cleared) of mappings of several
-	// granules: the IOMMU's only (Direct never reads it). Added to (seq-cst) by a fill under the
-	// IOMMU's allocator mutex before the entry can be live, subtracted by the unmap after the
+	// granules: the IOMMU's only (Direct never reads it). Added to (seq-cst) by a fill before
+	// the entry can be live, subtracted by the unmap after the
 	// entry is free; loaded by the allocator's occupancy checks (indexOccupant, mutex held): 0
 	// means no granule is held by an index entry that starts in an earlier granule, so the check
 	// of one granule stays one set probe while no such mapping is live.
