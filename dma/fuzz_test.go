@@ -53,7 +53,7 @@ func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
 func FuzzMapper(f *testing.F) {
 	// Each number is two bytes. Map 100 bytes at +16 to the device, translate all of them, unmap,
 	// translate again (a fault), on each mapper.
-	for mapper := range byte(3) {
+	for mapper := range byte(4) {
 		f.Add([]byte{0, mapper, 0, 0, 0, 1, 0, 16, 0, 99,
 			0, 5, 0, 9, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1,
 			0, 3, 0, 0,
@@ -66,7 +66,7 @@ func FuzzMapper(f *testing.F) {
 	f.Add(slices.Repeat([]byte{2, 1, 3, 0, 5, 1, 7, 2, 4, 9}, 30))
 	// Multi-page MapSingles (5 and 17 pages on Direct and the IOMMU), translated inside their later
 	// pages and past their end, then unmapped.
-	for mapper := range byte(3) {
+	for mapper := range byte(4) {
 		f.Add([]byte{0, mapper, 0, 0, 0, 7, 0, 0, 0, 200, 0, 1, 0x50, 0x00,
 			0, 5, 0, 0, 0x30, 0x00, 0, 0, 0, 1, 0, 1,
 			0, 0, 0, 1, 0, 100, 0, 0, 0xff, 0xff,
@@ -91,13 +91,15 @@ func FuzzMapper(f *testing.F) {
 		}
 		var m testMapper
 		var iommu *IOMMU
-		switch in.next(3) {
+		switch in.next(4) {
 		case 0:
 			m = NewDirect()
 		case 1:
 			iommu, err = NewIOMMU(IOMMUConfig{IOVABits: 18}) // 63 usable granules of 4 KiB
-		default:
+		case 2:
 			iommu, err = NewIOMMU(IOMMUConfig{PageSize: 256, IOVABits: 17}) // 511 of 256 B
+		default: // 2^20 granules: maps of up to magMax granules take them from per-P magazines
+			iommu, err = NewIOMMU(IOMMUConfig{IOVABits: 12 + 20})
 		}
 		if err != nil {
 			t.Fatal(err)
