@@ -161,6 +161,10 @@ type engineTestHooks struct {
 	// listPublish, if set, is called by the send path (Send, SendList) after each tail publish
 	// with the number of txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
 	listPublish func(txreqs int)
+	// reserved, if set, is called by the send path after a batch's reservation, before its
+	// writes and Publish (the producer has left the in-flight count: quiesce must wait for the
+	// Publish through the ring's indices).
+	reserved func()
 }
 
 func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
@@ -396,6 +400,9 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	if err != nil { // no room for the batch: give it back
 		e.release(src, k)
 		return 0, e.noRoom(w, src.front(), pktsSent)
+	}
+	if e.test != nil && e.test.reserved != nil {
+		e.test.reserved() // between the reservation and the Publish, out of the in-flight count
 	}
 	e.publish(w, src, k, &res)
 	return k, nil
