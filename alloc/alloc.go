@@ -60,7 +60,9 @@ type Traits struct {
 
 // Stats is a snapshot of an allocator's counters. It is exact when no Get or Put runs at the same
 // time; under concurrent use it is a snapshot taken piece by piece, so its fields need not be
-// mutually consistent (for Slab and List, InUse <= HighWater <= Objects still holds).
+// mutually consistent (for Slab and List, InUse <= HighWater <= Objects still holds). Objects
+// cached in per-P magazines count as free. See the package documentation for what concurrent use
+// may do to HighWater.
 type Stats struct {
 	// InUse is the number of objects handed out and not yet put back (Slab and List only).
 	InUse int64

@@ -19,6 +19,26 @@
 //   - [Pool] is elastic and backed by a [sync.Pool]: idle objects may be taken back by the garbage
 //     collector, for callers who prefer memory back over determinism.
 //
+// # Per-P magazines
+//
+// Slab and List keep free objects close to the goroutines that use them, as the kernel's slab
+// allocator does with its per-CPU caches (kmem_cache's array_cache, after Bonwick's magazine
+// layer, "Magazines and Vmem", 2001). Each P (the Go scheduler's processor, see runtime.GOMAXPROCS)
+// has two magazines of up to 16 free objects, a loaded and a previous one. A Get takes from the
+// calling goroutine's P and a Put gives back to it, with one CAS on a cache line no other P
+// writes; only when the P's magazines run empty or full does a whole magazine move from or to a
+// shared depot, in one CAS. So a goroutine that puts back what it got (an inline completion) keeps
+// its objects, and their cache lines, on its core; and when a producer gets on one core and a
+// completion goroutine puts back on another, they meet once per magazine, not once per object.
+//
+// Objects in a magazine are free, never lost to the rest: before a Get reports ErrEmpty (List),
+// grows (Slab) or hands out an object never used before, it drains every P's magazines into the
+// depot (taking them with a CAS each), so a goroutine alone, even one moving between Ps, sees the
+// same counts and errors as with one shared free list. A P that did not exist when the allocator
+// was made (GOMAXPROCS raised later) takes the shared path: the depot and a lock-free free stack.
+// Under the purego tag, which forgoes the runtime's P pinning (internal/pcpu), every Get and Put
+// takes the shared path.
+//
 // # Ownership and misuse
 //
 // An object belongs to the caller from the Get that returned it until the Put that gives it back;
@@ -36,6 +56,17 @@
 // chunks it allocated, so it tells its own objects too, without keeping idle memory alive. What no
 // allocator can catch is a stale Put of an object that has since been handed out again: to the
 // allocator that is the new owner's Put. That is a use-after-free in the caller.
+//
+// # Stats under concurrent use
+//
+// Slab and List count objects in use from each object's own state word, so [Stats] read after
+// the Gets and Puts stop is exact, whatever the magazines hold (free objects count as free
+// wherever they are). A read during concurrent use is a snapshot taken piece by piece. The
+// high-water mark counts the objects ever handed out, which the magazines keep equal to the
+// largest number in use at once when Gets and Puts do not run concurrently; under concurrent use
+// it may come out above that peak (never above Objects) if a Get, finding every cached object
+// taken, hands out a never-used object while another goroutine is moving free objects between a
+// P and the depot.
 //
 // # Zero allocation
 //

@@ -11,6 +11,11 @@ import (
 // lock-free and safe against ABA (see the free-stack notes in stack.go). Get on an empty List
 // returns ErrEmpty and never allocates; [List.GetCtx] instead waits for a Put or the context.
 //
+// Like [Slab], List keeps free objects in small per-P magazines (see the package documentation),
+// so a producer's Gets and a completion goroutine's Puts on another core share a cache line only
+// once per magazine. The capacity is never lost in them: before it reports ErrEmpty, a Get takes
+// the objects cached on every other P.
+//
 // List is safe for concurrent use.
 type List[T any] struct {
 	s     stack[T] // the free list; its fields document their own writers
@@ -21,8 +26,13 @@ type List[T any] struct {
 	closed atomic.Bool
 
 	// waiters counts goroutines parked in GetCtx. Incremented under mu by a waiter before its
-	// last look at the stack; loaded by every Put after its push (the Dekker pair that rules out a
-	// lost wakeup: either the waiter's pop sees the push, or the Put sees the waiter).
+	// last look (getSlow: every P's magazines, the depot, the free stack); loaded by every Put
+	// after its push, and by every Get that moved free objects into a magazine or the depot on
+	// its way (all sequentially consistent atomics). That is the Dekker pair that rules out a
+	// lost wakeup: either the waiter's look sees the objects where they were put, or the
+	// goroutine that put them there sees the waiter and wakes it (wake looks again, under mu,
+	// after the waiter is queued). An object that moves again later is covered by the next
+	// mover's own load of waiters.
 	waiters atomic.Int32
 	mu      sync.Mutex      // guards queue and the hand-off to waiters
 	queue   []chan *cell[T] // parked waiters, oldest first; each channel has room for one send
@@ -42,15 +52,32 @@ func NewList[T any](n int, reset func(*T)) (*List[T], error) {
 }
 
 // Get returns a free object, or ErrEmpty if all n are in use (ErrClosed after Close). It never
-// allocates and never blocks.
+// allocates and never waits for a Put.
+//
+// Objects cached in other Ps' magazines count as free: Get drains them before it reports
+// ErrEmpty, so without concurrent Gets and Puts ErrEmpty means exactly that all n are in use.
+// Under concurrent use, ErrEmpty means they were, or that the last free objects were being
+// moved by another goroutine's Get or Put at the time (as an object being put back was always
+// out of sight until its Put finished).
 func (l *List[T]) Get() (*T, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
-	if c := l.s.pop(); c != nil {
-		return &c.obj, nil
+	c, placed := l.s.get()
+	if c == nil {
+		var p bool
+		c, p = l.s.getSlow()
+		placed = placed || p
 	}
-	return nil, ErrEmpty
+	if placed && l.waiters.Load() > 0 {
+		// This Get moved free objects into a magazine or the depot, perhaps past a waiter's
+		// last look: hand them over (see waiters).
+		l.wake()
+	}
+	if c == nil {
+		return nil, ErrEmpty
+	}
+	return &c.obj, nil
 }
 
 // GetCtx returns a free object, waiting for a Put if all are in use. It returns ctx.Err() if ctx
@@ -69,7 +96,7 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 		return nil, ErrClosed
 	}
 	l.waiters.Add(1)
-	if c := l.s.pop(); c != nil {
+	if c, _ := l.s.getSlow(); c != nil {
 		l.waiters.Add(-1)
 		l.mu.Unlock()
 		return &c.obj, nil
@@ -123,7 +150,7 @@ func (l *List[T]) wake() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for len(l.queue) > 0 {
-		c := l.s.pop()
+		c, _ := l.s.getSlow()
 		if c == nil {
 			return
 		}
@@ -157,10 +184,10 @@ func (l *List[T]) Owns(p *T) bool {
 // Len returns the number of objects the List holds.
 func (l *List[T]) Len() int { return l.n }
 
-// Stats returns the List's counters. Get and Put update no counter (the free list's head is the
-// only word they share): Stats counts by reading every object's state, so it costs O(Objects) and
-// is for monitoring, not for a hot path. It is exact when no Get or Put runs concurrently, and a
-// snapshot otherwise.
+// Stats returns the List's counters. Get and Put update no counter: Stats counts by reading
+// every object's state, so it costs O(Objects) and is for monitoring, not for a hot path. It is
+// exact when no Get or Put runs concurrently (objects cached in per-P magazines count as free),
+// and a snapshot otherwise (see the package documentation).
 func (l *List[T]) Stats() Stats { return l.s.stats() }
 
 // Traits describes List: concurrent, lock-free, fails (or waits, with GetCtx) when empty, never

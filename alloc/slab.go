@@ -31,6 +31,11 @@ type SlabConfig[T any] struct {
 // It is the Go form of the kmem_cache the hfi1 driver keeps its txreqs in (hfi1: verbs_txreq_cache
 // with get_txreq and hfi1_put_txreq; user_sdma's txreq_cache).
 //
+// Free objects are kept in per-P magazines (the kmem_cache's per-CPU array_cache; see the
+// package documentation): a goroutine that puts back what it got keeps its objects on its P, and
+// Slabs shared by goroutines on several cores do not bounce a shared free-list head between
+// them. A Slab grows only once every P's cached objects are handed out.
+//
 // Slab is safe for concurrent use. Get and Put are lock-free while a free object exists; growing
 // takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs.
 type Slab[T any] struct {
@@ -63,7 +68,10 @@ func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 // Get returns a free object, allocating a new slab if none is free. At MaxSlabs with no object
 // free it returns ErrEmpty (kernel: kmem_cache_alloc).
 func (sl *Slab[T]) Get() (*T, error) {
-	if c := sl.s.pop(); c != nil {
+	if c, _ := sl.s.get(); c != nil {
+		return &c.obj, nil
+	}
+	if c, _ := sl.s.getSlow(); c != nil {
 		return &c.obj, nil
 	}
 	return sl.growGet()
@@ -74,8 +82,9 @@ func (sl *Slab[T]) growGet() (*T, error) {
 	defer sl.mu.Unlock()
 	for {
 		// Another Get may have grown the slab, or a Put freed an object, while we waited; and
-		// Gets that take no lock may empty a slab we grew before we pop it.
-		if c := sl.s.pop(); c != nil {
+		// Gets that take no lock may empty a slab we grew before we pop it. Objects cached on
+		// other Ps are free too: getSlow drains them before we grow.
+		if c, _ := sl.s.getSlow(); c != nil {
 			return &c.obj, nil
 		}
 		room := (sl.limit - sl.s.objects()) / int64(sl.cfg.ObjectsPerSlab)
@@ -97,10 +106,10 @@ func (sl *Slab[T]) Owns(p *T) bool {
 	return c != nil
 }
 
-// Stats returns the Slab's counters. Get and Put update no counter (the free list's head is the
-// only word they share): Stats counts by reading every object's state, so it costs O(Objects) and
-// is for monitoring, not for a hot path. It is exact when no Get or Put runs concurrently, and a
-// snapshot otherwise.
+// Stats returns the Slab's counters. Get and Put update no counter: Stats counts by reading
+// every object's state, so it costs O(Objects) and is for monitoring, not for a hot path. It is
+// exact when no Get or Put runs concurrently (objects cached in per-P magazines count as free),
+// and a snapshot otherwise (see the package documentation).
 func (sl *Slab[T]) Stats() Stats { return sl.s.stats() }
 
 // Traits describes Slab: concurrent, lock-free unless growing, grows when empty up to MaxSlabs.

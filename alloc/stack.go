@@ -3,10 +3,12 @@ package alloc
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/pcpu"
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
@@ -33,18 +35,26 @@ import (
 // is a benign (and race-detector-clean) stale read that the failed CAS discards.
 //
 // Each cell has one atomic word, its link, holding its state and its next index together, so a
-// Get+Put pair costs three locked instructions and no shared counter: the pop's CAS on head, the
-// Put's CAS on the link (which checks for a double put and writes the next index at once) and the
-// push's CAS on head. The popper's store of the in-use state is a store-release (internal/relaxed:
-// a plain MOV on amd64).
+// Get+Put pair costs three locked instructions and no shared counter: the pop's CAS on the top
+// (a P's magazine word, magazine.go, or this stack's head), the Put's CAS on the link (which
+// checks for a double put and, without a reset hook, writes the next index at once) and the
+// push's CAS on the top. The popper's store of the in-use state is a store-release
+// (internal/relaxed: a plain MOV on amd64).
+//
+// The free stack is the layer under the per-P magazines and their depot (magazine.go): grow
+// puts new cells here, Gets take untouched cells only from here, and Puts come here only from
+// goroutines on a P without magazines (the purego tag, or GOMAXPROCS raised since the allocator
+// was made).
 //
 // Stats counts rather than keeps counters: objects in use are the cells whose link says so, and
 // the high-water mark is the number of cells ever handed out (each link keeps a touched bit). The
-// second equals the largest number ever in use because the stack is LIFO and untouched cells are
-// always its bottom, in index order: an untouched cell is popped only when no touched cell is
-// free, that is when every touched cell is in use, so each pop of an untouched cell raises the
-// number in use to a new high. grow keeps that order by putting a new slab's cells beneath the
-// free cells (pushBottom).
+// second equals the largest number ever in use because untouched cells are always this stack's
+// bottom, in index order, and are popped only when no touched cell is free anywhere: Gets take
+// touched cells from the magazines, the depot and this stack's top first, and pop an untouched
+// cell only after draining every P's magazines (magazine.go). So each pop of an untouched cell
+// raises the number in use to a new high (under concurrent use, up to the objects in motion
+// between a P and the depot at that moment: see the package documentation). grow keeps the
+// order by putting a new slab's cells beneath the free cells (pushBottom).
 
 const nilIndex = math.MaxUint32
 
@@ -71,6 +81,12 @@ type cell[T any] struct {
 	// cells, its own), and by runReset's undo; read by poppers for the next index (possibly
 	// stale; see above) and by stats.
 	link atomic.Uint64
+	// batch is used only on the first cell of a magazine in the depot (magazine.go): the
+	// magazine's count (bits 63..32) and the first cell of the magazine below it (bits 31..0).
+	// Written (store-release) by the goroutine that pushes the magazine, which owns its cells,
+	// before its CAS on the depot's head; read by depot poppers, possibly stale (their CAS on the
+	// versioned head discards a stale read, as for link). Meaningless on other cells.
+	batch atomic.Uint64
 }
 
 // slab is one block of per cells, a window of a region. Immutable once published.
@@ -94,11 +110,23 @@ type table[T any] struct {
 
 // stack is the lock-free free list over a growing set of equal-sized slabs.
 type stack[T any] struct {
-	// head is the tagged top of the free stack (see above). Every Get and Put CASes it: its own
-	// cache line.
+	// head is the tagged top of the free stack (see above). CASed by Gets that take an untouched
+	// cell or run on a P without magazines, by Puts on such a P, and by grow: its own cache
+	// line.
 	_    [cacheLine]byte
 	head atomic.Uint64
 	_    [cacheLine - 8]byte
+
+	// depot is the tagged top of the stack of full (or drained) magazines (magazine.go): the
+	// version in bits 63..32, the first cell of the top magazine in bits 31..0. CASed by Ps that
+	// send a full magazine or take one, once per magSize of their Gets or Puts, and by drainers:
+	// its own cache line.
+	depot atomic.Uint64
+	_     [cacheLine - 8]byte
+
+	// mags holds one pair of magazines per P (magazine.go), written as documented there. The
+	// slice is set by init and read-only after; nil under the purego tag.
+	mags []magazines
 
 	// tab is the published slab table. Store-release by grow (under the owner's lock) before any
 	// cell of the new slab is pushed; load-acquire by pop after it saw a cell index in head, so
@@ -117,15 +145,27 @@ func pack(version, index uint32) uint64 { return uint64(version)<<32 | uint64(in
 func (s *stack[T]) init(per uint32) {
 	s.per = per
 	s.head.Store(pack(0, nilIndex))
+	s.depot.Store(pack(0, nilIndex))
+	s.mags = newMagazines()
 	s.tab.Store(&table[T]{})
 }
 
+// cell returns cell i. Every Get calls it: it divides only when it must (a List's cells and a
+// Slab's first slab are slab 0; a power-of-two per shifts).
 func (t *table[T]) cell(i uint32, per uint32) *cell[T] {
+	if i < per {
+		return &t.byIndex[0].cells[i]
+	}
+	if per&(per-1) == 0 {
+		return &t.byIndex[i>>bits.TrailingZeros32(per)].cells[i&(per-1)]
+	}
 	return &t.byIndex[i/per].cells[i%per]
 }
 
-// pop takes the top free cell and marks it in use, or returns nil if the stack is empty.
-func (s *stack[T]) pop() *cell[T] {
+// pop takes the top free cell and marks it in use, or returns nil if the stack is empty, or if
+// touchedOnly and the top cell was never handed out (magazine.go: such a cell is taken only
+// after the per-P magazines were drained).
+func (s *stack[T]) pop(touchedOnly bool) *cell[T] {
 	for {
 		h := s.head.Load()
 		i := uint32(h)
@@ -133,8 +173,11 @@ func (s *stack[T]) pop() *cell[T] {
 			return nil
 		}
 		c := s.tab.Load().cell(i, s.per)
-		next := uint32(c.link.Load())
-		if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, next)) {
+		l := c.link.Load()
+		if touchedOnly && l&linkTouched == 0 {
+			return nil
+		}
+		if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, uint32(l))) {
 			// The CAS passed ownership of c to us: nobody else can pop it until it is pushed.
 			// A store-release suffices (a plain MOV on amd64): the next reader that matters is
 			// the Put that gives c back, on this goroutine or on one the caller handed c to
@@ -146,29 +189,76 @@ func (s *stack[T]) pop() *cell[T] {
 	}
 }
 
-// put checks p, marks its cell free, resets it and pushes it. kind names the allocator in errors.
+// put checks p, marks its cell free, resets it and pushes it on the calling P's magazine
+// (magazine.go), or on the free stack if the P has none. kind names the allocator in errors.
 //
-// One CAS on the cell's link both checks that the object is in use (the double-put check) and
-// writes its next index, guessed from the head as loaded before; the CAS on head publishes the
-// cell (and everything written to it before) to the next pop. Only when the head moved in between
-// (another goroutine's Get or Put, or the reset hook's time) does the link get a new next index.
+// One CAS on the cell's link checks that the object is in use (the double-put check) and marks
+// it free; the push that follows publishes the cell (and everything written to it before) with
+// its CAS on the magazine word or the free stack's head. With no reset hook, the common case
+// (pinned, room in the magazine) folds the next index into the link CAS, guessed from the
+// magazine word loaded before: the guess is right unless a drainer emptied the magazine in
+// between, and then putLocal writes the link again. With a reset hook, the hook (the caller's
+// code) runs unpinned, after the link CAS (free) and before the push (next index).
 func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
+	if reset == nil {
+		c, i := s.find(p)
+		if c == nil {
+			return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
+		}
+		id := pcpu.Pin()
+		if uint(id) < uint(len(s.mags)) {
+			m := &s.mags[id]
+			w := m.cur.Load()
+			if n := uint32(w >> 32); n < magSize {
+				if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(magNext(w))) {
+					pcpu.Unpin()
+					return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
+				}
+				if !m.cur.CompareAndSwap(w, magWord(n+1, i)) {
+					s.putLocal(m, c, i) // a drainer emptied cur: link again
+				}
+				pcpu.Unpin()
+				return nil
+			}
+		}
+		pcpu.Unpin()
+	}
+	c, i, err := s.free(p, reset, kind)
+	if err != nil {
+		return err
+	}
+	id := pcpu.Pin()
+	s.putOn(id, c, i)
+	pcpu.Unpin()
+	return nil
+}
+
+// free is put's first half: it finds p's cell, marks it free (the double-put check) and runs the
+// reset hook. The caller then owns the free cell until it pushes it.
+func (s *stack[T]) free(p *T, reset func(*T), kind string) (*cell[T], uint32, error) {
 	c, i := s.find(p)
 	if c == nil {
-		return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
+		return nil, 0, &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
 	}
-	h := s.head.Load()
-	if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(uint32(h))) {
-		return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
+	if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(nilIndex)) {
+		return nil, 0, &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
 	}
 	if reset != nil {
 		runReset(reset, &c.obj, func() { c.link.Store(linkInUse | linkTouched) })
 	}
-	for !s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, i)) {
-		h = s.head.Load()
-		c.link.Store(linkTouched | uint64(uint32(h)))
+	return c, i, nil
+}
+
+// push puts the free cell c (index i), which the caller owns, on the free stack.
+func (s *stack[T]) push(c *cell[T], i uint32) {
+	for {
+		h := s.head.Load()
+		// c is ours until the CAS publishes it (and the link with it).
+		relaxed.StoreRelease64(&c.link, linkTouched|uint64(uint32(h)))
+		if s.head.CompareAndSwap(h, pack(uint32(h>>32)+1, i)) {
+			return
+		}
 	}
-	return nil
 }
 
 // pushBottom puts a chain of new, free cells (linked from top through their links, the last one's

@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -20,58 +21,76 @@ func TestHeadOwnCacheLine(t *testing.T) {
 	assert.GreaterOrEqual(t, unsafe.Offsetof(s.tab)-head, uintptr(cacheLine))
 }
 
-// TestVersionWrap starts the head's version just below the 32-bit wrap, so concurrent gets and
-// puts carry it across; the stack must neither lose nor duplicate an object.
+// TestVersionWrap starts a tagged head's version just below the 32-bit wrap, so concurrent gets
+// and puts carry it across; the allocator must neither lose nor duplicate an object. It runs on
+// the free stack's head alone (no per-P magazines) and on the depot's head (every goroutine gets
+// and puts back bursts longer than two magazines, so full magazines go through the depot).
 func TestVersionWrap(t *testing.T) {
-	const n = 6
-	l, err := NewList[int](n, nil)
-	require.NoError(t, err)
-	h := l.s.head.Load()
-	l.s.head.Store(pack(math.MaxUint32-500, uint32(h)))
+	for _, tc := range []struct {
+		name     string
+		n, burst int
+		head     func(*stack[int]) *atomic.Uint64
+	}{
+		{"head=stack", 6, 1, func(s *stack[int]) *atomic.Uint64 { return &s.head }},
+		{"head=depot", 8 * magSize, 3*magSize - 1, func(s *stack[int]) *atomic.Uint64 { return &s.depot }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewList[int](tc.n, nil)
+			require.NoError(t, err)
+			if tc.burst == 1 {
+				l.s.mags = nil
+			} else if l.s.mags == nil {
+				t.Skip("purego: no per-P magazines, no depot")
+			}
+			head := tc.head(&l.s)
+			head.Store(pack(math.MaxUint32-100, uint32(head.Load())))
+			versionWrapRun(t, l, tc.n, tc.burst)
+			assert.Less(t, uint32(head.Load()>>32), uint32(math.MaxUint32-100), "the version wrapped")
+		})
+	}
+}
 
-	workers, rounds := 4, 2000
+// versionWrapRun has 4 goroutines get up to burst objects each and put them back, many times,
+// checking that no object is held twice; then that all n are free, each once.
+func versionWrapRun(t *testing.T, l *List[int], n, burst int) {
+	workers, rounds := 4, 2000/burst+100
 	if testing.Short() {
-		rounds = 500
+		rounds = 500/burst + 100
 	}
 	var wg sync.WaitGroup
-	var owners [n]struct {
-		mu   sync.Mutex
-		held bool
-	}
+	owners := make([]atomic.Bool, n)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			held := make([]*int, 0, burst)
 			for range rounds {
-				p, err := l.Get()
-				if err != nil {
+				for len(held) < burst {
+					p, err := l.Get()
+					if err != nil {
+						break
+					}
+					c, i := l.s.find(p)
+					if !assert.NotNil(t, c) || !assert.True(t, owners[i].CompareAndSwap(false, true), "object %d handed out twice", i) {
+						return
+					}
+					held = append(held, p)
+				}
+				if len(held) == 0 {
 					runtime.Gosched()
-					continue
 				}
-				c, i := l.s.find(p)
-				if !assert.NotNil(t, c) {
-					return
+				for _, p := range held {
+					_, i := l.s.find(p)
+					owners[i].Store(false)
+					if !assert.NoError(t, l.Put(p)) {
+						return
+					}
 				}
-				o := &owners[i]
-				o.mu.Lock()
-				dup := o.held
-				o.held = true
-				o.mu.Unlock()
-				if !assert.False(t, dup, "object %d handed out twice", i) {
-					return
-				}
-				o.mu.Lock()
-				o.held = false
-				o.mu.Unlock()
-				if !assert.NoError(t, l.Put(p)) {
-					return
-				}
+				held = held[:0]
 			}
 		}()
 	}
 	wg.Wait()
-	assert.Less(t, uint32(l.s.head.Load()>>32), uint32(math.MaxUint32-500), "the version wrapped")
-	// All n objects are free, each once.
 	seen := map[*int]bool{}
 	for range n {
 		p, err := l.Get()
@@ -79,7 +98,7 @@ func TestVersionWrap(t *testing.T) {
 		require.False(t, seen[p])
 		seen[p] = true
 	}
-	_, err = l.Get()
+	_, err := l.Get()
 	require.ErrorIs(t, err, ErrEmpty)
 }
 
@@ -89,13 +108,14 @@ func TestVersionWrap(t *testing.T) {
 func TestABA(t *testing.T) {
 	l, err := NewList[int](3, nil)
 	require.NoError(t, err)
+	l.s.mags = nil // the free stack alone: no per-P magazines
 	s := &l.s
 	h := s.head.Load()
 	top := s.tab.Load().cell(uint32(h), s.per)
 	staleNext := uint32(top.link.Load())
 
-	a := s.pop() // the top
-	b := s.pop() // its next
+	a := s.pop(false) // the top
+	b := s.pop(false) // its next
 	require.Same(t, top, a)
 	require.NoError(t, l.Put(&a.obj)) // the same top back, now with a different next
 	assert.Equal(t, uint32(h), uint32(s.head.Load()), "same top index as the stale pop saw")
@@ -285,7 +305,7 @@ func TestGrowBeneathFree(t *testing.T) {
 	require.NoError(t, err)
 	b, err := s.Get()
 	require.NoError(t, err)
-	require.Nil(t, s.s.pop(), "all in use: the Get that finds this would grow")
+	require.Nil(t, s.s.pop(false), "all in use: the Get that finds this would grow")
 	require.NoError(t, s.Put(a)) // a Put in the window
 	s.mu.Lock()
 	s.s.grow(nil, 1)
