@@ -507,9 +507,10 @@ func (e *Engine) noRoom(w *IOWait, tx *TxReq, pktsSent bool) error {
 
 // publish writes the batch's k txreqs into its reservation, records each against the slot of
 // its last descriptor, adds the batch to w's busy count, publishes the tail once (hfi1: submit_tx
-// for each, then sdma_update_tail) and leaves the producers' in-flight count. The reservation is
-// ours: nothing may fail between Reserve and Publish, or the ring would block (Publish of one's
-// own reservation has no error to return).
+// for each, then sdma_update_tail). The producer has left the in-flight count already (sendBatch):
+// a sw clean that starts meanwhile waits for this Publish through the ring's indices (quiesce).
+// The reservation is ours: nothing may fail between Reserve and Publish, or the ring would block
+// (Publish of one's own reservation has no error to return).
 func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation) {
 	off := 0
 	for j := 0; j < k; j++ {
@@ -541,7 +542,7 @@ func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation)
 
 // afterPublish runs after every Publish to an engine whose goroutine parks: the doorbell. (A
 // send that raced a halt or a close needs nothing here: the sw clean waited for its Publish, see
-// inflight, and aborted it.)
+// inflight and quiesce, and aborted it.)
 func (e *Engine) afterPublish() {
 	if e.hwSleeping.Load() {
 		e.ringBell()
