@@ -98,7 +98,7 @@ func FuzzRegister(f *testing.F) {
 				i := in.next(len(regs))
 				r := regs[i].r
 				if in.next(3) == 0 {
-					if !r.Acquire(uintptr(step)) {
+					if !r.Acquire() {
 						t.Fatal("Acquire of a live registration refused")
 					}
 					ctx, cancel := context.WithCancel(context.Background())
@@ -106,7 +106,7 @@ func FuzzRegister(f *testing.F) {
 					if err := rg.Deregister(ctx, r); !errors.Is(err, context.Canceled) {
 						t.Fatalf("Deregister with a use in flight: %v, want context.Canceled", err)
 					}
-					r.Release(uintptr(step))
+					r.Release()
 					if !r.Live() {
 						t.Fatal("a cancelled Deregister left the registration dead")
 					}

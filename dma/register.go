@@ -150,9 +150,8 @@ func (r *Registration) shard() *regShard {
 
 // Acquire records one use in flight and reports whether the registration may be used: false
 // once Deregister has begun, and then nothing is recorded. The use is counted on the calling P's
-// shard (see Registration); key is not used (any value will do: it remains so that callers
-// written for keyed shards keep compiling).
-func (r *Registration) Acquire(key uintptr) bool {
+// shard (see Registration).
+func (r *Registration) Acquire() bool {
 	s := r.shard()
 	s.n.Add(1)                     // seq-cst: ordered before the load of state (Dekker with Deregister)
 	if r.state.Load() != regLive { // Deregister has begun: back out on the same shard
@@ -163,8 +162,8 @@ func (r *Registration) Acquire(key uintptr) bool {
 }
 
 // Release ends a use recorded by Acquire. It counts on the calling P's shard, which may differ
-// from the Acquire's; key is not used.
-func (r *Registration) Release(key uintptr) { r.shard().n.Add(-1) }
+// from the Acquire's.
+func (r *Registration) Release() { r.shard().n.Add(-1) }
 
 // inFlight sums the shards, one load each: 0 means no use is held once Acquire fails (see
 // Registration for why); a positive sum may include refused Acquires about to back out.

@@ -65,7 +65,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 					runtime.Gosched()
 				}
 				tr.held.Add(-1)
-				tr.r.Release(0)
+				tr.r.Release()
 			}
 		})
 		for w := range workers {
@@ -73,7 +73,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(w), 11))
 				for !stop.Load() {
 					tr := cur.Load()
-					if !tr.r.Acquire(uintptr(rng.Uint64())) {
+					if !tr.r.Acquire() {
 						refused.Add(1)
 						runtime.Gosched()
 						continue
@@ -91,7 +91,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 						continue
 					}
 					tr.held.Add(-1)
-					tr.r.Release(uintptr(rng.Uint64()))
+					tr.r.Release()
 				}
 			})
 		}
@@ -117,7 +117,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 				require.NoError(t, rg.Deregister(context.Background(), old.r))
 				require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", i)
 			}
-			require.False(t, old.r.Acquire(0), "Acquire after Deregister")
+			require.False(t, old.r.Acquire(), "Acquire after Deregister")
 			require.Zero(t, old.r.inFlight(), "round %d: uses counted after Deregister", i)
 		}
 		stop.Store(true)
@@ -146,7 +146,7 @@ func TestRegistrationShardsCrossP(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range n {
-			assert.True(t, r.Acquire(0))
+			assert.True(t, r.Acquire())
 			acq <- struct{}{}
 		}
 	})
@@ -165,7 +165,7 @@ func TestRegistrationShardsCrossP(t *testing.T) {
 					t.Errorf("Deregister returned %v with uses held", err)
 				default:
 				}
-				r.Release(0)
+				r.Release()
 			}
 		})
 	}

@@ -108,13 +108,13 @@ func TestRegisterAllocs(t *testing.T) {
 		n := testing.AllocsPerRun(100, func() {
 			got := rg.Registered(sub)
 			a, _ := got.AddrOf(sub)
-			if !got.Acquire(7) {
+			if !got.Acquire() {
 				t.Fatal("Acquire refused")
 			}
 			if _, err := m.Translate(a, len(sub), ToDevice); err != nil {
 				t.Fatal(err)
 			}
-			got.Release(7)
+			got.Release()
 		})
 		assert.Zero(t, n)
 		require.NoError(t, rg.Deregister(context.Background(), r))
@@ -129,32 +129,32 @@ func TestDeregisterWaitsRace(t *testing.T) {
 		buf := make([]byte, 512)
 		r, err := rg.Register(buf, ToDevice)
 		require.NoError(t, err)
-		require.True(t, r.Acquire(1))
-		require.True(t, r.Acquire(2))
+		require.True(t, r.Acquire())
+		require.True(t, r.Acquire())
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
 		defer cancel()
 		err = rg.Deregister(ctx, r)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.True(t, r.Live(), "a cancelled Deregister changes nothing")
-		require.True(t, r.Acquire(3))
-		r.Release(3)
+		require.True(t, r.Acquire())
+		r.Release()
 
 		done := make(chan error, 1)
 		go func() { done <- rg.Deregister(context.Background(), r) }()
 		require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
-		assert.False(t, r.Acquire(4), "no new use once Deregister began")
+		assert.False(t, r.Acquire(), "no new use once Deregister began")
 		assert.Nil(t, rg.Registered(buf), "nor through Registered")
 		b, err := m.Translate(r.Addr(), 8, ToDevice)
 		require.NoError(t, err, "the uses in flight still translate")
 		assert.Equal(t, sliceAddr(buf), sliceAddr(b))
-		r.Release(1)
+		r.Release()
 		select {
 		case err := <-done:
 			t.Fatalf("Deregister returned %v with a use in flight", err)
 		case <-time.After(5 * time.Millisecond):
 		}
-		r.Release(2)
+		r.Release()
 		require.NoError(t, <-done)
 		_, err = m.Translate(r.Addr(), 8, ToDevice)
 		assert.ErrorIs(t, err, ErrFault)
@@ -190,17 +190,17 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 		var stop atomic.Bool
 		var uses, refused atomic.Int64
 		var wg sync.WaitGroup
-		for w := range 2 {
+		for range 2 {
 			wg.Go(func() {
 				for !stop.Load() {
 					r := cur.Load()
-					if !r.Acquire(uintptr(w)) {
+					if !r.Acquire() {
 						refused.Add(1)
 						continue
 					}
 					b, err := m.Translate(r.Addr()+16, 64, ToDevice)
 					if !assert.NoError(t, err, "a use in flight translates") {
-						r.Release(uintptr(w))
+						r.Release()
 						return
 					}
 					v := b[0]
@@ -210,7 +210,7 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 							break
 						}
 					}
-					r.Release(uintptr(w))
+					r.Release()
 					uses.Add(1)
 				}
 			})

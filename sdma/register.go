@@ -72,7 +72,7 @@ func (tx *TxReq) holdReg(r *dma.Registration) bool {
 			return true
 		}
 	}
-	if int(tx.nregs) == maxTxRegs || !r.Acquire(regKey(tx)) {
+	if int(tx.nregs) == maxTxRegs || !r.Acquire() {
 		return false
 	}
 	tx.regs[tx.nregs] = r
@@ -82,9 +82,8 @@ func (tx *TxReq) holdReg(r *dma.Registration) bool {
 
 // releaseRegs ends tx's uses of registrations (clean).
 func (tx *TxReq) releaseRegs() {
-	k := regKey(tx)
 	for i := range tx.regs[:tx.nregs] {
-		tx.regs[i].Release(k)
+		tx.regs[i].Release()
 		tx.regs[i] = nil
 	}
 	tx.nregs = 0
