@@ -80,18 +80,33 @@ const unmapChunkBatch = 64
 // unmapChunkLocked undoes, in one dma.UnmapAll call (one hold of each stripe lock of the mapping
 // table), the mappings of the txreqs whose last descriptors lie in [sw, to), as many as fit in
 // unmapChunkBatch, and returns where that chunk ends: the txreqs up to it have nothing left to
-// unmap (hfi1: the sdma_txclean part of complete_tx, for a batch). headMu held.
+// unmap but the chunk's lone mapped txreq, if it has only one (hfi1: the sdma_txclean part of
+// complete_tx, for a batch). headMu held.
+//
+// A chunk in which only one txreq mapped anything (a pass over one packet: a Manual engine, an
+// engine that keeps up) builds no batch: that txreq keeps its descriptors, and its clean in
+// completeTx unmaps them, one Unmap call each, before its callback runs, as complete_tx does. The
+// batch pays only where it saves stripe-lock holds.
 func (e *Engine) unmapChunkLocked(sw, to uint64) uint64 {
-	if e.unmaps.us == nil {
-		e.unmaps.us = make([]dma.Unmap, 0, 2*unmapChunkBatch)
-	}
+	var lone *TxReq // the first mapped txreq of the chunk, not in us while it is the only one
 	us := e.unmaps.us[:0]
 	for sw != to && len(us) < unmapChunkBatch {
 		tx := e.txRing[sw&e.mask]
 		sw++
-		if tx != nil {
-			us = tx.takeUnmaps(us)
+		if tx == nil || tx.nmaps == 0 {
+			continue
 		}
+		if lone == nil {
+			lone = tx
+			continue
+		}
+		if len(us) == 0 {
+			if us == nil {
+				us = make([]dma.Unmap, 0, 2*unmapChunkBatch)
+			}
+			us = lone.takeUnmaps(us)
+		}
+		us = tx.takeUnmaps(us)
 	}
 	if len(us) > 0 {
 		_ = dma.UnmapAll(e.dev.mapper, us) // as sdma_unmap_desc, errors are not the completion's

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/dma"
 )
 
 func TestCloseAbortsInFlight(t *testing.T) {
@@ -561,4 +562,71 @@ func TestSendChecksTheTxReqBeforeTheEngine(t *testing.T) {
 	l.PopFront()
 	require.NoError(t, late.Clean())
 	assert.Zero(t, c.n.Load())
+}
+
+// unmapOrder is a Completer that checks, at each callback, that the completing txreq's mappings
+// are gone already (its own unmaps before its callback) and counts the callbacks.
+type unmapOrder struct {
+	t     *testing.T
+	m     *dma.IOMMU
+	addrs map[*TxReq][]dma.Addr // the bus addresses each txreq mapped, recorded before Send
+	n     int
+}
+
+func (u *unmapOrder) Complete(tx *TxReq, st Status) {
+	u.n++
+	assert.Equal(u.t, StatusOK, st)
+	for _, a := range u.addrs[tx] {
+		_, err := u.m.Translate(a, 4, dma.ToDevice)
+		assert.Error(u.t, err, "a mapping of the txreq is live at its callback")
+	}
+}
+
+// TestCompletionUnmapsBeforeCallback: a completion pass over one mapped txreq (its clean unmaps
+// it, no batch), over a few (one batch), and over more than one chunk of unmapChunkBatch unmaps,
+// with txreqs that mapped nothing (daddr) among them, undoes every mapping exactly once, each
+// txreq's before its callback, and keeps the caller's daddr memory mapped.
+func TestCompletionUnmapsBeforeCallback(t *testing.T) {
+	for _, n := range []int{1, 2, 5, 3 * unmapChunkBatch / 2} {
+		t.Run(itoa(n), func(t *testing.T) {
+			m := engTestIOMMU(t)
+			c := dma.NewCounting(m)
+			dev, err := NewDevice(Config{Mapper: c, Manual: true, Completion: CompletePoll, RingSize: 1024})
+			require.NoError(t, err)
+			defer dev.Close()
+			e := dev.Engine(0)
+			own := make([]byte, 8)
+			ownAddr, err := m.MapSingle(own, dma.ToDevice)
+			require.NoError(t, err)
+			u := &unmapOrder{t: t, m: m, addrs: make(map[*TxReq][]dma.Addr)}
+			txs := make([]TxReq, n)
+			for i := range txs {
+				tx := &txs[i]
+				require.NoError(t, tx.Init(0, 24, u))
+				if i%3 == 2 { // maps nothing: the caller's bus address
+					require.NoError(t, tx.AddDAddr(dev, ownAddr, 8))
+				} else {
+					require.NoError(t, tx.AddKVAddr(dev, make([]byte, 8)))
+				}
+				require.NoError(t, tx.AddKVAddr(dev, make([]byte, 16)))
+				for _, d := range tx.Descs() {
+					if d.MapType() != desc.MapNone {
+						u.addrs[tx] = append(u.addrs[tx], dma.Addr(d.Addr()))
+					}
+				}
+				require.NoError(t, e.Send(nil, tx, false))
+			}
+			_, err = e.Process()
+			require.NoError(t, err)
+			assert.Equal(t, n, e.Poll())
+			assert.Equal(t, n, u.n, "each callback once")
+			cs := c.Counts()
+			assert.Equal(t, cs.MapSingle, cs.UnmapSingle, "every map undone")
+			assert.Zero(t, cs.Errors)
+			assert.Zero(t, dev.UnmapErrors())
+			_, err = m.Translate(ownAddr, 8, dma.ToDevice)
+			assert.NoError(t, err, "daddr memory stays the caller's")
+			require.NoError(t, m.UnmapSingle(ownAddr, 8, dma.ToDevice))
+		})
+	}
 }
