@@ -445,9 +445,7 @@ func (e *Engine) claim(tx *TxReq) error {
 	if err := e.check(tx); err != nil {
 		return err
 	}
-	if !tx.moveState(txBuilding, txInFlight) {
-		return txErr("Send", ErrInvalid, "txreq sent concurrently")
-	}
+	tx.moveState(txInFlight) // check saw txBuilding (ready); see moveState
 	return nil
 }
 
@@ -477,7 +475,7 @@ func (e *Engine) check(tx *TxReq) error {
 // release hands the first k txreqs of src, claimed by admit, back to the caller.
 func (e *Engine) release(src *txSource, k int) {
 	for tx, j := src.front(), 0; j < k; tx, j = src.next(tx), j+1 {
-		tx.moveState(txInFlight, txBuilding)
+		tx.moveState(txBuilding)
 	}
 }
 

@@ -73,10 +73,15 @@ type CompleterFunc func(tx *TxReq, status Status)
 // Complete calls f(tx, status).
 func (f CompleterFunc) Complete(tx *TxReq, status Status) { f(tx, status) }
 
-// moveState moves tx from state from to state to (a CAS), reporting whether it was in from: the
-// one place a txreq changes hands between its caller and an engine (Engine.claim, release). Its
-// other state writes are its own life cycle: Init (building) and clean (free).
-func (tx *TxReq) moveState(from, to uint32) bool { return tx.state.CompareAndSwap(from, to) }
+// moveState moves tx to state to: the one place a txreq changes hands between its caller and an
+// engine (Engine.claim, release). Its other state writes are its own life cycle: Init (building)
+// and clean (free). A store-release, not a CAS: the caller checked the state it leaves (ready, or
+// its own claim), and a txreq is owned by one goroutine at a time, so no other goroutine writes
+// the state meanwhile (the completion pass writes it only while the txreq is in flight, after
+// its Send). Two goroutines sending one txreq at once break that ownership, as they would in the
+// kernel (sdma_send_txreq takes no lock on the txreq): a data race the race detector reports, not
+// an error Send returns; one Send after another is refused (ready: in flight).
+func (tx *TxReq) moveState(to uint32) { relaxed.StoreRelease32(&tx.state, to) }
 
 // txreq life-cycle states held in TxReq.state.
 const (
@@ -131,8 +136,9 @@ type TxReq struct {
 	// completion only when nmaps says there is something to unmap.
 
 	// state is the life-cycle (txFree/txBuilding/txInFlight). Written by the owner on Init and
-	// clean, by Send (CAS txBuilding→txInFlight, which rejects a double send) and by the
-	// completion pass (clean, txInFlight→txFree, before the callback runs); read by both.
+	// clean, by Send (store-release txBuilding→txInFlight after its ready check, which rejects
+	// a txreq already in flight; moveState) and by the completion pass (clean, txInFlight→txFree,
+	// before the callback runs); read by both.
 	state atomic.Uint32
 
 	// Owner-only fields (the caller's while building, the engine's while in flight).
