@@ -49,11 +49,14 @@ import (
 //     same buffer at the same address and in the same way (a sender reusing its buffers), the
 //     CAS makes it live at once, with the next generation: one atomic operation per map.
 //     Otherwise the CAS makes it busy with the next generation, the map stores the words that
-//     differ (ptr, addr, region) and then stores meta live with that generation.
+//     differ (ptr, addr, region) and then stores meta live with that generation. Once the CAS
+//     has made it busy the map is the entry's only writer, so those stores (and the store of
+//     meta) are plain MOVs on amd64 (store_amd64.go, relaxed.StoreRelease64): one locked
+//     instruction per map, the CAS, where sync/atomic stores would add an XCHG per word.
 //   - An unmap ends a live entry with one CAS of meta from live to free (same generation); the
 //     entry keeps its words for the next map of the same buffer. An entry that must drop its
 //     buffer (Region memory, which is munmapped at its release, or more than PageSize bytes)
-//     goes live→busy, has ptr and region cleared, then goes free.
+//     goes live→busy, has ptr and region cleared (the owner's stores), then goes free.
 //   - A translation loads meta, then addr and ptr, then meta again (read_seqcount_begin,
 //     read_seqcount_retry). Equal and live: no fill and no unmap of the entry happened between
 //     the loads (each changes meta, and a fill moves the generation), so the three words are one
@@ -70,7 +73,8 @@ import (
 // A translation of a mapping in the index thus does no atomic read-modify-write and writes no
 // shared cache line (the loads are plain MOVs on amd64, LDARs on arm64), and a map and an unmap
 // of a reused buffer are one CAS each. Every word a reader touches is read and written with
-// sync/atomic, so the race detector checks the protocol as it is.
+// sync/atomic under the race detector (the owner's plain stores are atomic stores there), so it
+// checks the protocol as it is.
 
 // entry is one mapping of up to spanMax pages in a stripe's index (see above). All words are atomic: map
 // and unmap write them, Translate, Live and the IOVA allocator read them, with no lock.
@@ -248,18 +252,19 @@ func (t *table) fill(set *[2]entry, addr Addr, p *byte, fields uint64, region *R
 		}
 		gen := m&^(metaGen1-1) + metaGen1
 		if e.meta.CompareAndSwap(m, gen|metaBusy) {
+			// The busy CAS made this goroutine the entry's only writer: the word stores are the
+			// owner's (plain MOVs on amd64, store_amd64.go), and the store that makes it live is
+			// a store-release (a MOV on amd64), ordered after them, so a reader that sees the new
+			// meta sees the words it validates (message passing).
 			if e.ptr.Load() != p {
-				e.ptr.Store(p)
+				ownStorePtr(&e.ptr, p)
 			}
 			if e.addr.Load() != uint64(addr) {
-				e.addr.Store(uint64(addr))
+				ownStore64(&e.addr, uint64(addr))
 			}
 			if e.region.Load() != region {
-				e.region.Store(region)
+				ownStorePtr(&e.region, region)
 			}
-			// The busy CAS made this goroutine the entry's only writer: the store that makes it
-			// live is a store-release (a MOV on amd64), ordered after the word stores, so a
-			// reader that sees the new meta sees the words it validates (message passing).
 			relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
 			return true
 		}
@@ -292,11 +297,12 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 			if !e.meta.CompareAndSwap(m, m&^metaState|metaBusy) {
 				continue
 			}
-			e.ptr.Store(nil) // let the garbage collector have it; Region memory is munmapped
+			// Busy: this goroutine is the entry's only writer (see fill).
+			ownStorePtr(&e.ptr, nil) // let the garbage collector have it; Region memory is munmapped
 			if reg != nil {
-				e.region.Store(nil)
+				ownStorePtr(&e.region, nil)
 			}
-			e.meta.Store(m &^ metaState) // free, fields kept (a map compares ptr too)
+			relaxed.StoreRelease64(&e.meta, m&^metaState) // free, fields kept (a map compares ptr too)
 			if t.keyShift != 0 && t.multi(addr, size) {
 				t.spans.Add(-1) // after the entry is free: see table.spans
 			}
