@@ -614,6 +614,9 @@ func (c *core) insertSlow(addr Addr, buf []byte, dir Direction, kind Kind, regio
 // mapIOMMU has the IOMMU allocate the bus address and publish the mapping. The pin of region
 // passes to the mapping, or is dropped on failure.
 func (c *core) mapIOMMU(buf []byte, dir Direction, kind Kind, region *Region) (Addr, error) {
+	if a, ok := c.iommu.mapFast(buf, dir, kind, region); ok {
+		return a, nil
+	}
 	v := record{buf: buf, dir: dir, kind: kind, region: region}
 	if err := c.iommu.assign(&v); err != nil {
 		if region != nil {
