@@ -414,6 +414,12 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 // the front its error is returned and nothing is claimed. It returns the txreqs claimed and
 // their descriptors.
 func (e *Engine) admit(src *txSource) (k, total int, err error) {
+	if src.list == nil { // Send: a batch of its one txreq
+		if err := e.claim(src.one); err != nil {
+			return 0, 0, err
+		}
+		return 1, src.one.NumDesc(), nil
+	}
 	free := -1 // read once, and only for a batch of more than one
 	for tx := src.front(); k < tailUpdateBatch; tx = src.next(tx) {
 		if k > 0 {

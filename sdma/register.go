@@ -54,7 +54,17 @@ func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, e
 		return false, nil
 	}
 	r := dev.regs.Registered(buf)
-	if r == nil || !r.Dir().Allows(dma.ToDevice) {
+	if r == nil {
+		return false, nil
+	}
+	return tx.addRegisteredIn(op, dev, r, buf)
+}
+
+// addRegisteredIn is addRegistered once the lookup found r, the registration holding buf (the
+// caller's own lookup, so that the common case, memory that is not registered, costs the lookup
+// and no call more).
+func (tx *TxReq) addRegisteredIn(op string, dev *Device, r *dma.Registration, buf []byte) (done bool, err error) {
+	if !r.Dir().Allows(dma.ToDevice) {
 		return false, nil
 	}
 	addr, ok := r.AddrOf(buf)

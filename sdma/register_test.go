@@ -228,3 +228,70 @@ func TestRegisteredSendConcurrent(t *testing.T) {
 	assert.Equal(t, 1, m.LiveCount(), "only the pad stays mapped")
 	t.Logf("%d registrations", flips)
 }
+
+// TestRegisterConcurrentAddOneWay: while another goroutine registers and deregisters the memory
+// over and over, each AddKVAddr from it goes one way only: the registered path (a daddr-typed
+// descriptor, a use of the registration held, no map call) or the mapped path (MapSingle, one
+// map, no use held), never both and never neither; the packet keeps its bytes either way, and
+// every map is undone by the clean.
+func TestRegisterConcurrentAddOneWay(t *testing.T) {
+	regTestMappers(t, func(t *testing.T, c *dma.Counting) {
+		dev, _ := engTestDevice(t, Config{Manual: true, Mapper: c})
+		mem := txTestPattern(4096, 7)
+		stop := make(chan struct{})
+		var flips atomic.Int64
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := dev.Register(mem)
+				if !assert.NoError(t, err) {
+					return
+				}
+				runtime.Gosched()
+				if !assert.NoError(t, dev.Deregister(context.Background(), r)) {
+					return
+				}
+				flips.Add(1)
+			}
+		})
+		n := 4000
+		if testing.Short() {
+			n = 1000
+		}
+		var regd, mapped int
+		var tx TxReq
+		for i := range n {
+			off := (i * 64) % (len(mem) - 64)
+			require.NoError(t, tx.Init(0, 64, nil))
+			before := c.Counts().MapSingle
+			require.NoError(t, tx.AddKVAddr(dev, mem[off:off+64]))
+			maps := c.Counts().MapSingle - before
+			d := tx.Descs()[0]
+			switch d.MapType() {
+			case desc.MapNone:
+				regd++
+				require.Zero(t, maps, "add %d: registered path and a map", i)
+				require.Equal(t, uint8(1), tx.nregs, "add %d: registered path without a use held", i)
+			case desc.MapSingle:
+				mapped++
+				require.Equal(t, 1, maps, "add %d: mapped path with %d maps", i, maps)
+				require.Zero(t, tx.nregs, "add %d: mapped path holding a use", i)
+			default:
+				t.Fatalf("add %d: descriptor of map type %v", i, d.MapType())
+			}
+			require.Equal(t, 64, d.Len())
+			require.NoError(t, tx.Clean())
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("%d adds: %d registered, %d mapped, %d flips", n, regd, mapped, flips.Load())
+		cn := c.Counts()
+		assert.Equal(t, cn.MapSingle, cn.UnmapSingle, "every map undone")
+		assert.Zero(t, cn.Errors)
+	})
+}

@@ -91,8 +91,10 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte) error {
 		}
 	}
 	if dev.regs != nil {
-		if done, err := tx.addRegistered(op, dev, buf); done {
-			return err
+		if r := dev.regs.Registered(buf); r != nil {
+			if done, err := tx.addRegisteredIn(op, dev, r, buf); done {
+				return err
+			}
 		}
 	}
 	addr, err := dev.mapper.MapSingle(buf, dma.ToDevice)
