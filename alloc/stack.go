@@ -106,6 +106,11 @@ type region[T any] struct {
 type table[T any] struct {
 	byIndex []*slab[T]   // slab k holds cells [k*per, (k+1)*per)
 	byAddr  []*region[T] // sorted by base, for binary search in find
+	// last is the region grow carves slabs from (the newest, and from the second on the
+	// largest: it holds an eighth of the slabs before it), or nil before the first grow. find
+	// tries it first, so that a Put of an object of a one-region allocator (every List, and a
+	// Slab until it outgrows its first region) or of the newest region needs no search.
+	last *region[T]
 }
 
 // stack is the lock-free free list over a growing set of equal-sized slabs.
@@ -317,22 +322,11 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 	}
 	a := addrOf(p)
 	t := s.tab.Load()
-	// Binary search for the last slab whose base <= a.
-	lo, hi := 0, len(t.byAddr)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if t.byAddr[m].base <= a {
-			lo = m + 1
-		} else {
-			hi = m
+	r := t.last
+	if r == nil || a-r.base >= r.end-r.base { // not in the newest region (one compare: a < base wraps)
+		if r = t.region(a); r == nil {
+			return nil, 0
 		}
-	}
-	if lo == 0 {
-		return nil, 0
-	}
-	r := t.byAddr[lo-1]
-	if a >= r.end {
-		return nil, 0
 	}
 	off := a - r.base
 	size := cellSize[T]()
@@ -348,6 +342,27 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 		return c, i
 	}
 	return nil, 0 // in the region's uncreated tail: never handed out
+}
+
+// region returns the region whose cells hold address a, or nil: a binary search of byAddr.
+func (t *table[T]) region(a uintptr) *region[T] {
+	// The last region whose base <= a.
+	lo, hi := 0, len(t.byAddr)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if t.byAddr[m].base <= a {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 {
+		return nil
+	}
+	if r := t.byAddr[lo-1]; a < r.end {
+		return r
+	}
+	return nil
 }
 
 // grow creates a slab of per cells, publishes it and pushes its cells, free, beneath the free
@@ -391,7 +406,7 @@ func (s *stack[T]) grow(init func(*T), room int) {
 		sl.cells[k].link.Store(uint64(next))
 	}
 	// Publish the slab before any of its cells can be seen in head.
-	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr})
+	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr, last: s.cur})
 	s.pushBottom(first)
 }
 
