@@ -16,8 +16,8 @@ import (
 // of two entries. A Go map must never be read during a write (that can crash), so the index is a
 // fixed, open array, and each entry is a few words read and written with sync/atomic only.
 //
-// A mapping's entry is in the set chosen by a hash of its key, in the stripe of its first page.
-// The key is the first byte's bus address for Direct, where many small buffers share a page and
+// A Direct mapping's entry is in the set chosen by a hash of its key, in the stripe of its first
+// page; an IOMMU mapping's is in the set of its key in granule order (below). The key is the first byte's bus address for Direct, where many small buffers share a page and
 // a descriptor names the first byte of its mapping (so the set of the descriptor's address holds
 // its mapping), and the granule for the IOMMU, whose granules hold one mapping each (so the set
 // of any address in the granule holds it). A Direct translation of an address inside a mapping,
@@ -38,6 +38,26 @@ import (
 // the page lists behind the index (stripe.m and stripe.slots), which only holders of the stripe's
 // mutex read or write. stripe.pairs counts what they hold, and a translation that finds no
 // answer in the index while pairs is not zero takes the mutex and looks there too.
+//
+// # The IOMMU's index in granule order
+//
+// The IOMMU hands out fresh granules, in runs of consecutive ones per P (iova.go), so a hashed
+// set would put every map on an index line that nothing touched since the space last came round
+// (a cache miss at the map, paid again by the translation and the unmap on another core). Its
+// sets are laid out in granule order instead, over the whole table's index (table.ents, every
+// stripe's entries in a row): the set of granule g is the two entries g and g+1, modulo the
+// entries in use, so the sets of neighbouring granules overlap by one entry. A map of a fresh
+// granule takes the first free entry of its set, its own (entry g) unless an older mapping still
+// holds it, so consecutive fresh granules fill consecutive entries: two per cache line (a
+// packet's header and payload share one), in address order, which the hardware's prefetchers
+// follow, and two Ps mapping from their own runs write disjoint lines. A long-lived mapping in
+// entry g only moves granule g's mapping to entry g+1 (and g+1's, if g+1 is live too, one further
+// on); a set is full only if two neighbouring entries are both taken.
+//
+// Every reader and writer of granule g's mapping looks at the same two entries, and every entry
+// carries its mapping's bus address, so overlapping sets change nothing else: each probe checks
+// the address, as it does for the entries of a hashed set, which hold several keys too. The
+// stripes still shard the page lists and their locks by the Fibonacci hash.
 //
 // # One entry: a sequence count per entry
 //
@@ -164,12 +184,19 @@ func metaFieldsOf(size int, dir Direction, code uint64) uint64 {
 func metaSize(m uint64) int      { return int(m>>metaSizeShift) & maxIndexed }
 func metaDir(m uint64) Direction { return Direction(m>>metaDirShift) & 3 }
 
-// set returns the two entries of the set for key in s's index: the Fibonacci hash bits just below
-// those that chose the stripe (table.stripeIndex), so that, for the IOMMU's keys (granules), the
-// granules of one stripe spread over its sets as evenly as they spread over the stripes, and for
-// Direct's (addresses) page-aligned buffers do too.
+// set returns the two entries of the set for key. Direct's are a set of s's index (s is the
+// stripe of the mapping's first page), chosen by the Fibonacci hash bits just below those that
+// chose the stripe (table.stripeIndex), so that page-aligned buffers spread over the sets as
+// evenly as over the stripes. The IOMMU's are in granule order (see "The IOMMU's index in granule
+// order" above): entries key and key+1, modulo the entries in use, of the whole table's index;
+// s is not used.
 func (t *table) set(s *stripe, key uint64) *[2]entry {
-	return &s.ents[(key*0x9E3779B97F4A7C15)>>(64-stripeBits-t.setBits)&(nSets-1)]
+	if t.keyShift != 0 {
+		i := key & (nStripes<<(t.setBits+1) - 1)
+		return (*[2]entry)(t.ents[i : i+2])
+	}
+	j := (key * 0x9E3779B97F4A7C15) >> (64 - stripeBits - t.setBits) & (nSets - 1)
+	return (*[2]entry)(s.ents[2*j : 2*j+2])
 }
 
 // key returns the index key of a mapping whose first byte is at addr (see the index's
@@ -238,12 +265,13 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 // live with the next generation; false if the set has no free entry.
 func (t *table) fill(set *[2]entry, addr Addr, p *byte, fields uint64, region *Region) bool {
 	for {
-		// A free entry that holds no buffer (never filled, or dropped), else any free entry:
-		// so two buffers sharing a set each keep an entry of their own.
+		// Direct: a free entry that holds no buffer (never filled, or dropped), else any free
+		// entry, so two buffers sharing a set each keep an entry of their own. The IOMMU: the
+		// first free entry, its own granule's if it is free (granule order, see above).
 		e, m := (*entry)(nil), uint64(0)
 		for i := range set {
 			x := &set[i]
-			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || x.ptr.Load() == nil) {
+			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || t.keyShift == 0 && x.ptr.Load() == nil) {
 				e, m = x, xm
 			}
 		}
@@ -352,29 +380,25 @@ func (t *table) startsAt(g, pg uint64) uint64 {
 	return 0
 }
 
-// indexLive lists the live mappings of s's index, appending to out.
-func (s *stripe) indexLive(out []Mapping) []Mapping {
-	for i := range s.ents {
-		for j := range s.ents[i] {
-			e := &s.ents[i][j]
-			m := e.meta.Load()
-			a := e.addr.Load()
-			if m&metaState == metaLive && e.meta.Load() == m {
-				out = append(out, Mapping{Addr: Addr(a), Size: metaSize(m), Dir: metaDir(m), Kind: codeKind(m >> metaKindShift)})
-			}
+// indexLive lists the live mappings of the index, appending to out.
+func (t *table) indexLive(out []Mapping) []Mapping {
+	for i := range t.ents {
+		e := &t.ents[i]
+		m := e.meta.Load()
+		a := e.addr.Load()
+		if m&metaState == metaLive && e.meta.Load() == m {
+			out = append(out, Mapping{Addr: Addr(a), Size: metaSize(m), Dir: metaDir(m), Kind: codeKind(m >> metaKindShift)})
 		}
 	}
 	return out
 }
 
-// indexCount counts the live entries of s's index.
-func (s *stripe) indexCount() int {
+// indexCount counts the live entries of the index.
+func (t *table) indexCount() int {
 	n := 0
-	for i := range s.ents {
-		for j := range s.ents[i] {
-			if s.ents[i][j].meta.Load()&metaState == metaLive {
-				n++
-			}
+	for i := range t.ents {
+		if t.ents[i].meta.Load()&metaState == metaLive {
+			n++
 		}
 	}
 	return n
@@ -539,8 +563,8 @@ func (t *table) scanBack(pr *probe) bool {
 // scanAll runs the probe over the whole of s's index: for Direct, an address inside a mapping
 // that does not start on a page boundary (see the index's description).
 func (t *table) scanAll(s *stripe, pr *probe) bool {
-	for i := range s.ents {
-		if pr.look(&s.ents[i]) {
+	for i := 0; i < nEnt; i += 2 {
+		if pr.look((*[2]entry)(s.ents[i : i+2])) {
 			return true
 		}
 	}

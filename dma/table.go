@@ -78,9 +78,10 @@ type stripe struct {
 	// allocator's occupancy checks and a Translate that needs the page lists to read them. A
 	// plain mutex (see the package documentation for why not an RWMutex). The index needs no lock.
 	mu sync.Mutex
-	// ents is the index (index.go). The pointer is set by table.init and immutable; the entries
-	// are read and written with atomic operations only, by anyone.
-	ents *[nSets][2]entry
+	// ents is Direct's index of this stripe (index.go): nSets sets of two entries, a part of
+	// table.ents. The pointer is set by table.init and immutable; the entries are read and
+	// written with atomic operations only, by anyone.
+	ents *[nEnt]entry
 	// pairs counts the (page, record) pairs in this stripe's page lists, that is how many
 	// mappings a reader of the index cannot see. Written under mu (a store when it changes),
 	// loaded by readers: zero lets a Translate that found no answer in the index report it
@@ -124,6 +125,10 @@ type table struct {
 	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
 	// tests that want entries reused and sets full. Set before the table is used; immutable.
 	setBits uint
+	// ents is the whole index, every stripe's (stripe.ents) in stripe order and one entry more,
+	// which only the IOMMU's last set uses (set). The slice header is set by init and immutable;
+	// the entries are read and written with atomic operations only, by anyone.
+	ents    []entry
 	stripes [nStripes]stripe
 	// spans counts the index entries (live, or being filled or cleared) of mappings of several
 	// granules: the IOMMU's only (Direct never reads it). Added to (seq-cst) by a fill before
@@ -145,9 +150,9 @@ func (t *table) init(shift uint, keepEmpty bool) {
 	if !keepEmpty { // the IOMMU: one mapping per granule, keyed by granule
 		t.keyShift = shift
 	}
-	ents := make([][nSets][2]entry, nStripes)
+	t.ents = make([]entry, nStripes*nEnt+1)
 	for i := range t.stripes {
-		t.stripes[i].ents = &ents[i]
+		t.stripes[i].ents = (*[nEnt]entry)(t.ents[i*nEnt:])
 		t.stripes[i].m = make(map[uint64]*pageList)
 		t.stripes[i].keepEmpty = keepEmpty
 		if !keepEmpty { // the slots' lists up front: a fresh slot then allocates nothing
@@ -482,10 +487,9 @@ func (s *stripe) lookupLists(pg uint64, pr *probe) ([]byte, bool) {
 
 // liveCount sums the stripes' live counts, one lock at a time.
 func (t *table) liveCount() int {
-	n := 0
+	n := t.indexCount()
 	for i := range t.stripes {
 		s := &t.stripes[i]
-		n += s.indexCount()
 		s.mu.Lock()
 		n += s.live
 		s.mu.Unlock()
@@ -495,10 +499,9 @@ func (t *table) liveCount() int {
 
 // live lists every live mapping once (records on their first page), sorted by address.
 func (t *table) live() []Mapping {
-	var out []Mapping
+	out := t.indexLive(nil)
 	for i := range t.stripes {
 		s := &t.stripes[i]
-		out = s.indexLive(out)
 		s.mu.Lock()
 		for pg, pl := range s.m {
 			out = pl.appendFirst(out, pg, t.shift)
