@@ -98,14 +98,14 @@ type Engine struct {
 	// hwMu makes one hardware model at a time: the engine's goroutine or a caller's Process.
 	// It also excludes the hardware while the sw clean unmaps what is left in the ring.
 	// Lock order: hwMu, then headMu, then waitMu; flushMu is a leaf.
-	hwMu sync.Mutex
+	hwMu ticketLock
 	hw   hwState // guarded by hwMu
 
 	_ [lineSize]byte
 
 	// headMu is the writer side of head_lock: one completion pass (or flush, or sw clean) at a
 	// time; the ring's seqcount is its sequence.
-	headMu    sync.Mutex
+	headMu    ticketLock
 	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
 	wakeRank  [waitBatchSize]int     // their wake-order keys, taken under waitMu; guarded by headMu
 	unmaps    unmapBatch             // the completion pass's unmap scratch (complete.go); guarded by headMu
