@@ -64,10 +64,16 @@ type hwState struct {
 	// passes counts hardware passes (processLocked calls); tests read it to prove that an idle
 	// engine parks instead of spinning.
 	passes uint64
-	segs   [][]byte // the packet being delivered; reused, cap MaxDesc+1
-	batch  batchState
-	ahg    [desc.NumAHGEntries]ahgEntry
-	hdr    [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
+	// completed is the chip's head as of the last completion pass that an interrupt of the
+	// current pass ran to its end (CompleteInterrupt mode), valid while intrPass: that pass
+	// completed every txreq before it, callbacks included. An idle interrupt at that same head
+	// finds nothing to do (see interrupt). intrPass is cleared at the start of every pass.
+	completed uint64
+	intrPass  bool
+	segs      [][]byte // the packet being delivered; reused, cap MaxDesc+1
+	batch     batchState
+	ahg       [desc.NumAHGEntries]ahgEntry
+	hdr       [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
 }
 
 // ahgEntry is one AHG header entry: n bytes of b are valid; n == 0 means never written.
@@ -132,6 +138,7 @@ func (e *Engine) Process() (int, error) {
 // processLocked is Process with hwMu held.
 func (e *Engine) processLocked() (int, error) {
 	e.hw.passes++
+	e.hw.intrPass = false
 	if e.flushPending.Load() {
 		e.runFlush() // the flush worker (sdma_field_flush), in any state
 	}
@@ -279,12 +286,21 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 
 // interrupt is an SDMA interrupt: the head is written back, and the completion pass runs in
 // CompleteInterrupt mode (hfi1: sdma_engine_interrupt). hwMu held.
+//
+// An interrupt raised at the head at which an earlier interrupt of the same pass ran its
+// completion pass to the end (the idle interrupt after the INT_REQ of the pass's last packet,
+// the latency case) is counted but runs no second pass: nothing has reached the head since, so
+// the pass would walk nothing and free nothing, only take headMu and bump the seqcount. It is
+// the chip's coalescing of interrupt causes: both status bits are seen by one run of
+// sdma_engine_interrupt, which makes progress once.
 func (e *Engine) interrupt() {
 	e.stats.interrupts.Add(1)
 	e.writeBackHead()
-	if e.mode == CompleteInterrupt {
-		e.makeProgress()
+	if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
+		return
 	}
+	e.makeProgress()
+	e.hw.completed, e.hw.intrPass = e.hw.head, true
 }
 
 // writeBackHead writes the chip's head back to the ring (head_dma) if it moved, which also

@@ -336,3 +336,43 @@ func TestInterruptSources(t *testing.T) {
 	assert.EqualValues(t, 4, e.Stats().Interrupts)
 	assert.Equal(t, 11, e.Poll())
 }
+
+// TestIdleInterruptCoalesced: in CompleteInterrupt mode, the idle interrupt that follows the
+// INT_REQ interrupt of a pass's last packet is counted but runs no second completion pass (the
+// first one completed everything up to the same head); an idle interrupt at a head that moved
+// since runs one, and every txreq completes exactly once.
+func TestIdleInterruptCoalesced(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 256})
+	e := dev.Engine(0)
+	var c completions
+	var u TxReq
+	engTestBuild(t, dev, &u, FlagUrgent, make([]byte, 4), &c)
+	require.NoError(t, e.Send(nil, &u, false))
+	s0 := e.Stats()
+	_, err := e.Process()
+	require.NoError(t, err)
+	s1 := e.Stats()
+	assert.EqualValues(t, 2, s1.Interrupts-s0.Interrupts, "INT_REQ, then the idle interrupt")
+	assert.EqualValues(t, 1, s1.Passes-s0.Passes, "one completion pass: the idle interrupt coalesced")
+	assert.EqualValues(t, 1, c.n.Load())
+
+	// INT_REQ on the first packet, none on the second: the idle interrupt's head moved.
+	var a, b TxReq
+	engTestBuild(t, dev, &a, FlagUrgent, make([]byte, 4), &c)
+	engTestBuild(t, dev, &b, 0, make([]byte, 4), &c)
+	require.NoError(t, e.Send(nil, &a, false))
+	require.NoError(t, e.Send(nil, &b, false))
+	_, err = e.Process()
+	require.NoError(t, err)
+	s2 := e.Stats()
+	assert.EqualValues(t, 2, s2.Interrupts-s1.Interrupts)
+	assert.EqualValues(t, 2, s2.Passes-s1.Passes, "the idle interrupt completes the second packet")
+	assert.EqualValues(t, 3, c.n.Load())
+	assert.Zero(t, c.dup.Load(), "each txreq completes once")
+
+	// An empty pass raises no interrupt and runs no completion pass.
+	_, err = e.Process()
+	require.NoError(t, err)
+	assert.EqualValues(t, s2.Passes, e.Stats().Passes, "an empty pass raises no interrupt")
+	assert.True(t, e.Empty())
+}
