@@ -341,7 +341,12 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	}
 	e.hw.segs = segs
 	e.deliver(segs, start+n)
-	clear(segs) // drop the references to the caller's memory
+	// Drop the references to the caller's memory. An indexed loop, not clear (or the range
+	// loop the compiler turns into it): a packet has one to three segments, and clear is a
+	// call into the runtime's memclrHasPointers, a few nanoseconds per packet.
+	for i := 0; i < len(segs); i++ {
+		segs[i] = nil
+	}
 	e.stats.packets.Add(1)
 	e.stats.descs.Add(n)
 	e.stats.bytes.Add(uint64(total))
@@ -513,13 +518,17 @@ func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte
 // deliver hands one packet, which ends at ring index end, to the sink: Deliver, or Queue for a
 // BatchSink unless it is a lone packet (no batch held and nothing published after it: it is sent
 // at once, exactly as by a sink that does not batch, so that batching costs an idle engine
-// nothing). An error or a panic is recorded, not propagated.
+// nothing). An error or a panic is recorded, not propagated. The deferred function calls recover
+// only if the sink did not return (a panic, or runtime.Goexit): a recover that finds no panic is
+// still a call into the runtime, on every packet.
 func (e *Engine) deliver(segs [][]byte, end uint64) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			e.sinkFailed(nil, p)
+		if !returned {
+			e.sinkPanicked(recover())
 		}
 	}()
+	var err error
 	if b := &e.hw.batch; b.sink != nil && (b.held > 0 || e.ring.Tail() != end) {
 		n := 0
 		for _, s := range segs {
@@ -527,15 +536,23 @@ func (e *Engine) deliver(segs [][]byte, end uint64) {
 		}
 		b.held++ // in the batch even if Queue fails: the head passes it with the others
 		b.bytes += n
-		if err := b.sink.Queue(e.idx, segs); err != nil {
-			e.sinkFailed(err, nil)
-			return
+		if err = b.sink.Queue(e.idx, segs); err == nil {
+			b.queued++
 		}
-		b.queued++
-		return
+	} else {
+		err = e.sink.Deliver(e.idx, segs)
 	}
-	if err := e.sink.Deliver(e.idx, segs); err != nil {
+	returned = true
+	if err != nil {
 		e.sinkFailed(err, nil)
+	}
+}
+
+// sinkPanicked records the value a sink panicked with; nil (no panic: runtime.Goexit) is not
+// recorded.
+func (e *Engine) sinkPanicked(p any) {
+	if p != nil {
+		e.sinkFailed(nil, p)
 	}
 }
 
