@@ -17,8 +17,11 @@ import (
 // (dma.Registration.Acquire) from the add until it is cleaned (completion, abort, failure, or a
 // new Init), so that Deregister waits for every packet that points into the memory: the hardware
 // model never reads memory that was deregistered. An add to memory being deregistered maps it as
-// memory that is not registered; memory that is not registered is mapped per add, as the kernel
-// does.
+// memory that is not registered, unless the txreq already holds a use of that registration (an
+// earlier add of the same packet: Deregister waits for that use anyway, so the memory stays mapped
+// until the txreq is cleaned); memory that is not registered is mapped per add, as the kernel
+// does. A txreq's second add from the registration its first used (a header and its payload from
+// one buffer) is found among the registrations it holds, with no lookup.
 
 // maxTxRegs is how many registrations one txreq may use at once (a header and a payload from
 // different registrations); a fragment from a further one is mapped per add instead.
@@ -53,11 +56,26 @@ func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, e
 	if dev.regs == nil {
 		return false, nil
 	}
-	r := dev.regs.Registered(buf)
+	r := tx.heldReg(buf)
 	if r == nil {
-		return false, nil
+		if r = dev.regs.Registered(buf); r == nil {
+			return false, nil
+		}
 	}
 	return tx.addRegisteredIn(op, dev, r, buf)
+}
+
+// heldReg returns a registration tx holds a use of that holds all of buf, or nil: the one an
+// earlier add of the same packet (say its header) took from the same memory. Arithmetic on the
+// registration's immutable fields, no lookup. The use keeps the memory mapped until tx is
+// cleaned, even once a Deregister has begun (it waits for the use), so the add may point into it.
+func (tx *TxReq) heldReg(buf []byte) *dma.Registration {
+	for _, r := range tx.regs[:tx.nregs] {
+		if _, ok := r.AddrOf(buf); ok {
+			return r
+		}
+	}
+	return nil
 }
 
 // addRegisteredIn is addRegistered once the lookup found r, the registration holding buf (the

@@ -23,6 +23,16 @@ func regTestMappers(t *testing.T, f func(t *testing.T, c *dma.Counting)) {
 	t.Run("mapper=iommu", func(t *testing.T) { f(t, dma.NewCounting(engTestIOMMU(t))) })
 }
 
+// regTestRig is a Manual device on c with 4096 bytes of patterned memory (seed) registered.
+func regTestRig(t *testing.T, c *dma.Counting, seed byte) (*Device, *captureSink, *Engine, []byte, *dma.Registration) {
+	t.Helper()
+	dev, cs := engTestDevice(t, Config{Manual: true, Mapper: c})
+	mem := txTestPattern(4096, seed)
+	r, err := dev.Register(mem)
+	require.NoError(t, err)
+	return dev, cs, dev.Engine(0), mem, r
+}
+
 // TestRegisteredAdds: adds from registered memory (AddKVAddr, AddBytes, AddPage, AddPages) map
 // nothing and unmap nothing, carry daddr-typed descriptors, and deliver the right bytes; AddBytes
 // does not split registered memory at pages; unregistered memory is still mapped per add.
@@ -83,12 +93,8 @@ func TestRegisteredAdds(t *testing.T) {
 // first changes nothing; after Deregister the memory is mapped per add again.
 func TestDeregisterInFlightRace(t *testing.T) {
 	regTestMappers(t, func(t *testing.T, c *dma.Counting) {
-		dev, cs := engTestDevice(t, Config{Manual: true, Mapper: c})
-		e := dev.Engine(0)
-		mem := txTestPattern(4096, 3)
-		r, err := dev.Register(mem)
-		require.NoError(t, err)
-
+		dev, cs, e, mem, r := regTestRig(t, c, 3)
+		var err error
 		var tx, built TxReq
 		require.NoError(t, tx.Init(0, 256, nil))
 		require.NoError(t, tx.AddKVAddr(dev, mem[:256]))
@@ -292,6 +298,53 @@ func TestRegisterConcurrentAddOneWay(t *testing.T) {
 		t.Logf("%d adds: %d registered, %d mapped, %d flips", n, regd, mapped, flips.Load())
 		cn := c.Counts()
 		assert.Equal(t, cn.MapSingle, cn.UnmapSingle, "every map undone")
+		assert.Zero(t, cn.Errors)
+	})
+}
+
+// TestRegisteredHeldUseWhileDeregistering: a packet's second add from the registration its first
+// add holds takes it without a lookup, also once Deregister has begun (the held use keeps the
+// memory mapped, and Deregister waits for it); another txreq's add from the same memory then is
+// mapped. The packet arrives whole, and Deregister returns once it completed.
+func TestRegisteredHeldUseWhileDeregistering(t *testing.T) {
+	regTestMappers(t, func(t *testing.T, c *dma.Counting) {
+		dev, cs, e, mem, r := regTestRig(t, c, 5)
+		var err error
+		var tx TxReq
+		require.NoError(t, tx.Init(0, 128, nil))
+		require.NoError(t, tx.AddKVAddr(dev, mem[:64]))
+		done := make(chan error, 1)
+		go func() { done <- dev.Deregister(context.Background(), r) }()
+		require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+
+		maps := c.Counts().MapSingle
+		require.NoError(t, tx.AddKVAddr(dev, mem[64:128]))
+		assert.Equal(t, maps, c.Counts().MapSingle, "the held registration: no map")
+		for i, d := range tx.Descs() {
+			assert.Equal(t, desc.MapNone, d.MapType(), "descriptor %d", i)
+		}
+		assert.Equal(t, uint8(1), tx.nregs, "one use held")
+
+		var other TxReq
+		require.NoError(t, other.Init(0, 64, nil))
+		require.NoError(t, other.AddKVAddr(dev, mem[128:192]))
+		assert.Equal(t, maps+1, c.Counts().MapSingle, "another txreq's add from memory being deregistered is mapped")
+		require.NoError(t, other.Clean())
+
+		select {
+		case err := <-done:
+			t.Fatalf("Deregister returned %v while a txreq holds a use", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		require.NoError(t, e.Send(nil, &tx, false))
+		_, err = e.Process()
+		require.NoError(t, err)
+		e.Poll()
+		require.Equal(t, [][]byte{mem[:128]}, cs.Packets(0))
+		require.NoError(t, <-done)
+		assert.Equal(t, CauseNone, haltCauseOf(e), "no halt")
+		cn := c.Counts()
+		assert.Equal(t, cn.MapSingle, cn.UnmapSingle)
 		assert.Zero(t, cn.Errors)
 	})
 }

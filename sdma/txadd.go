@@ -91,7 +91,14 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte) error {
 		}
 	}
 	if dev.regs != nil {
-		if r := dev.regs.Registered(buf); r != nil {
+		var r *dma.Registration
+		if tx.nregs != 0 {
+			r = tx.heldReg(buf) // an earlier add's registration: no lookup
+		}
+		if r == nil {
+			r = dev.regs.Registered(buf)
+		}
+		if r != nil {
 			if done, err := tx.addRegisteredIn(op, dev, r, buf); done {
 				return err
 			}
