@@ -255,16 +255,24 @@ func (v *Reservation) Len() int { return v.n }
 // published already: such a Write would overwrite slots the hardware model may be reading, or
 // slots another producer may reserve next. All are programmer errors (like SetHWHead's).
 func (v *Reservation) Write(off int, ds []desc.Desc, skip int) {
-	n := len(ds)
+	if n := len(ds); n == 0 || v.r == nil || v.published || off < 0 || off > v.n || v.n-off < n {
+		v.writeFailed(off, n) // out of line: the checks are one branch
+	}
+	v.r.write(v.start+uint64(off), ds, skip)
+}
+
+// writeFailed panics as Write documents, for a Write of n descriptors at off that its check
+// refused.
+//
+//go:noinline
+func (v *Reservation) writeFailed(off, n int) {
 	switch {
 	case n == 0:
 		panic(errorf("Write", ErrSize, "batch of 0 descriptors"))
 	case v.r == nil || v.published:
 		panic(errorf("Write", ErrNotReserved, "the reservation is %s", v.state()))
-	case off < 0 || off > v.n || v.n-off < n:
-		panic(errorf("Write", ErrNotReserved, "[%d, +%d) outside the reservation's %d slots at %#x", off, n, v.n, v.start))
 	}
-	v.r.write(v.start+uint64(off), ds, skip)
+	panic(errorf("Write", ErrNotReserved, "[%d, +%d) outside the reservation's %d slots at %#x", off, n, v.n, v.start))
 }
 
 // state names why a reservation cannot be written or published.
@@ -310,9 +318,16 @@ func (v *Reservation) PublishRelease() {
 // checkPublish panics, as Publish documents, unless v may be published, and marks it published.
 func (v *Reservation) checkPublish(op string) {
 	if v.r == nil || v.published {
-		panic(errorf(op, ErrNotReserved, "the reservation is %s", v.state()))
+		v.publishFailed(op) // out of line, so that checkPublish inlines
 	}
 	v.published = true
+}
+
+// publishFailed is checkPublish's panic.
+//
+//go:noinline
+func (v *Reservation) publishFailed(op string) {
+	panic(errorf(op, ErrNotReserved, "the reservation is %s", v.state()))
 }
 
 // write copies ds to [start, start+len(ds)) without checks. Preconditions: 1 <= len(ds) <=
@@ -372,6 +387,14 @@ func (r *Ring) publishRelease(start uint64, n int) {
 // tail already past start means the range was published (or the ring Reset under a live
 // reservation, which sdma's quiesce rules out): a programmer error, op's *Error matching ErrOrder.
 func (r *Ring) waitTurn(op string, start uint64) {
+	if r.tail.Load() == start { // the common case, first: no loop, so that the publishers inline it
+		return
+	}
+	r.waitTurnSlow(op, start)
+}
+
+// waitTurnSlow is waitTurn's loop.
+func (r *Ring) waitTurnSlow(op string, start uint64) {
 	for i := 0; ; i++ {
 		t := r.tail.Load()
 		if t == start {
@@ -439,13 +462,20 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 }
 
 func (r *Ring) checkBatch(op string, n int) error {
+	if n < 1 || n > r.size-1 {
+		return r.batchErr(op, n) // out of line, so that checkBatch inlines
+	}
+	return nil
+}
+
+// batchErr is checkBatch's error for a batch of n descriptors that it refused.
+//
+//go:noinline
+func (r *Ring) batchErr(op string, n int) error {
 	if n < 1 {
 		return errorf(op, ErrSize, "batch of %d descriptors", n)
 	}
-	if n > r.size-1 {
-		return errorf(op, ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1)
-	}
-	return nil
+	return errorf(op, ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1)
 }
 
 // Reserved returns the reservation index (atomic load): slots in [Tail(), Reserved()) are
