@@ -77,8 +77,10 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 // cleaning on failure are as for AddPage.
 func (tx *TxReq) AddKVAddr(dev *Device, buf []byte) error {
 	const op = "AddKVAddr"
-	if err := tx.checkAdd(op, dev, len(buf)); err != nil {
-		return err
+	if !tx.addable(dev, len(buf)) { // the common case tested here, with no call
+		if err := tx.checkAdd(op, dev, len(buf)); err != nil {
+			return err
+		}
 	}
 	return tx.addKV(op, dev, buf)
 }
@@ -139,6 +141,9 @@ func (tx *TxReq) AddDAddr(dev *Device, addr dma.Addr, n int) error {
 // nothing), and that the device is not closed (its pad is freed then: ErrClosed). On failure it
 // cleans tx, unless tx is in flight. Every add, AddPage's errors paragraph holds for all of them.
 func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
+	if tx.addable(dev, n) {
+		return nil
+	}
 	var reason string
 	sentinel := ErrInvalid
 	switch st := tx.state.Load(); {
@@ -166,6 +171,19 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 	}
 	tx.clean()
 	return txErr(op, sentinel, reason)
+}
+
+// addable is checkAdd's common case in one test that inlines: tx is building, not coalescing,
+// dev is open and the device of tx's earlier adds, and 1 <= n <= the bytes left. If so it
+// records dev as tx's device, as checkAdd does, and reports true: checkAdd would return nil.
+// false says nothing: checkAdd tells.
+func (tx *TxReq) addable(dev *Device, n int) bool {
+	if tx.state.Load() != txBuilding || dev == nil || tx.dev != dev && tx.dev != nil ||
+		n <= 0 || n > int(tx.tlen) || tx.coalescing || dev.state.Load() == devClosed {
+		return false
+	}
+	tx.dev = dev
+	return true
 }
 
 // addDesc writes the descriptor for a fragment already mapped (or a daddr), counts tlen down and
