@@ -593,9 +593,11 @@ func (e *Engine) run() {
 		n, _ := e.processLocked()
 		waitTail := e.hw.waitTail
 		e.hwMu.Unlock()
-		if n > 0 {
-			continue
+		if n > 0 && e.ring.Tail() != waitTail {
+			continue // more to read (or the pass stopped short: waitTail is ^0)
 		}
+		// Caught up with nothing new (or nothing delivered): the idle wait, without a pass
+		// that would find nothing (a hold of hwMu, a locked instruction).
 		switch e.strategy {
 		case WaitBusyPoll:
 			e.spin(waitTail, -1, busyYieldMask)

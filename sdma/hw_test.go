@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -375,4 +376,32 @@ func TestIdleInterruptCoalesced(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, s2.Passes, e.Stats().Passes, "an empty pass raises no interrupt")
 	assert.True(t, e.Empty())
+}
+
+// sendOneInFlight sends n urgent packets to e's busy-polling goroutine one at a time, each after
+// the previous one completed (the latency case), counting them on c.
+func sendOneInFlight(t *testing.T, dev *Device, e *Engine, c *completions, n int) {
+	t.Helper()
+	base := c.n.Load()
+	lone := make([]TxReq, n)
+	for i := range lone {
+		engTestBuild(t, dev, &lone[i], FlagUrgent, make([]byte, 8), c)
+		require.NoError(t, e.Send(nil, &lone[i], false))
+		for c.n.Load() != base+int64(i+1) {
+			runtime.Gosched()
+		}
+	}
+}
+
+// TestOnePassPerPacketConcurrent: with one packet in flight, the busy-polling goroutine makes
+// one hardware pass per packet at most (plus its first, if it had not run yet): after a pass
+// that caught up with the tail it spins; it runs no pass that finds nothing.
+func TestOnePassPerPacketConcurrent(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Wait: WaitBusyPoll, RingSize: 256})
+	e := dev.Engine(0)
+	var c completions
+	p0 := hwPasses(e)
+	sendOneInFlight(t, dev, e, &c, 300)
+	assert.LessOrEqual(t, hwPasses(e)-p0, uint64(300+1))
+	assert.Zero(t, c.dup.Load())
 }
