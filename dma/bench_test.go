@@ -1,6 +1,7 @@
 package dma
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,18 +22,23 @@ func benchImpls(b *testing.B, f func(b *testing.B, m testMapper)) {
 func BenchmarkMapUnmapSingle(b *testing.B) {
 	benchImpls(b, func(b *testing.B, m testMapper) {
 		buf := make([]byte, 2048)
-		b.ReportAllocs()
 		b.SetBytes(int64(len(buf)))
-		for b.Loop() {
-			a, err := m.MapSingle(buf, ToDevice)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchMapUnmap(b, m, buf)
 	})
+}
+
+// benchMapUnmap maps and unmaps buf on m once per op.
+func benchMapUnmap(b *testing.B, m testMapper, buf []byte) {
+	b.ReportAllocs()
+	for b.Loop() {
+		a, err := m.MapSingle(buf, ToDevice)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func BenchmarkMapUnmapPage(b *testing.B) {
@@ -217,6 +223,20 @@ func BenchmarkMapTranslateUnmap(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkMapHeapAmongRegions is BenchmarkMapUnmapSingle's Direct case of a Go heap buffer in a
+// process that has allocated Regions (AllocPages: a device's coherent memory, a sender's page
+// pools): every map asks the region registry whether the buffer lies in one.
+func BenchmarkMapHeapAmongRegions(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		b.Run(fmt.Sprintf("regions=%d", n), func(b *testing.B) {
+			for range n {
+				newRegion(b, 1)
+			}
+			benchMapUnmap(b, NewDirect(), make([]byte, 256))
 		})
 	}
 }

@@ -155,45 +155,66 @@ func (p Page) Bytes() []byte {
 // memory a device may still read is never munmapped under it. Readers load an immutable sorted
 // snapshot (no lock on the map path); AllocPages and release copy it under regionsMu.
 var (
-	regionsMu  sync.Mutex                // serialises writers of regionList
-	regionList atomic.Pointer[[]*Region] // store-release of a new sorted snapshot; readers load-acquire
+	regionsMu  sync.Mutex                 // serialises writers of regionList
+	regionList atomic.Pointer[regionSnap] // store-release of a new snapshot; readers load-acquire
 )
+
+// regionSnap is one immutable snapshot of the registry: the regions sorted by base, and the span
+// [lo, hi) from the first one's base to the end of the last one. Every map call of Go heap memory
+// asks the registry, and the heap lies outside the span of the regions in the common case (the
+// Go heap's arenas and anonymous mmaps are apart), so a compare answers it without the search.
+type regionSnap struct {
+	l      []*Region
+	lo, hi uintptr
+}
+
+// storeRegions publishes a snapshot of l (sorted by base). regionsMu held.
+func storeRegions(l []*Region) {
+	s := &regionSnap{l: l}
+	if n := len(l); n > 0 {
+		s.lo = l[0].base
+		for _, r := range l {
+			s.hi = max(s.hi, r.base+uintptr(len(r.mem)))
+		}
+	}
+	regionList.Store(s)
+}
 
 func registerRegion(r *Region) {
 	regionsMu.Lock()
 	defer regionsMu.Unlock()
 	var old []*Region
 	if p := regionList.Load(); p != nil {
-		old = *p
+		old = p.l
 	}
 	i := sort.Search(len(old), func(i int) bool { return old[i].base > r.base })
 	l := make([]*Region, 0, len(old)+1)
 	l = append(l, old[:i]...)
 	l = append(l, r)
 	l = append(l, old[i:]...)
-	regionList.Store(&l)
+	storeRegions(l)
 }
 
 func unregisterRegion(r *Region) {
 	regionsMu.Lock()
 	defer regionsMu.Unlock()
-	old := *regionList.Load()
+	old := regionList.Load().l
 	l := make([]*Region, 0, len(old))
 	for _, x := range old {
 		if x != r {
 			l = append(l, x)
 		}
 	}
-	regionList.Store(&l)
+	storeRegions(l)
 }
 
 // regionOf returns the registered region holding address a, or nil (Go heap memory).
 func regionOf(a uintptr) *Region {
 	p := regionList.Load()
-	if p == nil {
+	if p == nil || a < p.lo || a >= p.hi {
 		return nil
 	}
-	l := *p
+	l := p.l
 	lo, hi := 0, len(l)
 	for lo < hi { // first region with base > a
 		m := int(uint(lo+hi) >> 1)
