@@ -206,7 +206,14 @@ func (s *stack[T]) pop(touchedOnly bool) *cell[T] {
 // code) runs unpinned, after the link CAS (free) and before the push (next index).
 func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
 	if reset == nil {
-		c, i := s.find(p)
+		var c *cell[T]
+		var i uint32
+		t, a := s.tab.Load(), addrOf(p)
+		if r := t.last; r != nil && a-r.base < r.end-r.base { // find's common case, with no call
+			c, i = r.at(t, s.per, a, p)
+		} else {
+			c, i = s.find(p)
+		}
 		if c == nil {
 			return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
 		}
@@ -328,6 +335,13 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 			return nil, 0
 		}
 	}
+	return r.at(t, s.per, a, p)
+}
+
+// at returns the cell of r whose object p is, and its index, given p's address a, which lies in
+// r; nil if p is not at an object of a slab of t (per cells each) that was created. It inlines:
+// put calls it straight for the newest region, the common case, and find otherwise.
+func (r *region[T]) at(t *table[T], per uint32, a uintptr, p *T) (*cell[T], uint32) {
 	off := a - r.base
 	size := cellSize[T]()
 	if off%size != 0 {
@@ -338,7 +352,7 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 	if &c.obj != p {
 		return nil, 0
 	}
-	if i := r.first + k; i < uint32(len(t.byIndex))*s.per {
+	if i := r.first + k; i < uint32(len(t.byIndex))*per {
 		return c, i
 	}
 	return nil, 0 // in the region's uncreated tail: never handed out
