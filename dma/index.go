@@ -228,8 +228,8 @@ func (t *table) multi(addr Addr, size int) bool {
 
 // tryIndex publishes a mapping of buf (not empty; s is the stripe of its first page) at bus
 // address addr in s's index, and reports whether it did: false if the mapping is not indexable
-// (too long) or its set had no free entry. It prefers the entry that last held the same buffer at
-// the same address, which it takes with one CAS; otherwise fill takes a free entry with one CAS.
+// (too long) or its set had no free entry. Direct prefers the entry that last held the same buffer
+// at the same address, which it takes with one CAS; otherwise fill takes a free entry with one CAS.
 // No lock.
 func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
 	if !t.indexable(addr, len(buf)) {
@@ -238,7 +238,9 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 	set := t.set(s, t.entryKey(addr, len(buf)))
 	fields := metaFieldsOf(len(buf), dir, code)
 	p := &buf[0]
-	for i := range set { // the entry this buffer left, if still free: one CAS
+	// Direct: the entry this buffer left, if still free: one CAS. The IOMMU's addresses are
+	// fresh (a granule comes round again only when the space wraps): no entry holds one.
+	for i := 0; i < len(set) && t.keyShift == 0; i++ {
 		e := &set[i]
 		m := e.meta.Load()
 		if m&(metaState|metaFields) == metaFree|fields && e.addr.Load() == uint64(addr) &&
