@@ -45,19 +45,22 @@ import (
 // set would put every map on an index line that nothing touched since the space last came round
 // (a cache miss at the map, paid again by the translation and the unmap on another core). Its
 // sets are laid out in granule order instead, over the whole table's index (table.ents, every
-// stripe's entries in a row): the set of granule g is the two entries g and g+1, modulo the
-// entries in use, so the sets of neighbouring granules overlap by one entry. A map of a fresh
-// granule takes the first free entry of its set, its own (entry g) unless an older mapping still
-// holds it, so consecutive fresh granules fill consecutive entries: two per cache line (a
-// packet's header and payload share one), in address order, which the hardware's prefetchers
-// follow, and two Ps mapping from their own runs write disjoint lines. A long-lived mapping in
-// entry g only moves granule g's mapping to entry g+1 (and g+1's, if g+1 is live too, one further
-// on); a set is full only if two neighbouring entries are both taken.
+// stripe's entries in a row): the set of granule g is entry g and the entry half the index away,
+// modulo the entries in use. A map of a fresh granule takes the first free entry of its set, its
+// own (entry g) unless an older mapping still holds it, so consecutive fresh granules fill
+// consecutive entries: two per cache line (a packet's header and payload share one), in address
+// order, which the hardware's prefetchers follow, and two Ps mapping from their own runs write
+// disjoint lines. A long-lived mapping in entry g only moves the mapping of a granule that comes
+// round to g to the far entry, which is the own entry of a granule half a pass later (by then
+// unmapped, in the common case); a set is full only if both its entries are taken. The second
+// entry is far rather than next to the first so that a run of long-lived mappings in consecutive
+// granules (a Pool's chunks, allocated one after the other) does not fill the sets of the
+// granules that come round to them.
 //
 // Every reader and writer of granule g's mapping looks at the same two entries, and every entry
-// carries its mapping's bus address, so overlapping sets change nothing else: each probe checks
-// the address, as it does for the entries of a hashed set, which hold several keys too. The
-// stripes still shard the page lists and their locks by the Fibonacci hash.
+// carries its mapping's bus address, so sharing entries between sets changes nothing else: each
+// probe checks the address, as it does for the entries of a hashed set, which hold several keys
+// too. The stripes still shard the page lists and their locks by the Fibonacci hash.
 //
 // # One entry: a sequence count per entry
 //
@@ -184,19 +187,36 @@ func metaFieldsOf(size int, dir Direction, code uint64) uint64 {
 func metaSize(m uint64) int      { return int(m>>metaSizeShift) & maxIndexed }
 func metaDir(m uint64) Direction { return Direction(m>>metaDirShift) & 3 }
 
+// ways is one set of the index: its two entries. A struct of two pointers, not an array, so that
+// it stays in registers (the register ABI passes arrays of two on the stack).
+type ways struct{ e0, e1 *entry }
+
+// way returns entry i (0 or 1) of the set.
+func (w ways) way(i int) *entry {
+	if i == 0 {
+		return w.e0
+	}
+	return w.e1
+}
+
+// nWays is the number of entries of a set.
+const nWays = 2
+
 // set returns the two entries of the set for key. Direct's are a set of s's index (s is the
 // stripe of the mapping's first page), chosen by the Fibonacci hash bits just below those that
 // chose the stripe (table.stripeIndex), so that page-aligned buffers spread over the sets as
 // evenly as over the stripes. The IOMMU's are in granule order (see "The IOMMU's index in granule
-// order" above): entries key and key+1, modulo the entries in use, of the whole table's index;
-// s is not used.
-func (t *table) set(s *stripe, key uint64) *[2]entry {
+// order" above): entry key and the entry half the index away, modulo the entries in use, of the
+// whole table's index; s is not used.
+func (t *table) set(s *stripe, key uint64) ways {
 	if t.keyShift != 0 {
-		i := key & (nStripes<<(t.setBits+1) - 1)
-		return (*[2]entry)(t.ents[i : i+2])
+		n := uint64(nStripes) << (t.setBits + 1) // entries in use
+		i := key & (n - 1)
+		return ways{&t.ents[i], &t.ents[(i+n/2)&(n-1)]}
 	}
 	j := (key * 0x9E3779B97F4A7C15) >> (64 - stripeBits - t.setBits) & (nSets - 1)
-	return (*[2]entry)(s.ents[2*j : 2*j+2])
+	p := (*[2]entry)(s.ents[2*j : 2*j+2])
+	return ways{&p[0], &p[1]}
 }
 
 // key returns the index key of a mapping whose first byte is at addr (see the index's
@@ -240,8 +260,8 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 	p := &buf[0]
 	// Direct: the entry this buffer left, if still free: one CAS. The IOMMU's addresses are
 	// fresh (a granule comes round again only when the space wraps): no entry holds one.
-	for i := 0; i < len(set) && t.keyShift == 0; i++ {
-		e := &set[i]
+	for i := 0; i < nWays && t.keyShift == 0; i++ {
+		e := set.way(i)
 		m := e.meta.Load()
 		if m&(metaState|metaFields) == metaFree|fields && e.addr.Load() == uint64(addr) &&
 			e.ptr.Load() == p && e.region.Load() == region &&
@@ -265,16 +285,19 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 // fill takes a free entry of set with a CAS (maps of Direct, and the IOMMU's per-P IOVA
 // magazines, fill entries of one set at the same time), stores the words that differ and makes it
 // live with the next generation; false if the set has no free entry.
-func (t *table) fill(set *[2]entry, addr Addr, p *byte, fields uint64, region *Region) bool {
+func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region) bool {
 	for {
 		// Direct: a free entry that holds no buffer (never filled, or dropped), else any free
 		// entry, so two buffers sharing a set each keep an entry of their own. The IOMMU: the
 		// first free entry, its own granule's if it is free (granule order, see above).
 		e, m := (*entry)(nil), uint64(0)
-		for i := range set {
-			x := &set[i]
-			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || t.keyShift == 0 && x.ptr.Load() == nil) {
+		for i := range nWays {
+			x := set.way(i)
+			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || x.ptr.Load() == nil) {
 				e, m = x, xm
+				if t.keyShift != 0 {
+					break // the IOMMU's far entry is on a line of its own: not touched unless needed
+				}
 			}
 		}
 		if e == nil {
@@ -310,8 +333,8 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 	}
 	want := metaFieldsOf(size, dir, code) | metaLive
 	set := t.set(s, t.entryKey(addr, size))
-	for i := range set {
-		e := &set[i]
+	for i := range nWays {
+		e := set.way(i)
 		for {
 			m := e.meta.Load()
 			if m&(metaState|metaFields) != want || e.addr.Load() != uint64(addr) {
@@ -368,8 +391,8 @@ func (t *table) indexOccupant(pg uint64) uint64 {
 // mapping starts in granule g, if it reaches granule pg (>= g); else 0. For the IOMMU.
 func (t *table) startsAt(g, pg uint64) uint64 {
 	set := t.set(t.stripe(g), g)
-	for i := range set {
-		e := &set[i]
+	for i := range nWays {
+		e := set.way(i)
 		m := e.meta.Load()
 		a := e.addr.Load()
 		if m&metaState == metaFree || a>>t.shift != g {
@@ -440,9 +463,10 @@ func (pr *probe) worse(r FaultReason) {
 }
 
 // look checks the entries of set (atomic loads only) and reports whether one answers the probe.
-func (pr *probe) look(set *[2]entry) bool {
-	for i := range set {
-		if pr.lookEntry(&set[i]) {
+func (pr *probe) look(set ways) bool {
+	for i := range nWays {
+		e := set.way(i)
+		if pr.lookEntry(e) {
 			return true
 		}
 	}
@@ -499,9 +523,9 @@ func (t *table) fast(s *stripe, addr Addr, size int, access Direction, exact boo
 }
 
 // fastSet is fast on one set.
-func (t *table) fastSet(set *[2]entry, addr Addr, size int, access Direction, exact bool) ([]byte, bool) {
-	for i := range set {
-		e := &set[i]
+func (t *table) fastSet(set ways, addr Addr, size int, access Direction, exact bool) ([]byte, bool) {
+	for i := range nWays {
+		e := set.way(i)
 		m := e.meta.Load()
 		a := Addr(e.addr.Load())
 		if m&metaState != metaLive || addr < a || addr-a >= Addr(metaSize(m)) ||
@@ -566,7 +590,7 @@ func (t *table) scanBack(pr *probe) bool {
 // that does not start on a page boundary (see the index's description).
 func (t *table) scanAll(s *stripe, pr *probe) bool {
 	for i := 0; i < nEnt; i += 2 {
-		if pr.look((*[2]entry)(s.ents[i : i+2])) {
+		if pr.look(ways{&s.ents[i], &s.ents[i+1]}) {
 			return true
 		}
 	}

@@ -82,16 +82,17 @@ func mapUntil(t *testing.T, m *IOMMU, b []byte, want, mod uint64) Addr {
 }
 
 // TestIOMMUIndexDisplaced: a long-lived mapping in granule g's entry moves the mapping of a later
-// granule congruent to g to the next entry, and one of granule g+1 one further on; with two
-// neighbouring entries long-lived, the congruent granule's set is full and its mapping goes to
-// the page lists. Each translates to its own bytes, unmaps once, and faults after its unmap.
+// granule congruent to g to the far entry of its set (half the index away), while the granule
+// after it keeps its own entry; a run of long-lived mappings in consecutive granules fills no set;
+// with both entries of g's set long-lived, the congruent granule's mapping goes to the page
+// lists. Each translates to its own bytes, unmaps once, and faults after its unmap.
 func TestIOMMUIndexDisplaced(t *testing.T) {
 	m, err := NewIOMMU(IOMMUConfig{})
 	require.NoError(t, err)
 	tab := &m.tab
 	tab.setBits = 0 // 128 entries in use: granules come round quickly
 	mod := iommuInUse(tab)
-	bufs := make([][]byte, 5)
+	bufs := make([][]byte, 6)
 	for i := range bufs {
 		bufs[i] = make([]byte, 64)
 		for j := range bufs[i] {
@@ -101,22 +102,33 @@ func TestIOMMUIndexDisplaced(t *testing.T) {
 	a0, err := m.MapSingle(bufs[0], ToDevice) // long-lived, in entry g0
 	require.NoError(t, err)
 	g0 := uint64(a0) >> m.shift
-	require.Equal(t, int(g0%mod), entryOf(tab, a0))
-	require.Less(t, g0%mod, mod-1, "g0's set is not the last (whose second entry is the extra one)")
+	e0 := int(g0 % mod)
+	require.Equal(t, e0, entryOf(tab, a0))
+	far := (e0 + int(mod/2)) % int(mod)
 
-	a1 := mapUntil(t, m, bufs[1], g0, mod) // congruent to g0: entry g0+1
-	require.Equal(t, int(g0%mod)+1, entryOf(tab, a1))
-	a2 := mapUntil(t, m, bufs[2], g0+1, mod) // its own entry is taken by a1: one further on
-	require.Equal(t, int(g0%mod)+2, entryOf(tab, a2))
+	a1 := mapUntil(t, m, bufs[1], g0, mod) // congruent to g0: the far entry
+	require.Equal(t, far, entryOf(tab, a1))
+	a2 := mapUntil(t, m, bufs[2], g0+1, mod) // the next granule: its own entry
+	require.Equal(t, (e0+1)%int(mod), entryOf(tab, a2))
+	require.NoError(t, m.UnmapSingle(a1, 64, ToDevice))
+	// Entries g0 and g0+1 long-lived (a run of long-lived mappings): granules that come round to
+	// them take their far entries, no page list.
+	for i, want := range []uint64{g0, g0 + 1} {
+		a := mapUntil(t, m, bufs[5], want, mod)
+		require.Equal(t, (int(want%mod)+int(mod/2))%int(mod), entryOf(tab, a), "granule %d", i)
+		require.NoError(t, m.UnmapSingle(a, 64, ToDevice))
+	}
 	require.NoError(t, m.UnmapSingle(a2, 64, ToDevice))
 
-	// Entries g0 and g0+1 both long-lived: the next congruent granule's set is full.
-	a3 := mapUntil(t, m, bufs[3], g0, mod)
-	require.Equal(t, -1, entryOf(tab, a3), "a full set's mapping is not in the index")
-	require.Equal(t, int64(1), tab.stripe(uint64(a3)>>m.shift).pairs.Load(), "it is on the page lists")
+	// Entry g0 and its far entry both long-lived: the next congruent granule's set is full.
+	a3 := mapUntil(t, m, bufs[3], g0+mod/2, mod) // its own entry is g0's far one
+	require.Equal(t, far, entryOf(tab, a3))
+	a4 := mapUntil(t, m, bufs[4], g0, mod)
+	require.Equal(t, -1, entryOf(tab, a4), "a full set's mapping is not in the index")
+	require.Equal(t, int64(1), tab.stripe(uint64(a4)>>m.shift).pairs.Load(), "it is on the page lists")
 	require.Equal(t, 3, m.LiveCount())
 
-	live := map[Addr]int{a0: 0, a1: 1, a3: 3}
+	live := map[Addr]int{a0: 0, a3: 3, a4: 4}
 	for a, i := range live {
 		b, err := m.Translate(a, 64, ToDevice)
 		require.NoError(t, err)
@@ -128,8 +140,10 @@ func TestIOMMUIndexDisplaced(t *testing.T) {
 		requireFault(t, err, a, ReasonNotMapped)
 		require.ErrorIs(t, m.UnmapSingle(a, 64, ToDevice), ErrNotMapped)
 	}
-	_, err = m.Translate(a2, 64, ToDevice)
-	requireFault(t, err, a2, ReasonNotMapped)
+	for _, a := range []Addr{a1, a2} {
+		_, err = m.Translate(a, 64, ToDevice)
+		requireFault(t, err, a, ReasonNotMapped)
+	}
 	require.Zero(t, m.LiveCount())
 	requireTableEmpty(t, m)
 }

@@ -125,9 +125,9 @@ type table struct {
 	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
 	// tests that want entries reused and sets full. Set before the table is used; immutable.
 	setBits uint
-	// ents is the whole index, every stripe's (stripe.ents) in stripe order and one entry more,
-	// which only the IOMMU's last set uses (set). The slice header is set by init and immutable;
-	// the entries are read and written with atomic operations only, by anyone.
+	// ents is the whole index, every stripe's (stripe.ents) in stripe order; the IOMMU's sets
+	// span it (set). The slice header is set by init and immutable; the entries are read and
+	// written with atomic operations only, by anyone.
 	ents    []entry
 	stripes [nStripes]stripe
 	// spans counts the index entries (live, or being filled or cleared) of mappings of several
@@ -150,7 +150,7 @@ func (t *table) init(shift uint, keepEmpty bool) {
 	if !keepEmpty { // the IOMMU: one mapping per granule, keyed by granule
 		t.keyShift = shift
 	}
-	t.ents = make([]entry, nStripes*nEnt+1)
+	t.ents = make([]entry, nStripes*nEnt)
 	for i := range t.stripes {
 		t.stripes[i].ents = (*[nEnt]entry)(t.ents[i*nEnt:])
 		t.stripes[i].m = make(map[uint64]*pageList)
