@@ -178,16 +178,37 @@ func (r *Registration) inFlight() int64 {
 // regSet is an immutable snapshot of a mapper's registrations, sorted two ways. Writers (Register,
 // Deregister) build a new one under core.regMu and store it; readers load it with no lock.
 type regSet struct {
-	byBus []*Registration // sorted by addr
-	byCPU []*Registration // sorted by cpu
+	byBus regIndex // sorted by addr
+	byCPU regIndex // sorted by cpu
 }
 
-// find returns the registration of l (sorted by key) whose range holds x, or nil.
-func find(l []*Registration, x uint64, key func(*Registration) uint64) *Registration {
-	lo, hi := 0, len(l)
+// regIndex is the registrations sorted by one key (bus or CPU address of the first byte), with the
+// keys in a slice of their own: the binary search reads one array of words, with no call and no
+// load through a Registration until it has found the candidate (a Translate of every descriptor
+// asks it first).
+type regIndex struct {
+	regs   []*Registration // sorted by start
+	starts []uint64        // starts[i] is regs[i]'s key
+}
+
+// newRegIndex sorts a copy of l by key.
+func newRegIndex(l []*Registration, key func(*Registration) uint64) regIndex {
+	regs := append([]*Registration(nil), l...)
+	sort.Slice(regs, func(i, j int) bool { return key(regs[i]) < key(regs[j]) })
+	starts := make([]uint64, len(regs))
+	for i, r := range regs {
+		starts[i] = key(r)
+	}
+	return regIndex{regs: regs, starts: starts}
+}
+
+// find returns the registration whose range holds x, or nil.
+func (ix *regIndex) find(x uint64) *Registration {
+	st := ix.starts
+	lo, hi := 0, len(st)
 	for lo < hi { // first registration whose start is above x
 		m := int(uint(lo+hi) >> 1)
-		if key(l[m]) > x {
+		if st[m] > x {
 			hi = m
 		} else {
 			lo = m + 1
@@ -196,8 +217,8 @@ func find(l []*Registration, x uint64, key func(*Registration) uint64) *Registra
 	if lo == 0 {
 		return nil
 	}
-	r := l[lo-1]
-	if x-key(r) < uint64(len(r.buf)) {
+	r := ix.regs[lo-1]
+	if x-st[lo-1] < uint64(len(r.buf)) {
 		return r
 	}
 	return nil
@@ -220,7 +241,7 @@ func (rg *regs) lookupReg(addr Addr, size int, access Direction, exact bool) ([]
 	if s == nil {
 		return nil, ""
 	}
-	r := find(s.byBus, uint64(addr), busKey)
+	r := s.byBus.find(uint64(addr))
 	if r == nil {
 		return nil, ""
 	}
@@ -242,7 +263,7 @@ func (rg *regs) Registered(buf []byte) *Registration {
 	if s == nil || len(buf) == 0 {
 		return nil
 	}
-	r := find(s.byCPU, uint64(sliceAddr(buf)), cpuKey)
+	r := s.byCPU.find(uint64(sliceAddr(buf)))
 	if r == nil || r.state.Load() != regLive {
 		return nil
 	}
@@ -254,17 +275,13 @@ func (rg *regs) Registered(buf []byte) *Registration {
 
 // publish stores a snapshot of l (sorted anew both ways). regMu held.
 func (rg *regs) publish(l []*Registration) {
-	bus := append([]*Registration(nil), l...)
-	sort.Slice(bus, func(i, j int) bool { return bus[i].addr < bus[j].addr })
-	cpus := append([]*Registration(nil), l...)
-	sort.Slice(cpus, func(i, j int) bool { return cpus[i].cpu < cpus[j].cpu })
-	rg.set.Store(&regSet{byBus: bus, byCPU: cpus})
+	rg.set.Store(&regSet{byBus: newRegIndex(l, busKey), byCPU: newRegIndex(l, cpuKey)})
 }
 
 // current returns the snapshot's registrations (nil if none). regMu held.
 func (rg *regs) current() []*Registration {
 	if s := rg.set.Load(); s != nil {
-		return s.byCPU
+		return s.byCPU.regs
 	}
 	return nil
 }
@@ -366,8 +383,8 @@ func (rg *regs) registrations() []Mapping {
 	if s == nil {
 		return nil
 	}
-	out := make([]Mapping, 0, len(s.byBus))
-	for _, r := range s.byBus {
+	out := make([]Mapping, 0, len(s.byBus.regs))
+	for _, r := range s.byBus.regs {
 		out = append(out, Mapping{Addr: r.addr, Size: len(r.buf), Dir: r.dir, Kind: KindRegistered})
 	}
 	return out

@@ -767,7 +767,7 @@ func (c *core) LiveCount() int {
 	n := c.tab.liveCount()
 	if c.iommu == nil { // the IOMMU's registrations are records of its table already
 		if s := c.set.Load(); s != nil {
-			n += len(s.byBus)
+			n += len(s.byBus.regs)
 		}
 	}
 	return n
