@@ -40,11 +40,12 @@ type IOMMUConfig struct {
 //
 // Translate of a mapping of up to 16 granules takes no lock (the table's index, see the package
 // documentation), of a longer one one stripe's lock of the page table; it does not allocate and
-// never takes the IOVA allocator's mutex. A map of up to 4 granules takes its granules from its
-// P's magazine of fresh ones (iova.go: alloc_iova_fast's per-CPU magazines, without the reuse of
-// freed ranges) with no mutex, and takes the mutex once per 64 granules to reserve the next run
-// at the cursor; longer maps, coherent memory and registrations allocate at the cursor under it.
-// Unmaps never take it. Spaces below 2^20 granules use no magazines, so that exhaustion is exact.
+// never takes the IOVA allocator's mutex. A map of up to 5 granules (a payload of up to 16 KiB
+// at any offset) takes its granules from its P's magazine of fresh ones (iova.go:
+// alloc_iova_fast's per-CPU magazines, without the reuse of freed ranges) with no mutex, and
+// takes the mutex once per 64 granules to reserve the next run at the cursor; longer maps,
+// coherent memory and registrations allocate at the cursor under it. Unmaps never take it.
+// Spaces below 2^20 granules use no magazines, so that exhaustion is exact.
 //
 // An IOMMU is safe for concurrent use.
 type IOMMU struct {

@@ -47,7 +47,7 @@ import (
 // every granule counts and a map allocates under the mutex, exactly as before.
 const (
 	magGranules = 64      // granules per reserved run
-	magMax      = 4       // maps of at most this many granules use the magazine
+	magMax      = 5       // maps of at most this many granules use the magazine: a kvaddr payload of up to 16 KiB at any offset
 	magMinSpace = 1 << 20 // spaces of fewer granules use no magazines
 )
 

@@ -102,3 +102,46 @@ func TestIOMMUMagazineWrap(t *testing.T) {
 	}
 	require.Zero(t, m.LiveCount())
 }
+
+// TestIOMMUMagazinePayloadNoMutex: a kvaddr payload of up to 16 KiB at any offset (16380 bytes
+// starting 100 bytes into a page: five granules) is mapped from its P's magazine too: once the
+// magazine holds granules, maps and unmaps of it complete while another goroutine holds the IOVA
+// allocator's mutex.
+func TestIOMMUMagazinePayloadNoMutex(t *testing.T) {
+	if !pcpu.Enabled {
+		t.Skip("purego: no per-P magazines")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the warm-up and the test share its magazine
+	m, err := NewIOMMU(IOMMUConfig{})
+	require.NoError(t, err)
+	payload := make([]byte, 5*PageSize)[100 : 100+16380 : 100+16380]
+	a, err := m.MapSingle(payload[:1], ToDevice) // reserves the P's first run
+	require.NoError(t, err)
+	require.NoError(t, m.UnmapSingle(a, 1, ToDevice))
+	m.mu.Lock()
+	done := make(chan error, 1)
+	go func() {
+		for range (magGranules - 1) / magMax { // what the rest of the run holds
+			a, err := m.MapSingle(payload, ToDevice)
+			if err == nil {
+				_, err = m.Translate(a, len(payload), ToDevice)
+			}
+			if err == nil {
+				err = m.UnmapSingle(a, len(payload), ToDevice)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute): // generous: only the allocator's mutex can stall it
+		t.Fatal("a map of a five-granule payload from a filled magazine waited for the allocator's mutex")
+	}
+	m.mu.Unlock()
+	require.Zero(t, m.LiveCount())
+}
