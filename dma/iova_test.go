@@ -25,33 +25,42 @@ func TestIOMMUMagazineNoMutex(t *testing.T) {
 	a, err := m.MapSingle(small, ToDevice) // reserves the P's first run
 	require.NoError(t, err)
 	require.NoError(t, m.UnmapSingle(a, len(small), ToDevice))
-	m.mu.Lock()
-	done := make(chan error, 1)
-	go func() {
+	requireNoMutexWait(t, m, "a map from a filled magazine", func() error {
 		for range 10 {
 			for _, b := range [][]byte{small, large} {
-				a, err := m.MapSingle(b, ToDevice)
-				if err != nil {
-					done <- err
-					return
-				}
-				if _, err := m.Translate(a, len(b), ToDevice); err != nil {
-					done <- err
-					return
-				}
-				if err := m.UnmapSingle(a, len(b), ToDevice); err != nil {
-					done <- err
-					return
+				if err := mapTranslateUnmap(m, b); err != nil {
+					return err
 				}
 			}
 		}
-		done <- nil
-	}()
+		return nil
+	})
+}
+
+// mapTranslateUnmap maps b on m, translates the mapping and unmaps it.
+func mapTranslateUnmap(m *IOMMU, b []byte) error {
+	a, err := m.MapSingle(b, ToDevice)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Translate(a, len(b), ToDevice); err != nil {
+		return err
+	}
+	return m.UnmapSingle(a, len(b), ToDevice)
+}
+
+// requireNoMutexWait runs f on another goroutine while holding m's IOVA allocator mutex and
+// requires that it completes without error (what, for the failure); then no mapping is live.
+func requireNoMutexWait(t *testing.T, m *IOMMU, what string, f func() error) {
+	t.Helper()
+	m.mu.Lock()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
 	select {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(time.Minute): // generous: only the allocator's mutex can stall it
-		t.Fatal("a map from a filled magazine waited for the allocator's mutex")
+		t.Fatal(what + " waited for the allocator's mutex")
 	}
 	m.mu.Unlock()
 	require.Zero(t, m.LiveCount())
@@ -118,30 +127,12 @@ func TestIOMMUMagazinePayloadNoMutex(t *testing.T) {
 	a, err := m.MapSingle(payload[:1], ToDevice) // reserves the P's first run
 	require.NoError(t, err)
 	require.NoError(t, m.UnmapSingle(a, 1, ToDevice))
-	m.mu.Lock()
-	done := make(chan error, 1)
-	go func() {
+	requireNoMutexWait(t, m, "a map of a five-granule payload from a filled magazine", func() error {
 		for range (magGranules - 1) / magMax { // what the rest of the run holds
-			a, err := m.MapSingle(payload, ToDevice)
-			if err == nil {
-				_, err = m.Translate(a, len(payload), ToDevice)
-			}
-			if err == nil {
-				err = m.UnmapSingle(a, len(payload), ToDevice)
-			}
-			if err != nil {
-				done <- err
-				return
+			if err := mapTranslateUnmap(m, payload); err != nil {
+				return err
 			}
 		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(time.Minute): // generous: only the allocator's mutex can stall it
-		t.Fatal("a map of a five-granule payload from a filled magazine waited for the allocator's mutex")
-	}
-	m.mu.Unlock()
-	require.Zero(t, m.LiveCount())
+		return nil
+	})
 }
