@@ -10,16 +10,24 @@ import (
 	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
+// oneMagazineIOMMU returns an IOMMU on a process of one P (restored at the test's end), so that
+// a test's warm-up and its maps share one magazine; it skips under purego (no per-P magazines).
+func oneMagazineIOMMU(t *testing.T) *IOMMU {
+	t.Helper()
+	if !pcpu.Enabled {
+		t.Skip("purego: no per-P magazines")
+	}
+	t.Cleanup(func(n int) func() { return func() { runtime.GOMAXPROCS(n) } }(runtime.GOMAXPROCS(1)))
+	m, err := NewIOMMU(IOMMUConfig{})
+	require.NoError(t, err)
+	return m
+}
+
 // TestIOMMUMagazineNoMutex: once its P's magazine holds granules, a map and unmap of a one-granule
 // buffer and of a three-granule one complete while another goroutine holds the IOVA allocator's
 // mutex: the steady state takes no mutex (alloc_iova_fast's per-CPU magazine hit).
 func TestIOMMUMagazineNoMutex(t *testing.T) {
-	if !pcpu.Enabled {
-		t.Skip("purego: no per-P magazines")
-	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the warm-up and the test share its magazine
-	m, err := NewIOMMU(IOMMUConfig{})
-	require.NoError(t, err)
+	m := oneMagazineIOMMU(t)
 	require.Len(t, m.mags, 1)
 	small, large := make([]byte, 200), make([]byte, 3*PageSize-100)
 	a, err := m.MapSingle(small, ToDevice) // reserves the P's first run
@@ -117,12 +125,7 @@ func TestIOMMUMagazineWrap(t *testing.T) {
 // magazine holds granules, maps and unmaps of it complete while another goroutine holds the IOVA
 // allocator's mutex.
 func TestIOMMUMagazinePayloadNoMutex(t *testing.T) {
-	if !pcpu.Enabled {
-		t.Skip("purego: no per-P magazines")
-	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // one P: the warm-up and the test share its magazine
-	m, err := NewIOMMU(IOMMUConfig{})
-	require.NoError(t, err)
+	m := oneMagazineIOMMU(t)
 	payload := make([]byte, 5*PageSize)[100 : 100+16380 : 100+16380]
 	a, err := m.MapSingle(payload[:1], ToDevice) // reserves the P's first run
 	require.NoError(t, err)
