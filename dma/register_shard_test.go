@@ -32,6 +32,17 @@ func (tr *tracked) deregistered() bool {
 	return tr.held.Load() == 0
 }
 
+// settlesAtZero reports whether r's use count reaches 0 within a second: once Deregister returned
+// and Acquire fails, only refused Acquires about to back out can still be counted.
+func settlesAtZero(r *Registration) bool {
+	for end := time.Now().Add(time.Second); r.inFlight() != 0; runtime.Gosched() {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
 // TestDeregisterShardedCountRace: many goroutines acquire a registration, hold it across
 // Gosched (so they may resume on another P) and release it, on their own P or handed to a
 // releaser goroutine (as sdma's engine releases what a producer acquired), while the registration
@@ -118,7 +129,10 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 				require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", i)
 			}
 			require.False(t, old.r.Acquire(), "Acquire after Deregister")
-			require.Zero(t, old.r.inFlight(), "round %d: uses counted after Deregister", i)
+			// A worker that loaded old before the Store above may still be in a refused Acquire,
+			// counted for the instant before it backs out on the same shard: the sum must settle
+			// at 0 (no use left counted), not be 0 at every instant.
+			require.True(t, settlesAtZero(old.r), "round %d: uses counted after Deregister", i)
 		}
 		stop.Store(true)
 		wg.Wait()
