@@ -61,21 +61,27 @@ func BenchmarkMapUnmapPage(b *testing.B) {
 // BenchmarkMapUnmapParallel: every goroutine maps and unmaps its own buffer.
 func BenchmarkMapUnmapParallel(b *testing.B) {
 	benchImpls(b, func(b *testing.B, m testMapper) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			buf := make([]byte, 2048)
-			for pb.Next() {
-				a, err := m.MapSingle(buf, ToDevice)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
-					b.Error(err)
-					return
-				}
+		benchMapUnmapParallel(b, m, func() []byte { return make([]byte, 2048) })
+	})
+}
+
+// benchMapUnmapParallel maps and unmaps a buffer once per op from every P, each goroutine its own
+// buffer from newBuf.
+func benchMapUnmapParallel(b *testing.B, m testMapper, newBuf func() []byte) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		buf := newBuf()
+		for pb.Next() {
+			a, err := m.MapSingle(buf, ToDevice)
+			if err != nil {
+				b.Error(err)
+				return
 			}
-		})
+			if err := m.UnmapSingle(a, len(buf), ToDevice); err != nil {
+				b.Error(err)
+				return
+			}
+		}
 	})
 }
 
@@ -263,4 +269,18 @@ func BenchmarkTranslateRegistered(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkMapUnmapPayloadParallel: every goroutine maps and unmaps its own kvaddr payload of
+// size bytes at an offset that is not page-aligned, so each mapping touches several pages
+// (IOMMU granules): the map and unmap of a Payload packet, from every P at once.
+func BenchmarkMapUnmapPayloadParallel(b *testing.B) {
+	for _, size := range []int{4096, 16380} {
+		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
+			benchImpls(b, func(b *testing.B, m testMapper) {
+				b.SetBytes(int64(size))
+				benchMapUnmapParallel(b, m, func() []byte { return make([]byte, size+PageSize)[100 : 100+size] })
+			})
+		})
+	}
 }

@@ -30,8 +30,9 @@ import (
 // page finds it as above (the set of the page's first byte); one from a later page, which the
 // index of its own page does not answer, looks at the set of each of the spanMax-1 pages before
 // in that page's stripe (scanBack), a probe of two entries each. The IOMMU's allocator asks the
-// same sets whether a granule is taken (indexOccupant), but only while such mappings are live
-// (table.spans), so the one-granule map stays one set probe.
+// same sets whether a granule is taken (indexOccupant, on its slow paths only). No shared counter
+// of such mappings is kept: a map or unmap of several granules touches its own entry and nothing
+// else shared.
 //
 // Mappings that find both entries of their set taken, of more than spanMax pages, or of 16 MiB
 // or more go to
@@ -228,7 +229,7 @@ func (t *table) key(addr Addr) uint64 { return uint64(addr) >> t.keyShift }
 // address in it knows where to look: the set of its own page's first byte, or of one of the
 // spanMax-1 pages before (scanBack).
 func (t *table) entryKey(addr Addr, size int) uint64 {
-	if t.keyShift == 0 && (addr^(addr+Addr(size)-1))>>t.shift != 0 {
+	if t.keyShift == 0 && t.multi(addr, size) {
 		return uint64(addr &^ (1<<t.shift - 1))
 	}
 	return t.key(addr)
@@ -269,17 +270,7 @@ func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code u
 			return true
 		}
 	}
-	multi := t.keyShift != 0 && t.multi(addr, len(buf))
-	if multi {
-		t.spans.Add(1) // before the entry can be live: see table.spans
-	}
-	if t.fill(set, addr, p, fields, region) {
-		return true
-	}
-	if multi {
-		t.spans.Add(-1)
-	}
-	return false
+	return t.fill(set, addr, p, fields, region)
 }
 
 // fill takes a free entry of set with a CAS (maps of Direct, and the IOMMU's per-P IOVA
@@ -356,9 +347,6 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 				ownStorePtr(&e.region, nil)
 			}
 			relaxed.StoreRelease64(&e.meta, m&^metaState) // free, fields kept (a map compares ptr too)
-			if t.keyShift != 0 && t.multi(addr, size) {
-				t.spans.Add(-1) // after the entry is free: see table.spans
-			}
 			return reg, true
 		}
 	}
@@ -367,17 +355,16 @@ func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code u
 
 // indexOccupant returns the end granule (exclusive) of an index entry that holds granule pg,
 // live or being cleared, or 0 if none does. The IOMMU's keys are first granules, so only the set
-// of pg in pg's stripe holds a mapping that starts at pg, and, while the index holds mappings of
-// several granules (table.spans), the sets of the spanMax-1 granules before pg in their stripes
-// hold those that start there. Called with the IOMMU's allocator mutex held: the only fills that
+// of pg holds a mapping that starts at pg, and the sets of the spanMax-1 granules before pg hold
+// those of several granules that start there and may reach pg. Every one of those sets is asked
+// (no counter of live mappings of several granules says when the others may be skipped: keeping
+// one cost the fast map and unmap of every such mapping a locked add on a line shared by all Ps).
+// Called with the IOMMU's allocator mutex held, on its slow paths only: the only fills that
 // may run meanwhile are of granules the per-P IOVA magazines handed out (iova.go), which lie
 // below the allocator's cursor, where it does not look before the space wraps (see IOMMU).
 func (t *table) indexOccupant(pg uint64) uint64 {
 	if end := t.startsAt(pg, pg); end != 0 {
 		return end
-	}
-	if t.spans.Load() == 0 {
-		return 0
 	}
 	for j := uint64(1); j < spanMax && j < pg; j++ {
 		if end := t.startsAt(pg-j, pg); end > pg {

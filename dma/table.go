@@ -130,13 +130,6 @@ type table struct {
 	// written with atomic operations only, by anyone.
 	ents    []entry
 	stripes [nStripes]stripe
-	// spans counts the index entries (live, or being filled or cleared) of mappings of several
-	// granules: the IOMMU's only (Direct never reads it). Added to (seq-cst) by a fill before
-	// the entry can be live, subtracted by the unmap after the
-	// entry is free; loaded by the allocator's occupancy checks (indexOccupant, mutex held): 0
-	// means no granule is held by an index entry that starts in an earlier granule, so the check
-	// of one granule stays one set probe while no such mapping is live.
-	spans atomic.Int64
 	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
 	// (the window in which a writer may recycle the entry). Tests only; set before use.
 	testMidRead func()
