@@ -78,15 +78,17 @@
 // StoreRelease32 (advanceHead for SetHWHead and SetSwHead, SeqCount's BeginWrite and EndWrite,
 // PublishRelease, headCache, and the Go paths of EnqueueSP and Dequeue), and in the amd64
 // assembly (Write's writers, and EnqueueSP and Dequeue outside -race builds) plain MOVs with no
-// fence. On amd64 outside -race and the purego tag, relaxed's stores are an assembly call with
-// one plain MOV, no locked instruction (about 1 ns against about 6 for XCHG). That is enough:
+// fence. On amd64 outside -race and the purego tag, relaxed's stores are ordinary Go stores that
+// inline to one plain MOV, no locked instruction and no call (under 1 ns against about 6 for
+// XCHG). That is enough:
 // under x86-TSO (Intel SDM vol. 3A §9.2.2 "Memory Ordering in P6 and More Recent Processor
 // Families"; AMD APM vol. 2 §7.2) loads are not reordered with other loads, stores are not
 // reordered with other stores or with older loads, and stores become visible to all other cores
 // in one order. So every plain store is a store-release and every plain load a load-acquire,
-// which is all that O1 to O4 ask. The Go compiler does not move memory operations across an
-// assembly call, so the Go stores before a call (a payload the caller wrote, a txreq recorded
-// for a slot) are covered too. Under -race, the purego tag and off amd64, relaxed's stores are
+// which is all that O1 to O4 ask. The Go compiler keeps every store, and every sync/atomic
+// operation, on one memory chain in program order, and schedules a load before the next store on
+// that chain (internal/relaxed/relaxed_amd64.go), so the Go stores and loads before a release
+// store (a payload the caller wrote, a txreq recorded for a slot) are covered too. Under -race, the purego tag and off amd64, relaxed's stores are
 // sync/atomic stores (seq-cst, stronger than needed) and race builds take the Go path for
 // EnqueueSP and Dequeue, because the race detector does not see assembly stores; the production
 // ordering is exercised without -race by TestStressOrderingLitmus, which runs the assembly path

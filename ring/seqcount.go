@@ -16,7 +16,8 @@ import (
 // plain MOV on amd64 outside -race and purego, no locked instruction, since with one writer the
 // increment needs no atomic read-modify-write, and x86-TSO keeps the writer's stores in program
 // order (count odd, then the data, then count even), which is all a seqcount's writer needs
-// (the kernel's smp_wmb is a compiler barrier on x86; an assembly call is one for Go). Under
+// (the kernel's smp_wmb is a compiler barrier on x86; Go's compiler keeps stores in program
+// order). Under
 // -race, purego and off amd64 the store is a sync/atomic store, so the race detector sees the
 // writer's EndWrite synchronize before a reader's later Begin. Neither write is sequentially
 // consistent (package doc, O4 and O6). Data protected by the count must itself be read and

@@ -7,13 +7,15 @@
 // while a plain MOV costs under 1 ns. Under x86-TSO (Intel SDM vol. 3A §9.2.2; AMD APM vol. 2
 // §7.2) a plain MOV store is already a store-release: stores are not reordered with earlier
 // loads or stores, and become visible to all other cores in one order. So on amd64, outside
-// -race and the purego tag, this package's operations are one assembly call each with a plain
-// MOV (or a plain ADD to memory, no LOCK prefix) inside. The Go compiler does not move memory
-// operations across an assembly call, so the caller's earlier stores stay before it.
+// -race and the purego tag, this package's operations are ordinary Go stores through
+// unsafe.Pointer (a plain MOV, or a plain ADD to memory, no LOCK prefix) that inline into the
+// caller: no call. The Go compiler keeps them after the caller's earlier loads and stores (the
+// argument is in relaxed_amd64.go).
 //
 // Everywhere else (other architectures, gccgo, the purego tag) and in -race builds, the
 // operations are the sync/atomic ones they stand for (v.Add, p.Store): stronger than needed,
-// and, under -race, visible to the race detector, which does not see assembly stores.
+// and, under -race, visible to the race detector, which does not see the plain stores as
+// synchronisation.
 //
 // # What is NOT promised
 //
