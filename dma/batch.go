@@ -43,8 +43,7 @@ func (c *core) UnmapBatch(us []Unmap) error {
 		rest := 0 // chunk[:rest]: entries not in the index, in their order
 		for i := range chunk {
 			u := &chunk[i]
-			s := c.tab.stripe(uint64(u.Addr) >> c.tab.shift)
-			reg, ok := c.tab.claimIndex(s, u.Addr, u.Size, u.Dir, kindCode(u.Kind))
+			reg, ok := c.tab.claimIndex(u.Addr, u.Size, u.Dir, kindCode(u.Kind))
 			if !ok {
 				chunk[rest], chunk[i] = chunk[i], chunk[rest]
 				rest++

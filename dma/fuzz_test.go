@@ -399,7 +399,7 @@ func FuzzMapper(f *testing.F) {
 func fuzzIndex(tab *table, n int) {
 	switch n % 3 {
 	case 1:
-		tab.setBits = 0
+		tab.useSets(0)
 	case 2:
 		tab.spillOnly = true
 	}

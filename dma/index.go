@@ -145,6 +145,7 @@ const (
 	setBits = 5
 	nSets   = 1 << setBits
 	nEnt    = 2 * nSets
+	nIndex  = nStripes * nEnt // entries in the whole table's index (table.ents)
 )
 
 // spanMax is the number of pages (IOMMU granules) an index mapping may touch: a kvaddr buffer of
@@ -158,19 +159,29 @@ const spanMax = 16
 // retry means a writer changed the entry between two loads a few nanoseconds apart.
 const readSpins = 64
 
+// The kind codes of entry.meta (0: a kind no map call makes). The map and unmap paths carry the
+// code, not the Kind, so that they compare integers, not strings.
+const (
+	codeSingle uint64 = 1 + iota
+	codePage
+	codeSG
+	codeCoherent
+	codeRegistered
+)
+
 // kindCode packs a Kind into three bits of entry.meta (0: a kind no map call makes).
 func kindCode(k Kind) uint64 {
 	switch k {
 	case KindSingle:
-		return 1
+		return codeSingle
 	case KindPage:
-		return 2
+		return codePage
 	case KindSG:
-		return 3
+		return codeSG
 	case KindCoherent:
-		return 4
+		return codeCoherent
 	case KindRegistered:
-		return 5
+		return codeRegistered
 	}
 	return 0
 }
@@ -203,21 +214,31 @@ func (w ways) way(i int) *entry {
 // nWays is the number of entries of a set.
 const nWays = 2
 
-// set returns the two entries of the set for key. Direct's are a set of s's index (s is the
-// stripe of the mapping's first page), chosen by the Fibonacci hash bits just below those that
-// chose the stripe (table.stripeIndex), so that page-aligned buffers spread over the sets as
-// evenly as over the stripes. The IOMMU's are in granule order (see "The IOMMU's index in granule
-// order" above): entry key and the entry half the index away, modulo the entries in use, of the
-// whole table's index; s is not used.
-func (t *table) set(s *stripe, key uint64) ways {
+// set returns the two entries of the set for key. Direct's are a set of the index of the stripe
+// of key's page (the mapping's first page: keys lie in it, see entryKey), chosen by the Fibonacci
+// hash bits just below those that chose the stripe (table.stripeIndex), so that page-aligned
+// buffers spread over the sets as evenly as over the stripes; they are found in table.ents, not
+// through the stripe, whose cache line (its mutex, its page lists) the index's users do not touch.
+// The IOMMU's are in granule order (see "The IOMMU's index in granule order" above): entry key
+// and the entry half the index away, modulo the entries in use, of the whole table's index.
+func (t *table) set(key uint64) ways {
 	if t.keyShift != 0 {
-		n := uint64(nStripes) << (t.setBits + 1) // entries in use
-		i := key & (n - 1)
-		return ways{&t.ents[i], &t.ents[(i+n/2)&(n-1)]}
+		i := key & t.setMask
+		return ways{&t.ents[i&(nIndex-1)], &t.ents[(i^t.setHalf)&(nIndex-1)]} // i^setHalf: i+setHalf modulo the entries in use
 	}
-	j := (key * 0x9E3779B97F4A7C15) >> (64 - stripeBits - t.setBits) & (nSets - 1)
-	p := (*[2]entry)(s.ents[2*j : 2*j+2])
-	return ways{&p[0], &p[1]}
+	// The stripe (stripeIndex of key's page) and the set in it (the hash bits below).
+	i := (key>>t.shift*0x9E3779B97F4A7C15)>>(64-stripeBits)*nEnt + 2*((key*0x9E3779B97F4A7C15)>>t.setShift&t.setSel)
+	return ways{&t.ents[i], &t.ents[i+1]}
+}
+
+// useSets makes the table use 1<<bits sets of each stripe's index (setBits, or fewer in tests).
+// Before the table is used.
+func (t *table) useSets(bits uint) {
+	t.setBits = bits
+	t.setHalf = uint64(nStripes) << bits
+	t.setMask = 2*t.setHalf - 1
+	t.setShift = 64 - stripeBits - bits
+	t.setSel = 1<<bits - 1
 }
 
 // key returns the index key of a mapping whose first byte is at addr (see the index's
@@ -247,16 +268,15 @@ func (t *table) multi(addr Addr, size int) bool {
 	return (addr^(addr+Addr(size)-1))>>t.shift != 0
 }
 
-// tryIndex publishes a mapping of buf (not empty; s is the stripe of its first page) at bus
-// address addr in s's index, and reports whether it did: false if the mapping is not indexable
+// tryIndex publishes a mapping of buf (not empty) at bus address addr in the index, and reports whether it did: false if the mapping is not indexable
 // (too long) or its set had no free entry. Direct prefers the entry that last held the same buffer
 // at the same address, which it takes with one CAS; otherwise fill takes a free entry with one CAS.
 // No lock.
-func (t *table) tryIndex(s *stripe, addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
+func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
 	if !t.indexable(addr, len(buf)) {
 		return false
 	}
-	set := t.set(s, t.entryKey(addr, len(buf)))
+	set := t.set(t.entryKey(addr, len(buf)))
 	fields := metaFieldsOf(len(buf), dir, code)
 	p := &buf[0]
 	// Direct: the entry this buffer left, if still free: one CAS. The IOMMU's addresses are
@@ -316,14 +336,14 @@ func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region
 	}
 }
 
-// claimIndex ends the live mapping (addr, size, dir, code) of s's index and returns its region;
+// claimIndex ends the live mapping (addr, size, dir, code) of the index and returns its region;
 // ok is false if the index holds none. No lock.
-func (t *table) claimIndex(s *stripe, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
+func (t *table) claimIndex(addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
 	if size > maxIndexed || size <= 0 || addr+Addr(size) < addr {
 		return nil, false
 	}
 	want := metaFieldsOf(size, dir, code) | metaLive
-	set := t.set(s, t.entryKey(addr, size))
+	set := t.set(t.entryKey(addr, size))
 	for i := range nWays {
 		e := set.way(i)
 		for {
@@ -377,7 +397,7 @@ func (t *table) indexOccupant(pg uint64) uint64 {
 // startsAt returns the end granule (exclusive) of an index entry, live or being cleared, whose
 // mapping starts in granule g, if it reaches granule pg (>= g); else 0. For the IOMMU.
 func (t *table) startsAt(g, pg uint64) uint64 {
-	set := t.set(t.stripe(g), g)
+	set := t.set(g)
 	for i := range nWays {
 		e := set.way(i)
 		m := e.meta.Load()
@@ -502,11 +522,11 @@ func allows(d, access Direction, exact bool) bool {
 // of its key (Direct: starting at the mapping's first byte), or for Direct in the set of its
 // page's first byte (a page-aligned buffer), that allows the access. Anything else (ok false) is
 // for lookup's general path.
-func (t *table) fast(s *stripe, addr Addr, size int, access Direction, exact bool) (b []byte, ok bool) {
-	if b, ok = t.fastSet(t.set(s, t.key(addr)), addr, size, access, exact); ok || t.keyShift != 0 {
+func (t *table) fast(addr Addr, size int, access Direction, exact bool) (b []byte, ok bool) {
+	if b, ok = t.fastSet(t.set(t.key(addr)), addr, size, access, exact); ok || t.keyShift != 0 {
 		return b, ok
 	}
-	return t.fastSet(t.set(s, t.key(addr&^(1<<t.shift-1))), addr, size, access, exact)
+	return t.fastSet(t.set(t.key(addr&^(1<<t.shift-1))), addr, size, access, exact)
 }
 
 // fastSet is fast on one set.
@@ -545,15 +565,15 @@ func (pr *probe) judge(m uint64, a Addr, p *byte) bool {
 	return true
 }
 
-// scanSets runs the probe over the sets of s's index that may hold pr.addr's mapping and reports
+// scanSets runs the probe over the sets of the index that may hold pr.addr's mapping and reports
 // whether it found the bytes (pr.reason keeps the best reason otherwise): the set of addr's key,
 // and for Direct the set of its page's first byte (page-aligned buffers).
-func (t *table) scanSets(s *stripe, pr *probe) bool {
-	if pr.look(t.set(s, t.key(pr.addr))) {
+func (t *table) scanSets(pr *probe) bool {
+	if pr.look(t.set(t.key(pr.addr))) {
 		return true
 	}
 	pg := pr.addr &^ (1<<t.shift - 1)
-	return t.keyShift == 0 && pg != pr.addr && pr.look(t.set(s, t.key(pg)))
+	return t.keyShift == 0 && pg != pr.addr && pr.look(t.set(t.key(pg)))
 }
 
 // scanBack runs the probe over the sets that hold index mappings of several pages starting in one
@@ -566,7 +586,7 @@ func (t *table) scanBack(pr *probe) bool {
 		if t.keyShift == 0 {
 			key <<= t.shift // Direct's: the page's first byte
 		}
-		if pr.look(t.set(t.stripe(pg-j), key)) {
+		if pr.look(t.set(key)) {
 			return true
 		}
 	}

@@ -125,7 +125,7 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 // a new run for the magazine under mu; other maps allocate from the cursor and publish under mu,
 // so that no two mappings get the same granules.
 func (m *IOMMU) assign(r *record) error {
-	off, n, fast := m.plan(r.buf, r.kind)
+	off, n, fast := m.plan(r.buf, kindCode(r.kind))
 	if fast {
 		if g, ok := m.takeFast(n); ok {
 			r.addr = Addr(g<<m.shift | off)
@@ -139,22 +139,22 @@ func (m *IOMMU) assign(r *record) error {
 // plan returns the offset of buf's first byte in its granule, the number of granules a mapping
 // of buf touches, and whether the map may take them from its P's magazine (iova.go): at most
 // magMax granules with no alignment wanted, and not a registration.
-func (m *IOMMU) plan(buf []byte, kind Kind) (off, n uint64, fast bool) {
+func (m *IOMMU) plan(buf []byte, code uint64) (off, n uint64, fast bool) {
 	off = uint64(sliceAddr(buf)) & (1<<m.shift - 1)
 	n = (off+uint64(len(buf))-1)>>m.shift + 1
 	// dma_alloc_coherent's handle is page-aligned whatever the IOMMU granule (Pool relies on it
 	// for blocks aligned up to PageSize): coherent memory in granules below a page is aligned,
 	// so it does not come from a magazine. The CPU side is page-aligned already.
-	aligned := kind == KindCoherent && m.shift < directShift
-	return off, n, m.mags != nil && n <= magMax && !aligned && kind != KindRegistered
+	aligned := code == codeCoherent && m.shift < directShift
+	return off, n, m.mags != nil && n <= magMax && !aligned && code != codeRegistered
 }
 
 // mapFast is the common map (iommu_dma_map_page with alloc_iova_fast hitting its per-CPU
 // magazine): if plan allows it and the P's magazine has the granules, it takes them and publishes
 // the mapping in the index (a record in the page lists if its set is full), with no mutex and no
 // record template, and returns the bus address; otherwise ok is false and nothing changed.
-func (m *IOMMU) mapFast(buf []byte, dir Direction, kind Kind, region *Region) (Addr, bool) {
-	off, n, fast := m.plan(buf, kind)
+func (m *IOMMU) mapFast(buf []byte, dir Direction, code uint64, region *Region) (Addr, bool) {
+	off, n, fast := m.plan(buf, code)
 	if !fast {
 		return 0, false
 	}
@@ -164,8 +164,8 @@ func (m *IOMMU) mapFast(buf []byte, dir Direction, kind Kind, region *Region) (A
 	}
 	addr := Addr(g<<m.shift | off)
 	// Fresh granules of this P's run: no other map touches them.
-	if !m.tab.tryIndex(m.tab.stripe(g), addr, buf, dir, kindCode(kind), region) {
-		v := record{addr: addr, buf: buf, dir: dir, kind: kind, region: region}
+	if !m.tab.tryIndex(addr, buf, dir, code, region) {
+		v := record{addr: addr, buf: buf, dir: dir, kind: codeKind(code), region: region}
 		m.tab.insert(&v) // tries the index again, then a record
 	}
 	return addr, true

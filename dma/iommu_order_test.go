@@ -90,7 +90,7 @@ func TestIOMMUIndexDisplaced(t *testing.T) {
 	m, err := NewIOMMU(IOMMUConfig{})
 	require.NoError(t, err)
 	tab := &m.tab
-	tab.setBits = 0 // 128 entries in use: granules come round quickly
+	tab.useSets(0) // 128 entries in use: granules come round quickly
 	mod := iommuInUse(tab)
 	bufs := make([][]byte, 6)
 	for i := range bufs {

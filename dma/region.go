@@ -234,6 +234,14 @@ func regionOf(a uintptr) *Region {
 	return nil
 }
 
+// mayBeRegion reports whether a may lie in a Region: regionOf's first check, inlined into the map
+// path, so that a Go heap buffer outside every region's span costs no call. false: a is in none
+// (pinBuf would return nil); true: ask pinBuf.
+func mayBeRegion(a uintptr) bool {
+	p := regionList.Load()
+	return p != nil && a >= p.lo && a < p.hi
+}
+
 // pinBuf pins the region behind buf, if any, and returns it.
 func pinBuf(buf []byte) (*Region, error) {
 	for range 3 { // a region released and its address reused between lookup and pin: look again

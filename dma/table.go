@@ -125,10 +125,15 @@ type table struct {
 	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
 	// tests that want entries reused and sets full. Set before the table is used; immutable.
 	setBits uint
+	// setHalf, setMask, setShift and setSel are derived from setBits (useSets) for set: half the
+	// entries in use and their mask (the IOMMU), and the shift and mask of the hash bits that
+	// pick a stripe's set (Direct). Set before the table is used; immutable.
+	setHalf, setMask, setSel uint64
+	setShift                 uint
 	// ents is the whole index, every stripe's (stripe.ents) in stripe order; the IOMMU's sets
-	// span it (set). The slice header is set by init and immutable; the entries are read and
+	// span it (set). The pointer is set by init and immutable; the entries are read and
 	// written with atomic operations only, by anyone.
-	ents    []entry
+	ents    *[nIndex]entry
 	stripes [nStripes]stripe
 	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
 	// (the window in which a writer may recycle the entry). Tests only; set before use.
@@ -139,11 +144,11 @@ type table struct {
 
 func (t *table) init(shift uint, keepEmpty bool) {
 	t.shift = shift
-	t.setBits = setBits
+	t.useSets(setBits)
 	if !keepEmpty { // the IOMMU: one mapping per granule, keyed by granule
 		t.keyShift = shift
 	}
-	t.ents = make([]entry, nStripes*nEnt)
+	t.ents = new([nIndex]entry)
 	for i := range t.stripes {
 		t.stripes[i].ents = (*[nEnt]entry)(t.ents[i*nEnt:])
 		t.stripes[i].m = make(map[uint64]*pageList)
@@ -236,7 +241,7 @@ func (s *stripe) get(pg uint64) *pageList {
 func (t *table) insert(v *record) {
 	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
 	// Into the index with no lock if it fits (at most spanMax pages), else a record.
-	if t.tryIndex(t.stripe(first), v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
+	if t.tryIndex(v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
 		return
 	}
 	if first == last {
@@ -297,7 +302,7 @@ func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 		if next = t.indexOccupant(pg); next != 0 {
 			return next, false
 		}
-		if t.tryIndex(s, v.addr, v.buf, v.dir, code, v.region) {
+		if t.tryIndex(v.addr, v.buf, v.dir, code, v.region) {
 			return 0, true
 		}
 	}
@@ -306,7 +311,7 @@ func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 	if next = s.occupantLocked(t, pg); next != 0 {
 		return next, false
 	}
-	if !t.tryIndex(s, v.addr, v.buf, v.dir, code, v.region) {
+	if !t.tryIndex(v.addr, v.buf, v.dir, code, v.region) {
 		s.insertList(pg, v)
 	}
 	return 0, true
@@ -342,11 +347,16 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 // it), removes it from its other pages and recycles it. It returns the record's pinned region
 // (the caller unpins it) and whether a record was found.
 func (t *table) remove(addr Addr, size int, dir Direction, kind Kind) (*Region, bool) {
-	pg := uint64(addr) >> t.shift
-	s := t.stripe(pg)
-	if reg, ok := t.claimIndex(s, addr, size, dir, kindCode(kind)); ok {
+	if reg, ok := t.claimIndex(addr, size, dir, kindCode(kind)); ok {
 		return reg, true
 	}
+	return t.removeLists(addr, size, dir, kind)
+}
+
+// removeLists is remove of a mapping that is not in the index: a record of the page lists.
+func (t *table) removeLists(addr Addr, size int, dir Direction, kind Kind) (*Region, bool) {
+	pg := uint64(addr) >> t.shift
+	s := t.stripe(pg)
 	s.mu.Lock()
 	r := s.claim(pg, addr, size, dir, kind)
 	if r == nil {
@@ -426,16 +436,22 @@ func (t *table) lookup(addr Addr, size int, access Direction, exact bool) ([]byt
 	if size <= 0 || end < addr {
 		return nil, ReasonBadLength
 	}
-	pg := uint64(addr) >> t.shift
-	s := t.stripe(pg)
-	if b, ok := t.fast(s, addr, size, access, exact); ok {
+	if b, ok := t.fast(addr, size, access, exact); ok {
 		return b, ""
 	}
+	return t.lookupSlow(addr, size, access, exact)
+}
+
+// lookupSlow is lookup once fast found no answer (size > 0 and addr+size does not wrap).
+func (t *table) lookupSlow(addr Addr, size int, access Direction, exact bool) ([]byte, FaultReason) {
+	end := addr + Addr(size)
+	pg := uint64(addr) >> t.shift
+	s := t.stripe(pg)
 	// A mapping live for the whole call is in the index or in the page lists, and stays where it
 	// is: each place is asked once, the page lists (mappings of several pages) before Direct's
 	// scan of the whole index (an address inside a small buffer), which costs more.
 	pr := probe{addr: addr, end: end, access: access, exact: exact, mid: t.testMidRead, reason: ReasonNotMapped}
-	if t.scanSets(s, &pr) {
+	if t.scanSets(&pr) {
 		return bytesAt(pr.p, int(addr-pr.base), size), ""
 	}
 	if s.pairs.Load() != 0 {
@@ -565,8 +581,9 @@ func (c *core) init(shift uint, iommu *IOMMU) {
 
 // mapBuf maps buf. region, if not nil, was pinned by the caller and the pin passes to the record
 // (or is dropped on failure). inject says whether this call is subject to fault injection.
-func (c *core) mapBuf(buf []byte, dir Direction, kind Kind, region *Region, inject bool) (Addr, error) {
+func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, inject bool) (Addr, error) {
 	if len(buf) == 0 || !dir.Valid() {
+		kind := codeKind(code)
 		if region != nil {
 			region.unpin()
 		}
@@ -576,22 +593,22 @@ func (c *core) mapBuf(buf []byte, dir Direction, kind Kind, region *Region, inje
 		if region != nil {
 			region.unpin()
 		}
-		return 0, fmt.Errorf("dma: map %s (injected): %w", kind, ErrMapping)
+		return 0, fmt.Errorf("dma: map %s (injected): %w", codeKind(code), ErrMapping)
 	}
-	if region == nil {
+	if region == nil && mayBeRegion(sliceAddr(buf)) {
 		var err error
 		if region, err = pinBuf(buf); err != nil {
 			return 0, err
 		}
 	}
 	if c.iommu != nil {
-		return c.mapIOMMU(buf, dir, kind, region)
+		return c.mapIOMMU(buf, dir, code, region)
 	}
 	addr := Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
 	// A mapping of up to spanMax pages goes to the index (one CAS when the buffer was mapped
 	// there before), unless its set is full.
-	if !c.tab.tryIndex(c.tab.stripe(uint64(addr)>>directShift), addr, buf, dir, kindCode(kind), region) {
-		c.insertSlow(addr, buf, dir, kind, region)
+	if !c.tab.tryIndex(addr, buf, dir, code, region) {
+		c.insertSlow(addr, buf, dir, codeKind(code), region)
 	}
 	if h := c.testPublished; h != nil {
 		h()
@@ -609,11 +626,11 @@ func (c *core) insertSlow(addr Addr, buf []byte, dir Direction, kind Kind, regio
 
 // mapIOMMU has the IOMMU allocate the bus address and publish the mapping. The pin of region
 // passes to the mapping, or is dropped on failure.
-func (c *core) mapIOMMU(buf []byte, dir Direction, kind Kind, region *Region) (Addr, error) {
-	if a, ok := c.iommu.mapFast(buf, dir, kind, region); ok {
+func (c *core) mapIOMMU(buf []byte, dir Direction, code uint64, region *Region) (Addr, error) {
+	if a, ok := c.iommu.mapFast(buf, dir, code, region); ok {
 		return a, nil
 	}
-	v := record{buf: buf, dir: dir, kind: kind, region: region}
+	v := record{buf: buf, dir: dir, kind: codeKind(code), region: region}
 	if err := c.iommu.assign(&v); err != nil {
 		if region != nil {
 			region.unpin()
@@ -623,10 +640,13 @@ func (c *core) mapIOMMU(buf []byte, dir Direction, kind Kind, region *Region) (A
 	return v.addr, nil
 }
 
-func (c *core) unmap(addr Addr, size int, dir Direction, kind Kind) error {
-	reg, ok := c.tab.remove(addr, size, dir, kind)
+func (c *core) unmap(addr Addr, size int, dir Direction, code uint64) error {
+	reg, ok := c.tab.claimIndex(addr, size, dir, code)
 	if !ok {
-		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", kind, uint64(addr), size, dir, ErrNotMapped)
+		reg, ok = c.tab.removeLists(addr, size, dir, codeKind(code))
+	}
+	if !ok {
+		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", codeKind(code), uint64(addr), size, dir, ErrNotMapped)
 	}
 	if reg != nil {
 		reg.unpin()
@@ -637,12 +657,12 @@ func (c *core) unmap(addr Addr, size int, dir Direction, kind Kind) error {
 // MapSingle maps buf for the device (dma_map_single, ib_dma_map_single). The record keeps buf
 // reachable until it is unmapped. Memory of a Region is pinned so the region outlives the mapping.
 func (c *core) MapSingle(buf []byte, dir Direction) (Addr, error) {
-	return c.mapBuf(buf, dir, KindSingle, nil, true)
+	return c.mapBuf(buf, dir, codeSingle, nil, true)
 }
 
 // UnmapSingle undoes MapSingle (dma_unmap_single); addr, size and dir must match the map.
 func (c *core) UnmapSingle(addr Addr, size int, dir Direction) error {
-	return c.unmap(addr, size, dir, KindSingle)
+	return c.unmap(addr, size, dir, codeSingle)
 }
 
 // MapPage maps size bytes at offset in page p (dma_map_page, ib_dma_map_page); the range must lie
@@ -655,12 +675,12 @@ func (c *core) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
 		return 0, fmt.Errorf("dma: map page %d: %w", p.i, err)
 	}
 	off := p.i*PageSize + offset
-	return c.mapBuf(p.r.mem[off:off+size:off+size], dir, KindPage, p.r, true)
+	return c.mapBuf(p.r.mem[off:off+size:off+size], dir, codePage, p.r, true)
 }
 
 // UnmapPage undoes MapPage (dma_unmap_page).
 func (c *core) UnmapPage(addr Addr, size int, dir Direction) error {
-	return c.unmap(addr, size, dir, KindPage)
+	return c.unmap(addr, size, dir, codePage)
 }
 
 // MapSG maps every entry of sg, filling Addr and Len (dma_map_sg, ib_dma_map_sg). Entries are
@@ -673,10 +693,10 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
 	}
 	for i := range sg {
-		a, err := c.mapBuf(sg[i].Buf, dir, KindSG, nil, false) // the list is one map call for injection
+		a, err := c.mapBuf(sg[i].Buf, dir, codeSG, nil, false) // the list is one map call for injection
 		if err != nil {
 			for j := range i {
-				_ = c.unmap(sg[j].Addr, sg[j].Len, dir, KindSG)
+				_ = c.unmap(sg[j].Addr, sg[j].Len, dir, codeSG)
 				sg[j].Addr, sg[j].Len = 0, 0
 			}
 			return 0, fmt.Errorf("dma: map_sg entry %d: %w", i, err)
@@ -690,7 +710,7 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 func (c *core) UnmapSG(sg []SG, dir Direction) error {
 	var errs []error
 	for i := range sg {
-		if err := c.unmap(sg[i].Addr, sg[i].Len, dir, KindSG); err != nil {
+		if err := c.unmap(sg[i].Addr, sg[i].Len, dir, codeSG); err != nil {
 			errs = append(errs, fmt.Errorf("entry %d: %w", i, err))
 		}
 	}
@@ -729,6 +749,33 @@ func (c *core) SyncForDevice(addr Addr, size int, dir Direction) error {
 // buffer may be both registered and mapped), and the registration's reason is reported only if
 // the table has none better than "not mapped".
 func (c *core) Translate(addr Addr, size int, access Direction) ([]byte, error) {
+	// The common translation, with no call but fast's: no registrations, and a live mapping in
+	// the index holds the range. (fast's checks leave no range longer than its mapping, so
+	// addr+size does not wrap.)
+	if size > 0 && access.Valid() && c.set.Load() == nil {
+		if b, ok := c.tab.fast(addr, size, access, false); ok {
+			return b, nil
+		}
+		return c.translateSlow(addr, size, access)
+	}
+	return c.translate(addr, size, access)
+}
+
+// translateSlow is Translate of a range the index's fast path did not answer, with no
+// registrations: the rest of the mapping table, or the fault.
+func (c *core) translateSlow(addr Addr, size int, access Direction) ([]byte, error) {
+	if addr+Addr(size) < addr {
+		return nil, c.fault(addr, size, access, ReasonBadLength)
+	}
+	b, reason := c.tab.lookupSlow(addr, size, access, false)
+	if reason == "" {
+		return b, nil
+	}
+	return nil, c.fault(addr, size, access, reason)
+}
+
+// translate is Translate in general: the registrations, then the mapping table.
+func (c *core) translate(addr Addr, size int, access Direction) ([]byte, error) {
 	if !access.Valid() {
 		return nil, c.fault(addr, size, access, ReasonBadAccess)
 	}
@@ -799,7 +846,7 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 		return nil, err
 	}
 	buf := reg.mem[:size:size]
-	addr, err := c.mapBuf(buf, Bidirectional, KindCoherent, reg, false)
+	addr, err := c.mapBuf(buf, Bidirectional, codeCoherent, reg, false)
 	if err != nil {
 		_ = reg.Close()
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, err)
@@ -819,7 +866,7 @@ func (c *core) FreeCoherent(co *Coherent) error {
 	if !co.freed.CompareAndSwap(false, true) {
 		return fmt.Errorf("dma: free_coherent twice: %w", ErrClosed)
 	}
-	if err := c.unmap(co.addr, len(co.buf), Bidirectional, KindCoherent); err != nil {
+	if err := c.unmap(co.addr, len(co.buf), Bidirectional, codeCoherent); err != nil {
 		return err
 	}
 	return co.region.Close()

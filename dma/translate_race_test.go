@@ -18,7 +18,7 @@ func indexVariants(t *testing.T, f func(t *testing.T, m testMapper)) {
 		set  func(*table)
 	}{
 		{"index=full", func(*table) {}},
-		{"index=tiny", func(tab *table) { tab.setBits = 0 }},
+		{"index=tiny", func(tab *table) { tab.useSets(0) }},
 		{"index=off", func(tab *table) { tab.spillOnly = true }},
 	}
 	for _, v := range variants {
@@ -212,7 +212,7 @@ func checkRaceBytes(t *testing.T, b []byte, p *racePub, o int, direct bool) bool
 func TestTranslateTornRead(t *testing.T) {
 	impls(t, func(t *testing.T, m testMapper) {
 		tab := tableOf(t, m)
-		tab.setBits = 0 // one set per stripe: the second buffer takes the first one's entry
+		tab.useSets(0) // one set per stripe: the second buffer takes the first one's entry
 		backing := make([]byte, PageSize)
 		old, other := backing[64:128:128], backing[256:320:320]
 		for i := range old {
