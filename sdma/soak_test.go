@@ -280,6 +280,18 @@ func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
 		}
 		return n == accepted
 	}, 30*time.Second, time.Millisecond, "accepted txreqs did not all complete")
+	// A halt's clean completes its txreqs (aborted) before the engine's goroutine restarts the
+	// engine and counts the recovery: the last halt may still be recovering when the last txreq
+	// completes. Every halt must recover; wait for it, then read the counters.
+	require.Eventually(t, func() bool {
+		for i := 0; i < engines; i++ {
+			e := dev.Engine(i)
+			if s := e.Stats(); e.state() != sm.S99Running || s.Faults != s.Recoveries {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, time.Millisecond, "every halt of a running engine recovered")
 	var stats []EngineStats
 	for i := 0; i < engines; i++ {
 		stats = append(stats, dev.Engine(i).Stats())
