@@ -41,8 +41,8 @@
 //	tail       producers, in reservation order:    hardware model (Tail,       Publish, Enqueue: yes;
 //	           Publish, PublishRelease, Enqueue,   Dequeue), waiting           PublishRelease,
 //	           EnqueueSP                           publishers                  EnqueueSP: no
-//	reserved   producers: Reserve (CAS),           producers, FreeCnt, Empty   Reserve: yes;
-//	           EnqueueSP                                                       EnqueueSP: no
+//	reserved   producers: Reserve (CAS),           producers, FreeCnt, Empty,  Reserve, Close: yes;
+//	           EnqueueSP; Close, Open (closers)    Reserved                    EnqueueSP: no
 //	headCache  producers (Reserve, EnqueueSP)      producers                   no
 //	hwHead     hardware model: SetHWHead, Dequeue  completion pass (HWHead)    no
 //	swHead     completion pass, inside the         producers (Reserve,         no

@@ -6,7 +6,7 @@ import (
 )
 
 // Sentinel errors. Every error the package returns is one of these or an *Error that matches one
-// of them with errors.Is. ErrFull is returned bare, so the flow-control path does not allocate.
+// of them with errors.Is. ErrFull and ErrClosed are returned bare, so the flow-control path does not allocate.
 var (
 	// ErrSize: a ring size that is not a power of two in [MinSize, MaxSize], or a batch of
 	// fewer than one descriptor.
@@ -14,6 +14,9 @@ var (
 	// ErrFull: not enough free slots for the batch right now (hfi1: the nodesc path of
 	// sdma_send_txreq). Nothing was changed; retry after the completion side has made progress.
 	ErrFull = errors.New("ring: full")
+	// ErrClosed: the ring is closed for reservations (Close); returned bare, nothing was
+	// changed. Retry after Open.
+	ErrClosed = errors.New("ring: closed")
 	// ErrTooBig: the batch can never fit, it is larger than the capacity Size()-1.
 	ErrTooBig = errors.New("ring: batch larger than the ring's capacity")
 	// ErrNotReserved: Publish of a range that lies outside the reserved, unpublished window

@@ -62,16 +62,32 @@ type Ring struct {
 
 	// Read-mostly: set by New and never written again; read by everyone without
 	// synchronisation (the creating goroutine publishes the Ring by handing out the pointer).
+	// base and closed, below, change only on Close, Open and Reset.
 	slots []desc.Desc // the descq: size slots, 64-byte aligned (see alignedSlots)
 	mask  uint64      // size - 1 (hfi1: sdma_mask)
 	shift uint        // log2(size) (hfi1: sdma_shift)
 	size  int         // number of slots (hfi1: descq_cnt)
 
+	// base is what the reservation word adds to the index: 0 from New, and moved by every Reset
+	// so that the words of the new epoch (indices from Reset's start) lie past every word handed
+	// out before it. A word is therefore never seen twice, however the indices restart: a
+	// producer that loaded a word before a Close cannot succeed with its CAS after the Reset and
+	// Open that follow (no ABA), and a Reserve whose CAS succeeds computed its room from indices
+	// of the epoch it reserved in. Written only by Reset (and New); read by the producers (after
+	// the word) and the readers of the word. Read-mostly, so it lives on the read-mostly line.
+	base atomic.Uint64
+	// closed is set by Close and cleared by Open: Reserve's slow path, which the closed word
+	// always takes, reads it to refuse with ErrClosed instead of retrying. Written by Close
+	// and Open (their callers serialise them with Reset); read by producers. Read-mostly.
+	closed atomic.Bool
+
 	_ [lineSize]byte
 
-	// reserved is the next index to hand out: [tail, reserved) is reserved but not yet
-	// published. Written by producers (Reserve: CAS; EnqueueSP: store-release), read by
-	// producers (Reserve, Publish's check) and by FreeCnt/Empty (atomic load).
+	// reserved is the reservation word: the next index to hand out plus base ([tail, that
+	// index) is reserved but not yet published), plus closedMark while the ring is closed.
+	// Written by producers (Reserve: CAS; EnqueueSP: store-release), by Close (atomic add of
+	// closedMark), Open and Reset; read by producers and by FreeCnt, Empty and Reserved (atomic
+	// load, see resIndex).
 	reserved atomic.Uint64
 	// headCache is a lower bound of swHead kept on the producers' line, so that Reserve reads
 	// the consumer's line only when the cached room is not enough (DPDK's cons-tail cache idea).
@@ -144,8 +160,14 @@ func newAt(size int, start uint64) (*Ring, error) {
 	return r, nil
 }
 
+// setIndices sets every index to start, keeping the ring closed if it is. The reservation word
+// is stored first, closed if the ring is: a producer that loads it meanwhile is refused.
 func (r *Ring) setIndices(start uint64) {
-	r.reserved.Store(start)
+	w := start + r.base.Load()
+	if r.closed.Load() {
+		w += closedMark
+	}
+	r.reserved.Store(w)
 	r.headCache.Store(start)
 	r.tail.Store(start)
 	r.hwHead.Store(start)
@@ -187,7 +209,8 @@ type Reservation struct {
 // sdma_descq_freecnt, checked against tx->num_desc in sdma_send_txreq).
 //
 // Errors: ErrFull (bare, no allocation) when the room is less than n right now, nothing changed;
-// ErrTooBig when n > Size()-1; ErrSize when n < 1.
+// ErrClosed (bare) when the ring is closed (Close); ErrTooBig when n > Size()-1; ErrSize when
+// n < 1.
 func (r *Ring) Reserve(n int) (Reservation, error) {
 	if err := r.checkBatch("Reserve", n); err != nil {
 		return Reservation{}, err
@@ -200,38 +223,103 @@ func (r *Ring) Reserve(n int) (Reservation, error) {
 }
 
 // reserve is Reserve after the batch check: it claims un slots and returns the first index, or
-// ErrFull.
+// ErrFull, or ErrClosed.
+//
+// The word w it CASes is the index plus base (see Ring.base): a successful CAS means that the
+// word did not change since it was loaded, so no Close, Reset or Open came in between (they
+// change it, and no later word equals an earlier one), and base, the cached head and swHead,
+// loaded after w, are of w's epoch. The cached head is refreshed only after a successful CAS:
+// until its Publish no Reset can run (the closer waits for the tail to reach the reservations,
+// ours included), so a head of an earlier epoch is never stored over a Reset's.
 func (r *Ring) reserve(un uint64) (uint64, error) {
 	capacity := r.mask // size - 1
 	for {
-		res := r.reserved.Load()
+		w := r.reserved.Load()
+		res := w - r.base.Load()
 		head := r.headCache.Load()
+		refresh := false
 		if used := res - head; used > capacity || capacity-used < un {
 			// The cached head says no room (or was loaded after a newer reservation made
-			// res look stale): load the consumer's line.
+			// res look stale, or the word is closed): load the consumer's line.
+			if r.closed.Load() {
+				return 0, ErrClosed // Close sets the flag before it marks the word
+			}
 			head = r.swHead.Load()
 			used = res - head
 			if used > capacity {
 				// res is stale: another producer reserved and the consumer freed past it
-				// between the two loads. Reload.
+				// between the two loads (or an Open is storing the word). Reload.
 				continue
 			}
-			if head != r.headCache.Load() {
-				// Only on change; a release store (a plain MOV on amd64, O5): a racing
-				// producer's older head may overwrite it, which only lowers the cache.
-				relaxed.StoreRelease64(&r.headCache, head)
-			}
 			if capacity-used < un {
-				if r.reserved.Load() != res {
+				if r.reserved.Load() != w {
 					continue // the view changed under us; look again before saying full
 				}
 				return 0, ErrFull
 			}
+			refresh = head != r.headCache.Load()
 		}
-		if r.reserved.CompareAndSwap(res, res+un) {
+		if r.reserved.CompareAndSwap(w, w+un) {
+			if refresh {
+				// A release store (a plain MOV on amd64, O5): a racing producer's older head
+				// may overwrite it, which only lowers the cache.
+				relaxed.StoreRelease64(&r.headCache, head)
+			}
 			return res, nil
 		}
 	}
+}
+
+// closedMark is what Close adds to the reservation word: the word's index then lies 2^63 past
+// swHead, where an open ring's lies at most a ring's worth past it (or, for a producer whose
+// word is stale, a little below it), so every room check fails and takes the slow path, which
+// reads the closed flag.
+const closedMark = 1 << 63
+
+// Close closes the ring for reservations: from its return every Reserve, Enqueue and EnqueueSP
+// is refused with ErrClosed (bare, nothing changed), and a reservation whose CAS raced it either
+// happened before (Reserved includes it; it is published as usual) or is refused. So once Close
+// has returned, Tail() reaching Reserved() means that every reservation was published and that
+// none can be made: what Reset needs, without counting the producers (sdma's sw clean). Close is
+// an atomic add (one locked instruction). Closing a closed ring does nothing.
+//
+// Close, Open and Reset must be serialised by the caller (sdma: the engine's hwMu); producers may
+// run at any time. The ring stays closed across Reset until Open.
+func (r *Ring) Close() {
+	if r.closed.Load() {
+		return
+	}
+	r.closed.Store(true)
+	r.reserved.Add(closedMark)
+}
+
+// Open reopens a ring closed by Close; opening an open ring does nothing. Serialised with Close
+// and Reset by the caller.
+func (r *Ring) Open() {
+	if !r.closed.Load() {
+		return
+	}
+	// The flag first: a producer that reads it clear while the word is still closed finds no
+	// room and looks again until the word below is stored (no producer changes a closed word).
+	r.closed.Store(false)
+	r.reserved.Store(r.reserved.Load() - closedMark)
+}
+
+// Closed reports whether the ring is closed (Close, not yet Open).
+func (r *Ring) Closed() bool { return r.closed.Load() }
+
+// resIndex returns the reservation index, without the closed mark, for the readers that are not
+// producers: swHead is loaded first, so that for an open ring index - swHead lies in [0, 2^62)
+// (the index only grows after the load) and for a closed one 2^63 above that; head is that
+// swHead. During a Reset (quiescent or closed) the snapshot may mix epochs, as any snapshot of
+// indices that Reset is moving.
+func (r *Ring) resIndex() (res, head uint64) {
+	head = r.swHead.Load()
+	res = r.reserved.Load() - r.base.Load()
+	if res-head >= 1<<62 {
+		res -= closedMark
+	}
+	return res, head
 }
 
 // Start returns the ring index of the reservation's first slot.
@@ -440,7 +528,11 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	if un-1 >= r.mask { // n < 1 or n > Size()-1
 		return 0, r.enqueueSPError(n)
 	}
-	start := r.reserved.Load() // == tail: no other producer
+	if r.closed.Load() {
+		return 0, ErrClosed
+	}
+	base := r.base.Load()
+	start := r.reserved.Load() - base // == tail: no other producer
 	// used = start - cached can exceed mask when racing Reserves left an older head in the
 	// cache than the last reservation saw; then the cache says nothing and swHead is loaded.
 	if cached := r.headCache.Load(); start-cached > r.mask || r.mask-(start-cached) < un {
@@ -455,7 +547,7 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, n))
 	end := start + un
 	// reserved first, so that reserved >= tail for concurrent readers (Publish's check, FreeCnt).
-	relaxed.StoreRelease64(&r.reserved, end)
+	relaxed.StoreRelease64(&r.reserved, end+base)
 	// Store-release, not seq-cst (O1, O6): publishes [start, end) to the hardware model.
 	relaxed.StoreRelease64(&r.tail, end)
 	return start, nil
@@ -478,10 +570,14 @@ func (r *Ring) batchErr(op string, n int) error {
 	return errorf(op, ErrTooBig, "batch of %d descriptors, capacity %d", n, r.size-1)
 }
 
-// Reserved returns the reservation index (atomic load): slots in [Tail(), Reserved()) are
-// reserved and not yet published. Once no producer can reserve any more (the caller stopped them),
-// Tail() reaching it means every reservation was published.
-func (r *Ring) Reserved() uint64 { return r.reserved.Load() }
+// Reserved returns the reservation index (an atomic load of the reservation word): slots in
+// [Tail(), Reserved()) are reserved and not yet published. Once no producer can reserve any more
+// (the ring is closed, or the caller stopped them), Tail() reaching it means every reservation was
+// published.
+func (r *Ring) Reserved() uint64 {
+	res, _ := r.resIndex()
+	return res
+}
 
 // ---- hardware model (single consumer) ----
 
@@ -550,10 +646,9 @@ func (r *Ring) Seq() *SeqCount { return &r.seq }
 // FreeCnt returns the number of descriptors that can be reserved now: Size()-1 -
 // (reserved - swHead) (hfi1: sdma_descq_freecnt). A snapshot; it may be stale at once.
 func (r *Ring) FreeCnt() int {
-	head := r.swHead.Load()
-	res := r.reserved.Load()
+	res, head := r.resIndex()
 	used := res - head
-	if used > r.mask { // cannot happen with head loaded first; be safe
+	if used > r.mask { // cannot happen with head loaded first, outside a Reset; be safe
 		return 0
 	}
 	return int(r.mask - used)
@@ -569,8 +664,8 @@ func (r *Ring) Used() int { return r.size - 1 - r.FreeCnt() }
 // Empty reports whether nothing is reserved, published or awaiting completion: reserved ==
 // swHead (hfi1: sdma_empty, descq_tail == descq_head).
 func (r *Ring) Empty() bool {
-	head := r.swHead.Load()
-	return r.reserved.Load() == head
+	res, head := r.resIndex()
+	return res == head
 }
 
 // Reset sets every index to start (hfi1: the sw clean's descq_tail = descq_head = 0 and
@@ -579,10 +674,18 @@ func (r *Ring) Empty() bool {
 // descq does; they lie outside [hwHead, tail). The head seqcount is bumped by a write section, so
 // any HeadSeq snapshot taken before is stale.
 //
-// The caller guarantees quiescence: no producer, hardware model or completion pass is in flight
-// (the kernel holds tail_lock and head_lock).
+// The caller guarantees quiescence: no reservation unpublished, no hardware model or completion
+// pass in flight (the kernel holds tail_lock and head_lock), and no producer at all unless the
+// ring is closed (Close): producers of a closed ring may call Reserve meanwhile and are refused.
+// A closed ring stays closed. Reset moves base so that the new reservation words lie past every
+// word handed out before (see Ring.base); serialised with Close and Open by the caller.
 func (r *Ring) Reset(start uint64) {
 	r.seq.BeginWrite()
+	w := r.reserved.Load()
+	if r.closed.Load() {
+		w -= closedMark
+	}
+	r.base.Store(w + 1 - start) // the new epoch's first word: w + 1
 	r.setIndices(start)
 	r.seq.EndWrite()
 }

@@ -20,9 +20,10 @@
 //
 // Ordering (package doc, "Memory ordering"): the slot stores and then the tail store are O1; the
 // swHead load before writing is O3; plain MOVs suffice by O5, and are not seq-cst (O6).
-// reserved and headCache are ours (single producer; Reset needs quiescence): plain loads and
-// stores. headCache is stored with a plain MOV (the Go path's atomic store is an XCHG): it is
-// read only by producers, and by no other producer while this one runs.
+// reserved and headCache are ours (single producer; Reset needs quiescence; a closed ring goes to
+// the Go path, which refuses; so does a ring whose base a Reset moved): plain loads and stores.
+// base is written only by Reset. headCache is stored with a plain MOV (the Go path's atomic
+// store is an XCHG): it is read only by producers, and by no other producer while this one runs.
 TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	MOVL ·curImpl(SB), BX
 	CMPL BX, $const_implGo
@@ -36,9 +37,15 @@ TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	CMPQ CX, R8
 	JCC  enq_go
 
+	// A ring that a Reset moved the reservation word's base of (only after a Close): the Go
+	// path, which subtracts it. Otherwise the word is the index (plus closedMark if closed).
+	CMPQ Ring_base(R12), $0
+	JNE  enq_go
+
 	// Room against the cached head: used = start - cached must be <= mask (a cache left stale
-	// by racing Reserves can make it look larger) and mask - used >= n.
-	MOVQ Ring_reserved(R12), R9 // start: == tail, no other producer
+	// by racing Reserves can make it look larger, and so does a closed ring's word) and
+	// mask - used >= n.
+	MOVQ Ring_reserved(R12), R9 // start: == tail, no other producer (base 0)
 	MOVQ Ring_headCache(R12), AX
 	MOVQ R9, CX
 	SUBQ AX, CX
@@ -98,7 +105,7 @@ enq_publish:
 	// FreeCnt).
 	MOVQ R9, start+40(FP)
 	ADDQ DX, R9
-	MOVQ R9, Ring_reserved(R13) // reserved = end
+	MOVQ R9, Ring_reserved(R13) // the reservation word = end (base 0; ours alone: one producer)
 	MOVQ R9, Ring_tail(R13)     // tail = end: store-release of the batch
 	MOVQ $0, err_itable+48(FP)
 	MOVQ $0, err_data+56(FP)
@@ -115,6 +122,8 @@ enq_refresh:
 enq_cached:
 	MOVQ R9, R10
 	SUBQ CX, R10
+	CMPQ R10, R8
+	JHI  enq_go // used > mask: the ring is closed (swHead <= tail == start otherwise): the Go path says ErrClosed
 	MOVQ R8, AX
 	SUBQ R10, AX
 	CMPQ AX, DX

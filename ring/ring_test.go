@@ -517,10 +517,12 @@ func TestLayout(t *testing.T) {
 	// Fields in their group leader's group: nothing else lies between them.
 	groupOf := map[string]uintptr{
 		"headCache": unsafe.Offsetof(r.headCache), // the producers' group, with reserved
+		"base":      unsafe.Offsetof(r.base),      // read by every Reserve, read-mostly
+		"closed":    unsafe.Offsetof(r.closed),    // read by Reserve's slow path, read-mostly
 		"tailCache": unsafe.Offsetof(r.tailCache), // the consumer's group, with hwHead
 		"seq":       unsafe.Offsetof(r.seq),       // the completion group, with swHead
 	}
-	leader := map[string]string{"headCache": "reserved", "tailCache": "hwHead", "seq": "swHead"}
+	leader := map[string]string{"headCache": "reserved", "base": "slots(read-mostly)", "closed": "slots(read-mostly)", "tailCache": "hwHead", "seq": "swHead"}
 	for f, o := range groupOf {
 		l := offs[leader[f]]
 		assert.Less(t, o-l, uintptr(64), "%s within one line of %s", f, leader[f])

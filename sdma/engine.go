@@ -62,9 +62,10 @@ type Engine struct {
 
 	// gate is the atomic mirror of the state machine for producers (gateRunning | gateDraining |
 	// gateDown bits). The running bit is written under hwMu and stMu by the state machine (And
-	// when it leaves s99, before any clean-up; Or when it enters s99, after sdma_hw_start_up);
-	// Shutdown and Close Or in their bits. Read by every Send after it raised inflight (seq-cst:
-	// the Dekker pair with quiesce, see inflight) and by the hardware model and the sleepers.
+	// when it leaves s99, before any clean-up; Or when it enters s99, after sdma_hw_start_up and
+	// after the ring is opened again); Shutdown and Close Or in their bits. Read by every Send
+	// before it reserves (and again when the ring refuses it as closed: see sendBatch), by
+	// flushFront after it raised inflight, and by the hardware model and the sleepers.
 	gate atomic.Int32
 	// hwSleeping is set by the hardware goroutine just before it parks (seq-cst store, then it
 	// re-checks the tail) and cleared when it runs; read by producers after they publish (the
@@ -82,15 +83,12 @@ type Engine struct {
 
 	_ [lineSize]byte
 
-	// inflight counts producers between their gate check and their reservation (with the ring's
-	// unpublished reservations, the kernel's tail_lock hold). A producer adds 1, then loads gate
-	// (both seq-cst), reserves, and subtracts 1; the sw clean clears the gate's running bit, then
-	// waits for inflight to drop to 0 and then for the tail to reach the reservation index
-	// (quiesce). So either the producer sees the engine not running and backs off without
-	// touching the ring, or the clean waits for its reservation and its Publish: after quiesce
-	// every reservation is published and none can start, which is what ring.Reset needs. A
-	// producer that puts a txreq on the flush list stays in flight until it is there. Written
-	// (atomic add) by every Send/SendList; read by quiesce.
+	// inflight counts the producers that put a txreq on the flush list (flushFront), from their
+	// gate check until it is there: a producer adds 1, then loads gate (both seq-cst), and
+	// subtracts 1 when the txreq is on the list; the sw clean waits for it to drop to 0 (quiesce)
+	// before it flushes, so Close finds every such txreq. (The ring's producers are not counted:
+	// the sw clean closes the ring instead, see sendBatch and quiesce.) Written (atomic add) by
+	// flushFront; read by quiesce.
 	inflight atomic.Int64
 
 	_ [lineSize]byte
@@ -162,9 +160,11 @@ type engineTestHooks struct {
 	// with the number of txreqs the publish covered (SDMA_TAIL_UPDATE_THRESH: at most 32).
 	listPublish func(txreqs int)
 	// reserved, if set, is called by the send path after a batch's reservation, before its
-	// writes and Publish (the producer has left the in-flight count: quiesce must wait for the
-	// Publish through the ring's indices).
+	// writes and Publish (quiesce must wait for the Publish through the ring's indices).
 	reserved func()
+	// admitted, if set, is called by the send path after the gate check and the admission,
+	// before the reservation (a sw clean that runs meanwhile closes the ring under it).
+	admitted func()
 }
 
 func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
@@ -392,22 +392,19 @@ func (e *Engine) batchErr(w *IOWait, src *txSource, err error) (stop bool, flush
 // txreq taken and: ErrAgain (look again), ErrNotRunning (flush), ErrClosed, the front txreq's
 // ErrInvalid, or the no-room path's answer.
 //
-// The producer is counted in flight (inflight) from its gate check to its reservation: the
-// Dekker pair with the sw clean's quiesce, so that a clean (a halt, Stop, Close) either stops this
-// producer at the gate or waits for its reservation, then for every reservation's Publish (the
-// ring's tail reaching its reservation index), and then aborts what was published. Leaving right
-// after the reservation's CAS, not after the Publish, keeps the in-flight count's locked
-// instruction off the slot, shadow-ring and tail stores: the CAS has just drained the store
-// buffer, so it costs a few cycles, where after the Publish it would wait for those stores' lines
-// to come over from the engine's core (the kernel's tail_lock unlock is a plain store).
+// A producer that passed the gate may race a sw clean (a halt, Stop, Close): the clean clears the
+// gate's running bit and then closes the ring (quiesce: ring.Close, an atomic add on the
+// reservation word that this producer's CAS also works on). The two are ordered on that word:
+// either the reservation's CAS came first, and the clean waits for its Publish (the ring's tail
+// reaching the reservation index) and then aborts what was published, or the CAS fails and
+// Reserve says ring.ErrClosed, and the producer looks at the gate again (notRunning) and backs
+// off as if it had seen the engine stopped at first: nothing of the batch touched the ring. The
+// ring stays closed until the engine runs again (apply opens it before it sets the running bit).
+// So the send path's only locked instruction is the reservation's CAS, as the kernel's is its
+// tail_lock (no in-flight count to raise and drop around the reservation).
 func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error) {
-	e.inflight.Add(1)
 	if g := e.gate.Load(); g != gateRunning {
-		e.inflight.Add(-1)
-		if g&(gateDraining|gateDown) != 0 {
-			return 0, e.refuseClosed(src.front())
-		}
-		return 0, ErrNotRunning
+		return 0, e.notRunning(g, src)
 	}
 	var k, total int
 	var err error
@@ -418,20 +415,36 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 		k, total, err = e.admit(src)
 	}
 	if err != nil {
-		e.inflight.Add(-1)
 		return 0, err
 	}
+	if e.test != nil && e.test.admitted != nil {
+		e.test.admitted() // past the gate, before the reservation
+	}
 	res, err := e.ring.Reserve(total)
-	e.inflight.Add(-1)
-	if err != nil { // no room for the batch: give it back
+	if err != nil { // no room for the batch, or the ring closed: give it back
 		e.release(src, k)
+		if err == ring.ErrClosed {
+			if g := e.gate.Load(); g != gateRunning {
+				return 0, e.notRunning(g, src)
+			}
+			return 0, ErrAgain // stopped and running again since: look again
+		}
 		return 0, e.noRoom(w, src.front(), pktsSent)
 	}
 	if e.test != nil && e.test.reserved != nil {
-		e.test.reserved() // between the reservation and the Publish, out of the in-flight count
+		e.test.reserved() // between the reservation and the Publish
 	}
 	e.publish(w, src, k, &res)
 	return k, nil
+}
+
+// notRunning is the send path's answer to a gate g that is not exactly gateRunning: ErrClosed
+// (or the front txreq's own error) once the device is closing, else ErrNotRunning (flush).
+func (e *Engine) notRunning(g int32, src *txSource) error {
+	if g&(gateDraining|gateDown) != 0 {
+		return e.refuseClosed(src.front())
+	}
+	return ErrNotRunning
 }
 
 // admit claims the txreqs at the front of src for one batch: the front one always (the
@@ -545,8 +558,8 @@ func (e *Engine) noRoom(w *IOWait, tx *TxReq, pktsSent bool) error {
 
 // publish writes the batch's k txreqs into its reservation, records each against the slot of
 // its last descriptor, adds the batch to w's busy count, publishes the tail once (hfi1: submit_tx
-// for each, then sdma_update_tail). The producer has left the in-flight count already (sendBatch):
-// a sw clean that starts meanwhile waits for this Publish through the ring's indices (quiesce).
+// for each, then sdma_update_tail). A sw clean that starts meanwhile waits for this Publish through
+// the ring's indices (sendBatch, quiesce).
 // The reservation is ours: nothing may fail between Reserve and Publish, or the ring would block
 // (Publish of one's own reservation has no error to return).
 func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation) {
@@ -580,7 +593,7 @@ func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation)
 
 // afterPublish runs after every Publish to an engine whose goroutine parks: the doorbell. (A
 // send that raced a halt or a close needs nothing here: the sw clean waited for its Publish, see
-// inflight and quiesce, and aborted it.)
+// sendBatch and quiesce, and aborted it.)
 func (e *Engine) afterPublish() {
 	if e.hwSleeping.Load() {
 		e.ringBell()

@@ -98,6 +98,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 		if from == sm.S40HwCleanUpWait {
 			e.stats.recoveries.Add(1)
 		}
+		e.ring.Open() // closed by the sw clean's quiesce (if any): before the gate lets producers in
 		e.gate.Or(gateRunning)
 		e.headMu.Lock()
 		e.ring.BeginWrite()
@@ -137,16 +138,20 @@ func (e *Engine) hwStartUp() {
 	e.hw.idle = true
 }
 
-// quiesce waits until no producer is between its gate check and its Publish: first until none
-// is between its gate check and its reservation (inflight, which a producer leaves right after
-// it reserved), then until every reservation is published (the tail reaches the reservation
-// index, which no producer moves any more). The caller has cleared the gate's running bit (or set
-// gateDown) first, so no new producer gets past the gate.
+// quiesce waits until no producer is between its gate check and its Publish, or on its way to
+// the flush list: it closes the ring (ring.Close: from then on every reservation is refused, and
+// a producer refused looks at the gate again and backs off, see sendBatch), waits until no
+// producer is between its gate check and the flush list (inflight, flushFront), and then until
+// every reservation made before the close is published (the tail reaches the reservation index,
+// which nothing moves any more). The caller has cleared the gate's running bit (or set gateDown)
+// first, so no new producer gets past the gate; the ring stays closed, through the sw clean's
+// Reset, until apply opens it on entering s99. hwMu held.
 func (e *Engine) quiesce() {
+	r := e.ring
+	r.Close()
 	for i := 0; e.inflight.Load() != 0; i++ {
 		backoffSpin(i)
 	}
-	r := e.ring
 	for i := 0; r.Tail() != r.Reserved(); i++ {
 		backoffSpin(i)
 	}
