@@ -12,6 +12,10 @@ type Unmap struct {
 	Size int
 	Dir  Direction
 	Kind Kind
+	// Sole is the handle MapSingleSole returned for the mapping (KindSingle), or 0 for any other
+	// mapping: the entry is then undone as UnmapSingleSole would (see SoleMapper). Mappers that
+	// are not SoleMappers never hand one out; UnmapAll's one-by-one path ignores it.
+	Sole Sole
 }
 
 // BatchUnmapper is implemented by mappers that undo many mappings at once: the completion pass
@@ -40,22 +44,41 @@ func (c *core) UnmapBatch(us []Unmap) error {
 	for len(us) > 0 {
 		n := min(len(us), maxBatch)
 		chunk := us[:n]
-		rest := 0 // chunk[:rest]: entries not in the index, in their order
+		rest := 0                // chunk[:rest]: entries not in the index, in their order
+		var orig [maxBatch]int8  // orig[j]: the position in the chunk of rest entry j before it moved
+		bad, badU := -1, Unmap{} // the first entry of the chunk not mapped (so far) and its value
 		for i := range chunk {
-			u := &chunk[i]
-			reg, ok := c.tab.claimIndex(u.Addr, u.Size, u.Dir, kindCode(u.Kind))
-			if !ok {
+			u := &chunk[i] // not moved yet: the swaps below only move entries before it
+			var reg *Region
+			var ok bool
+			if u.Sole != 0 {
+				code := uint64(0) // a sole handle of another kind matches no entry
+				if u.Kind == KindSingle {
+					code = codeSingleSole
+				}
+				if reg, ok = c.tab.claimSole(u.Sole, u.Addr, u.Size, u.Dir, code); !ok {
+					if bad < 0 {
+						bad, badU = i, *u
+					}
+					continue
+				}
+			} else if reg, ok = c.tab.claimIndex(u.Addr, u.Size, u.Dir, kindCode(u.Kind)); !ok {
 				chunk[rest], chunk[i] = chunk[i], chunk[rest]
+				orig[rest] = int8(i)
 				rest++
-			} else if reg != nil {
+				continue
+			}
+			if reg != nil {
 				reg.unpin()
 			}
 		}
 		if rest > 0 {
-			if bad := c.tab.removeBatch(chunk[:rest]); bad >= 0 && err == nil {
-				u := chunk[bad]
-				err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
+			if j := c.tab.removeBatch(chunk[:rest]); j >= 0 && (bad < 0 || int(orig[j]) < bad) {
+				bad, badU = int(orig[j]), chunk[j]
 			}
+		}
+		if bad >= 0 && err == nil {
+			err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", badU.Kind, uint64(badU.Addr), badU.Size, badU.Dir, ErrNotMapped)
 		}
 		us = us[n:]
 	}

@@ -73,6 +73,13 @@
 // UnmapBatch (BatchUnmapper) undoes many mappings with one hold of each stripe's lock: package
 // sdma's completion pass unmaps every fragment of a chunk of completed txreqs that way.
 //
+// MapSingleSole (SoleMapper) is MapSingle for a caller that will be the mapping's only unmapper:
+// it returns a handle (Sole) naming the mapping's index entry and generation, and
+// UnmapSingleSole (or a batch entry carrying the handle) frees the entry with one plain
+// store-release instead of a compare-and-swap. The public unmaps cannot undo such a mapping, and
+// a second unmap with the handle is ErrNotMapped (sole.go; TestSoleMapUnmap,
+// TestTranslateRemapRaceSole, FuzzMapper).
+//
 // # Memory
 //
 // Region is page-aligned memory outside the Go heap (anonymous mmap, no cgo); Page is one page of

@@ -127,7 +127,7 @@ func FuzzRegister(f *testing.F) {
 				if err != nil {
 					t.Fatalf("MapSingle: %v", err)
 				}
-				maps = append(maps, modelMapping{a, off, size, dir, KindSingle})
+				maps = append(maps, modelMapping{addr: a, off: off, size: size, dir: dir, kind: KindSingle})
 			case 3: // unmap one or several, batched or not
 				if len(maps) == 0 {
 					break
@@ -135,7 +135,7 @@ func FuzzRegister(f *testing.F) {
 				n := 1 + in.next(len(maps))
 				var us []Unmap
 				for _, x := range maps[:n] {
-					us = append(us, Unmap{x.addr, x.size, x.dir, x.kind})
+					us = append(us, Unmap{Addr: x.addr, Size: x.size, Dir: x.dir, Kind: x.kind})
 				}
 				if in.next(2) == 0 {
 					err = m.(BatchUnmapper).UnmapBatch(us)

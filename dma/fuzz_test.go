@@ -34,6 +34,9 @@ type modelMapping struct {
 	size int
 	dir  Direction
 	kind Kind
+	// sole is the handle of a MapSingleSole mapping in the index (0: any other mapping, also a
+	// sole one the index did not take): only UnmapSingleSole with it undoes the mapping.
+	sole Sole
 }
 
 func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
@@ -45,7 +48,10 @@ func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
 // reason the model predicts and counts the fault; unmaps and syncs succeed exactly when the model
 // says; Direct's addresses are the CPU addresses; the IOMMU's are below its space, never in
 // granule 0, never share a granule, keep the offset within the granule, and are ErrMapping
-// exactly when no free run of granules is left; Live and LiveCount match the model.
+// exactly when no free run of granules is left; Live and LiveCount match the model. Every third
+// step's MapSingle is a MapSingleSole (chosen by the step, not the input, so that seeds keep their
+// meaning): its mapping is one like any other to Translate, the syncs and Live, the public unmaps
+// do not undo it while it has a handle, and UnmapSingleSole with its handle does, once.
 //
 // The mapping table's index (index.go) is as it is, shrunk to one set per stripe (so that
 // entries are recycled for other buffers and sets overflow into the page lists), or switched off,
@@ -134,7 +140,7 @@ func FuzzMapper(f *testing.F) {
 			}
 			return false
 		}
-		mapped := func(addr Addr, err error, off, size int, dir Direction, kind Kind) {
+		mapped := func(addr Addr, err error, off, size int, dir Direction, kind Kind, sole Sole) {
 			t.Helper()
 			if iommu != nil && errors.Is(err, ErrMapping) {
 				cpu := uint64(base) + uint64(off)
@@ -148,7 +154,7 @@ func FuzzMapper(f *testing.F) {
 			if err != nil {
 				t.Fatalf("map %s of %d bytes at +%d %v: %v", kind, size, off, dir, err)
 			}
-			mm := modelMapping{addr, off, size, dir, kind}
+			mm := modelMapping{addr, off, size, dir, kind, sole}
 			if iommu == nil {
 				if addr != Addr(base)+Addr(off) {
 					t.Fatalf("Direct address %#x, want the CPU address %#x", addr, base+uintptr(off))
@@ -184,8 +190,14 @@ func FuzzMapper(f *testing.F) {
 						span = (spanMax + 1) * PageSize
 					}
 					size := 1 + in.next(min(len(mem)-off, span))
-					a, err := m.MapSingle(mem[off:off+size], dir)
-					mapped(a, err, off, size, dir, KindSingle)
+					var a Addr
+					var h Sole
+					if step%3 == 2 {
+						a, h, err = m.(SoleMapper).MapSingleSole(mem[off:off+size], dir)
+					} else {
+						a, err = m.MapSingle(mem[off:off+size], dir)
+					}
+					mapped(a, err, off, size, dir, KindSingle, h)
 				} else {
 					pg, off := in.next(pages), in.next(PageSize)
 					size := 1 + in.next(PageSize-off)
@@ -194,7 +206,7 @@ func FuzzMapper(f *testing.F) {
 						t.Fatal(err)
 					}
 					a, err := m.MapPage(p, off, size, dir)
-					mapped(a, err, pg*PageSize+off, size, dir, KindPage)
+					mapped(a, err, pg*PageSize+off, size, dir, KindPage, 0)
 				}
 			case 2: // MapSG of one or two entries
 				dir := dirs[in.next(3)]
@@ -223,7 +235,7 @@ func FuzzMapper(f *testing.F) {
 					if e.Len != len(e.Buf) {
 						t.Fatalf("MapSG entry %d Len %d, want %d", i, e.Len, len(e.Buf))
 					}
-					mapped(e.Addr, nil, offs[i], e.Len, dir, KindSG)
+					mapped(e.Addr, nil, offs[i], e.Len, dir, KindSG, 0)
 				}
 			case 3, 4: // unmap a live mapping exactly (3), or with one parameter wrong (4)
 				if len(live) == 0 {
@@ -243,17 +255,15 @@ func FuzzMapper(f *testing.F) {
 						kind = []Kind{KindSingle, KindPage, KindSG}[in.next(3)]
 					}
 				}
-				var err error
-				switch kind {
-				case KindSingle:
-					err = m.UnmapSingle(addr, size, dir)
-				case KindPage:
-					err = m.UnmapPage(addr, size, dir)
-				default:
-					err = m.UnmapSG([]SG{{Addr: addr, Len: size}}, dir)
+				// A sole mapping: on even steps its own unmap (with the parameters as chosen), on
+				// odd ones the public unmap, which must not undo it.
+				sole := Sole(0)
+				if mm.sole != 0 && kind == KindSingle && step%2 == 0 {
+					sole = mm.sole
 				}
+				err := fuzzUnmap(m, addr, size, dir, kind, sole)
 				i := slices.IndexFunc(live, func(x modelMapping) bool {
-					return x.addr == addr && x.size == size && x.dir == dir && x.kind == kind
+					return x.addr == addr && x.size == size && x.dir == dir && x.kind == kind && x.sole == sole
 				})
 				if i < 0 {
 					if !errors.Is(err, ErrNotMapped) {
@@ -373,17 +383,8 @@ func FuzzMapper(f *testing.F) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("Live() = %v, model %v", got, want)
 		}
-		for _, l := range got {
-			var err error
-			switch l.Kind {
-			case KindSingle:
-				err = m.UnmapSingle(l.Addr, l.Size, l.Dir)
-			case KindPage:
-				err = m.UnmapPage(l.Addr, l.Size, l.Dir)
-			default:
-				err = m.UnmapSG([]SG{{Addr: l.Addr, Len: l.Size}}, l.Dir)
-			}
-			if err != nil {
+		for _, mm := range live {
+			if err := fuzzUnmap(m, mm.addr, mm.size, mm.dir, mm.kind, mm.sole); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -392,6 +393,21 @@ func FuzzMapper(f *testing.F) {
 		}
 		requireTableEmpty(t, m)
 	})
+}
+
+// fuzzUnmap undoes a mapping with the unmap call of its kind, or with UnmapSingleSole if sole is
+// not 0.
+func fuzzUnmap(m testMapper, addr Addr, size int, dir Direction, kind Kind, sole Sole) error {
+	if sole != 0 {
+		return m.(SoleMapper).UnmapSingleSole(addr, size, dir, sole)
+	}
+	switch kind {
+	case KindSingle:
+		return m.UnmapSingle(addr, size, dir)
+	case KindPage:
+		return m.UnmapPage(addr, size, dir)
+	}
+	return m.UnmapSG([]SG{{Addr: addr, Len: size}}, dir)
 }
 
 // fuzzIndex sets the table's index up as the fuzz input's length n says: as it is, one set per

@@ -167,6 +167,9 @@ const (
 	codeSG
 	codeCoherent
 	codeRegistered
+	// codeSingleSole is a MapSingleSole mapping's code in the index (see Sole): KindSingle to
+	// every reader, but no public unmap matches it.
+	codeSingleSole
 )
 
 // kindCode packs a Kind into three bits of entry.meta (0: a kind no map call makes).
@@ -188,7 +191,7 @@ func kindCode(k Kind) uint64 {
 
 // codeKind is kindCode's inverse.
 func codeKind(c uint64) Kind {
-	return [...]Kind{"", KindSingle, KindPage, KindSG, KindCoherent, KindRegistered, "", ""}[c&7]
+	return [...]Kind{"", KindSingle, KindPage, KindSG, KindCoherent, KindRegistered, KindSingle, ""}[c&7]
 }
 
 // metaFieldsOf packs size, direction and kind code (size must be at most maxIndexed).
@@ -268,13 +271,13 @@ func (t *table) multi(addr Addr, size int) bool {
 	return (addr^(addr+Addr(size)-1))>>t.shift != 0
 }
 
-// tryIndex publishes a mapping of buf (not empty) at bus address addr in the index, and reports whether it did: false if the mapping is not indexable
-// (too long) or its set had no free entry. Direct prefers the entry that last held the same buffer
-// at the same address, which it takes with one CAS; otherwise fill takes a free entry with one CAS.
-// No lock.
-func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, region *Region) bool {
+// tryIndex publishes a mapping of buf (not empty) at bus address addr in the index, and returns
+// the entry's Sole handle (soleOf), or 0 if it did not: the mapping is not indexable (too long) or
+// its set had no free entry. Direct prefers the entry that last held the same buffer at the same
+// address, which it takes with one CAS; otherwise fill takes a free entry with one CAS. No lock.
+func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, region *Region) Sole {
 	if !t.indexable(addr, len(buf)) {
-		return false
+		return 0
 	}
 	set := t.set(t.entryKey(addr, len(buf)))
 	fields := metaFieldsOf(len(buf), dir, code)
@@ -287,7 +290,7 @@ func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, regi
 		if m&(metaState|metaFields) == metaFree|fields && e.addr.Load() == uint64(addr) &&
 			e.ptr.Load() == p && e.region.Load() == region &&
 			e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
-			return true
+			return t.soleOf(e, m+metaGen1)
 		}
 	}
 	return t.fill(set, addr, p, fields, region)
@@ -295,8 +298,8 @@ func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, regi
 
 // fill takes a free entry of set with a CAS (maps of Direct, and the IOMMU's per-P IOVA
 // magazines, fill entries of one set at the same time), stores the words that differ and makes it
-// live with the next generation; false if the set has no free entry.
-func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region) bool {
+// live with the next generation, and returns its Sole handle; 0 if the set has no free entry.
+func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region) Sole {
 	for {
 		// Direct: a free entry that holds no buffer (never filled, or dropped), else any free
 		// entry, so two buffers sharing a set each keep an entry of their own. The IOMMU: the
@@ -312,7 +315,7 @@ func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region
 			}
 		}
 		if e == nil {
-			return false
+			return 0
 		}
 		gen := m&^(metaGen1-1) + metaGen1
 		if e.meta.CompareAndSwap(m, gen|metaBusy) {
@@ -330,7 +333,7 @@ func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region
 				ownStorePtr(&e.region, region)
 			}
 			relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
-			return true
+			return t.soleOf(e, gen)
 		}
 		// Taken or ended meanwhile: choose again.
 	}

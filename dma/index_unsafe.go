@@ -8,3 +8,8 @@ import "unsafe"
 func bytesAt(p *byte, off, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), off)), n)
 }
+
+// entryIndex returns the number of entry e of t's index (e is one of t.ents).
+func (t *table) entryIndex(e *entry) uint64 {
+	return uint64((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&t.ents[0]))) / unsafe.Sizeof(entry{}))
+}

@@ -152,23 +152,25 @@ func (m *IOMMU) plan(buf []byte, code uint64) (off, n uint64, fast bool) {
 // mapFast is the common map (iommu_dma_map_page with alloc_iova_fast hitting its per-CPU
 // magazine): if plan allows it and the P's magazine has the granules, it takes them and publishes
 // the mapping in the index (a record in the page lists if its set is full), with no mutex and no
-// record template, and returns the bus address; otherwise ok is false and nothing changed.
-func (m *IOMMU) mapFast(buf []byte, dir Direction, code uint64, region *Region) (Addr, bool) {
+// record template, and returns the bus address and the index entry's Sole handle (0: a record,
+// made with the public code); otherwise ok is false and nothing changed.
+func (m *IOMMU) mapFast(buf []byte, dir Direction, code uint64, region *Region) (Addr, Sole, bool) {
 	off, n, fast := m.plan(buf, code)
 	if !fast {
-		return 0, false
+		return 0, 0, false
 	}
 	g, ok := m.takeFast(n)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	addr := Addr(g<<m.shift | off)
 	// Fresh granules of this P's run: no other map touches them.
-	if !m.tab.tryIndex(addr, buf, dir, code, region) {
+	h := m.tab.tryIndex(addr, buf, dir, code, region)
+	if h == 0 {
 		v := record{addr: addr, buf: buf, dir: dir, kind: codeKind(code), region: region}
-		m.tab.insert(&v) // tries the index again, then a record
+		m.tab.insert(&v) // tries the index again (with the public code), then a record
 	}
-	return addr, true
+	return addr, h, true
 }
 
 // assignSlow is assign once the magazine had nothing for r (or r may not use it): under mu, a

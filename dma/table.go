@@ -241,7 +241,7 @@ func (s *stripe) get(pg uint64) *pageList {
 func (t *table) insert(v *record) {
 	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
 	// Into the index with no lock if it fits (at most spanMax pages), else a record.
-	if t.tryIndex(v.addr, v.buf, v.dir, kindCode(v.kind), v.region) {
+	if t.tryIndex(v.addr, v.buf, v.dir, kindCode(v.kind), v.region) != 0 {
 		return
 	}
 	if first == last {
@@ -302,7 +302,7 @@ func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 		if next = t.indexOccupant(pg); next != 0 {
 			return next, false
 		}
-		if t.tryIndex(v.addr, v.buf, v.dir, code, v.region) {
+		if t.tryIndex(v.addr, v.buf, v.dir, code, v.region) != 0 {
 			return 0, true
 		}
 	}
@@ -311,7 +311,7 @@ func (t *table) insertIfFree(pg uint64, v *record) (next uint64, ok bool) {
 	if next = s.occupantLocked(t, pg); next != 0 {
 		return next, false
 	}
-	if !t.tryIndex(v.addr, v.buf, v.dir, code, v.region) {
+	if t.tryIndex(v.addr, v.buf, v.dir, code, v.region) == 0 {
 		s.insertList(pg, v)
 	}
 	return 0, true
@@ -579,26 +579,29 @@ func (c *core) init(shift uint, iommu *IOMMU) {
 	c.iommu = iommu
 }
 
-// mapBuf maps buf. region, if not nil, was pinned by the caller and the pin passes to the record
-// (or is dropped on failure). inject says whether this call is subject to fault injection.
-func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, inject bool) (Addr, error) {
+// mapBuf maps buf and returns its bus address and, if the mapping is in the index, its entry's
+// Sole handle (else 0). region, if not nil, was pinned by the caller and the pin passes to the
+// record (or is dropped on failure). inject says whether this call is subject to fault injection.
+// code is the mapping's kind code; a sole one (codeSingleSole) is used for an index entry only:
+// a mapping that goes to the page lists is made with the public code (see Sole).
+func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, inject bool) (Addr, Sole, error) {
 	if len(buf) == 0 || !dir.Valid() {
 		kind := codeKind(code)
 		if region != nil {
 			region.unpin()
 		}
-		return 0, fmt.Errorf("dma: map %s of %d bytes %v: %w", kind, len(buf), dir, ErrInvalid)
+		return 0, 0, fmt.Errorf("dma: map %s of %d bytes %v: %w", kind, len(buf), dir, ErrInvalid)
 	}
 	if inject && c.inj != nil && c.inj.fail() {
 		if region != nil {
 			region.unpin()
 		}
-		return 0, fmt.Errorf("dma: map %s (injected): %w", codeKind(code), ErrMapping)
+		return 0, 0, fmt.Errorf("dma: map %s (injected): %w", codeKind(code), ErrMapping)
 	}
 	if region == nil && mayBeRegion(sliceAddr(buf)) {
 		var err error
 		if region, err = pinBuf(buf); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	if c.iommu != nil {
@@ -607,13 +610,14 @@ func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, in
 	addr := Addr(sliceAddr(buf)) // Direct: the bus address is the CPU address
 	// A mapping of up to spanMax pages goes to the index (one CAS when the buffer was mapped
 	// there before), unless its set is full.
-	if !c.tab.tryIndex(addr, buf, dir, code, region) {
+	h := c.tab.tryIndex(addr, buf, dir, code, region)
+	if h == 0 {
 		c.insertSlow(addr, buf, dir, codeKind(code), region)
 	}
-	if h := c.testPublished; h != nil {
-		h()
+	if f := c.testPublished; f != nil {
+		f()
 	}
-	return addr, nil
+	return addr, h, nil
 }
 
 // insertSlow publishes a Direct mapping that is not in the index (several pages, or a full set)
@@ -626,18 +630,18 @@ func (c *core) insertSlow(addr Addr, buf []byte, dir Direction, kind Kind, regio
 
 // mapIOMMU has the IOMMU allocate the bus address and publish the mapping. The pin of region
 // passes to the mapping, or is dropped on failure.
-func (c *core) mapIOMMU(buf []byte, dir Direction, code uint64, region *Region) (Addr, error) {
-	if a, ok := c.iommu.mapFast(buf, dir, code, region); ok {
-		return a, nil
+func (c *core) mapIOMMU(buf []byte, dir Direction, code uint64, region *Region) (Addr, Sole, error) {
+	if a, h, ok := c.iommu.mapFast(buf, dir, code, region); ok {
+		return a, h, nil
 	}
 	v := record{buf: buf, dir: dir, kind: codeKind(code), region: region}
 	if err := c.iommu.assign(&v); err != nil {
 		if region != nil {
 			region.unpin()
 		}
-		return 0, err
+		return 0, 0, err
 	}
-	return v.addr, nil
+	return v.addr, 0, nil
 }
 
 func (c *core) unmap(addr Addr, size int, dir Direction, code uint64) error {
@@ -657,7 +661,8 @@ func (c *core) unmap(addr Addr, size int, dir Direction, code uint64) error {
 // MapSingle maps buf for the device (dma_map_single, ib_dma_map_single). The record keeps buf
 // reachable until it is unmapped. Memory of a Region is pinned so the region outlives the mapping.
 func (c *core) MapSingle(buf []byte, dir Direction) (Addr, error) {
-	return c.mapBuf(buf, dir, codeSingle, nil, true)
+	a, _, err := c.mapBuf(buf, dir, codeSingle, nil, true)
+	return a, err
 }
 
 // UnmapSingle undoes MapSingle (dma_unmap_single); addr, size and dir must match the map.
@@ -675,7 +680,8 @@ func (c *core) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
 		return 0, fmt.Errorf("dma: map page %d: %w", p.i, err)
 	}
 	off := p.i*PageSize + offset
-	return c.mapBuf(p.r.mem[off:off+size:off+size], dir, codePage, p.r, true)
+	a, _, err := c.mapBuf(p.r.mem[off:off+size:off+size], dir, codePage, p.r, true)
+	return a, err
 }
 
 // UnmapPage undoes MapPage (dma_unmap_page).
@@ -693,7 +699,7 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
 	}
 	for i := range sg {
-		a, err := c.mapBuf(sg[i].Buf, dir, codeSG, nil, false) // the list is one map call for injection
+		a, _, err := c.mapBuf(sg[i].Buf, dir, codeSG, nil, false) // the list is one map call for injection
 		if err != nil {
 			for j := range i {
 				_ = c.unmap(sg[j].Addr, sg[j].Len, dir, codeSG)
@@ -846,7 +852,7 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 		return nil, err
 	}
 	buf := reg.mem[:size:size]
-	addr, err := c.mapBuf(buf, Bidirectional, codeCoherent, reg, false)
+	addr, _, err := c.mapBuf(buf, Bidirectional, codeCoherent, reg, false)
 	if err != nil {
 		_ = reg.Close()
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, err)

@@ -80,20 +80,38 @@ func TestSharedBufConcurrentMapUnmap(t *testing.T) {
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			impls(t, func(t *testing.T, m testMapper) {
-				sharedBufStress(t, m, sh.pieces, packets)
+				t.Run("map=public", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, packets, false) })
+				t.Run("map=sole", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, packets, true) })
 			})
 		})
 	}
 }
 
-func sharedBufStress(t *testing.T, m testMapper, pieces [][]byte, packets int) {
+// sharedBufStress runs TestSharedBufConcurrentMapUnmap's send path on m, the mappings made by
+// MapSingle, or if sole by MapSingleSole (on Direct, up to depth identical mappings of each piece,
+// two in the index with a handle each, the others on the page lists with handle 0) and undone
+// with their handles, one by one or in a batch.
+func sharedBufStress(t *testing.T, m testMapper, pieces [][]byte, packets int, sole bool) {
 	const depth = 64
-	inflight := make(chan []Addr, depth)
+	type packet struct {
+		addrs []Addr
+		soles []Sole
+	}
+	inflight := make(chan packet, depth)
 	var wg sync.WaitGroup
 	wg.Go(func() { // the completion side
+		var us []Unmap
 		for p := range inflight {
-			for i, a := range p {
-				assert.NoError(t, m.UnmapSingle(a, len(pieces[i]), ToDevice))
+			if sole && len(p.addrs)%2 == 1 { // the batch path, as package sdma's completion
+				us = us[:0]
+				for i, a := range p.addrs {
+					us = append(us, Unmap{Addr: a, Size: len(pieces[i]), Dir: ToDevice, Kind: KindSingle, Sole: p.soles[i]})
+				}
+				assert.NoError(t, m.(BatchUnmapper).UnmapBatch(us))
+				continue
+			}
+			for i, a := range p.addrs {
+				assert.NoError(t, unmapTest(m, a, len(pieces[i]), p.soles[i], sole))
 			}
 		}
 	})
@@ -106,17 +124,18 @@ func sharedBufStress(t *testing.T, m testMapper, pieces [][]byte, packets int) {
 	}()
 	_, direct := m.(*Direct)
 	for n := 0; n < packets && !t.Failed(); n++ {
-		p := make([]Addr, len(pieces))
+		p := packet{make([]Addr, len(pieces)), make([]Sole, len(pieces))}
 		for i, h := range pieces {
-			a, err := m.MapSingle(h, ToDevice)
+			a, so, err := mapTest(m, h, sole)
 			require.NoError(t, err)
+			p.soles[i] = so
 			if direct {
 				require.Equal(t, Addr(sliceAddr(h)), a, "packet %d piece %d", n, i)
 			}
 			got, err := m.Translate(a, len(h), ToDevice) // the device reads it
 			require.NoError(t, err, "packet %d piece %d", n, i)
 			require.Equal(t, &h[0], &got[0], "packet %d piece %d: bytes of another buffer", n, i)
-			p[i] = a
+			p.addrs[i] = a
 		}
 		inflight <- p
 	}

@@ -73,7 +73,35 @@ const raceBufs = 3
 // fails (unless, on Direct, the same buffer was mapped again at the same address meanwhile); and
 // a mapper's own Translate right after its unmap fails.
 func TestTranslateRemapRace(t *testing.T) {
-	indexVariants(t, func(t *testing.T, m testMapper) {
+	indexVariants(t, func(t *testing.T, m testMapper) { remapRace(t, m, false) })
+}
+
+// TestTranslateRemapRaceSole is TestTranslateRemapRace with the mappings made by MapSingleSole and
+// undone by UnmapSingleSole (an unmap with a plain store): the same promises hold, and while a
+// sole mapping in the index is live the public UnmapSingle cannot undo it.
+func TestTranslateRemapRaceSole(t *testing.T) {
+	indexVariants(t, func(t *testing.T, m testMapper) { remapRace(t, m, true) })
+}
+
+// mapTest maps buf for the device with MapSingle, or if sole with MapSingleSole (h its handle).
+func mapTest(m testMapper, buf []byte, sole bool) (Addr, Sole, error) {
+	if sole {
+		return m.(SoleMapper).MapSingleSole(buf, ToDevice)
+	}
+	a, err := m.MapSingle(buf, ToDevice)
+	return a, 0, err
+}
+
+// unmapTest undoes mapTest.
+func unmapTest(m testMapper, a Addr, n int, h Sole, sole bool) error {
+	if sole {
+		return m.(SoleMapper).UnmapSingleSole(a, n, ToDevice, h)
+	}
+	return m.UnmapSingle(a, n, ToDevice)
+}
+
+func remapRace(t *testing.T, m testMapper, sole bool) {
+	{
 		const mappers, perMapper, readers = 2, 4, 2
 		iters := 20000
 		if testing.Short() {
@@ -153,11 +181,15 @@ func TestTranslateRemapRace(t *testing.T) {
 					gen := s.started.Load() + 1
 					buf := s.bufs[gen%raceBufs]
 					s.started.Store(gen)
-					a, err := m.MapSingle(buf, ToDevice)
+					a, h, err := mapTest(m, buf, sole)
 					if !assert.NoError(t, err) {
 						return
 					}
 					s.pub.Store(&racePub{addr: a, size: len(buf), fill: buf[0], gen: gen, cpu: sliceAddr(buf)})
+					if h != 0 && it%5 == 0 && !assert.ErrorIs(t, m.UnmapSingle(a, len(buf), ToDevice), ErrNotMapped,
+						"gen %d: the public unmap undid a sole mapping", gen) {
+						return
+					}
 					if it%7 == 0 { // sometimes read it ourselves while others do
 						b, err := m.Translate(a, len(buf), ToDevice)
 						if !assert.NoError(t, err) || !checkRaceBytes(t, b, s.pub.Load(), 0, direct) {
@@ -165,10 +197,13 @@ func TestTranslateRemapRace(t *testing.T) {
 						}
 					}
 					s.unmapStart.Store(gen)
-					if !assert.NoError(t, m.UnmapSingle(a, len(buf), ToDevice)) {
+					if !assert.NoError(t, unmapTest(m, a, len(buf), h, sole)) {
 						return
 					}
 					s.unmapped.Store(gen)
+					if sole && h != 0 && !assert.ErrorIs(t, unmapTest(m, a, len(buf), h, sole), ErrNotMapped, "gen %d: a second sole unmap", gen) {
+						return
+					}
 					_, err = m.Translate(a, len(buf), ToDevice)
 					if !assert.ErrorIs(t, err, ErrFault, "gen %d translated after its unmap returned", gen) {
 						return
@@ -183,7 +218,7 @@ func TestTranslateRemapRace(t *testing.T) {
 		require.Empty(t, m.Live())
 		requireTableEmpty(t, m)
 		t.Logf("%d translations succeeded, %d faulted", hits.Load(), misses.Load())
-	})
+	}
 }
 
 // checkRaceBytes checks that b is exactly the bytes of the published mapping p from offset o on.

@@ -1,0 +1,124 @@
+package dma
+
+import (
+	"fmt"
+
+	"github.com/gosdma/gosdma/internal/relaxed"
+)
+
+// # Sole mappings: an unmap with no atomic read-modify-write
+//
+// A public unmap (UnmapSingle, UnmapBatch) ends an index entry with a compare-and-swap of its meta
+// word (claimIndex), because two goroutines may unmap at once: the same mapping twice (a double
+// unmap, which one of them must be told about), or, on Direct, two identical mappings of one
+// buffer, either of which may take either entry. A mapping made by MapSingleSole is the sole
+// caller's to unmap, and its handle (Sole) names its entry and the entry's generation, so neither
+// can happen to it:
+//
+//   - its entry carries its own kind code (codeSingleSole), which no public unmap matches: the
+//     public calls cannot end it (they report ErrNotMapped), and it ends no other mapping;
+//   - while it is live no fill writes the entry (fills take free entries, with a CAS from the
+//     free meta word they loaded; the generation moved at this mapping's fill), so its caller is
+//     the entry's only writer until it frees it;
+//   - the caller checks that the entry's meta is still the live word of the handle's generation
+//     and its address the mapping's, then frees it with a store-release (a MOV on amd64): the
+//     unmap of a sole mapping of Go heap memory of at most PageSize bytes, the kvaddr path's, is
+//     one plain store. Entries that must drop their buffer (Region memory, longer buffers) go
+//     busy with a CAS first, as in claimIndex: the clearing stores must not become visible
+//     before the entry stops being live, and a plain busy store followed by the free store of the
+//     same word could be merged away by the compiler (see internal/relaxed).
+//
+// A second UnmapSingleSole of the same handle, one after the other, finds the entry free or
+// filled again with a later generation and reports ErrNotMapped, as a double public unmap does.
+// Two at the same time are the misuse the contract excludes: the caller must be the mapping's
+// only unmapper (package sdma's completion, which unmaps each txreq it mapped exactly once).
+//
+// A mapping that does not go to the index (its set full, more than spanMax pages, an IOMMU map off
+// its P's magazine) is made with the public code and handle 0: UnmapSingleSole of handle 0 is
+// UnmapSingle.
+
+// Sole is the handle of a mapping made by MapSingleSole, for its one unmapper (UnmapSingleSole, or
+// the Sole field of an Unmap in a batch): the index entry (low 16 bits, entry number plus one) and
+// the generation of the fill that made the mapping (the bits above). 0 means the mapping is not in
+// the index and is unmapped as a public one.
+type Sole uint64
+
+// soleBits is the width of the entry number (plus one) in a Sole.
+const soleBits = 16
+
+// SoleMapper is implemented by mappers whose mappings may be handed to one unmapper (Direct and
+// IOMMU): package sdma's kvaddr path maps with MapSingleSole and unmaps at completion with the
+// handle, a plain store in the common case instead of a compare-and-swap.
+type SoleMapper interface {
+	// MapSingleSole is MapSingle for a caller that will be the mapping's only unmapper: it also
+	// returns the mapping's Sole handle. The mapping is KindSingle to Translate, the syncs, Live
+	// and LiveCount; UnmapSingle and the batches' entries without the handle do not unmap it
+	// (ErrNotMapped) unless the handle is 0.
+	MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error)
+	// UnmapSingleSole undoes MapSingleSole: addr, size and dir as for UnmapSingle, h the handle
+	// the map returned. The caller must be the mapping's only unmapper: two calls for one mapping
+	// at the same time are undefined (one after the other, the second is ErrNotMapped).
+	UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error
+}
+
+// soleOf returns the Sole handle of entry e of the index holding the live meta word m.
+func (t *table) soleOf(e *entry, m uint64) Sole {
+	return Sole(m>>metaGenShift<<soleBits | (t.entryIndex(e) + 1))
+}
+
+// claimSole ends the live sole mapping (addr, size, dir, code) of the index entry that handle h
+// names and returns its region; ok is false if that entry does not hold it (h 0 included). The
+// caller is the mapping's only unmapper (see Sole). No lock, and in the common case no atomic
+// read-modify-write.
+func (t *table) claimSole(h Sole, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
+	i := uint64(h&(1<<soleBits-1)) - 1
+	if i >= nIndex || size <= 0 || size > maxIndexed {
+		return nil, false
+	}
+	e := &t.ents[i]
+	m := e.meta.Load()
+	if m != uint64(h>>soleBits)<<metaGenShift|metaFieldsOf(size, dir, code)|metaLive || e.addr.Load() != uint64(addr) {
+		return nil, false
+	}
+	reg = e.region.Load()
+	if reg == nil && size <= PageSize {
+		// The entry's only writer (see Sole): free, fields and buffer kept for the next map of
+		// the same buffer, as claimIndex does.
+		relaxed.StoreRelease64(&e.meta, m&^metaState)
+		return nil, true
+	}
+	if !e.meta.CompareAndSwap(m, m&^metaState|metaBusy) {
+		return nil, false // cannot happen to a sole mapping's only unmapper
+	}
+	ownStorePtr(&e.ptr, nil) // let the garbage collector have it; Region memory is munmapped
+	if reg != nil {
+		ownStorePtr(&e.region, nil)
+	}
+	relaxed.StoreRelease64(&e.meta, m&^metaState)
+	return reg, true
+}
+
+// MapSingleSole maps buf as MapSingle does and returns the mapping's Sole handle (see SoleMapper).
+func (c *core) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	return c.mapBuf(buf, dir, codeSingleSole, nil, true)
+}
+
+// UnmapSingleSole undoes MapSingleSole (see SoleMapper).
+func (c *core) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
+	if h == 0 {
+		return c.unmap(addr, size, dir, codeSingle)
+	}
+	reg, ok := c.tab.claimSole(h, addr, size, dir, codeSingleSole)
+	if !ok {
+		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v (sole %#x): %w", KindSingle, uint64(addr), size, dir, uint64(h), ErrNotMapped)
+	}
+	if reg != nil {
+		reg.unpin()
+	}
+	return nil
+}
+
+var (
+	_ SoleMapper = (*Direct)(nil)
+	_ SoleMapper = (*IOMMU)(nil)
+)
