@@ -9,8 +9,9 @@ import (
 
 // The completion side.
 //
-// The completion pass (hfi1: sdma_make_progress) runs one at a time under headMu, inside a write
-// section of the ring's head seqcount. It walks swHead up to hwHead; for each txreq whose last
+// The completion pass (hfi1: sdma_make_progress) runs one at a time under headMu (on a Manual
+// engine under hwMu, its head lock too: see Engine.headMu; "headMu held" below means that
+// lock), inside a write section of the ring's head seqcount. It walks swHead up to hwHead; for each txreq whose last
 // descriptor it passes it frees the txreq's slots (SetSwHead, the store-release that hands them
 // back to producers), unmaps what the txreq mapped, calls its callback once with its status, and
 // drops its iowait's busy count, waking drainers at zero (complete_tx). Then, if it freed
@@ -24,11 +25,20 @@ import (
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
 
-// makeProgress runs one completion pass, waiting for a running one to end first.
+// makeProgress runs one completion pass, waiting for a running one to end first. The caller does
+// not hold hwMu (Poll).
 func (e *Engine) makeProgress() int {
-	e.headMu.Lock()
+	e.lockHead()
 	n := e.progressLocked()
-	e.headMu.Unlock()
+	e.unlockHead()
+	return n
+}
+
+// makeProgressHW is makeProgress for a caller that holds hwMu (an interrupt, the state machine).
+func (e *Engine) makeProgressHW() int {
+	e.lockHeadHW()
+	n := e.progressLocked()
+	e.unlockHeadHW()
 	return n
 }
 
@@ -303,7 +313,8 @@ func (e *Engine) wakeAllLocked() {
 // Poll runs one completion pass on the caller's goroutine and returns the number of txreqs it
 // completed (hfi1: sdma_make_progress, as the interrupt handler calls it). It also runs a
 // pending flush. In CompletePoll mode this is how txreqs complete; in CompleteInterrupt mode it
-// is harmless. It waits for a pass already running to end. Not from a callback.
+// is harmless. It waits for a pass already running to end (on a Manual engine also for a
+// Process). Not from a callback.
 func (e *Engine) Poll() int {
 	if e.flushPending.Load() {
 		e.runFlush()
@@ -318,22 +329,34 @@ func (e *Engine) ProgressSchedule() bool {
 	if e.ring.InProcess() < e.ring.Size()/8 {
 		return false
 	}
-	if !e.headMu.TryLock() {
+	if !e.tryLockHead() {
 		return false // a pass is running: it does what the forced one would
 	}
 	e.progressLocked()
-	e.headMu.Unlock()
+	e.unlockHead()
 	return true
 }
 
 // runFlush completes the flush list aborted (hfi1: sdma_field_flush → sdma_flush's flushlist
 // part), inside a head write section as the kernel's flush worker holds head_lock.
+// The caller does not hold hwMu (Poll); runFlushHW is for one that does (the hardware pass).
 func (e *Engine) runFlush() {
-	e.headMu.Lock()
+	e.lockHead()
+	e.flushSection()
+	e.unlockHead()
+}
+
+func (e *Engine) runFlushHW() {
+	e.lockHeadHW()
+	e.flushSection()
+	e.unlockHeadHW()
+}
+
+// flushSection is the flush inside a head write section. Head lock held.
+func (e *Engine) flushSection() {
 	e.ring.BeginWrite()
 	e.flushLocked()
 	e.ring.EndWrite()
-	e.headMu.Unlock()
 }
 
 // flushLocked completes every txreq on the flush list with StatusAborted. headMu held.
@@ -362,7 +385,7 @@ func (e *Engine) flushLocked() {
 func (e *Engine) swCleanLocked() {
 	e.quiesce()
 	r := e.ring
-	e.headMu.Lock()
+	e.lockHeadHW()
 	r.BeginWrite()
 	e.stats.passes.Add(1)
 	e.walkLocked(r.HWHead(), StatusOK)
@@ -379,5 +402,5 @@ func (e *Engine) swCleanLocked() {
 	e.hw.sinceIntr = 0
 	e.hw.idle = true
 	e.wakeAllLocked()
-	e.headMu.Unlock()
+	e.unlockHeadHW()
 }

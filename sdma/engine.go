@@ -102,7 +102,11 @@ type Engine struct {
 	_ [lineSize]byte
 
 	// headMu is the writer side of head_lock: one completion pass (or flush, or sw clean) at a
-	// time; the ring's seqcount is its sequence.
+	// time; the ring's seqcount is its sequence. A Manual engine does not use it: with no
+	// hardware goroutine, its hardware and completion passes both run on callers' goroutines,
+	// and hwMu is its head lock too (lockHead), so that a Process whose interrupt runs the
+	// completion pass takes one lock, not two. Everything "guarded by headMu" is guarded by
+	// hwMu there.
 	headMu    ticketLock
 	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
 	wakeRank  [waitBatchSize]int     // their wake-order keys, taken under waitMu; guarded by headMu

@@ -140,7 +140,7 @@ func (e *Engine) processLocked() (int, error) {
 	e.hw.passes++
 	e.hw.intrPass = false
 	if e.flushPending.Load() {
-		e.runFlush() // the flush worker (sdma_field_flush), in any state
+		e.runFlushHW() // the flush worker (sdma_field_flush), in any state
 	}
 	r := e.ring
 	if e.gate.Load()&gateDown != 0 {
@@ -299,7 +299,7 @@ func (e *Engine) interrupt() {
 	if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
 		return
 	}
-	e.makeProgress()
+	e.makeProgressHW()
 	e.hw.completed, e.hw.intrPass = e.hw.head, true
 }
 

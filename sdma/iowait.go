@@ -384,9 +384,9 @@ func (e *Engine) parkBlocking(ctx context.Context, bw *blockWaiter, tx *TxReq, s
 	e.waitMu.Unlock()
 	if !queued {
 		// We were woken with room set aside for us that we will not use: pass it on.
-		e.headMu.Lock()
+		e.lockHead()
 		e.descAvail()
-		e.headMu.Unlock()
+		e.unlockHead()
 	}
 	return ctx.Err()
 }

@@ -64,3 +64,44 @@ func (l *ticketLock) TryLock() bool {
 func (l *ticketLock) Unlock() {
 	relaxed.StoreRelease32(&l.turn, l.turn.Load()+1)
 }
+
+// The head lock (Engine.headMu, or hwMu on a Manual engine). lockHead, unlockHead and
+// tryLockHead are for callers that do not hold hwMu (Poll, ProgressSchedule, a SendWait that gives
+// its wakeup back); lockHeadHW and unlockHeadHW for callers that hold it (the hardware pass's
+// interrupt and flush, the state machine, the sw clean), which on a Manual engine hold the head
+// lock already.
+
+func (e *Engine) lockHead() {
+	if e.manual {
+		e.hwMu.Lock()
+	} else {
+		e.headMu.Lock()
+	}
+}
+
+func (e *Engine) unlockHead() {
+	if e.manual {
+		e.hwMu.Unlock()
+	} else {
+		e.headMu.Unlock()
+	}
+}
+
+func (e *Engine) tryLockHead() bool {
+	if e.manual {
+		return e.hwMu.TryLock()
+	}
+	return e.headMu.TryLock()
+}
+
+func (e *Engine) lockHeadHW() {
+	if !e.manual {
+		e.headMu.Lock()
+	}
+}
+
+func (e *Engine) unlockHeadHW() {
+	if !e.manual {
+		e.headMu.Unlock()
+	}
+}

@@ -76,7 +76,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 		n++
 	}
 	if acts&actProgress != 0 {
-		e.makeProgress() // the final sdma_make_progress of an e60 in s99
+		e.makeProgressHW() // the final sdma_make_progress of an e60 in s99
 	}
 	if acts&actErrHaltWorker != 0 {
 		push(sm.E15HwHaltDone, "hardware halted") // sdma_err_halt_wait: the model already stopped
@@ -100,12 +100,10 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 		}
 		e.ring.Open() // closed by the sw clean's quiesce (if any): before the gate lets producers in
 		e.gate.Or(gateRunning)
-		e.headMu.Lock()
-		e.ring.BeginWrite()
-		e.flushLocked() // sdma_flush on entering s99 (the ring is empty after the start-up)
-		e.ring.EndWrite()
+		e.lockHeadHW()
+		e.flushSection()  // sdma_flush on entering s99 (the ring is empty after the start-up)
 		e.wakeAllLocked() // sdma_flush's wakeups, and sdma_desc_avail for the room of a fresh ring
-		e.headMu.Unlock()
+		e.unlockHeadHW()
 		e.ringBell() // a hardware goroutine parked while the engine was not running looks again
 	}
 	return next
