@@ -161,10 +161,12 @@ func UnmapAll(m Mapper, us []Unmap) error {
 	var first error
 	for _, u := range us {
 		var err error
-		switch u.Kind {
-		case KindPage:
+		switch {
+		case u.Sole != 0 && u.Kind == KindSingle:
+			err = unmapSole(m, u.Addr, u.Size, u.Dir, u.Sole)
+		case u.Kind == KindPage:
 			err = m.UnmapPage(u.Addr, u.Size, u.Dir)
-		case KindSG:
+		case u.Kind == KindSG:
 			err = m.UnmapSG([]SG{{Addr: u.Addr, Len: u.Size}}, u.Dir)
 		default:
 			err = m.UnmapSingle(u.Addr, u.Size, u.Dir)

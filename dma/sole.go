@@ -47,7 +47,8 @@ type Sole uint64
 const soleBits = 16
 
 // SoleMapper is implemented by mappers whose mappings may be handed to one unmapper (Direct and
-// IOMMU): package sdma's kvaddr path maps with MapSingleSole and unmaps at completion with the
+// IOMMU, and the wrappers Counting and FaultInjector, which pass it on, or map with MapSingle and
+// handle 0 if the wrapped mapper is not one): package sdma's kvaddr path maps with MapSingleSole and unmaps at completion with the
 // handle, a plain store in the common case instead of a compare-and-swap.
 type SoleMapper interface {
 	// MapSingleSole is MapSingle for a caller that will be the mapping's only unmapper: it also
@@ -118,7 +119,55 @@ func (c *core) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error
 	return nil
 }
 
+// mapSole is MapSingleSole through m if m is a SoleMapper, else MapSingle with handle 0: the
+// wrappers' MapSingleSole, so that a wrapped Direct or IOMMU keeps its sole path.
+func mapSole(m Mapper, buf []byte, dir Direction) (Addr, Sole, error) {
+	if s, ok := m.(SoleMapper); ok {
+		return s.MapSingleSole(buf, dir)
+	}
+	a, err := m.MapSingle(buf, dir)
+	return a, 0, err
+}
+
+// unmapSole undoes mapSole: UnmapSingleSole through m for a handle, else UnmapSingle.
+func unmapSole(m Mapper, addr Addr, size int, dir Direction, h Sole) error {
+	if s, ok := m.(SoleMapper); ok && h != 0 {
+		return s.UnmapSingleSole(addr, size, dir, h)
+	}
+	return m.UnmapSingle(addr, size, dir)
+}
+
+// MapSingleSole counts a MapSingle and maps through the wrapped mapper's MapSingleSole, or its
+// MapSingle (handle 0) if it is not a SoleMapper.
+func (c *Counting) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	c.mapSingle.Add(1)
+	a, h, err := mapSole(c.m, buf, dir)
+	return a, h, c.count(err)
+}
+
+// UnmapSingleSole counts an UnmapSingle and undoes MapSingleSole through the wrapped mapper.
+func (c *Counting) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
+	c.unmapSingle.Add(1)
+	return c.count(unmapSole(c.m, addr, size, dir, h))
+}
+
+// MapSingleSole is the wrapped mapper's MapSingleSole (MapSingle if it is not a SoleMapper),
+// unless this call is chosen to fail, as MapSingle.
+func (f *FaultInjector) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	if f.inj.fail() {
+		return 0, 0, injected("map_single")
+	}
+	return mapSole(f.m, buf, dir)
+}
+
+// UnmapSingleSole passes through.
+func (f *FaultInjector) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
+	return unmapSole(f.m, addr, size, dir, h)
+}
+
 var (
 	_ SoleMapper = (*Direct)(nil)
 	_ SoleMapper = (*IOMMU)(nil)
+	_ SoleMapper = (*Counting)(nil)
+	_ SoleMapper = (*FaultInjector)(nil)
 )

@@ -135,3 +135,69 @@ func TestSolePacketAllocs(t *testing.T) {
 		require.Zero(t, n)
 	})
 }
+
+// TestSoleWrappers: Counting and FaultInjector pass the sole path on (the wrapped mapper's
+// handle, counted as MapSingle and UnmapSingle), map with MapSingle and handle 0 around a mapper
+// that is not a SoleMapper, and UnmapAll undoes a batch of sole entries one by one through a
+// mapper that is not a BatchUnmapper.
+func TestSoleWrappers(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		buf := make([]byte, 100)
+		for _, w := range []SoleMapper{NewCounting(m), NewFaultInjector(m), NewCounting(noBatch{m}), NewCounting(NewCounting(m))} {
+			_, inner := w.(*Counting)
+			if inner {
+				_, inner = w.(*Counting).Unwrap().(noBatch)
+			}
+			im, isIOMMU := m.(*IOMMU)
+			handles := !inner && (!isIOMMU || im.mags != nil)
+			a, h, err := w.MapSingleSole(buf, ToDevice)
+			require.NoError(t, err)
+			// The IOMMU's map that refills its P's magazine (the first, or after a move to
+			// another P) goes under its mutex, with handle 0: try again.
+			for tries := 0; handles && h == 0 && tries < 10; tries++ {
+				require.NoError(t, w.UnmapSingleSole(a, len(buf), ToDevice, h))
+				a, h, err = w.MapSingleSole(buf, ToDevice)
+				require.NoError(t, err)
+			}
+			tries := 1
+			if c, ok := w.(*Counting); ok {
+				tries = c.Counts().MapSingle
+			}
+			if handles {
+				require.NotZero(t, h, "%T: the wrapped mapper's handle", w)
+				require.ErrorIs(t, w.(Mapper).UnmapSingle(a, len(buf), ToDevice), ErrNotMapped)
+			}
+			if inner {
+				require.Zero(t, h, "a mapper that is not a SoleMapper maps with MapSingle")
+			}
+			require.NoError(t, UnmapAll(soleNoBatch{noBatch{w.(Mapper)}, w}, []Unmap{{Addr: a, Size: len(buf), Dir: ToDevice, Kind: KindSingle, Sole: h}}))
+			require.Zero(t, m.LiveCount())
+			if c, ok := w.(*Counting); ok {
+				require.Equal(t, tries, c.Counts().MapSingle)
+				require.Equal(t, tries+btoi(handles), c.Counts().UnmapSingle, "the public attempt counts too")
+				require.Equal(t, btoi(handles), c.Counts().Errors, "%T", w)
+			}
+		}
+	})
+}
+
+// soleNoBatch is a SoleMapper that is not a BatchUnmapper.
+type soleNoBatch struct {
+	noBatch
+	s SoleMapper
+}
+
+func (n soleNoBatch) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	return n.s.MapSingleSole(buf, dir)
+}
+
+func (n soleNoBatch) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
+	return n.s.UnmapSingleSole(addr, size, dir, h)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
