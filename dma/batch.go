@@ -14,7 +14,8 @@ type Unmap struct {
 	Kind Kind
 	// Sole is the handle MapSingleSole returned for the mapping (KindSingle), or 0 for any other
 	// mapping: the entry is then undone as UnmapSingleSole would (see SoleMapper). Mappers that
-	// are not SoleMappers never hand one out; UnmapAll's one-by-one path ignores it.
+	// are not SoleMappers never hand one out; UnmapAll's one-by-one path passes it to
+	// UnmapSingleSole. An entry without the handle revokes a sole mapping (see Sole).
 	Sole Sole
 }
 
@@ -56,7 +57,8 @@ func (c *core) UnmapBatch(us []Unmap) error {
 				if u.Kind == KindSingle {
 					code = codeSingleSole
 				}
-				if reg, ok = c.tab.claimSole(u.Sole, u.Addr, u.Size, u.Dir, code); !ok {
+				var revoked bool
+				if reg, ok, revoked = c.tab.claimSole(u.Sole, u.Addr, u.Size, u.Dir, code); !ok || revoked {
 					if bad < 0 {
 						bad, badU = i, *u
 					}
@@ -87,7 +89,8 @@ func (c *core) UnmapBatch(us []Unmap) error {
 
 // removeBatch removes the records of us (at most maxBatch entries, none in the index), one hold of
 // each stripe's lock; it unpins their regions and returns the index of the first entry not
-// found, or -1.
+// found, or -1. A KindSingle entry with no record revokes a sole mapping if one matches, as the
+// public unmap does (core.unmap, revokeIndex).
 func (t *table) removeBatch(us []Unmap) int {
 	// Bucket the entries by stripe: mask says which stripes have any, head[s] is the first entry
 	// of stripe s and next[i] the one after entry i (-1 ends a bucket). Only the buckets named in
@@ -122,6 +125,9 @@ func (t *table) removeBatch(us []Unmap) int {
 			pg := uint64(u.Addr) >> t.shift
 			r := s.claim(pg, u.Addr, u.Size, u.Dir, u.Kind)
 			if r == nil {
+				if u.Kind == KindSingle && t.revokeIndex(u.Addr, u.Size, u.Dir) {
+					continue // a sole mapping, unmapped behind its owner's back (see Sole)
+				}
 				if bad < 0 || int(i) < bad {
 					bad = int(i)
 				}

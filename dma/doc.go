@@ -76,8 +76,10 @@
 // MapSingleSole (SoleMapper) is MapSingle for a caller that will be the mapping's only unmapper:
 // it returns a handle (Sole) naming the mapping's index entry and generation, and
 // UnmapSingleSole (or a batch entry carrying the handle) frees the entry with one plain
-// store-release instead of a compare-and-swap. The public unmaps cannot undo such a mapping, and
-// a second unmap with the handle is ErrNotMapped (sole.go; TestSoleMapUnmap,
+// store-release instead of a compare-and-swap. A second unmap with the handle is ErrNotMapped. A
+// public unmap of such a mapping (a user's, behind its owner's back) revokes it: unmapped to
+// every reader at once, its entry and IOVA still held until the owner's unmap frees them, which
+// then reports ErrNotMapped (sole.go; TestSoleMapUnmap, TestSoleRevoke, TestSoleRevokeRace,
 // TestTranslateRemapRaceSole, FuzzMapper).
 //
 // # Memory

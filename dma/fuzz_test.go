@@ -35,8 +35,11 @@ type modelMapping struct {
 	dir  Direction
 	kind Kind
 	// sole is the handle of a MapSingleSole mapping in the index (0: any other mapping, also a
-	// sole one the index did not take): only UnmapSingleSole with it undoes the mapping.
+	// sole one the index did not take): UnmapSingleSole with it frees the mapping.
 	sole Sole
+	// revoked: a public unmap ended the sole mapping; it is unmapped to every reader, but its
+	// entry (and IOVA) stays taken until UnmapSingleSole frees it, which reports ErrNotMapped.
+	revoked bool
 }
 
 func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
@@ -50,8 +53,10 @@ func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
 // granule 0, never share a granule, keep the offset within the granule, and are ErrMapping
 // exactly when no free run of granules is left; Live and LiveCount match the model. Every third
 // step's MapSingle is a MapSingleSole (chosen by the step, not the input, so that seeds keep their
-// meaning): its mapping is one like any other to Translate, the syncs and Live, the public unmaps
-// do not undo it while it has a handle, and UnmapSingleSole with its handle does, once.
+// meaning): its mapping is one like any other to Translate, the syncs and Live, and
+// UnmapSingleSole with its handle undoes it, once. A public KindSingle unmap that matches no
+// public mapping revokes a matching sole one: gone for Translate, the syncs, Live and LiveCount at
+// once, its granules still taken, and its UnmapSingleSole frees it and reports ErrNotMapped.
 //
 // The mapping table's index (index.go) is as it is, shrunk to one set per stripe (so that
 // entries are recycled for other buffers and sets overflow into the page lists), or switched off,
@@ -78,6 +83,17 @@ func FuzzMapper(f *testing.F) {
 			0, 0, 0, 1, 0, 100, 0, 0, 0xff, 0xff,
 			0, 6, 0, 1, 0xc0, 0x00, 0, 1, 0, 0, 0, 1,
 			0, 3, 0, 0, 0, 3, 0, 0})
+	}
+	// A MapSingleSole (step 2) revoked by a public unmap (step 3), translated, unmapped publicly
+	// again (ErrNotMapped) and freed by its own unmap (ErrNotMapped), on Direct and the IOMMU with
+	// magazines (whose sole maps get handles).
+	for _, mapper := range []byte{0, 3} {
+		nums := []byte{mapper, 5, 0, 0, 1, 0, 5, 0, 0, 1, 0, 0, 0, 0, 1, 99, 3, 0, 5, 0, 0, 0, 1, 0, 3, 0, 3, 0}
+		var seed []byte
+		for _, n := range nums {
+			seed = append(seed, 0, n)
+		}
+		f.Add(append(seed, make([]byte, (3-len(seed)%3)%3)...)) // the whole index (fuzzIndex)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzOps{b: data}
@@ -154,7 +170,7 @@ func FuzzMapper(f *testing.F) {
 			if err != nil {
 				t.Fatalf("map %s of %d bytes at +%d %v: %v", kind, size, off, dir, err)
 			}
-			mm := modelMapping{addr, off, size, dir, kind, sole}
+			mm := modelMapping{addr: addr, off: off, size: size, dir: dir, kind: kind, sole: sole}
 			if iommu == nil {
 				if addr != Addr(base)+Addr(off) {
 					t.Fatalf("Direct address %#x, want the CPU address %#x", addr, base+uintptr(off))
@@ -256,25 +272,56 @@ func FuzzMapper(f *testing.F) {
 					}
 				}
 				// A sole mapping: on even steps its own unmap (with the parameters as chosen), on
-				// odd ones the public unmap, which must not undo it.
+				// odd ones the public unmap, which revokes it if no public mapping matches.
 				sole := Sole(0)
 				if mm.sole != 0 && kind == KindSingle && step%2 == 0 {
 					sole = mm.sole
 				}
 				err := fuzzUnmap(m, addr, size, dir, kind, sole)
-				i := slices.IndexFunc(live, func(x modelMapping) bool {
-					return x.addr == addr && x.size == size && x.dir == dir && x.kind == kind && x.sole == sole
-				})
-				if i < 0 {
-					if !errors.Is(err, ErrNotMapped) {
-						t.Fatalf("unmap %s %#x+%d %v of nothing: %v, want ErrNotMapped", kind, addr, size, dir, err)
+				same := func(x modelMapping) bool {
+					return x.addr == addr && x.size == size && x.dir == dir && x.kind == kind
+				}
+				if sole != 0 {
+					i := slices.IndexFunc(live, func(x modelMapping) bool { return same(x) && x.sole == sole })
+					if i < 0 {
+						if !errors.Is(err, ErrNotMapped) {
+							t.Fatalf("sole unmap %#x+%d %v of nothing: %v, want ErrNotMapped", addr, size, dir, err)
+						}
+						break
 					}
+					// Identical sole mappings (Direct: one buffer mapped twice) are told apart by
+					// their handles only, and a revoke takes either: if the model revoked another
+					// one of them, the result says which it was.
+					for j := range live {
+						if j != i && same(live[j]) && live[j].sole != 0 && live[j].revoked != live[i].revoked &&
+							live[i].revoked == (err == nil) {
+							live[i].revoked, live[j].revoked = live[j].revoked, live[i].revoked
+							break
+						}
+					}
+					if live[i].revoked && !errors.Is(err, ErrNotMapped) || !live[i].revoked && err != nil {
+						t.Fatalf("sole unmap %#x+%d %v (revoked %v): %v", addr, size, dir, live[i].revoked, err)
+					}
+					live = slices.Delete(live, i, i+1)
 					break
 				}
-				if err != nil {
-					t.Fatalf("unmap %s %#x+%d %v: %v", kind, addr, size, dir, err)
+				if i := slices.IndexFunc(live, func(x modelMapping) bool { return same(x) && x.sole == 0 }); i >= 0 {
+					if err != nil {
+						t.Fatalf("unmap %s %#x+%d %v: %v", kind, addr, size, dir, err)
+					}
+					live = slices.Delete(live, i, i+1)
+					break
 				}
-				live = slices.Delete(live, i, i+1)
+				if i := slices.IndexFunc(live, func(x modelMapping) bool { return same(x) && x.sole != 0 && !x.revoked }); i >= 0 && kind == KindSingle {
+					if err != nil {
+						t.Fatalf("unmap (revoke) %s %#x+%d %v: %v", kind, addr, size, dir, err)
+					}
+					live[i].revoked = true
+					break
+				}
+				if !errors.Is(err, ErrNotMapped) {
+					t.Fatalf("unmap %s %#x+%d %v of nothing: %v, want ErrNotMapped", kind, addr, size, dir, err)
+				}
 			case 5, 6, 7: // Translate (5, 6) or sync (7) of a range near a live mapping
 				var addr Addr
 				size := 1 + in.next(PageSize)
@@ -299,7 +346,7 @@ func FuzzMapper(f *testing.F) {
 				} else {
 					for i := range live {
 						x := &live[i]
-						if addr < x.addr || addr >= x.end() {
+						if x.revoked || addr < x.addr || addr >= x.end() {
 							continue
 						}
 						if addr+Addr(size) > x.end() {
@@ -353,15 +400,17 @@ func FuzzMapper(f *testing.F) {
 					t.Fatalf("Faults() = %d, want %d", m.Faults(), faults)
 				}
 			}
-			if m.LiveCount() != len(live) {
-				t.Fatalf("LiveCount %d, model %d", m.LiveCount(), len(live))
+			if n := liveOf(live); m.LiveCount() != n {
+				t.Fatalf("LiveCount %d, model %d", m.LiveCount(), n)
 			}
 		}
 
 		// The leak report lists exactly the model's mappings; unmapping them all empties the table.
-		want := make([]Mapping, len(live))
-		for i, mm := range live {
-			want[i] = Mapping{mm.addr, mm.size, mm.dir, mm.kind}
+		want := make([]Mapping, 0, len(live))
+		for _, mm := range live {
+			if !mm.revoked {
+				want = append(want, Mapping{mm.addr, mm.size, mm.dir, mm.kind})
+			}
 		}
 		got := m.Live()
 		sortKey := func(a, b Mapping) int {
@@ -384,8 +433,8 @@ func FuzzMapper(f *testing.F) {
 			t.Fatalf("Live() = %v, model %v", got, want)
 		}
 		for _, mm := range live {
-			if err := fuzzUnmap(m, mm.addr, mm.size, mm.dir, mm.kind, mm.sole); err != nil {
-				t.Fatal(err)
+			if err := fuzzUnmap(m, mm.addr, mm.size, mm.dir, mm.kind, mm.sole); mm.revoked && !errors.Is(err, ErrNotMapped) || !mm.revoked && err != nil {
+				t.Fatalf("unmap of %+v: %v", mm, err)
 			}
 		}
 		if m.LiveCount() != 0 {
@@ -393,6 +442,17 @@ func FuzzMapper(f *testing.F) {
 		}
 		requireTableEmpty(t, m)
 	})
+}
+
+// liveOf counts the model's mappings that are live to readers (not revoked).
+func liveOf(live []modelMapping) int {
+	n := 0
+	for _, mm := range live {
+		if !mm.revoked {
+			n++
+		}
+	}
+	return n
 }
 
 // fuzzUnmap undoes a mapping with the unmap call of its kind, or with UnmapSingleSole if sole is

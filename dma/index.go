@@ -122,10 +122,15 @@ type entry struct {
 // The fields of entry.meta, low bits first: state (2 bits), direction (2), kind code (3), size
 // (24: the index holds mappings below 16 MiB), generation (the rest).
 const (
-	metaFree  = 0 // no mapping (never filled, or unmapped)
-	metaLive  = 1 // a mapping the device may use
-	metaBusy  = 2 // a map is storing the words, or an unmap clearing them: not live
-	metaState = 3 // mask of the state bits
+	metaFree = 0 // no mapping (never filled, or unmapped)
+	metaLive = 1 // a mapping the device may use
+	metaBusy = 2 // a map is storing the words, or an unmap clearing them: not live
+	// metaRevoked: a sole mapping (codeSingleSole) a public unmap ended (revokeIndex): not live,
+	// so no reader reaches its bytes and Live, LiveCount and the unmaps do not see it, but not
+	// free either: no fill takes the entry and the IOMMU's allocator counts its granules as taken
+	// (startsAt) until the mapping's owner frees it (claimSole). See sole.go.
+	metaRevoked = 3
+	metaState   = 3 // mask of the state bits
 
 	metaDirShift  = 2
 	metaKindShift = 4
@@ -342,6 +347,27 @@ func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region
 // claimIndex ends the live mapping (addr, size, dir, code) of the index and returns its region;
 // ok is false if the index holds none. No lock.
 func (t *table) claimIndex(addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
+	return t.endIndex(addr, size, dir, code, false)
+}
+
+// revokeIndex ends the live sole mapping (addr, size, dir) of the index for a public unmap that
+// found no public one: it makes the entry revoked with a CAS of its meta word, and unpins the
+// entry's region, which the public unmap releases as it would a public mapping's; the owner's
+// claimSole frees the entry (see Sole). It reports whether it found one. No lock.
+//
+// The CAS compares the whole meta word, generation included, loaded before addr: it succeeds only
+// if the entry still holds the mapping whose address was checked (an owner's free and a later fill
+// change the word, and the generation never comes back), so it never ends a later mapping of the
+// entry. The region is loaded before the CAS, as claimIndex does: only a writer that made the
+// entry busy stores it, so if the CAS succeeds it is that mapping's. After the CAS the owner may
+// free the entry and a fill take it at any moment: nothing of the entry is read again.
+func (t *table) revokeIndex(addr Addr, size int, dir Direction) bool {
+	_, ok := t.endIndex(addr, size, dir, codeSingleSole, true)
+	return ok
+}
+
+// endIndex is claimIndex, or revokeIndex if revoke (which returns no region: it unpinned it).
+func (t *table) endIndex(addr Addr, size int, dir Direction, code uint64, revoke bool) (reg *Region, ok bool) {
 	if size > maxIndexed || size <= 0 || addr+Addr(size) < addr {
 		return nil, false
 	}
@@ -355,6 +381,15 @@ func (t *table) claimIndex(addr Addr, size int, dir Direction, code uint64) (reg
 				break
 			}
 			reg = e.region.Load() // m's region: if the CAS below succeeds, nothing changed it
+			if revoke {
+				if !e.meta.CompareAndSwap(m, m|metaRevoked) {
+					continue
+				}
+				if reg != nil {
+					reg.unpin()
+				}
+				return nil, true
+			}
 			if reg == nil && size <= PageSize {
 				if e.meta.CompareAndSwap(m, m&^metaState|metaFree) {
 					return nil, true
@@ -377,7 +412,7 @@ func (t *table) claimIndex(addr Addr, size int, dir Direction, code uint64) (reg
 }
 
 // indexOccupant returns the end granule (exclusive) of an index entry that holds granule pg,
-// live or being cleared, or 0 if none does. The IOMMU's keys are first granules, so only the set
+// live, revoked or being cleared, or 0 if none does. The IOMMU's keys are first granules, so only the set
 // of pg holds a mapping that starts at pg, and the sets of the spanMax-1 granules before pg hold
 // those of several granules that start there and may reach pg. Every one of those sets is asked
 // (no counter of live mappings of several granules says when the others may be skipped: keeping
@@ -397,7 +432,7 @@ func (t *table) indexOccupant(pg uint64) uint64 {
 	return 0
 }
 
-// startsAt returns the end granule (exclusive) of an index entry, live or being cleared, whose
+// startsAt returns the end granule (exclusive) of an index entry, live, revoked or being cleared, whose
 // mapping starts in granule g, if it reaches granule pg (>= g); else 0. For the IOMMU.
 func (t *table) startsAt(g, pg uint64) uint64 {
 	set := t.set(g)

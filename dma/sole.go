@@ -15,18 +15,42 @@ import (
 // caller's to unmap, and its handle (Sole) names its entry and the entry's generation, so neither
 // can happen to it:
 //
-//   - its entry carries its own kind code (codeSingleSole), which no public unmap matches: the
-//     public calls cannot end it (they report ErrNotMapped), and it ends no other mapping;
+//   - its entry carries its own kind code (codeSingleSole), which no public unmap ends as it ends
+//     a public mapping: the public calls never free it, and it ends no other mapping;
 //   - while it is live no fill writes the entry (fills take free entries, with a CAS from the
 //     free meta word they loaded; the generation moved at this mapping's fill), so its caller is
-//     the entry's only writer until it frees it;
-//   - the caller checks that the entry's meta is still the live word of the handle's generation
-//     and its address the mapping's, then frees it with a store-release (a MOV on amd64): the
-//     unmap of a sole mapping of Go heap memory of at most PageSize bytes, the kvaddr path's, is
-//     one plain store. Entries that must drop their buffer (Region memory, longer buffers) go
-//     busy with a CAS first, as in claimIndex: the clearing stores must not become visible
-//     before the entry stops being live, and a plain busy store followed by the free store of the
-//     same word could be merged away by the compiler (see internal/relaxed).
+//     the entry's only writer of the free state;
+//   - the caller checks that the entry's meta is still the live (or revoked, below) word of the
+//     handle's generation and its address the mapping's, then frees it with a store-release (a
+//     MOV on amd64): the unmap of a sole mapping of Go heap memory of at most PageSize bytes, the
+//     kvaddr path's, is one plain store. Entries that must drop their buffer (Region memory,
+//     longer buffers) go busy with a CAS first, as in claimIndex: the clearing stores must not
+//     become visible before the entry stops being live, and a plain busy store followed by the
+//     free store of the same word could be merged away by the compiler (see internal/relaxed).
+//
+// # Revoke: a public unmap of a sole mapping
+//
+// A user may still unmap such a mapping with the public calls (UnmapSingle, a batch entry without
+// the handle, UnmapAll), behind its owner's back, as a driver's user may dma_unmap_single a
+// mapping the driver made: the device must not read it afterwards (package sdma's promise that the
+// hardware model never reads unmapped memory). A public KindSingle unmap that finds no public
+// mapping to end (in the index or the page lists) looks for a live sole one of the same address,
+// length and direction and revokes it (revokeIndex): one CAS of the meta word, generation
+// included, from live to revoked. From then on it is unmapped to every reader (Translate and the
+// syncs fault with ReasonNotMapped, Live and LiveCount do not list it, another public unmap of it
+// is ErrNotMapped), and its Region, if any, is unpinned, as a public unmap does; but the entry is
+// not freed: no fill takes it, and the IOMMU does not hand out its granules (its allocator counts
+// a revoked entry as taken, startsAt), so its bus address is not reused. Its owner still frees
+// it, with the same store: only the owner ever writes the free state of a sole entry, and the
+// revoke only ever writes a live one. The owner's unmap of a revoked mapping reports ErrNotMapped,
+// as a public unmap that came second would have (package sdma counts it in UnmapErrors).
+//
+// A revoke that runs between the owner's load of meta and its free store is overwritten by that
+// store: the entry is still freed once, by the owner, and was unreadable from the earlier of the
+// two, but both unmaps report success (the double unmap goes unreported; with a CAS one of them
+// would fail). The revoke's CAS fails once the owner has freed the entry, and the generation keeps
+// it off any later mapping of the entry (a later public unmap of the address may of course end a
+// later mapping of it, as for public mappings).
 //
 // A second UnmapSingleSole of the same handle, one after the other, finds the entry free or
 // filled again with a later generation and reports ErrNotMapped, as a double public unmap does.
@@ -53,12 +77,14 @@ const soleBits = 16
 type SoleMapper interface {
 	// MapSingleSole is MapSingle for a caller that will be the mapping's only unmapper: it also
 	// returns the mapping's Sole handle. The mapping is KindSingle to Translate, the syncs, Live
-	// and LiveCount; UnmapSingle and the batches' entries without the handle do not unmap it
-	// (ErrNotMapped) unless the handle is 0.
+	// and LiveCount. UnmapSingle and the batches' entries without the handle (a user's unmap
+	// behind the owner's back) revoke it: it is unmapped to every reader at once, but its owner's
+	// UnmapSingleSole frees it, and reports ErrNotMapped (see Sole).
 	MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error)
 	// UnmapSingleSole undoes MapSingleSole: addr, size and dir as for UnmapSingle, h the handle
 	// the map returned. The caller must be the mapping's only unmapper: two calls for one mapping
-	// at the same time are undefined (one after the other, the second is ErrNotMapped).
+	// at the same time are undefined (one after the other, the second is ErrNotMapped). If a
+	// public unmap revoked the mapping, it frees it and reports ErrNotMapped.
 	UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error
 }
 
@@ -67,36 +93,48 @@ func (t *table) soleOf(e *entry, m uint64) Sole {
 	return Sole(m>>metaGenShift<<soleBits | (t.entryIndex(e) + 1))
 }
 
-// claimSole ends the live sole mapping (addr, size, dir, code) of the index entry that handle h
-// names and returns its region; ok is false if that entry does not hold it (h 0 included). The
-// caller is the mapping's only unmapper (see Sole). No lock, and in the common case no atomic
-// read-modify-write.
-func (t *table) claimSole(h Sole, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok bool) {
+// claimSole ends the sole mapping (addr, size, dir, code) of the index entry that handle h names
+// and returns its region; ok is false if that entry does not hold it (h 0 included), revoked true
+// if a public unmap ended the mapping first (revokeIndex, which unpinned the region: reg is then
+// nil); the entry is freed either way. The caller is the mapping's only unmapper (see Sole). No
+// lock, and in the common case no atomic read-modify-write.
+func (t *table) claimSole(h Sole, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok, revoked bool) {
 	i := uint64(h&(1<<soleBits-1)) - 1
 	if i >= nIndex || size <= 0 || size > maxIndexed {
-		return nil, false
+		return nil, false, false
 	}
 	e := &t.ents[i]
+	live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, code) | metaLive
 	m := e.meta.Load()
-	if m != uint64(h>>soleBits)<<metaGenShift|metaFieldsOf(size, dir, code)|metaLive || e.addr.Load() != uint64(addr) {
-		return nil, false
+	if m != live && m != live|metaRevoked || e.addr.Load() != uint64(addr) {
+		return nil, false, false
 	}
 	reg = e.region.Load()
 	if reg == nil && size <= PageSize {
-		// The entry's only writer (see Sole): free, fields and buffer kept for the next map of
-		// the same buffer, as claimIndex does.
+		// The entry's only writer of the free state (see Sole): free, fields and buffer kept for
+		// the next map of the same buffer, as claimIndex does. A public unmap that revokes the
+		// entry between the load and this store loses its revoked state to it: the entry is
+		// freed once, by this store, and both unmaps report success.
 		relaxed.StoreRelease64(&e.meta, m&^metaState)
-		return nil, true
+		return nil, true, m != live
 	}
-	if !e.meta.CompareAndSwap(m, m&^metaState|metaBusy) {
-		return nil, false // cannot happen to a sole mapping's only unmapper
+	for !e.meta.CompareAndSwap(m, m&^metaState|metaBusy) {
+		// A public unmap revoked the entry since the load (the only other writer a sole
+		// entry has, and only from live): it is revoked now and stays so until this frees it.
+		if m != live || e.meta.Load() != live|metaRevoked {
+			return nil, false, false // cannot happen to a sole mapping's only unmapper
+		}
+		m = live | metaRevoked
 	}
 	ownStorePtr(&e.ptr, nil) // let the garbage collector have it; Region memory is munmapped
 	if reg != nil {
 		ownStorePtr(&e.region, nil)
 	}
 	relaxed.StoreRelease64(&e.meta, m&^metaState)
-	return reg, true
+	if m != live {
+		return nil, true, true // revokeIndex unpinned the region
+	}
+	return reg, true, false
 }
 
 // MapSingleSole maps buf as MapSingle does and returns the mapping's Sole handle (see SoleMapper).
@@ -109,14 +147,24 @@ func (c *core) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error
 	if h == 0 {
 		return c.unmap(addr, size, dir, codeSingle)
 	}
-	reg, ok := c.tab.claimSole(h, addr, size, dir, codeSingleSole)
-	if !ok {
-		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v (sole %#x): %w", KindSingle, uint64(addr), size, dir, uint64(h), ErrNotMapped)
+	reg, ok, revoked := c.tab.claimSole(h, addr, size, dir, codeSingleSole)
+	if !ok || revoked {
+		return soleNotMapped(addr, size, dir, h, revoked)
 	}
 	if reg != nil {
 		reg.unpin()
 	}
 	return nil
+}
+
+// soleNotMapped is the error of an UnmapSingleSole that found no mapping, or one a public unmap
+// had ended (revoked): ErrNotMapped, as the public unmap that came second reports.
+func soleNotMapped(addr Addr, size int, dir Direction, h Sole, revoked bool) error {
+	why := ""
+	if revoked {
+		why = ", unmapped by a public unmap first"
+	}
+	return fmt.Errorf("dma: unmap %s [%#x,+%d) %v (sole %#x%s): %w", KindSingle, uint64(addr), size, dir, uint64(h), why, ErrNotMapped)
 }
 
 // mapSole is MapSingleSole through m if m is a SoleMapper, else MapSingle with handle 0: the

@@ -644,12 +644,15 @@ func (c *core) mapIOMMU(buf []byte, dir Direction, code uint64, region *Region) 
 	return v.addr, 0, nil
 }
 
+// unmap is the public unmap of a mapping of kind code (dma_unmap_single and the others): the
+// index, then the page lists; a KindSingle unmap that finds no public mapping revokes a sole one
+// (see Sole).
 func (c *core) unmap(addr Addr, size int, dir Direction, code uint64) error {
 	reg, ok := c.tab.claimIndex(addr, size, dir, code)
 	if !ok {
 		reg, ok = c.tab.removeLists(addr, size, dir, codeKind(code))
 	}
-	if !ok {
+	if !ok && (code != codeSingle || !c.tab.revokeIndex(addr, size, dir)) {
 		return fmt.Errorf("dma: unmap %s [%#x,+%d) %v: %w", codeKind(code), uint64(addr), size, dir, ErrNotMapped)
 	}
 	if reg != nil {

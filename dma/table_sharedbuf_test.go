@@ -163,6 +163,11 @@ func requireTableEmpty(t *testing.T, m testMapper) {
 	if n := tab.indexCount(); n != 0 {
 		t.Errorf("%d index entries live after every unmap", n)
 	}
+	for i := range tab.ents {
+		if st := tab.ents[i].meta.Load() & metaState; st != metaFree {
+			t.Errorf("index entry %d in state %d (not free) after every unmap", i, st)
+		}
+	}
 	for i := range tab.stripes {
 		s := &tab.stripes[i]
 		s.mu.Lock()
