@@ -140,19 +140,19 @@ func (tx *TxReq) takeUnmaps(us []dma.Unmap) []dma.Unmap {
 		return us
 	}
 	ds := tx.descp[:tx.numDesc]
-	us = appendUnmap(us, ds[0])
+	us = appendUnmap(us, ds[0], tx.soleOf(0))
 	for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < len(ds); i++ {
-		us = appendUnmap(us, ds[i])
+		us = appendUnmap(us, ds[i], tx.soleOf(i))
 	}
 	tx.numDesc, tx.nmaps = 0, 0
 	return us
 }
 
 // appendUnmap appends the unmap of descriptor d, if its type says the library mapped it.
-func appendUnmap(us []dma.Unmap, d desc.Desc) []dma.Unmap {
+func appendUnmap(us []dma.Unmap, d desc.Desc, h dma.Sole) []dma.Unmap {
 	switch d.MapType() {
 	case desc.MapSingle:
-		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindSingle})
+		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindSingle, Sole: h})
 	case desc.MapPage:
 		us = append(us, dma.Unmap{Addr: dma.Addr(d.Addr()), Size: d.Len(), Dir: dma.ToDevice, Kind: dma.KindPage})
 	}

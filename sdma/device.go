@@ -121,13 +121,14 @@ const (
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
 // the engines. It is safe for concurrent use.
 type Device struct {
-	mapper  dma.Mapper    // set by NewDevice, read-only after
-	regs    dma.Registrar // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
-	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
-	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
-	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
-	sink    Sink          // set by NewDevice, read-only after
-	name    string        // set by NewDevice, read-only after (Config.Name)
+	mapper  dma.Mapper     // set by NewDevice, read-only after
+	regs    dma.Registrar  // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
+	sole    dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
+	pad     *dma.Coherent  // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
+	engines []*Engine      // set by NewDevice, read-only after (dd->per_sdma)
+	vlMap   vlMap          // set by NewDevice, read-only after (dd->sdma_map)
+	sink    Sink           // set by NewDevice, read-only after
+	name    string         // set by NewDevice, read-only after (Config.Name)
 
 	// unmapErrs counts unmaps that failed on a path that promised to undo a mapping (a txreq's
 	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
@@ -162,6 +163,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink, name: deviceName(cfg.Name)}
 	dev.regs, _ = m.(dma.Registrar)
+	dev.sole, _ = m.(dma.SoleMapper)
 	if dev.sink == nil {
 		dev.sink = discardSink{}
 	}
@@ -266,10 +268,14 @@ func (dev *Device) UnmapErrors() uint64 { return dev.unmapErrs.Load() }
 
 // unmap undoes one mapping a txreq made, by its descriptor type (hfi1: sdma_unmap_desc), and
 // counts a failure.
-func (dev *Device) unmap(mapType desc.MapType, addr dma.Addr, n int) error {
+func (dev *Device) unmap(mapType desc.MapType, addr dma.Addr, n int, h dma.Sole) error {
 	var err error
 	switch mapType {
 	case desc.MapSingle:
+		if h != 0 {
+			err = dev.sole.UnmapSingleSole(addr, n, dma.ToDevice, h)
+			break
+		}
 		err = dev.mapper.UnmapSingle(addr, n, dma.ToDevice)
 	case desc.MapPage:
 		err = dev.mapper.UnmapPage(addr, n, dma.ToDevice)

@@ -54,3 +54,20 @@ func TestEngineCounterLines(t *testing.T) {
 	assert.GreaterOrEqual(t, completion-hwSide, uintptr(lineSize), "hardware and completion counters apart")
 	assert.GreaterOrEqual(t, unsafe.Offsetof(e.stats.ringFull)-completion, uintptr(lineSize), "completion and producer counters apart")
 }
+
+// TestTxReqSolesLine checks that the descriptors' Sole handles, which every add writes and every
+// unmap of a kvaddr fragment reads, share the cache line of coalesceIdx and next (written by Init
+// and the lists) instead of taking a line of their own, and come after the descriptors.
+func TestTxReqSolesLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the line plan is for 64-bit targets")
+	}
+	var tx TxReq
+	line := func(o uintptr) uintptr { return o / lineSize }
+	soles := unsafe.Offsetof(tx.soles)
+	last := soles + unsafe.Sizeof(tx.soles) - 1
+	assert.Equal(t, line(unsafe.Offsetof(tx.next)), line(soles), "soles on next's line")
+	assert.Equal(t, line(soles), line(last), "soles on one line")
+	assert.Equal(t, line(unsafe.Offsetof(tx.coalesceIdx)), line(soles), "soles on coalesceIdx's line")
+	assert.Greater(t, soles, unsafe.Offsetof(tx.descs), "soles after the descriptors")
+}

@@ -89,7 +89,7 @@ func (tx *TxReq) addRegisteredIn(op string, dev *Device, r *dma.Registration, bu
 	if !ok || !tx.holdReg(r) {
 		return false, nil
 	}
-	return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf))
+	return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
 }
 
 // holdReg makes tx hold a use of r, once however many descriptors point into it; false if tx

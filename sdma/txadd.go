@@ -66,7 +66,7 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 		tx.clean()
 		return &TxError{Op: op, Reason: "mapping " + itoa(n) + " bytes of a page", Err: ErrMapping, Cause: err}
 	}
-	return tx.addDesc(op, dev, desc.MapPage, addr, n)
+	return tx.addDesc(op, dev, desc.MapPage, addr, n, 0)
 }
 
 // AddKVAddr adds the bytes of buf to tx (hfi1: sdma_txadd_kvaddr). buf is mapped through the
@@ -106,12 +106,20 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte) error {
 			}
 		}
 	}
-	addr, err := dev.mapper.MapSingle(buf, dma.ToDevice)
+	// A sole mapping (see TxReq.soles) if the descriptor keeps its handle, else a public one.
+	var addr dma.Addr
+	var h dma.Sole
+	var err error
+	if dev.sole != nil && tx.numDesc < desc.NumDesc {
+		addr, h, err = dev.sole.MapSingleSole(buf, dma.ToDevice)
+	} else {
+		addr, err = dev.mapper.MapSingle(buf, dma.ToDevice)
+	}
 	if err != nil {
 		tx.clean()
 		return &TxError{Op: op, Reason: "mapping " + itoa(len(buf)) + " bytes", Err: ErrMapping, Cause: err}
 	}
-	return tx.addDesc(op, dev, desc.MapSingle, addr, len(buf))
+	return tx.addDesc(op, dev, desc.MapSingle, addr, len(buf), h)
 }
 
 // AddDAddr adds n bytes at bus address addr, already mapped by the caller (for instance a header
@@ -134,7 +142,7 @@ func (tx *TxReq) AddDAddr(dev *Device, addr dma.Addr, n int) error {
 			return err
 		}
 	}
-	return tx.addDesc(op, dev, desc.MapNone, addr, n)
+	return tx.addDesc(op, dev, desc.MapNone, addr, n, 0)
 }
 
 // checkAdd checks an add of n bytes to tx on dev, the checks the kernel leaves to WARN_ON (or to
@@ -190,12 +198,16 @@ func (tx *TxReq) addable(dev *Device, n int) bool {
 // closes the packet when it reaches zero (hfi1: _sdma_txadd_daddr and make_tx_sdma_desc). The
 // first descriptor keeps the FIRST and AHG bits set by Init. Unlike the kernel's silent masking,
 // an address beyond 48 bits is refused: the fresh mapping is undone and tx cleaned (ErrMapping).
-func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.Addr, n int) error {
+// h is the mapping's dma.Sole handle (0: none), recorded in tx.soles.
+func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.Addr, n int, h dma.Sole) error {
 	if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
 		// Undone at the address the mapper gave: a descriptor cannot hold it (it would mask it).
-		uerr := dev.unmap(mapType, addr, n)
+		uerr := dev.unmap(mapType, addr, n, h)
 		tx.clean()
 		return &TxError{Op: op, Reason: "mapper returned a bus address beyond 48 bits", Err: ErrMapping, Cause: uerr}
+	}
+	if tx.numDesc < desc.NumDesc {
+		tx.soles[tx.numDesc] = h
 	}
 	d := &tx.descp[tx.numDesc]
 	if tx.numDesc == 0 {
@@ -321,5 +333,5 @@ func (tx *TxReq) extCoal(op string, dev *Device, mapType desc.MapType, src []byt
 	}
 	tx.descLimit = desc.MaxDesc
 	tx.coalescing = false // the buffer is now a mapped SINGLE descriptor, unmapped by clean
-	return true, tx.addDesc(op, dev, desc.MapSingle, addr, int(tx.tlen))
+	return true, tx.addDesc(op, dev, desc.MapSingle, addr, int(tx.tlen), 0)
 }

@@ -158,12 +158,20 @@ type TxReq struct {
 	descp       []desc.Desc             // current descriptor array: descs[:] or ext; nil until the first Init
 	descs       [desc.NumDesc]desc.Desc // inline descriptors (NUM_DESC)
 	coalesceIdx int                     // bytes copied into coalesceBuf (tx->coalesce_idx)
-	ext         []desc.Desc             // extended array, len MAX_DESC, kept across re-use
-	coalesceBuf []byte                  // bounce buffer past 63 descriptors, kept across re-use
 
 	// next is the list link (hfi1: tx->list). Written and read by whoever owns the txreq: the
 	// caller (through TxList) when it is not in flight, the engine (flush list) while it is.
 	next *TxReq
+
+	// soles are the dma.Sole handles of the first NumDesc descriptors (0: not a sole mapping, or
+	// none): addDesc records each, AddKVAddr's mapping's from MapSingleSole, and the unmaps at
+	// completion and clean pass a MapSingle descriptor's to the mapper (hfi1 keeps no such thing:
+	// the handle lets the unmap free the mapper's entry with a store instead of a compare-and-swap,
+	// dma.SoleMapper). Descriptors past NumDesc are mapped with MapSingle. Owner-only. On the line
+	// of coalesceIdx and next (written by Init and the lists), after the descriptors they go with.
+	soles       [desc.NumDesc]dma.Sole
+	ext         []desc.Desc // extended array, len MAX_DESC, kept across re-use
+	coalesceBuf []byte      // bounce buffer past 63 descriptors, kept across re-use
 }
 
 // TxError reports a refused txreq operation. It matches its sentinel (Err: ErrNoData,
@@ -357,9 +365,9 @@ func (tx *TxReq) Clean() error {
 func (tx *TxReq) clean() {
 	if n := int(tx.numDesc); n > 0 && tx.nmaps > 0 {
 		ds := tx.descp[:n]
-		tx.unmapDesc(ds[0])
+		tx.unmapDesc(ds[0], tx.soleOf(0))
 		for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
-			tx.unmapDesc(ds[i])
+			tx.unmapDesc(ds[i], tx.soleOf(i))
 		}
 	}
 	tx.numDesc, tx.nmaps = 0, 0
@@ -375,10 +383,18 @@ func (tx *TxReq) clean() {
 }
 
 // unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
-func (tx *TxReq) unmapDesc(d desc.Desc) {
+func (tx *TxReq) unmapDesc(d desc.Desc, h dma.Sole) {
 	if tx.dev != nil {
-		_ = tx.dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len())
+		_ = tx.dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len(), h)
 	}
+}
+
+// soleOf returns the Sole handle of descriptor i (0 past the first NumDesc).
+func (tx *TxReq) soleOf(i int) dma.Sole {
+	if i < desc.NumDesc {
+		return tx.soles[i]
+	}
+	return 0
 }
 
 // ready reports whether tx may be sent: nil iff it is initialised, closed (all tlen bytes added,
