@@ -105,6 +105,12 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 				}
 				return woke.Load() > 0
 			})
+			// As for the drained callback: the wakeup's panic is recorded (and counted) once it
+			// has unwound, which may be after the test saw it run.
+			promWait(t, "the wakeup panic's record", func() bool {
+				var ce *sdma.CallbackError
+				return errors.As(e.CallbackError(), &ce) && ce.Callback == "wakeup"
+			})
 
 			st := e.Stats()
 			assert.EqualValues(t, 4, st.CallbackPanics, "two completions, one drained, one wakeup")
