@@ -20,15 +20,7 @@ func TestSendRefusedByClosedRingFlushes(t *testing.T) {
 	engTestNoLeak(t)
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
-	in, release := make(chan struct{}), make(chan struct{})
-	e.test = &engineTestHooks{admitted: func() { close(in); <-release }}
-	var c completions
-	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
-	sent := make(chan error, 1)
-	go func() { sent <- e.Send(nil, &tx, false) }()
-	<-in
-	e.test.admitted = nil // the hook ran (in is closed after its read): no other send reads it
+	tx, c, sent, release := sendHeldAt(t, dev, e, func(h *engineTestHooks, hold func()) { h.admitted = hold })
 
 	require.NoError(t, e.Stop(), "the sw clean does not wait for a producer that has not reserved")
 	assert.True(t, e.ring.Closed(), "stopped: the ring is closed")
@@ -39,19 +31,12 @@ func TestSendRefusedByClosedRingFlushes(t *testing.T) {
 	e.Poll() // the flush
 	require.EqualValues(t, 1, c.n.Load())
 	c.mu.Lock()
-	assert.Equal(t, StatusAborted, c.seen[&tx])
+	assert.Equal(t, StatusAborted, c.seen[tx])
 	c.mu.Unlock()
 
 	require.NoError(t, e.Start())
 	assert.False(t, e.ring.Closed(), "running: the ring is open")
-	var c2 completions
-	var tx2 TxReq
-	engTestBuild(t, dev, &tx2, 0, make([]byte, 8), &c2)
-	require.NoError(t, e.Send(nil, &tx2, false))
-	_, err := e.Process()
-	require.NoError(t, err)
-	e.Poll()
-	assert.EqualValues(t, 1, c2.n.Load())
+	c2 := sendsAgain(t, dev, e)
 	assert.Zero(t, c.dup.Load()+c2.dup.Load(), "completed twice")
 	require.NoError(t, dev.Close())
 	assert.EqualValues(t, 1, c.n.Load())
@@ -180,4 +165,36 @@ func TestSendRaceStopHaltCloseConcurrent(t *testing.T) {
 	assert.EqualValues(t, n, c.n.Load())
 	assert.Positive(t, n)
 	t.Logf("%d of %d sends accepted, %d chaos acts", n, producers*perProducer, acts.Load())
+}
+
+// sendHeldAt sends one 8-byte txreq on e from another goroutine and returns once the send is
+// inside the test hook that set installs (set gets the hook's body): the send goes on when
+// release is closed, and its result arrives on sent. The hook is removed before it returns (the
+// hook ran: no other send reads it).
+func sendHeldAt(t *testing.T, dev *Device, e *Engine, set func(h *engineTestHooks, hold func())) (tx *TxReq, c *completions, sent <-chan error, release chan struct{}) {
+	in := make(chan struct{})
+	release = make(chan struct{})
+	e.test = &engineTestHooks{}
+	set(e.test, func() { close(in); <-release })
+	tx, c = new(TxReq), new(completions)
+	engTestBuild(t, dev, tx, 0, make([]byte, 8), c)
+	res := make(chan error, 1)
+	go func() { res <- e.Send(nil, tx, false) }()
+	<-in
+	*e.test = engineTestHooks{}
+	return tx, c, res, release
+}
+
+// sendsAgain sends one 8-byte txreq on the Manual engine e, processes and polls it, and checks
+// that it completed once: the engine runs again.
+func sendsAgain(t *testing.T, dev *Device, e *Engine) *completions {
+	var c completions
+	var tx TxReq
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
+	require.NoError(t, e.Send(nil, &tx, false))
+	_, err := e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	assert.EqualValues(t, 1, c.n.Load())
+	return &c
 }

@@ -341,22 +341,14 @@ func TestDeviceFreezeUnfreeze(t *testing.T) {
 }
 
 // TestSwCleanWaitsForReservedPublishConcurrent: a producer that has reserved its slots but not
-// yet published them (it left the in-flight count right after its reservation) holds up the sw
+// yet published them (the sw clean's ring close does not refuse a reservation already made) holds up the sw
 // clean of a halt: the event returns only after the Publish, the txreq completes aborted exactly
 // once, and the engine runs again.
 func TestSwCleanWaitsForReservedPublishConcurrent(t *testing.T) {
 	engTestNoLeak(t)
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
-	in, release := make(chan struct{}), make(chan struct{})
-	e.test = &engineTestHooks{reserved: func() { close(in); <-release }}
-	var c completions
-	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
-	sent := make(chan error, 1)
-	go func() { sent <- e.Send(nil, &tx, false) }()
-	<-in
-	e.test.reserved = nil // the hook ran (in is closed after its read): no other send reads it
+	tx, c, sent, release := sendHeldAt(t, dev, e, func(h *engineTestHooks, hold func()) { h.reserved = hold })
 	evDone := make(chan error, 1)
 	go func() { evDone <- e.event(sm.E60HwHalted, "test") }()
 	select {
@@ -369,19 +361,11 @@ func TestSwCleanWaitsForReservedPublishConcurrent(t *testing.T) {
 	require.NoError(t, <-evDone)
 	require.Eventually(t, func() bool { return c.n.Load() == 1 }, 5*time.Second, time.Millisecond)
 	c.mu.Lock()
-	st := c.seen[&tx]
+	st := c.seen[tx]
 	c.mu.Unlock()
 	assert.Equal(t, StatusAborted, st, "the txreq published during the clean completes aborted")
 	assert.Zero(t, c.dup.Load(), "completed twice")
 
-	// The engine runs again: a new packet completes OK.
-	var c2 completions
-	var tx2 TxReq
-	engTestBuild(t, dev, &tx2, 0, make([]byte, 8), &c2)
-	require.NoError(t, e.Send(nil, &tx2, false))
-	_, err := e.Process()
-	require.NoError(t, err)
-	e.Poll()
-	assert.EqualValues(t, 1, c2.n.Load())
+	sendsAgain(t, dev, e) // the engine runs again: a new packet completes OK
 	require.NoError(t, dev.Close())
 }
