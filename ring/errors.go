@@ -31,11 +31,25 @@ var (
 // Error carries the detail of a refused call; it matches its sentinel with errors.Is.
 type Error struct {
 	Op  string // the method: "New", "Reserve", "Publish", "SetHWHead", ...
-	Msg string // what was wrong, with the values involved
+	Msg string // what was wrong, with the values involved (empty for an out-of-order head move: Error formats order)
 	Err error  // the sentinel: ErrSize, ErrTooBig, ErrNotReserved or ErrOrder
+	// order: the values of a head moved out of order (SetHWHead, SetSwHead, whose panic is
+	// built without a call so that they inline), formatted by Error.
+	order *orderDetail
 }
 
-func (e *Error) Error() string { return "ring: " + e.Op + ": " + e.Msg }
+// orderDetail is an out-of-order head move: the new head h outside [old, bound].
+type orderDetail struct{ h, old, bound uint64 }
+
+func (e *Error) Error() string { return "ring: " + e.Op + ": " + e.message() }
+
+// message is Msg, or for an out-of-order head move the text built from its values.
+func (e *Error) message() string {
+	if e.Msg == "" && e.order != nil {
+		return fmt.Sprintf("head %#x outside [%#x, %#x]", e.order.h, e.order.old, e.order.bound)
+	}
+	return e.Msg
+}
 
 // Unwrap returns the sentinel.
 func (e *Error) Unwrap() error { return e.Err }

@@ -623,10 +623,13 @@ func (r *Ring) SetSwHead(h uint64) { advanceHead("SetSwHead", &r.swHead, &r.hwHe
 // advanceHead is SetHWHead and SetSwHead: it moves head to h with a store-release (not seq-cst,
 // O5/O6), or panics (op's *Error matching ErrOrder) if h lies outside [head, bound] in modular
 // order.
+//
+// The panic's *Error is a composite literal whose message is formatted when it is read (Error,
+// orderDetail), not a call: a call would put advanceHead, and with it SetHWHead and SetSwHead,
+// past the inliner's budget, and they run two or three times per packet.
 func advanceHead(op string, head, bound *atomic.Uint64, h uint64) {
-	old := head.Load()
-	if b := bound.Load(); h-old > b-old {
-		panic(errorf(op, ErrOrder, "head %#x outside [%#x, %#x]", h, old, b))
+	if old, b := head.Load(), bound.Load(); h-old > b-old {
+		panic(&Error{Op: op, Err: ErrOrder, order: &orderDetail{h, old, b}})
 	}
 	relaxed.StoreRelease64(head, h)
 }

@@ -61,27 +61,41 @@ func (e *Engine) progressLocked() int {
 // and moves swHead to to. headMu held, inside a write section; to <= hwHead. The txreqs are taken
 // in chunks: a chunk's mappings are undone in one batch (unmapChunkLocked), then its txreqs
 // complete one by one, so each txreq is unmapped before its callback runs, as in the kernel.
+//
+// A pass over at most walkNoBatch descriptors (one packet of a Manual engine, an engine that
+// keeps up) builds no batch: it holds at most that many txreqs, and each one's clean unmaps it.
 func (e *Engine) walkLocked(to uint64, st Status) int {
 	r := e.ring
 	n := 0
-	for sw := r.SwHead(); sw != to; {
-		end := e.unmapChunkLocked(sw, to)
+	sw := r.SwHead()
+	set := sw // the last swHead stored
+	for sw != to {
+		end := to
+		if to-sw > walkNoBatch {
+			end = e.unmapChunkLocked(sw, to)
+		}
 		for sw != end {
 			i := sw & e.mask
 			sw++
 			if tx := e.txRing[i]; tx != nil {
 				e.txRing[i] = nil
 				r.SetSwHead(sw) // its slots are free before its callback runs
+				set = sw
 				e.completeTx(tx, st)
 				n++
 			}
 		}
 	}
-	if r.SwHead() != to {
+	if set != to {
 		r.SetSwHead(to)
 	}
 	return n
 }
+
+// walkNoBatch is the longest walk that unmaps each txreq in its clean instead of gathering a
+// batch (unmapChunkLocked): a batch of two descriptors' unmaps would save at most one hold of a
+// stripe lock, less than the scan that builds it.
+const walkNoBatch = 2
 
 // unmapChunkBatch is how many unmaps a completion pass gathers before it undoes them (at least
 // one whole txreq is always taken, however many it has).

@@ -299,7 +299,11 @@ func (e *Engine) interrupt() {
 	if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
 		return
 	}
-	e.makeProgressHW()
+	if e.manual {
+		e.progressLocked() // hwMu is a Manual engine's head lock: makeProgressHW takes nothing
+	} else {
+		e.makeProgressHW()
+	}
 	e.hw.completed, e.hw.intrPass = e.hw.head, true
 }
 
@@ -307,8 +311,8 @@ func (e *Engine) interrupt() {
 // does every HEAD_TO_HOST write-back due. hwMu held.
 func (e *Engine) writeBackHead() {
 	e.hw.headToHost = false
-	if e.ring.HWHead() != e.hw.head {
-		e.ring.SetHWHead(e.hw.head)
+	if r, h := e.ring, e.hw.head; r.HWHead() != h {
+		r.SetHWHead(h)
 	}
 }
 
@@ -320,22 +324,30 @@ func (e *Engine) writeBackHead() {
 // rejects it.
 func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
 	var ph pktHead
-	if ok, h := e.parseHead(start, tail, &ph); !ok || h != nil {
-		return 0, 0, h
-	}
 	segs := e.hw.segs[:0]
-	if ph.mode >= desc.AHGApplyUpdate1 {
-		segs = append(segs, nil) // the header, built by applyAHG
+	if r := e.ring; plainHead(r.Slot(start), r.Generation(start)) {
+		// The common packet (no AHG): its first descriptor is all of its head, and there is
+		// no header to build. parseHead and applyAHG would find the same.
+		ph.d0, ph.next = r.Slot(start), start+1
+	} else {
+		if ok, h := e.parseHead(start, tail, &ph); !ok || h != nil {
+			return 0, 0, h
+		}
+		if ph.mode >= desc.AHGApplyUpdate1 {
+			segs = append(segs, nil) // the header, built by applyAHG
+		}
 	}
-	segs, n, flags, bytes, h := e.gather(start, tail, &ph, segs)
+	segs, n, flags, total, h := e.gather(start, tail, &ph, segs)
 	if n == 0 || h != nil {
 		return 0, 0, h
 	}
-	total, h := e.applyAHG(start, &ph, segs)
-	if h != nil {
-		return 0, 0, h
+	if ph.mode != desc.AHGNoAHG {
+		hb, h := e.applyAHG(start, &ph, segs)
+		if h != nil {
+			return 0, 0, h
+		}
+		total += hb
 	}
-	total += bytes
 	if total&3 != 0 {
 		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
 	}
@@ -351,6 +363,13 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	e.stats.descs.Add(n)
 	e.stats.bytes.Add(uint64(total))
 	return n, flags, nil
+}
+
+// plainHead reports whether d0, read at an index of generation gen, opens a packet without AHG:
+// the generation matches, FIRST is set, the header mode is none (parseHead's checks all pass,
+// and there are no edit descriptors to read).
+func plainHead(d0 desc.Desc, gen desc.Generation) bool {
+	return d0.Generation() == gen && d0.First() && d0.HeaderMode() == desc.AHGNoAHG
 }
 
 // pktHead is what parseHead reads of a packet: its first descriptor, its AHG mode and update

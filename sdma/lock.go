@@ -3,6 +3,7 @@ package sdma
 import (
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
@@ -25,8 +26,10 @@ import (
 // Not reentrant; the zero value is unlocked; not to be copied (the atomics' noCopy).
 type ticketLock struct {
 	// next is the next ticket to give out. Written by Lock (atomic add) and TryLock (CAS); read
-	// by TryLock.
-	next atomic.Uint32
+	// by TryLock (atomic load). A plain uint32 accessed only through sync/atomic's functions,
+	// not an atomic.Uint32: the method wrappers' inlining cost would push Lock past the
+	// inliner's budget (turn's atomic.Uint32 keeps the struct's noCopy).
+	next uint32
 	// turn is the ticket that holds, or may take, the lock. Written only by the holder's Unlock
 	// (a store-release: every access of the critical section happens before the next holder's
 	// load of the new turn); read by the waiters (load-acquire) and TryLock.
@@ -36,16 +39,21 @@ type ticketLock struct {
 // spinPolls is how many polls of the turn a waiter makes before it yields between polls.
 const spinPolls = 64
 
-// Lock waits for the lock and takes it.
+// Lock waits for the lock and takes it. Only the fast path (a free lock: one atomic add and a
+// load of the turn) is here, within the inliner's budget, so that taking a free lock is no call;
+// a lock held by another goes to wait, kept out of line. The turn is loaded with
+// atomic.LoadUint32 on its word (an atomic.Uint32 holds its value at offset 0, as
+// internal/relaxed relies on too), the same load as turn.Load(): the method's wrapper would
+// cost the few inlining units that keep Lock under the budget.
 func (l *ticketLock) Lock() {
-	t := l.next.Add(1) - 1
-	if l.turn.Load() == t {
-		return
+	if t := atomic.AddUint32(&l.next, 1) - 1; atomic.LoadUint32((*uint32)(unsafe.Pointer(&l.turn))) != t {
+		l.wait(t)
 	}
-	l.wait(t)
 }
 
-// wait polls the turn until it is ticket t's.
+// wait polls the turn until it is ticket t's (Lock's slow path).
+//
+//go:noinline
 func (l *ticketLock) wait(t uint32) {
 	for i := 1; l.turn.Load() != t; i++ {
 		if i >= spinPolls {
@@ -57,7 +65,7 @@ func (l *ticketLock) wait(t uint32) {
 // TryLock takes the lock if it is free and nobody waits, and reports whether it did.
 func (l *ticketLock) TryLock() bool {
 	t := l.turn.Load()
-	return l.next.Load() == t && l.next.CompareAndSwap(t, t+1)
+	return atomic.LoadUint32(&l.next) == t && atomic.CompareAndSwapUint32(&l.next, t, t+1)
 }
 
 // Unlock hands the lock to the next ticket. The caller must hold it.
@@ -71,20 +79,16 @@ func (l *ticketLock) Unlock() {
 // interrupt and flush, the state machine, the sw clean), which on a Manual engine hold the head
 // lock already.
 
-func (e *Engine) lockHead() {
-	if e.manual {
-		e.hwMu.Lock()
-	} else {
-		e.headMu.Lock()
-	}
-}
+func (e *Engine) lockHead() { e.headLock().Lock() }
 
-func (e *Engine) unlockHead() {
+func (e *Engine) unlockHead() { e.headLock().Unlock() }
+
+// headLock is the head lock: hwMu on a Manual engine, headMu otherwise.
+func (e *Engine) headLock() *ticketLock {
 	if e.manual {
-		e.hwMu.Unlock()
-	} else {
-		e.headMu.Unlock()
+		return &e.hwMu
 	}
+	return &e.headMu
 }
 
 func (e *Engine) tryLockHead() bool {

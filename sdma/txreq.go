@@ -363,11 +363,15 @@ func (tx *TxReq) Clean() error {
 // (Device.UnmapErrors), and the tests require the count to stay 0; they also wrap the mapper in a
 // dma.Counting and require that every map is undone exactly once.
 func (tx *TxReq) clean() {
-	if n := int(tx.numDesc); n > 0 && tx.nmaps > 0 {
-		ds := tx.descp[:n]
-		tx.unmapDesc(ds[0], tx.soleOf(0))
-		for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < n; i++ {
-			tx.unmapDesc(ds[i], tx.soleOf(i))
+	if n := int(tx.numDesc); n > 0 && tx.nmaps > 0 && tx.dev != nil {
+		// Each mapped descriptor's unmap (hfi1: sdma_unmap_desc), straight to Device.unmap: a
+		// per-descriptor helper between them was a call per descriptor on every completion.
+		dev, ds := tx.dev, tx.descp[:n]
+		d := ds[0]
+		_ = dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len(), tx.soles[0])
+		for i := 1 + desc.EditDescs(d.HeaderMode()); i < n; i++ {
+			d := ds[i]
+			_ = dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len(), tx.soleOf(i))
 		}
 	}
 	tx.numDesc, tx.nmaps = 0, 0
@@ -380,13 +384,6 @@ func (tx *TxReq) clean() {
 	}
 	tx.descLimit = desc.NumDesc
 	relaxed.StoreRelease32(&tx.state, txFree) // the owner's own write: release, not seq-cst
-}
-
-// unmapDesc undoes the mapping behind one descriptor by its type (hfi1: sdma_unmap_desc).
-func (tx *TxReq) unmapDesc(d desc.Desc, h dma.Sole) {
-	if tx.dev != nil {
-		_ = tx.dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len(), h)
-	}
 }
 
 // soleOf returns the Sole handle of descriptor i (0 past the first NumDesc).
