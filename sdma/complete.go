@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
@@ -241,15 +242,23 @@ func (e *Engine) callbackPanicked(what string, p any) {
 // lock: the common case of a pass costs one locked instruction instead of a lock and an unlock.
 // That is safe because a sleeper announces itself (an atomic add) before it reads the seqcount
 // for its Progress check, and the pass reads the announcements with an atomic read-modify-write
-// (sleepers.Add(0): a full barrier) after its seqcount store (BeginWrite, a store-release that
+// (an atomic add of 0 to sleepers: a full barrier) after its seqcount store (BeginWrite, a store-release that
 // a later load could otherwise pass): of the two, at least one sees the other (a Dekker pair).
 // Either the sleeper sees the pass as progress and does not park, or the pass sees the sleeper
 // and takes the lock, which waits for the sleeper's queueing. A sleeper queues (the list's count)
 // before it withdraws its announcement, so there is no gap between the two.
+//
+// The check is all of descAvail, which inlines into the pass; the waking is wakeAvail's, kept
+// out of line.
 func (e *Engine) descAvail() {
-	if e.sleepers.Add(0) == 0 && e.dmawait.count.Load() == 0 {
-		return
+	if atomic.AddInt32(&e.sleepers, 0)|e.dmawait.count.Load() != 0 { // both counts are never negative
+		e.wakeAvail()
 	}
+}
+
+// wakeAvail is descAvail with a sleeper announced or a waiter parked: under the wait lock it takes
+// the waiters that fit off dmawait and then wakes them. headMu held.
+func (e *Engine) wakeAvail() {
 	e.waitMu.Lock()
 	if e.dmawait.head == nil {
 		e.waitMu.Unlock()

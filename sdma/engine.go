@@ -121,7 +121,9 @@ type Engine struct {
 	// sleepers counts the sleepers inside their wait-lock hold (lockUnlessProgress, announced
 	// before the Progress check, withdrawn after the queueing). Written (atomic add) by them;
 	// read by descAvail, which skips the wait lock when it and the wait list's count are 0.
-	sleepers atomic.Int32
+	// A plain int32 accessed only through sync/atomic's functions (AddInt32): the method
+	// wrapper's inlining cost would keep descAvail's check from inlining into the pass.
+	sleepers int32
 
 	// flushMu guards flush (sde->flushlist_lock / flushlist): txreqs sent while the engine was
 	// not running, completed aborted later by the flush.

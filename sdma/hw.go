@@ -204,12 +204,13 @@ func (e *Engine) processLocked() (int, error) {
 	if e.hw.batch.held > 0 {
 		e.flushBatch() // nothing more to read this pass: send what the sink holds
 	}
-	if e.hw.headToHost {
-		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once
+	idleIntr := head == tail && !e.hw.idle
+	if e.hw.headToHost && !idleIntr {
+		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once (the idle interrupt does them)
 	}
 	if head == tail {
 		e.hw.waitTail = tail
-		if !e.hw.idle {
+		if idleIntr {
 			e.hw.idle = true
 			e.interrupt() // the idle interrupt (idle_mask)
 		}
@@ -295,7 +296,10 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // sdma_engine_interrupt, which makes progress once.
 func (e *Engine) interrupt() {
 	e.stats.interrupts.Add(1)
-	e.writeBackHead()
+	e.hw.headToHost = false // writeBackHead, inline
+	if r, h := e.ring, e.hw.head; r.HWHead() != h {
+		r.SetHWHead(h)
+	}
 	if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
 		return
 	}
@@ -323,30 +327,18 @@ func (e *Engine) writeBackHead() {
 // flags; n == 0 means the packet's LAST is not published yet. A non-nil *HaltError means the chip
 // rejects it.
 func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
-	var ph pktHead
+	r := e.ring
 	segs := e.hw.segs[:0]
-	if r := e.ring; plainHead(r.Slot(start), r.Generation(start)) {
+	var total int
+	if d0 := r.Slot(start); plainHead(d0, r.Generation(start)) {
 		// The common packet (no AHG): its first descriptor is all of its head, and there is
-		// no header to build. parseHead and applyAHG would find the same.
-		ph.d0, ph.next = r.Slot(start), start+1
+		// no header to build; parseHead and applyAHG would find the same.
+		segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs)
 	} else {
-		if ok, h := e.parseHead(start, tail, &ph); !ok || h != nil {
-			return 0, 0, h
-		}
-		if ph.mode >= desc.AHGApplyUpdate1 {
-			segs = append(segs, nil) // the header, built by applyAHG
-		}
+		segs, n, flags, total, h = e.ahgGather(start, tail, segs)
 	}
-	segs, n, flags, total, h := e.gather(start, tail, &ph, segs)
 	if n == 0 || h != nil {
 		return 0, 0, h
-	}
-	if ph.mode != desc.AHGNoAHG {
-		hb, h := e.applyAHG(start, &ph, segs)
-		if h != nil {
-			return 0, 0, h
-		}
-		total += hb
 	}
 	if total&3 != 0 {
 		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
@@ -363,6 +355,27 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	e.stats.descs.Add(n)
 	e.stats.bytes.Add(uint64(total))
 	return n, flags, nil
+}
+
+// ahgGather is packet's gather for a packet whose first descriptor is not a plain head
+// (plainHead): parseHead, gather and applyAHG. It returns what gather does, the built header's
+// bytes counted in total.
+func (e *Engine) ahgGather(start, tail uint64, segs [][]byte) (_ [][]byte, n, flags uint64, total int, h *HaltError) {
+	var ph pktHead
+	if ok, h := e.parseHead(start, tail, &ph); !ok || h != nil {
+		return segs, 0, 0, 0, h
+	}
+	if ph.mode >= desc.AHGApplyUpdate1 {
+		segs = append(segs, nil) // the header, built by applyAHG
+	}
+	if segs, n, flags, total, h = e.gather(start, tail, ph.d0, ph.next, segs); n == 0 || h != nil {
+		return segs, 0, 0, 0, h
+	}
+	hb, h := e.applyAHG(start, &ph, segs)
+	if h != nil {
+		return segs, 0, 0, 0, h
+	}
+	return segs, n, flags, total + hb, nil
 }
 
 // plainHead reports whether d0, read at an index of generation gen, opens a packet without AHG:
@@ -424,9 +437,12 @@ func (e *Engine) parseHead(start, tail uint64, ph *pktHead) (bool, *HaltError) {
 // maxPacketBytes bytes) and reading each one's memory through the mapper's Translate into segs.
 // It returns segs, the descriptors spanned (0: LAST not published yet), the OR of their interrupt
 // flags and the bytes read.
-func (e *Engine) gather(start, tail uint64, ph *pktHead, segs [][]byte) (_ [][]byte, n, flags uint64, bytes int, h *HaltError) {
-	r := e.ring
-	d, at := ph.d0, start
+//
+// d0 is the packet's first descriptor (read and checked by the caller), next the ring index of its
+// second data descriptor (past the edit descriptors).
+func (e *Engine) gather(start, tail uint64, d0 desc.Desc, next uint64, segs [][]byte) (_ [][]byte, n, flags uint64, bytes int, h *HaltError) {
+	r, m := e.ring, e.dev.mapper
+	d, at := d0, start
 	for {
 		if at != start {
 			if at == tail {
@@ -447,7 +463,7 @@ func (e *Engine) gather(start, tail uint64, ph *pktHead, segs [][]byte) (_ [][]b
 			if bytes += l; bytes > maxPacketBytes {
 				return segs, 0, 0, 0, e.haltErr(CauseTooLong, at, d, "packet reads more than "+itoa(maxPacketBytes)+" bytes", nil)
 			}
-			buf, err := e.dev.mapper.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
+			buf, err := m.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
 			if err != nil {
 				return segs, 0, 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
 			}
@@ -461,7 +477,7 @@ func (e *Engine) gather(start, tail uint64, ph *pktHead, segs [][]byte) (_ [][]b
 			return segs, at - start + 1, flags, bytes, nil
 		}
 		if at == start {
-			at = ph.next // past the edit descriptors
+			at = next // past the edit descriptors
 		} else {
 			at++
 		}

@@ -315,7 +315,7 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 	skipLock := th != nil && th.skipWaitLock
 	if !skipLock {
 		e.waitMu.Lock()
-		e.sleepers.Add(1) // announced before the check: see Engine.sleepers
+		atomic.AddInt32(&e.sleepers, 1) // announced before the check: see Engine.sleepers
 	}
 	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
 		if !skipLock {
@@ -328,7 +328,7 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 	}
 	if skipLock {
 		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
-		e.sleepers.Add(1)
+		atomic.AddInt32(&e.sleepers, 1)
 	}
 	return true
 }
@@ -337,7 +337,7 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 // its announcement (after queueing, if it queued: the wait list's count covers it from then on)
 // and releases the lock.
 func (e *Engine) unlockSleeper() {
-	e.sleepers.Add(-1)
+	atomic.AddInt32(&e.sleepers, -1)
 	e.waitMu.Unlock()
 }
 
