@@ -222,6 +222,51 @@ func (r *Ring) Reserve(n int) (Reservation, error) {
 	return Reservation{r: r, start: start, n: n}, nil
 }
 
+// ReserveWrite is Reserve(len(ds)) followed by Write(0, ds, skip), in one call: the returned
+// reservation holds ds, written and stamped, and only waits to be published (Publish or
+// PublishRelease). Errors as for Reserve, named ReserveWrite; nothing is reserved or written then.
+// It is the send path of one packet (sdma's Send): the common case, room seen in the producers'
+// cached head and a CAS that succeeds at once, runs with no call but the writer's, and a batch of
+// up to writeFewMax descriptors is written with plain stores instead of the assembly writer's
+// call (the stores are the same; the call costs more than they do).
+func (r *Ring) ReserveWrite(ds []desc.Desc, skip int) (Reservation, error) {
+	n := len(ds)
+	un := uint64(n)
+	if un-1 >= r.mask { // n < 1 or n > Size()-1
+		return Reservation{}, r.batchErr("ReserveWrite", n)
+	}
+	start, ok := r.tryReserve(un)
+	if !ok {
+		var err error
+		if start, err = r.reserve(un); err != nil {
+			return Reservation{}, err
+		}
+	}
+	if n <= writeFewMax {
+		writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, n))
+	} else {
+		r.write(start, ds, skip)
+	}
+	return Reservation{r: r, start: start, n: n}, nil
+}
+
+// writeFewMax is the largest batch ReserveWrite writes with plain stores: a packet's header,
+// payload and pad.
+const writeFewMax = 3
+
+// tryReserve is reserve's common case, one pass that inlines: the cached head shows room for un
+// and the CAS succeeds. false says nothing (reserve tells): nothing was reserved. The argument
+// is reserve's: a successful CAS means that the word did not change since it was loaded, so
+// base and the cached head, loaded after it, are of its epoch; a closed word never shows room.
+func (r *Ring) tryReserve(un uint64) (uint64, bool) {
+	w := r.reserved.Load()
+	res := w - r.base.Load()
+	if used := res - r.headCache.Load(); used <= r.mask && r.mask-used >= un && r.reserved.CompareAndSwap(w, w+un) {
+		return res, true
+	}
+	return 0, false
+}
+
 // reserve is Reserve after the batch check: it claims un slots and returns the first index, or
 // ErrFull, or ErrClosed.
 //
@@ -384,8 +429,13 @@ func (v *Reservation) state() string {
 // one twice, or the zero Reservation, is a programmer error and panics with an *Error matching
 // ErrNotReserved, changing nothing.
 func (v *Reservation) Publish() {
-	v.checkPublish("Publish")
-	v.r.publish(v.start, v.n)
+	r := v.r
+	if r == nil || v.published || r.tail.Load() != v.start {
+		v.publishSlow(false) // out of line: the checks and the turn are one branch
+	}
+	v.published = true
+	// Store-release (seq-cst, O6): publishes [start, start+n) to the hardware model.
+	r.tail.Store(v.start + uint64(v.n))
 }
 
 // PublishRelease is Publish with a tail store that is only a store-release, not sequentially
@@ -399,19 +449,32 @@ func (v *Reservation) Publish() {
 // operation the load may pass the tail store and both sides may go to sleep (package doc, O6).
 // Callers with no such load (the consumer polls the tail) need nothing in between.
 func (v *Reservation) PublishRelease() {
-	v.checkPublish("PublishRelease")
-	v.r.publishRelease(v.start, v.n)
-}
-
-// checkPublish panics, as Publish documents, unless v may be published, and marks it published.
-func (v *Reservation) checkPublish(op string) {
-	if v.r == nil || v.published {
-		v.publishFailed(op) // out of line, so that checkPublish inlines
+	r := v.r
+	if r == nil || v.published || r.tail.Load() != v.start {
+		v.publishSlow(true) // out of line: the checks and the turn are one branch
 	}
 	v.published = true
+	// Store-release, not seq-cst (O5, O6): publishes [start, start+n) to the hardware model.
+	relaxed.StoreRelease64(&r.tail, v.start+uint64(v.n))
 }
 
-// publishFailed is checkPublish's panic.
+// publishSlow is Publish's (release: PublishRelease's) way when its one test failed: it panics,
+// as Publish documents, unless v may be published, and otherwise waits for its turn (the tail
+// reaching Start()).
+//
+//go:noinline
+func (v *Reservation) publishSlow(release bool) {
+	op := "Publish"
+	if release {
+		op = "PublishRelease"
+	}
+	if v.r == nil || v.published {
+		v.publishFailed(op)
+	}
+	v.r.waitTurnSlow(op, v.start)
+}
+
+// publishFailed is publishSlow's panic.
 //
 //go:noinline
 func (v *Reservation) publishFailed(op string) {
@@ -457,18 +520,11 @@ func (r *Ring) Enqueue(ds []desc.Desc, skip int) (start uint64, err error) {
 }
 
 // publish moves the tail from start to start+n once every earlier reservation is published
-// (Reservation.Publish, Enqueue), with a sequentially consistent store.
+// (Enqueue; Reservation.Publish inlines the same), with a sequentially consistent store.
 func (r *Ring) publish(start uint64, n int) {
 	r.waitTurn("Publish", start)
 	// Store-release (seq-cst, O6): publishes [start, start+n) to the hardware model.
 	r.tail.Store(start + uint64(n))
-}
-
-// publishRelease is publish with a release-only tail store (Reservation.PublishRelease).
-func (r *Ring) publishRelease(start uint64, n int) {
-	r.waitTurn("PublishRelease", start)
-	// Store-release, not seq-cst (O5, O6): publishes [start, start+n) to the hardware model.
-	relaxed.StoreRelease64(&r.tail, start+uint64(n))
 }
 
 // waitTurn waits until the tail reaches start: every reservation before start is published. A

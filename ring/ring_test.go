@@ -696,3 +696,78 @@ func TestEnqueueSPStaleHeadCache(t *testing.T) {
 		require.ErrorIs(t, err, ErrFull)
 	})
 }
+
+// TestReserveWrite checks ReserveWrite against Reserve + Write: batches of 1 to 5 descriptors
+// (the plain-store writer up to writeFewMax, the batch writer past it) with AHG edit
+// descriptors, across a generation change and the uint64 wrap; its errors; and that it
+// allocates nothing.
+func TestReserveWrite(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, start := range []uint64{64*3 - 7, ^uint64(0) - 20} {
+			r, err := newAt(64, start)
+			require.NoError(t, err)
+			dst := make([]desc.Desc, 8)
+			next := start
+			for round := 0; round < 20; round++ {
+				n := 1 + round%5
+				skip := round % 3
+				ds := batch(uint64(round)*8, n)
+				res, err := r.ReserveWrite(ds, skip)
+				require.NoError(t, err)
+				require.Equal(t, next, res.Start())
+				require.Equal(t, n, res.Len())
+				assert.Equal(t, next, r.Tail(), "not published before Publish")
+				if round%2 == 0 {
+					res.Publish()
+				} else {
+					res.PublishRelease()
+				}
+				require.Equal(t, n, r.Dequeue(dst))
+				skip = min(skip, n-1)
+				for k := 0; k < n; k++ {
+					want := ds[k]
+					if k == 0 || k > skip {
+						want = stamped(want, r.Generation(next+uint64(k)))
+					}
+					require.Equal(t, want, dst[k], "start %#x round %d k %d", start, round, k)
+				}
+				next += uint64(n)
+			}
+		}
+
+		r, err := New(64)
+		require.NoError(t, err)
+		_, err = r.ReserveWrite(nil, 0)
+		require.ErrorIs(t, err, ErrSize)
+		_, err = r.ReserveWrite(batch(0, 64), 0)
+		require.ErrorIs(t, err, ErrTooBig)
+		res, err := r.ReserveWrite(batch(0, 60), 0)
+		require.NoError(t, err)
+		_, err = r.ReserveWrite(batch(0, 4), 0)
+		require.Equal(t, ErrFull, err, "bare sentinel")
+		res.PublishRelease()
+		r.Close()
+		_, err = r.ReserveWrite(batch(0, 1), 0)
+		require.Equal(t, ErrClosed, err, "bare sentinel")
+		r.Open()
+		r.SetHWHead(r.Tail())
+		r.BeginWrite()
+		r.SetSwHead(r.HWHead())
+		r.EndWrite()
+		var zero Reservation
+		require.Panics(t, func() { zero.PublishRelease() })
+		require.Panics(t, func() { res.Publish() }, "published already")
+
+		ds, dst2 := batch(0, 2), make([]desc.Desc, 2)
+		if testing.CoverMode() == "" {
+			assert.Zero(t, testing.AllocsPerRun(200, func() {
+				res, err := r.ReserveWrite(ds, 0)
+				if err != nil {
+					panic(err)
+				}
+				res.PublishRelease()
+				_ = r.Dequeue(dst2)
+			}), "ReserveWrite+PublishRelease")
+		}
+	})
+}

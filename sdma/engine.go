@@ -279,6 +279,9 @@ func (e *Engine) CallbackError() error {
 // lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
 // reservation order. Send does not allocate.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
+	if e.gate.Load() == gateRunning && e.sendable(tx) && e.sendOne(w, tx) {
+		return nil // the common case: no txSource, one call into the ring for the reservation
+	}
 	src := txSource{one: tx}
 	// send's first batch, made here: the common case, a txreq that goes in, costs no call more.
 	_, err := e.sendBatch(w, &src, pktsSent)
@@ -442,6 +445,45 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	}
 	e.publish(w, src, k, &res)
 	return k, nil
+}
+
+// sendOne is sendBatch for Send's one txreq in the common case, the gate running and tx
+// sendable: it reserves and writes tx's descriptors in one ring call (ring.ReserveWrite), then
+// claims tx, records it in txRing and publishes, as publish does for a batch of one. It reports
+// false when the ring refused the reservation (no room, or closed by a sw clean that raced the
+// gate check): nothing changed, tx is still the caller's, and Send takes the general path, which
+// looks at the gate and the room again and answers (sendBatch's protocol against the sw clean
+// holds: the reservation's CAS either came before the ring's Close, and the clean waits for this
+// Publish, or it failed). The state moves to in flight after the reservation, before the Publish
+// that hands tx to the hardware side: until then no other goroutine can reach tx.
+func (e *Engine) sendOne(w *IOWait, tx *TxReq) bool {
+	if e.test != nil && e.test.admitted != nil {
+		e.test.admitted() // past the gate, before the reservation
+	}
+	ds, skip := tx.hwDescs()
+	res, err := e.ring.ReserveWrite(ds, skip)
+	if err != nil {
+		return false
+	}
+	if e.test != nil && e.test.reserved != nil {
+		e.test.reserved() // between the reservation and the Publish
+	}
+	tx.moveState(txInFlight) // sendable saw txBuilding (ready); see moveState
+	tx.wait = w
+	e.txRing[(res.Start()+uint64(len(ds))-1)&e.mask] = tx
+	if w != nil {
+		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
+	}
+	if e.parks {
+		res.Publish() // seq-cst: the doorbell's Dekker pair (see publish)
+		e.afterPublish()
+	} else {
+		res.PublishRelease()
+	}
+	if e.test != nil && e.test.listPublish != nil {
+		e.test.listPublish(1)
+	}
+	return true
 }
 
 // notRunning is the send path's answer to a gate g that is not exactly gateRunning: ErrClosed
