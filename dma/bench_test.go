@@ -297,3 +297,19 @@ func BenchmarkMapUnmapPayloadParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRegistrationAcquireRelease is registered memory's per-packet count: one Acquire and one
+// Release of a registration, on one goroutine (sdma's producer and completion on one P).
+func BenchmarkRegistrationAcquireRelease(b *testing.B) {
+	r, err := NewDirect().Register(make([]byte, 4096), ToDevice)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !r.Acquire() {
+			b.Fatal("Acquire refused")
+		}
+		r.Release()
+	}
+}

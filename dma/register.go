@@ -49,19 +49,24 @@ const (
 // the shard of the P it runs on, which may be another: a shard's value alone means nothing, only
 // the sum over all shards does (inFlight).
 type regShard struct {
-	n atomic.Int64 // atomic add by Acquire (+1, and -1 when it backs out) and Release (-1); loads by inFlight
+	// n: added to by Acquire (+1, and -1 when it backs out) and Release (-1): with plain adds by
+	// the goroutine pinned to the shard's P (Registration.plain), else with atomic adds; atomic
+	// loads by inFlight.
+	n atomic.Int64
 	_ [cacheline.Pad - 8]byte
 }
 
 // newShards returns the use counters of a new registration: one per P (pcpu.Max, rounded up to a
 // power of two so that a P index picks its shard with a mask), each on its own cache lines, with
-// a leading pad so that the first counter shares no line with the object allocated before it.
-func newShards() []regShard {
+// a leading pad so that the first counter shares no line with the object allocated before it,
+// and the spill counter after them (Registration.spill).
+func newShards() (shards []regShard, spill *regShard) {
 	n := 1
 	for n < pcpu.Max() {
 		n <<= 1
 	}
-	return make([]regShard, n+1)[1:]
+	all := make([]regShard, n+2)
+	return all[1 : n+1 : n+1], &all[n+1]
 }
 
 // Registration is memory registered with a mapper (see Registrar). Its methods are safe for
@@ -79,8 +84,9 @@ func newShards() []regShard {
 // The count is split over one counter per P (shards, indexed by pcpu.Hint), like a kernel
 // percpu_ref: a producer's Acquire and the engine goroutine's Release on another core each write
 // the line of their own P, so no line bounces between cores per packet. The goroutine may move
-// to another P between Hint and the add, so every shard operation is still an atomic add (on a
-// line that is nearly always local). A use may be acquired on one shard and released on another.
+// to another P between Hint and the add, so unless the goroutine is pinned to its P (plain
+// adds, below) every shard operation is an atomic add (on a line that is nearly always local). A
+// use may be acquired on one shard and released on another.
 //
 // Deregister stores regDying (a CAS, sequentially consistent like every sync/atomic operation)
 // and then sums the shards with one load each (inFlight); it unmaps only after a sum of 0. A
@@ -102,6 +108,34 @@ func newShards() []regShard {
 //
 // The shards only ever hold small values: a shard's count drifts (uses acquired on one P and
 // released on another) by at most one per use, and 2^63 uses do not happen.
+//
+// # Plain adds: no locked instruction per use (percpu_ref)
+//
+// On linux/amd64 outside -race and purego, once membarrier(2)'s private expedited command is
+// available (plainCounts, probed once), a registration counts with plain instructions (plain is
+// true): Acquire and Release pin the goroutine to its P (pcpu.Pin: until Unpin no other goroutine
+// runs there) and add to that P's shard with a load, an add and a store (ownAdd64: an ADDQ to
+// memory with no LOCK prefix), so each shard has one writer at a time, the goroutine pinned to
+// its P, and no add is lost. A P whose index is beyond the shards (GOMAXPROCS was raised after
+// Register) adds atomically to spill instead, which no plain add touches. A plain add may wait in
+// its core's store buffer while the load of state that follows it is served, so the Dekker pair
+// above loses its sequentially consistent half; Deregister restores it with an asymmetric barrier
+// (the kernel's percpu_ref and rcu_sync trade the same way): after its CAS to regDying and before
+// its first load of the sum it calls processBarrier, which runs a full memory barrier on every
+// thread of the process (a thread not running has passed through the scheduler, a barrier too).
+// Take any Acquire, its add W then its load L of state (program order; the compiler keeps the
+// atomic load after the store, each being on its memory chain), on a thread T whose barrier B the
+// call ran at some point of T's instruction stream:
+//
+//   - W before B: W is visible to every core once B has run, hence before processBarrier
+//     returns, hence to each load of the sum;
+//   - B before W: then B is before L too, and the CAS to regDying, a full barrier completed
+//     before processBarrier began, is visible to L: Acquire sees regDying and backs out.
+//
+// So an Acquire that kept its use had W counted by every sum, as with the atomic adds, and the
+// argument above goes through unchanged: the Releases seen are at most those done, a refused
+// Acquire's add and back-out are on one shard by one pinned goroutine, and a sum of 0 means no
+// use is held. The barrier costs Deregister about 2 µs; Acquire and Release lose a LOCK XADD each.
 type Registration struct {
 	owner  *core     // the mapper it is registered with; immutable
 	buf    []byte    // the registered bytes; keeps Go heap memory alive; immutable
@@ -111,6 +145,12 @@ type Registration struct {
 	region *Region   // the pinned region behind buf, or nil (Go heap memory); immutable
 	// shards are the use counters (see above); the slice header is immutable, len a power of two.
 	shards []regShard
+	// spill is the use counter of Ps beyond the shards when plain (atomic adds only); immutable
+	// pointer.
+	spill *regShard
+	// plain says whether the shards are counted with plain adds by their P's pinned goroutine
+	// (see above) rather than atomic adds; set by Register, immutable.
+	plain bool
 
 	// state is regLive, regDying or regDead: stored by Deregister (CAS to regDying, then a store
 	// of regLive on cancellation or regDead when done), loaded by Acquire after its add (the
@@ -152,7 +192,32 @@ func (r *Registration) shard() *regShard {
 // once Deregister has begun, and then nothing is recorded. The use is counted on the calling P's
 // shard (see Registration).
 func (r *Registration) Acquire() bool {
-	s := r.shard()
+	if r.plain {
+		id := pcpu.Pin()
+		if uint(id) < uint(len(r.shards)) {
+			ok := r.acquirePlain(&r.shards[id].n)
+			pcpu.Unpin()
+			return ok
+		}
+		pcpu.Unpin()
+		return r.acquireAtomic(r.spill)
+	}
+	return r.acquireAtomic(r.shard())
+}
+
+// acquirePlain is Acquire on the pinned P's own shard counter n: a plain add, then the load of
+// state (Deregister's processBarrier pairs them, see Registration).
+func (r *Registration) acquirePlain(n *atomic.Int64) bool {
+	ownAdd64(n, 1)
+	if r.state.Load() != regLive { // Deregister has begun: back out on the same shard
+		ownAdd64(n, -1)
+		return false
+	}
+	return true
+}
+
+// acquireAtomic is Acquire with an atomic add on s.
+func (r *Registration) acquireAtomic(s *regShard) bool {
 	s.n.Add(1)                     // seq-cst: ordered before the load of state (Dekker with Deregister)
 	if r.state.Load() != regLive { // Deregister has begun: back out on the same shard
 		s.n.Add(-1)
@@ -163,12 +228,26 @@ func (r *Registration) Acquire() bool {
 
 // Release ends a use recorded by Acquire. It counts on the calling P's shard, which may differ
 // from the Acquire's.
-func (r *Registration) Release() { r.shard().n.Add(-1) }
+func (r *Registration) Release() {
+	if r.plain {
+		id := pcpu.Pin()
+		if uint(id) < uint(len(r.shards)) {
+			ownAdd64(&r.shards[id].n, -1)
+			pcpu.Unpin()
+			return
+		}
+		pcpu.Unpin()
+		r.spill.n.Add(-1)
+		return
+	}
+	r.shard().n.Add(-1)
+}
 
-// inFlight sums the shards, one load each: 0 means no use is held once Acquire fails (see
-// Registration for why); a positive sum may include refused Acquires about to back out.
+// inFlight sums the shards and the spill counter, one load each: 0 means no use is held once
+// Acquire fails (see Registration for why); a positive sum may include refused Acquires about to
+// back out.
 func (r *Registration) inFlight() int64 {
-	var n int64
+	n := r.spill.n.Load()
 	for i := range r.shards {
 		n += r.shards[i].n.Load()
 	}
@@ -295,7 +374,8 @@ func (c *core) Register(buf []byte, dir Direction) (*Registration, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registration{owner: c, buf: buf[:len(buf):len(buf)], cpu: sliceAddr(buf), dir: dir, region: region, shards: newShards()}
+	r := &Registration{owner: c, buf: buf[:len(buf):len(buf)], cpu: sliceAddr(buf), dir: dir, region: region, plain: plainCounts()}
+	r.shards, r.spill = newShards()
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
 	cur := c.current()
@@ -332,6 +412,9 @@ func (c *core) Deregister(ctx context.Context, r *Registration) error {
 	}
 	if !r.state.CompareAndSwap(regLive, regDying) {
 		return fmt.Errorf("dma: deregister [%#x,+%d): not registered: %w", uint64(r.addr), len(r.buf), ErrNotMapped)
+	}
+	if r.plain {
+		processBarrier() // every plain add before it is counted; every Acquire after it sees regDying
 	}
 	if err := r.drain(ctx); err != nil {
 		r.state.Store(regLive)

@@ -167,13 +167,21 @@ func TestRegistrationShardsCrossP(t *testing.T) {
 	wg.Wait()
 	close(acq)
 	assert.EqualValues(t, n, r.inFlight())
+	deregisterReleasing(t, m, r, acq)
+}
+
+// deregisterReleasing deregisters r while four goroutines release the uses held (one per value
+// of held, which is closed), once Deregister has begun; Deregister must return only after the
+// last Release, and leave no use counted.
+func deregisterReleasing(t *testing.T, m Registrar, r *Registration, held <-chan struct{}) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- m.Deregister(context.Background(), r) }()
 	require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
 	var rel sync.WaitGroup
 	for range 4 {
 		rel.Go(func() {
-			for range acq {
+			for range held {
 				select {
 				case err := <-done:
 					t.Errorf("Deregister returned %v with uses held", err)

@@ -26,3 +26,8 @@ func ownStore64(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v 
 
 // ownStorePtr stores v to *p; the caller owns the busy entry that holds p.
 func ownStorePtr[T any](p *atomic.Pointer[T], v *T) { *(**T)(unsafe.Pointer(p)) = v }
+
+// ownAdd64 adds d to *p with a plain ADDQ to memory, no LOCK prefix: NOT atomic against a second
+// writer. For a Registration's per-P use count, whose only writer is the goroutine pinned to its P
+// (see Registration); readers load it atomically.
+func ownAdd64(p *atomic.Int64, d int64) { *(*int64)(unsafe.Pointer(p)) += d }

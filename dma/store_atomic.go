@@ -14,3 +14,6 @@ func ownStore64(p *atomic.Uint64, v uint64) { p.Store(v) }
 
 // ownStorePtr stores v to *p; the caller owns the busy entry that holds p.
 func ownStorePtr[T any](p *atomic.Pointer[T], v *T) { p.Store(v) }
+
+// ownAdd64 adds d to *p (an atomic add here: see store_amd64.go).
+func ownAdd64(p *atomic.Int64, d int64) { p.Add(d) }
