@@ -76,17 +76,17 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 // buf must not be modified until tx completes. Closing, extension, coalescing, errors and the
 // cleaning on failure are as for AddPage.
 func (tx *TxReq) AddKVAddr(dev *Device, buf []byte) error {
-	const op = "AddKVAddr"
-	if !tx.addable(dev, len(buf)) { // the common case tested here, with no call
+	return tx.addKV("AddKVAddr", dev, buf, true) // inlines: one call for the add
+}
+
+// addKV is AddKVAddr, with its checks if check (AddBytes, which checked the whole of its buffer,
+// adds each piece with none).
+func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
+	if check && !tx.addable(dev, len(buf)) { // the common case tested here, with no call
 		if err := tx.checkAdd(op, dev, len(buf)); err != nil {
 			return err
 		}
 	}
-	return tx.addKV(op, dev, buf)
-}
-
-// addKV is AddKVAddr after the checks.
-func (tx *TxReq) addKV(op string, dev *Device, buf []byte) error {
 	if tx.numDesc == tx.descLimit {
 		if done, err := tx.extCoal(op, dev, desc.MapSingle, buf); done {
 			return err

@@ -168,7 +168,8 @@ type TxReq struct {
 	// completion and clean pass a MapSingle descriptor's to the mapper (hfi1 keeps no such thing:
 	// the handle lets the unmap free the mapper's entry with a store instead of a compare-and-swap,
 	// dma.SoleMapper). Descriptors past NumDesc are mapped with MapSingle. Owner-only. On the line
-	// of coalesceIdx and next (written by Init and the lists), after the descriptors they go with.
+	// of coalesceIdx and next (written by the coalescing adds and the lists), after the descriptors
+	// they go with.
 	soles       [desc.NumDesc]dma.Sole
 	ext         []desc.Desc // extended array, len MAX_DESC, kept across re-use
 	coalesceBuf []byte      // bounce buffer past 63 descriptors, kept across re-use
@@ -212,7 +213,16 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // nothing. A txreq that is built but was never sent is cleaned first (the kernel would leak its
 // mappings).
 func (tx *TxReq) Init(flags Flags, tlen int, c Completer) error {
-	return tx.initAHG("Init", flags, tlen, AHG{}, c)
+	// The common case in one test: a length in 1..MaxPktSize, no AHG flag, a txreq neither in
+	// flight nor built (nothing to clean). initAHG checks and says the rest.
+	if uint(tlen-1) >= desc.MaxPktSize || flags&^(FlagUrgent|FlagVIP) != 0 || tx.numDesc != 0 ||
+		tx.state.Load() == txInFlight {
+		return tx.initAHG("Init", flags, tlen, AHG{}, c)
+	}
+	tx.reset(flags, tlen, c)
+	tx.descs[0] = desc.Desc{Qw0: desc.FirstFlag}
+	relaxed.StoreRelease32(&tx.state, txBuilding) // the owner's own write: release, not seq-cst
+	return nil
 }
 
 // AHG says where InitAHG's header comes from (the ahg_entry, num_ahg, ahg and ahg_hlen arguments
@@ -280,21 +290,7 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 		tx.clean() // built but never sent: do not leak its mappings
 	}
 
-	tx.descLimit = desc.NumDesc
-	tx.descp = tx.descs[:]
-	tx.numDesc = 0
-	tx.nmaps = 0
-	tx.flags = flags
-	tx.complete = c
-	if f, ok := c.(CompleterFunc); ok && f == nil {
-		tx.complete = nil // a nil func in a non-nil interface: nothing to call
-	}
-	tx.coalescing = false
-	tx.coalesceIdx = 0
-	tx.wait = nil
-	tx.dev = nil
-	tx.packetLen = uint16(tlen)
-	tx.tlen = uint16(tlen)
+	tx.reset(flags, tlen, c)
 	tx.descs[0] = desc.Desc{Qw0: desc.FirstFlag}
 	if flags&FlagAHGCopy != 0 {
 		tx.descs[0].Qw1 |= uint64(ahgEntry)<<desc.HeaderIndexShift |
@@ -304,6 +300,28 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 	}
 	relaxed.StoreRelease32(&tx.state, txBuilding) // the owner's own write: release, not seq-cst
 	return nil
+}
+
+// reset is Init's and initAHG's setting of the fields, after their checks and the clean of a
+// txreq built before (numDesc is 0): the descriptors are the inline ones again, nothing is
+// mapped, tlen bytes are to come. numDesc is 0 and so is nmaps (clean zeroes both, addDesc counts
+// both). It leaves coalescing and coalesceIdx alone: with numDesc 0 the
+// txreq is not coalescing (extend starts it at 63 descriptors, and clean, the only way back to 0,
+// stops it), and coalesceIdx is read only while coalescing and set to 0 when it starts.
+func (tx *TxReq) reset(flags Flags, tlen int, c Completer) {
+	if len(tx.descp) != desc.NumDesc || &tx.descp[0] != &tx.descs[0] {
+		tx.descp = tx.descs[:] // first Init, or extended (clean keeps ext in place)
+	}
+	tx.descLimit = desc.NumDesc
+	tx.flags = flags
+	if f, ok := c.(CompleterFunc); ok && f == nil {
+		c = nil // a nil func in a non-nil interface: nothing to call
+	}
+	tx.complete = c
+	tx.wait = nil
+	tx.dev = nil
+	tx.packetLen = uint16(tlen)
+	tx.tlen = uint16(tlen)
 }
 
 // ahgAdd lays out the AHG header descriptor and its edit descriptors (hfi1: _sdma_txreq_ahgadd).
