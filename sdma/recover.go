@@ -1,8 +1,10 @@
 package sdma
 
 import (
-	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"runtime"
+
+	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 )
 
 // Faults and recovery: the state machine of state.go wired into the engine.
@@ -113,7 +115,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 func (e *Engine) recordHalt(it evItem) {
 	h := it.halt
 	if h == nil {
-		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head, Desc: e.ring.Slot(e.hw.head),
+		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head, Desc: e.headDesc(),
 			Detail: "explicit " + it.ev.String() + ": " + it.cause}
 	}
 	e.haltCause.Store(h)
@@ -233,7 +235,18 @@ func (e *Engine) injectHalt(c HaltCause) error {
 
 // injectedHalt builds the record of an injected halt at the hardware's head. hwMu held.
 func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
-	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head, Desc: e.ring.Slot(e.hw.head), Detail: detail}
+	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head, Desc: e.headDesc(), Detail: detail}
+}
+
+// headDesc returns the descriptor at the hardware's head for a halt's record, if it is published
+// (the tail, load-acquire, is past the head), else the zero descriptor: a slot at or past the
+// tail is free or a producer's, which may be writing it (reading it would be a data race).
+// hwMu held.
+func (e *Engine) headDesc() desc.Desc {
+	if e.ring.Tail() == e.hw.head {
+		return desc.Desc{}
+	}
+	return e.ring.Slot(e.hw.head)
 }
 
 // faultPlan is a plan of halts for an engine's hardware model (sdmatest.FaultPlan, which
