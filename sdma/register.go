@@ -56,26 +56,29 @@ func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, e
 	if dev.regs == nil {
 		return false, nil
 	}
-	r := tx.heldReg(buf)
+	if addr, ok := tx.heldAddr(buf); ok {
+		return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
+	}
+	r := dev.regs.Registered(buf)
 	if r == nil {
-		if r = dev.regs.Registered(buf); r == nil {
-			return false, nil
-		}
+		return false, nil
 	}
 	return tx.addRegisteredIn(op, dev, r, buf)
 }
 
-// heldReg returns a registration tx holds a use of that holds all of buf, or nil: the one an
-// earlier add of the same packet (say its header) took from the same memory. Arithmetic on the
-// registration's immutable fields, no lookup. The use keeps the memory mapped until tx is
-// cleaned, even once a Deregister has begun (it waits for the use), so the add may point into it.
-func (tx *TxReq) heldReg(buf []byte) *dma.Registration {
+// heldAddr returns the bus address of buf if it lies in a registration tx holds a use of: the
+// one an earlier add of the same packet (say its header) took from the same memory. Arithmetic
+// on the registration's immutable fields, no lookup, and no addRegisteredIn: the registration
+// was checked (its direction) when it was taken, and tx holds its use already. The use keeps the
+// memory mapped until tx is cleaned, even once a Deregister has begun (it waits for the use), so
+// the add may point into it.
+func (tx *TxReq) heldAddr(buf []byte) (addr dma.Addr, ok bool) {
 	for _, r := range tx.regs[:tx.nregs] {
-		if _, ok := r.AddrOf(buf); ok {
-			return r
+		if addr, ok = r.AddrOf(buf); ok {
+			break
 		}
 	}
-	return nil
+	return addr, ok
 }
 
 // addRegisteredIn is addRegistered once the lookup found r, the registration holding buf (the

@@ -93,14 +93,12 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
 		}
 	}
 	if dev.regs != nil {
-		var r *dma.Registration
 		if tx.nregs != 0 {
-			r = tx.heldReg(buf) // an earlier add's registration: no lookup
+			if addr, ok := tx.heldAddr(buf); ok { // an earlier add's registration: no lookup
+				return tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
+			}
 		}
-		if r == nil {
-			r = dev.regs.Registered(buf)
-		}
-		if r != nil {
+		if r := dev.regs.Registered(buf); r != nil {
 			if done, err := tx.addRegisteredIn(op, dev, r, buf); done {
 				return err
 			}
