@@ -50,8 +50,18 @@ func (e *Engine) progressLocked() int {
 	r.BeginWrite()
 	e.stats.passes.Add(1)
 	n := 0
-	if hw := r.HWHead(); hw != r.SwHead() {
-		n = e.walkLocked(hw, StatusOK)
+	if hw, sw := r.HWHead(), r.SwHead(); hw != sw {
+		if i := (hw - 1) & e.mask; e.txRing[i] != nil && (hw-sw == 1 || hw-sw == 2 && e.txRing[sw&e.mask] == nil) {
+			// One txreq, the last descriptor's, and nothing before it (a Manual engine's
+			// packet of one or two descriptors): walkLocked's step for it, without the call.
+			tx := e.txRing[i]
+			e.txRing[i] = nil
+			r.SetSwHead(hw) // its slots are free before its callback runs
+			e.completeTx(tx, StatusOK)
+			n = 1
+		} else {
+			n = e.walkLocked(hw, StatusOK)
+		}
 		e.descAvail()
 	}
 	r.EndWrite()
