@@ -243,14 +243,14 @@ func (r *Ring) ReserveWrite(ds []desc.Desc, skip int) (Reservation, error) {
 		}
 	}
 	if n <= writeFewMax {
-		writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, n))
+		r.writeFew(start, ds, skip)
 	} else {
 		r.write(start, ds, skip)
 	}
 	return Reservation{r: r, start: start, n: n}, nil
 }
 
-// writeFewMax is the largest batch ReserveWrite writes with plain stores: a packet's header,
+// writeFewMax is the largest batch written with plain stores (writeFew): a packet's header,
 // payload and pad.
 const writeFewMax = 3
 
@@ -380,8 +380,9 @@ func (v *Reservation) Len() int { return v.n }
 // header mode). skip is clamped to [0, len(ds)-1]. A reservation may be filled by several Writes
 // (sdma writes one txreq at a time).
 //
-// On amd64 the whole batch is written by one assembly call (wrap handled, 16-byte aligned stores
-// when the CPU has AVX). The checks are the reservation's own bounds, no atomic load: Reserve
+// On amd64 a batch of more than writeFewMax (3) descriptors is written by one assembly call
+// (wrap handled, 16-byte aligned stores when the CPU has AVX); a shorter one, whatever the
+// implementation, with plain stores, which cost less than the call. The checks are the reservation's own bounds, no atomic load: Reserve
 // checked the window once. Write panics, before writing anything, with an *Error matching ErrSize
 // for an empty ds (as Reserve, Enqueue and EnqueueSP refuse an empty batch), and with one
 // matching ErrNotReserved if [off, off+len(ds)) is not inside [0, Len()) or the reservation was
@@ -391,7 +392,11 @@ func (v *Reservation) Write(off int, ds []desc.Desc, skip int) {
 	if n := len(ds); n == 0 || v.r == nil || v.published || off < 0 || off > v.n || v.n-off < n {
 		v.writeFailed(off, n) // out of line: the checks are one branch
 	}
-	v.r.write(v.start+uint64(off), ds, skip)
+	if len(ds) <= writeFewMax {
+		v.r.writeFew(v.start+uint64(off), ds, skip)
+	} else {
+		v.r.write(v.start+uint64(off), ds, skip)
+	}
 }
 
 // writeFailed panics as Write documents, for a Write of n descriptors at off that its check
@@ -485,6 +490,12 @@ func (v *Reservation) publishFailed(op string) {
 // Size()-1, the caller owns [start, start+len(ds)).
 func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
 	writeBatch(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
+}
+
+// writeFew is write for a batch of up to writeFewMax descriptors: plain stores (writeGo, which
+// inlines here), which cost less than the assembly writer's call. Same preconditions.
+func (r *Ring) writeFew(start uint64, ds []desc.Desc, skip int) {
+	writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
 }
 
 // clampSkip clamps a caller's skip to [0, n-1], the writers' precondition.
