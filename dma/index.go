@@ -63,6 +63,38 @@ import (
 // probe checks the address, as it does for the entries of a hashed set, which hold several keys
 // too. The stripes still shard the page lists and their locks by the Fibonacci hash.
 //
+// # Plain fills of a P's own block (the IOMMU)
+//
+// A map's fill must take a free entry that no other map takes at the same time, which a CAS of
+// the meta word ensures; it is a map's only locked instruction. The IOMMU's maps of fresh granules
+// from a P's magazine (iova.go) need none in the blocks their P owns: the index in use is cut into
+// blocks of 64 entries (ownBlock), each owned by at most one P at a time (table.owners). When a P
+// reserves a run of 64 granules for its magazine (refill, under the allocator's mutex and pinned
+// to the P), it releases the blocks of its previous run and claims the blocks of its new run's
+// own entries (at most two) and those of their far entries (farBlock, setHalf away); a run with a
+// block another P owns is skipped (its granules are never handed out, as a magazine's leftovers
+// are not). Then:
+//
+//   - a map pinned to the owning P (pcpu.Pin: no other goroutine runs on the P meanwhile) fills
+//     an entry of an owned block: the magazine's maps take their granules and fill their entry in
+//     one pinned section (mapFast, refill), own entry first, then the far one, both the P's;
+//   - every other fill of the index holds the allocator's mutex (the cursor's maps, coherent
+//     memory, registrations, a refill for a P beyond the magazines), under which the owners do not
+//     change, and fills only entries of blocks no P owns (with a CAS, as before); a magazine's map
+//     whose set has no entry free for it goes to the page lists, not to the index;
+//   - the unmaps, revokes and the sole owner's free only move an entry out of the live state, and
+//     a free entry changes only by a fill: so the owning P's pinned map, which loads meta free,
+//     is the entry's only writer until its store-release makes it live, and fills it with plain
+//     stores (publish), no busy state: readers and unmappers ignore a free entry whatever its
+//     words, and the generation moves at the live store;
+//   - a block changes owner only under the mutex, at a refill pinned to the P that releases it, so
+//     every fill of that P, pinned, has ended, and the next owner's fills come after its claim;
+//     the blocks' words pass from one to the next through the mutex.
+//
+// The blocks are owned only if the IOMMU has magazines and its index four blocks for each P
+// (setOwners); otherwise every fill is a CAS, as for Direct, whose sets are chosen by the CPU
+// address (any P maps any buffer) and have no owner. Translate still probes one set, as before.
+//
 // # One entry: a sequence count per entry
 //
 // An entry's meta word holds its state (free, busy, live), the mapping's size, direction and
@@ -151,6 +183,14 @@ const (
 	nSets   = 1 << setBits
 	nEnt    = 2 * nSets
 	nIndex  = nStripes * nEnt // entries in the whole table's index (table.ents)
+)
+
+// The IOMMU's owned blocks (see "Plain fills of a P's own block"): the index in use is cut into
+// blocks of 1<<ownBlockBits entries, as many granules as a magazine run, so that a run's own
+// entries lie in at most two blocks, and their far entries in two more.
+const (
+	ownBlockBits = 6
+	nOwnBlocks   = nIndex >> ownBlockBits
 )
 
 // spanMax is the number of pages (IOMMU granules) an index mapping may touch: a kvaddr buffer of
@@ -247,7 +287,23 @@ func (t *table) useSets(bits uint) {
 	t.setMask = 2*t.setHalf - 1
 	t.setShift = 64 - stripeBits - bits
 	t.setSel = 1<<bits - 1
+	t.setOwners(t.ownPs)
 }
+
+// setOwners records the number of per-P magazines of the IOMMU (0: none) and switches the
+// owned blocks on if the index in use has four blocks for each P (a run claims up to four, see
+// "Plain fills of a P's own block"). Before the table is used.
+func (t *table) setOwners(ps int) {
+	t.ownPs = ps
+	t.owned = ps > 0 && uint64(4*ps) <= 2*t.setHalf>>ownBlockBits
+}
+
+// ownBlock returns the block of the index that holds entry i (modulo the entries in use), or the
+// own entry of granule i (see "Plain fills of a P's own block").
+func (t *table) ownBlock(i uint64) uint64 { return i & t.setMask >> ownBlockBits }
+
+// farBlock returns the block that holds the far entries of block b's (setHalf away).
+func (t *table) farBlock(b uint64) uint64 { return b ^ t.setHalf>>ownBlockBits }
 
 // key returns the index key of a mapping whose first byte is at addr (see the index's
 // description): the address for Direct, the granule for the IOMMU.
@@ -284,12 +340,14 @@ func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, regi
 	if !t.indexable(addr, len(buf)) {
 		return 0
 	}
-	set := t.set(t.entryKey(addr, len(buf)))
 	fields := metaFieldsOf(len(buf), dir, code)
 	p := &buf[0]
-	// Direct: the entry this buffer left, if still free: one CAS. The IOMMU's addresses are
-	// fresh (a granule comes round again only when the space wraps): no entry holds one.
-	for i := 0; i < nWays && t.keyShift == 0; i++ {
+	if t.keyShift != 0 {
+		return t.fillIOMMU(t.key(addr), addr, p, fields, region, -1)
+	}
+	set := t.set(t.entryKey(addr, len(buf)))
+	// Direct: the entry this buffer left, if still free: one CAS.
+	for i := range nWays {
 		e := set.way(i)
 		m := e.meta.Load()
 		if m&(metaState|metaFields) == metaFree|fields && e.addr.Load() == uint64(addr) &&
@@ -301,22 +359,18 @@ func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, regi
 	return t.fill(set, addr, p, fields, region)
 }
 
-// fill takes a free entry of set with a CAS (maps of Direct, and the IOMMU's per-P IOVA
-// magazines, fill entries of one set at the same time), stores the words that differ and makes it
-// live with the next generation, and returns its Sole handle; 0 if the set has no free entry.
+// fill takes a free entry of Direct's set with a CAS (maps of one set may run at the same time),
+// stores the words that differ and makes it live with the next generation, and returns its Sole
+// handle; 0 if the set has no free entry.
 func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region) Sole {
 	for {
-		// Direct: a free entry that holds no buffer (never filled, or dropped), else any free
-		// entry, so two buffers sharing a set each keep an entry of their own. The IOMMU: the
-		// first free entry, its own granule's if it is free (granule order, see above).
+		// A free entry that holds no buffer (never filled, or dropped), else any free entry, so
+		// two buffers sharing a set each keep an entry of their own.
 		e, m := (*entry)(nil), uint64(0)
 		for i := range nWays {
 			x := set.way(i)
 			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || x.ptr.Load() == nil) {
 				e, m = x, xm
-				if t.keyShift != 0 {
-					break // the IOMMU's far entry is on a line of its own: not touched unless needed
-				}
 			}
 		}
 		if e == nil {
@@ -324,24 +378,81 @@ func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region
 		}
 		gen := m&^(metaGen1-1) + metaGen1
 		if e.meta.CompareAndSwap(m, gen|metaBusy) {
-			// The busy CAS made this goroutine the entry's only writer: the word stores are the
-			// owner's (plain MOVs on amd64, store_amd64.go), and the store that makes it live is
-			// a store-release (a MOV on amd64), ordered after them, so a reader that sees the new
-			// meta sees the words it validates (message passing).
-			if e.ptr.Load() != p {
-				ownStorePtr(&e.ptr, p)
-			}
-			if e.addr.Load() != uint64(addr) {
-				ownStore64(&e.addr, uint64(addr))
-			}
-			if e.region.Load() != region {
-				ownStorePtr(&e.region, region)
-			}
-			relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
-			return t.soleOf(e, gen)
+			return t.publish(e, gen, addr, p, fields, region)
 		}
 		// Taken or ended meanwhile: choose again.
 	}
+}
+
+// tryIndexPinned is tryIndex for the IOMMU's map of granules from the magazine of P id, to which
+// the caller is pinned (pcpu.Pin): it may fill the low entry of a block P id owns with plain
+// stores (see "Plain fills of a P's own block").
+func (t *table) tryIndexPinned(id int, addr Addr, buf []byte, dir Direction, code uint64, region *Region) Sole {
+	if !t.indexable(addr, len(buf)) {
+		return 0
+	}
+	return t.fillIOMMU(t.key(addr), addr, &buf[0], metaFieldsOf(len(buf), dir, code), region, id)
+}
+
+// fillIOMMU takes the first free entry of the IOMMU's set of granule key, its own entry if it is
+// free (granule order), stores the words that differ and makes it live with the next generation,
+// and returns its Sole handle; 0 if the set has no entry free for the caller. If the blocks are
+// owned (see "Plain fills of a P's own block"), a caller pinned to P id fills only entries of
+// blocks P id owns, with plain stores; a caller with id -1, which holds the allocator's mutex,
+// fills only entries of blocks no P owns, with a CAS. Otherwise every fill is a CAS (maps of
+// fresh granules of different Ps, and of the allocator's cursor, may fill one entry at once).
+func (t *table) fillIOMMU(key uint64, addr Addr, p *byte, fields uint64, region *Region, id int) Sole {
+	i := key & t.setMask
+	for w := range uint64(nWays) {
+		j := i ^ w*t.setHalf // the own entry, then the far one
+		e := &t.ents[j&(nIndex-1)]
+		if t.owned {
+			o := t.owners[t.ownBlock(j)].Load()
+			if id >= 0 && o == int32(id)+1 {
+				// The block's P, pinned: the entry's only filler (nothing else moves a free
+				// entry of an owned block), so a free entry stays free until these stores.
+				if m := e.meta.Load(); m&metaState == metaFree {
+					return t.publish(e, m&^(metaGen1-1)+metaGen1, addr, p, fields, region)
+				}
+				continue
+			}
+			if id >= 0 || o != 0 {
+				continue // another P's block, or, for the mutex's holder, a P's
+			}
+		}
+		for {
+			m := e.meta.Load()
+			if m&metaState != metaFree {
+				break
+			}
+			gen := m&^(metaGen1-1) + metaGen1
+			if e.meta.CompareAndSwap(m, gen|metaBusy) {
+				return t.publish(e, gen, addr, p, fields, region)
+			}
+		}
+	}
+	return 0
+}
+
+// publish fills entry e, which the caller alone may write (it made it busy with a CAS, or it is a
+// free entry of the caller's own block), with the mapping (addr, p, fields, region) and
+// generation gen, and returns its Sole handle. The word stores are the owner's (plain MOVs on
+// amd64, store_amd64.go), and the store that makes it live is a store-release (a MOV on amd64),
+// ordered after them, so a reader that sees the new meta sees the words it validates (message
+// passing); a reader that loaded the entry's earlier live meta sees the generation move at its
+// second load.
+func (t *table) publish(e *entry, gen uint64, addr Addr, p *byte, fields uint64, region *Region) Sole {
+	if e.ptr.Load() != p {
+		ownStorePtr(&e.ptr, p)
+	}
+	if e.addr.Load() != uint64(addr) {
+		ownStore64(&e.addr, uint64(addr))
+	}
+	if e.region.Load() != region {
+		ownStorePtr(&e.region, region)
+	}
+	relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
+	return t.soleOf(e, gen)
 }
 
 // claimIndex ends the live mapping (addr, size, dir, code) of the index and returns its region;

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
 // IOMMUConfig configures an IOMMU. The zero value is a 48-bit IOVA space in 4 KiB granules with no
@@ -92,6 +93,7 @@ func NewIOMMU(cfg IOMMUConfig) (*IOMMU, error) {
 	}
 	m.init(shift, m)
 	m.mags = newMags(m.spacePages)
+	m.tab.setOwners(len(m.mags))
 	if cfg.FailNth > 0 || cfg.FailFraction > 0 {
 		m.inj = new(injector)
 		m.inj.setNth(cfg.FailNth)
@@ -129,7 +131,7 @@ func (m *IOMMU) assign(r *record) error {
 	if fast {
 		if g, ok := m.takeFast(n); ok {
 			r.addr = Addr(g<<m.shift | off)
-			m.tab.insert(r) // fresh granules of this P's run: no other map touches them
+			m.insertUnlocked(r) // fresh granules of this P's run: no other map touches them
 			return nil
 		}
 	}
@@ -159,18 +161,34 @@ func (m *IOMMU) mapFast(buf []byte, dir Direction, code uint64, region *Region) 
 	if !fast {
 		return 0, 0, false
 	}
-	g, ok := m.takeFast(n)
+	// Take the granules and fill their entry in one pinned section: a low entry of a block this
+	// P owns is filled with plain stores (index.go, "Plain fills of a P's own block").
+	id := pcpu.Pin()
+	g, ok := m.takePinned(id, n)
 	if !ok {
+		pcpu.Unpin()
 		return 0, 0, false
 	}
 	addr := Addr(g<<m.shift | off)
-	// Fresh granules of this P's run: no other map touches them.
-	h := m.tab.tryIndex(addr, buf, dir, code, region)
+	h := m.tab.tryIndexPinned(id, addr, buf, dir, code, region)
+	pcpu.Unpin()
 	if h == 0 {
 		v := record{addr: addr, buf: buf, dir: dir, kind: codeKind(code), region: region}
-		m.tab.insert(&v) // tries the index again (with the public code), then a record
+		m.insertUnlocked(&v) // with the public code
 	}
 	return addr, h, true
+}
+
+// insertUnlocked publishes the record template r of fresh granules from a magazine, with neither
+// the allocator's mutex held nor the P pinned: in the index (insert) if its blocks are not owned,
+// else in the page lists, since only the owning P's pinned maps and the mutex's holder fill the
+// index then (index.go, "Plain fills of a P's own block").
+func (m *IOMMU) insertUnlocked(r *record) {
+	if m.tab.owned {
+		m.tab.insertLists(r)
+		return
+	}
+	m.tab.insert(r)
 }
 
 // assignSlow is assign once the magazine had nothing for r (or r may not use it): under mu, a
@@ -182,10 +200,12 @@ func (m *IOMMU) assignSlow(r *record, off, n uint64, fast bool) error {
 	}
 	m.mu.Lock()
 	if fast {
-		if g, ok := m.refill(n); ok {
+		if g, published, ok := m.refill(n, off, r); ok {
+			if !published { // under mu: a fill by the mutex's holder (index.go)
+				r.addr = Addr(g<<m.shift | off)
+				m.tab.insert(r)
+			}
 			m.mu.Unlock()
-			r.addr = Addr(g<<m.shift | off)
-			m.tab.insert(r)
 			return nil
 		}
 	}

@@ -59,7 +59,10 @@ const (
 type iovaMag struct {
 	next, end atomic.Uint64
 	epoch     atomic.Uint64
-	_         [cacheline.Pad - 24]byte // one P's magazine per line pair: no line shared between Ps
+	// blocks are the owned blocks of the index (plus one, 0: none) the P claimed for its run
+	// (index.go, "Plain fills of a P's own block"); read and written by refill only (mu held).
+	blocks [4]uint32
+	_      [cacheline.Pad - 40]byte // one P's magazine per line pair: no line shared between Ps
 }
 
 // newMags returns the magazines of an IOMMU with spacePages granules, or nil if it uses none.
@@ -73,44 +76,97 @@ func newMags(spacePages uint64) []iovaMag {
 // takeFast returns the first of n fresh granules taken from the calling P's magazine, or false if
 // it has fewer than n of the current epoch (alloc_iova_fast's per-CPU magazine hit). No lock.
 func (m *IOMMU) takeFast(n uint64) (uint64, bool) {
-	id := pcpu.Pin()
+	g, ok := m.takePinned(pcpu.Pin(), n)
+	pcpu.Unpin()
+	return g, ok
+}
+
+// takePinned is takeFast for a caller pinned to P id.
+func (m *IOMMU) takePinned(id int, n uint64) (uint64, bool) {
 	if uint(id) >= uint(len(m.mags)) {
-		pcpu.Unpin()
 		return 0, false
 	}
 	g := &m.mags[id]
 	next := g.next.Load()
 	if next+n > g.end.Load() || g.epoch.Load() != m.epoch.Load() {
-		pcpu.Unpin()
 		return 0, false
 	}
 	relaxed.StoreRelease64(&g.next, next+n)
-	pcpu.Unpin()
 	return next, true
 }
 
-// refill reserves a run of magGranules granules for the calling P's magazine and returns the first
-// n of it for the caller's map, or false if the space has no such run (the caller then allocates
+// refillTries bounds the runs a refill looks at before it gives up (the caller then allocates
+// granule by granule): each run it skips has a block another P owns.
+const refillTries = nOwnBlocks + 2
+
+// refill reserves a run of magGranules granules for the calling P's magazine, takes the first n
+// of it for the map of r (the record template of assign) and, pinned to the P, publishes that
+// map in the index if it can (published true: r.addr is set and nothing is left to do); it
+// returns the first granule, or false if the space has no such run (the caller then allocates
 // granule by granule). mu held (the depot: alloc_iova under iova_rbtree_lock).
-func (m *IOMMU) refill(n uint64) (uint64, bool) {
-	var start uint64
-	if m.epoch.Load() == 0 && m.cursor+magGranules <= m.spacePages {
-		start = m.cursor // never wrapped: everything at or after the cursor is free
-	} else {
-		var ok bool
-		if start, ok = m.findFree(magGranules, 1); !ok {
-			return 0, false
+func (m *IOMMU) refill(n, off uint64, r *record) (start uint64, published, ok bool) {
+	for range refillTries {
+		if start, ok = m.nextRun(); !ok {
+			return 0, false, false
 		}
-	}
-	m.cursor = start + magGranules
-	id := pcpu.Pin()
-	if uint(id) < uint(len(m.mags)) {
+		m.cursor = start + magGranules
+		id := pcpu.Pin()
+		if uint(id) >= uint(len(m.mags)) {
+			pcpu.Unpin()
+			return start, false, true // a P beyond the magazines: the run serves this map only
+		}
+		if !m.claimBlocks(id, start) {
+			pcpu.Unpin()
+			continue // another P's block: skip the run
+		}
 		g := &m.mags[id]
 		// The rest of the P's old run, if any, is dropped (never handed out, so nothing to free).
 		relaxed.StoreRelease64(&g.next, start+n)
 		relaxed.StoreRelease64(&g.end, start+magGranules)
 		relaxed.StoreRelease64(&g.epoch, m.epoch.Load())
+		r.addr = Addr(start<<m.shift | off)
+		h := m.tab.tryIndexPinned(id, r.addr, r.buf, r.dir, kindCode(r.kind), r.region)
+		pcpu.Unpin()
+		return start, h != 0, true
 	}
-	pcpu.Unpin()
-	return start, true
+	return 0, false, false
+}
+
+// nextRun returns the first granule of the next run of magGranules free granules at or after the
+// cursor, or false if the space has none. mu held.
+func (m *IOMMU) nextRun() (uint64, bool) {
+	if m.epoch.Load() == 0 && m.cursor+magGranules <= m.spacePages {
+		return m.cursor, true // never wrapped: everything at or after the cursor is free
+	}
+	return m.findFree(magGranules, 1)
+}
+
+// claimBlocks makes P id, to which the caller is pinned, the owner of the blocks of the index that
+// hold the own and far entries of the run at start, releasing those of its previous run, unless
+// another P owns one of them (false: nothing changed). Always true if the blocks are not owned.
+// mu held.
+func (m *IOMMU) claimBlocks(id int, start uint64) bool {
+	t := &m.tab
+	if !t.owned {
+		return true
+	}
+	me := int32(id) + 1
+	b0, b1 := t.ownBlock(start), t.ownBlock(start+magGranules-1)
+	b := [4]uint64{b0, b1, t.farBlock(b0), t.farBlock(b1)}
+	for _, x := range b {
+		if o := t.owners[x].Load(); o != 0 && o != me {
+			return false
+		}
+	}
+	g := &m.mags[id]
+	for _, x := range g.blocks {
+		if x != 0 {
+			t.owners[x-1].Store(0) // every fill of this P, pinned, has ended
+		}
+	}
+	for i, x := range b {
+		t.owners[x].Store(me)
+		g.blocks[i] = uint32(x) + 1
+	}
+	return true
 }

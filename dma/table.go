@@ -130,6 +130,16 @@ type table struct {
 	// pick a stripe's set (Direct). Set before the table is used; immutable.
 	setHalf, setMask, setSel uint64
 	setShift                 uint
+	// ownPs is the number of per-P IOVA magazines of the IOMMU whose index this is (0: none, or
+	// Direct), and owned says whether its index's low half is owned by Ps block by block (see
+	// "Plain fills of a P's own block" in index.go): ownPs set by NewIOMMU, owned derived from it
+	// and setBits (useSets); both before the table is used, immutable.
+	ownPs int
+	owned bool
+	// owners[b] is the P (its index plus one, 0: none) that owns block b of the index's low half.
+	// Stored by the IOMMU's refill (mu held, pinned to the P that claims or releases); loaded by
+	// fills pinned to a P (does it own the block?) and by refill.
+	owners [nOwnBlocks]atomic.Int32
 	// ents is the whole index, every stripe's (stripe.ents) in stripe order; the IOMMU's sets
 	// span it (set). The pointer is set by init and immutable; the entries are read and
 	// written with atomic operations only, by anyone.
@@ -239,11 +249,16 @@ func (s *stripe) get(pg uint64) *pageList {
 // of them (else an unmap of an identical mapping could claim it, find it on no further page,
 // recycle it, and insert would then add the recycled record to the remaining pages).
 func (t *table) insert(v *record) {
-	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
 	// Into the index with no lock if it fits (at most spanMax pages), else a record.
 	if t.tryIndex(v.addr, v.buf, v.dir, kindCode(v.kind), v.region) != 0 {
 		return
 	}
+	t.insertLists(v)
+}
+
+// insertLists is insert into the page lists only (a record), not the index.
+func (t *table) insertLists(v *record) {
+	first, last := uint64(v.addr)>>t.shift, uint64(v.end()-1)>>t.shift
 	if first == last {
 		// One page: a record filled and published under one hold of the lock.
 		s := t.stripe(first)
