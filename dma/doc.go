@@ -42,7 +42,10 @@
 // never returns the bytes of an entry that was recycled for another mapping while it read. A map
 // takes an entry with one compare-and-swap (storing the words that changed, if the entry last
 // held another buffer), an unmap ends it with one; a sender that maps the same buffers over and
-// over pays one atomic operation per map and one per unmap. A mapping of several pages is one
+// over pays one atomic operation per map and one per unmap. The IOMMU's map from a P's magazine
+// fills an entry of a block of the index its P owns with plain stores, no compare-and-swap
+// (index.go, "Plain fills of a P's own block"), and a sole mapping's unmap (MapSingleSole) is a
+// store: the kvaddr path's map, translate and unmap on the IOMMU take no locked instruction. A mapping of several pages is one
 // entry, found at its first page by a range check: a translation of an address in one of its
 // later pages looks back over the index sets of the 15 pages before. Longer mappings, and those
 // whose index set is full, go to page lists behind the index, guarded by each stripe's

@@ -20,9 +20,10 @@ import (
 // map of at most magMax granules (a header, a payload of a few pages; not coherent memory, which
 // wants an aligned address, nor registrations) takes its granules from the front of its P's
 // magazine while pinned to the P (internal/pcpu.Pin: no other goroutine runs on the P, so the
-// magazine has one user at a time) and publishes the mapping in the page table with no mutex
-// (the index's fills are compare-and-swaps, table.fill). Only when the magazine runs short does a
-// map take the mutex, to reserve the next run at the cursor.
+// magazine has one user at a time) and, in the same pinned section, publishes the mapping in the
+// page table with no mutex (in an entry of a block of the index its P owns, with plain stores:
+// index.go, "Plain fills of a P's own block"). Only when the magazine runs short does a map take
+// the mutex, to reserve the next run at the cursor (skipping a run whose blocks another P owns).
 //
 // Unlike the kernel's rcache, freed ranges are not cached for reuse: free_iova_fast's
 // counterpart is the unmap alone (the entry is freed, nothing goes back to a magazine), so that
