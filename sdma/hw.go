@@ -328,22 +328,37 @@ func (e *Engine) writeBackHead() {
 // rejects it.
 func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
 	r := e.ring
-	segs := e.hw.segs[:0]
+	segs := e.hw.segs[:0] // cap MaxDesc+1, a packet's most segments: no append reallocates it
 	var total int
-	if d0 := r.Slot(start); plainHead(d0, r.Generation(start)) {
-		// The common packet (no AHG): its first descriptor is all of its head, and there is
-		// no header to build; parseHead and applyAHG would find the same.
-		segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs)
+	d0 := r.Slot(start)
+	plain := plainHead(d0, r.Generation(start))
+	if plain && d0.Last() {
+		// A packet of one descriptor (no AHG): gather's checks, without its call and its loop.
+		// It cannot be too long (a descriptor's byte count is below maxPacketBytes) and has no
+		// second descriptor to check.
+		if total = d0.Len(); total > 0 {
+			buf, err := e.dev.mapper.Translate(dma.Addr(d0.Addr()), total, dma.ToDevice)
+			if err != nil || len(buf) != total {
+				return 0, 0, e.readErr(start, d0, total, len(buf), err)
+			}
+			segs = append(segs, buf)
+		}
+		n, flags = 1, d0.Qw1&(desc.HeadToHostFlag|desc.IntReqFlag)
 	} else {
-		segs, n, flags, total, h = e.ahgGather(start, tail, segs)
-	}
-	if n == 0 || h != nil {
-		return 0, 0, h
+		if plain {
+			// The common packet (no AHG): its first descriptor is all of its head, and there
+			// is no header to build; parseHead and applyAHG would find the same.
+			segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs)
+		} else {
+			segs, n, flags, total, h = e.ahgGather(start, tail, segs)
+		}
+		if n == 0 || h != nil {
+			return 0, 0, h
+		}
 	}
 	if total&3 != 0 {
 		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
 	}
-	e.hw.segs = segs
 	e.deliver(segs, start+n)
 	// Drop the references to the caller's memory. An indexed loop, not clear (or the range
 	// loop the compiler turns into it): a packet has one to three segments, and clear is a
@@ -441,39 +456,23 @@ func (e *Engine) parseHead(start, tail uint64, ph *pktHead) (bool, *HaltError) {
 // d0 is the packet's first descriptor (read and checked by the caller), next the ring index of its
 // second data descriptor (past the edit descriptors).
 func (e *Engine) gather(start, tail uint64, d0 desc.Desc, next uint64, segs [][]byte) (_ [][]byte, n, flags uint64, bytes int, h *HaltError) {
-	r, m := e.ring, e.dev.mapper
 	d, at := d0, start
 	for {
-		if at != start {
-			if at == tail {
-				return segs, 0, 0, 0, nil
-			}
-			d = r.Slot(at)
-			if d.Generation() != r.Generation(at) {
-				return segs, 0, 0, 0, e.genErr(at, d)
-			}
-			if d.First() {
-				return segs, 0, 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
-			}
-		}
-		if at-start >= desc.MaxDesc {
-			return segs, 0, 0, 0, e.haltErr(CauseDescOverflow, at, d, "more than "+itoa(desc.MaxDesc)+" descriptors in one packet", nil)
-		}
+		// d, at ring index at, is checked: read it. Its flags and LAST are taken before the
+		// read (the call spills what lives across it).
+		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
+		last := d.Last()
 		if l := d.Len(); l > 0 {
 			if bytes += l; bytes > maxPacketBytes {
 				return segs, 0, 0, 0, e.haltErr(CauseTooLong, at, d, "packet reads more than "+itoa(maxPacketBytes)+" bytes", nil)
 			}
-			buf, err := m.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
-			if err != nil {
-				return segs, 0, 0, 0, e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
-			}
-			if len(buf) != l {
-				return segs, 0, 0, 0, e.haltErr(CauseLengthMismatch, at, d, "read "+itoa(len(buf))+" bytes for a "+itoa(l)+"-byte descriptor", nil)
+			buf, err := e.dev.mapper.Translate(dma.Addr(d.Addr()), l, dma.ToDevice)
+			if err != nil || len(buf) != l {
+				return segs, 0, 0, 0, e.readErr(at, d, l, len(buf), err)
 			}
 			segs = append(segs, buf)
 		}
-		flags |= d.Qw1 & (desc.HeadToHostFlag | desc.IntReqFlag)
-		if d.Last() {
+		if last {
 			return segs, at - start + 1, flags, bytes, nil
 		}
 		if at == start {
@@ -481,7 +480,30 @@ func (e *Engine) gather(start, tail uint64, d0 desc.Desc, next uint64, segs [][]
 		} else {
 			at++
 		}
+		if at == tail {
+			return segs, 0, 0, 0, nil
+		}
+		r := e.ring
+		d = r.Slot(at)
+		if d.Generation() != r.Generation(at) {
+			return segs, 0, 0, 0, e.genErr(at, d)
+		}
+		if d.First() {
+			return segs, 0, 0, 0, e.haltErr(CauseFirstDesc, at, d, "FIRST inside a packet (previous packet has no LAST)", nil)
+		}
+		if at-start >= desc.MaxDesc {
+			return segs, 0, 0, 0, e.haltErr(CauseDescOverflow, at, d, "more than "+itoa(desc.MaxDesc)+" descriptors in one packet", nil)
+		}
 	}
+}
+
+// readErr is the halt record of descriptor d at ring index at whose l bytes the mapper's Translate
+// would not read (memory not mapped: err) or read short (got bytes).
+func (e *Engine) readErr(at uint64, d desc.Desc, l, got int, err error) *HaltError {
+	if err != nil {
+		return e.haltErr(CauseMemRead, at, d, "reading "+itoa(l)+" bytes", err)
+	}
+	return e.haltErr(CauseLengthMismatch, at, d, "read "+itoa(got)+" bytes for a "+itoa(l)+"-byte descriptor", nil)
 }
 
 // applyAHG carries out the packet's AHG mode: COPY stores the first descriptor's bytes (segs[0])
