@@ -55,7 +55,8 @@ const (
 	// and over) finds it with a lookup instead of a map insert, and the unmap costs no map
 	// delete. Beyond it, the list is deleted from the map and kept on the free list.
 	maxEmpty = 16
-	// maxFree bounds each stripe's free lists (page lists and records).
+	// maxFree bounds each stripe's free lists (page lists and records) unless more records were
+	// live on the stripe at once (stripe.peak).
 	maxFree = 64
 )
 
@@ -97,10 +98,15 @@ type stripe struct {
 	// the CPU's and come back as buffers are reused, not for the IOMMU, which hands out fresh
 	// granules until its space wraps. Immutable.
 	keepEmpty bool
-	empty     int         // lists in m with no record (at most maxEmpty); guarded by mu
-	live      int         // live records (not index entries) whose first page hashes here; guarded by mu
-	free      []*pageList // empty lists out of m, kept for reuse; guarded by mu
-	recs      []*record   // cleared single-page records, kept for reuse; guarded by mu
+	empty     int // lists in m with no record (at most maxEmpty); guarded by mu
+	live      int // live records (not index entries) whose first page hashes here; guarded by mu
+	// peak is the most records live here at once (live's high-water mark): the free lists keep
+	// up to max(maxFree, peak) records and page lists, so that a sender whose mappings overflow
+	// the index in bursts (many packets in flight mapping the same pages) reuses the records of
+	// its last burst instead of allocating each time. Guarded by mu.
+	peak int
+	free []*pageList // empty lists out of m, kept for reuse; guarded by mu
+	recs []*record   // cleared single-page records, kept for reuse; guarded by mu
 	// slots (the IOMMU's, !keepEmpty) hold page lists in front of m, direct-mapped by page number:
 	// the IOMMU hands out fresh granules, so without them every mapping would be a map insert and
 	// every unmap a map delete. A page's list is in its slot (slots[i].pg == pg) or in m, never
@@ -295,7 +301,9 @@ func (s *stripe) insertList(pg uint64, v *record) {
 	}
 	*r = *v
 	s.add(pg, r)
-	s.live++
+	if s.live++; s.live > s.peak {
+		s.peak = s.live
+	}
 }
 
 // add appends r to the list of page pg and counts the pair; s is pg's stripe, locked.
@@ -351,7 +359,7 @@ func (s *stripe) drop(pg uint64, pl *pageList, i int) {
 		if s.lastPl == pl {
 			s.lastPl = nil
 		}
-		if len(s.free) < maxFree {
+		if len(s.free) < s.keep() {
 			s.free = append(s.free, pl)
 		}
 	}
@@ -414,13 +422,17 @@ func (s *stripe) claim(pg uint64, addr Addr, size int, dir Direction, kind Kind)
 }
 
 // recycle clears a claimed single-page record and keeps it on s's free list (for the garbage
-// collector beyond maxFree); s is locked.
+// collector beyond keep); s is locked.
 func (s *stripe) recycle(r *record) {
 	*r = record{}
-	if len(s.recs) < maxFree {
+	if len(s.recs) < s.keep() {
 		s.recs = append(s.recs, r)
 	}
 }
+
+// keep is how many records, and how many empty page lists, s's free lists hold at most: maxFree,
+// or the most records ever live on s at once (peak), whichever is more. s is locked.
+func (s *stripe) keep() int { return max(maxFree, s.peak) }
 
 // removeRest removes a claimed record from its pages after the first.
 func (t *table) removeRest(r *record) {

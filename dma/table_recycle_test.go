@@ -75,3 +75,43 @@ func TestTableReusesKeptList(t *testing.T) {
 		require.ErrorIs(t, err, ErrFault, "an empty kept list maps nothing")
 	}
 }
+
+// TestTableBurstReusesRecords: a burst of more single-page mappings on one stripe's page lists
+// than maxFree (many packets in flight mapping the same page), all undone, then the same burst
+// again: the second and later bursts reuse the first one's records and lists and allocate
+// nothing (the free lists keep up to the stripe's peak; with maxFree alone each burst allocated
+// its excess again, which TestReadmeSendAllocs saw as one or two allocations per 64 packets).
+func TestTableBurstReusesRecords(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are asserted without the race detector")
+	}
+	d := NewDirect()
+	d.tab.spillOnly = true // the page lists, which the index (index.go) is in front of
+	buf := make([]byte, 128)
+	const burst = 3 * maxFree
+	addrs := make([]Addr, burst)
+	round := func() {
+		for i := range addrs {
+			a, err := d.MapSingle(buf, ToDevice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			addrs[i] = a
+		}
+		for _, a := range addrs {
+			if err := d.UnmapSingle(a, len(buf), ToDevice); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round() // the first burst allocates its records
+	s := d.tab.stripe(uint64(sliceAddr(buf)) >> directShift)
+	s.mu.Lock()
+	peak, kept := s.peak, len(s.recs)
+	s.mu.Unlock()
+	require.Equal(t, burst, peak, "the stripe's high-water mark of live records")
+	require.Equal(t, burst, kept, "every record of the burst is kept for the next one")
+	require.Zero(t, testing.AllocsPerRun(20, round), "a repeated burst allocates")
+	require.Zero(t, d.LiveCount())
+	runtime.KeepAlive(buf)
+}
