@@ -209,7 +209,7 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 // returned. The deferred recover costs a few nanoseconds and no allocation.
 //
 // callComplete, once per txreq, calls recover only if the callback did not return (see
-// Engine.deliver): a recover that finds no panic is still a call into the runtime.
+// Engine.packet): a recover that finds no panic is still a call into the runtime.
 func (e *Engine) callComplete(c Completer, tx *TxReq, st Status) {
 	returned := false
 	defer func() {

@@ -159,7 +159,10 @@ func (e *Engine) processLocked() (int, error) {
 	if head != tail {
 		e.touchTx(tail - 1)
 	}
-	for head != tail && head != limit && !e.stopping.Load() {
+	for head != tail {
+		if head == limit || e.stopping.Load() {
+			break
+		}
 		if e.hw.faults.active {
 			if h := e.plannedHalt(); h != nil {
 				e.halt(h)
@@ -359,16 +362,35 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	if total&3 != 0 {
 		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
 	}
-	e.deliver(segs, start+n)
+	e.stats.packets.Add(1)
+	e.stats.descs.Add(n)
+	e.stats.bytes.Add(uint64(total))
+	// deliver, without its call: the deferred function calls recover only if the sink did not
+	// return (a panic, or runtime.Goexit), and then drops the segments' references itself and
+	// lets packet return n and flags, as if the sink had returned.
+	returned := false
+	defer func() {
+		if !returned {
+			clear(e.hw.segs[:cap(e.hw.segs)])
+			e.sinkPanicked(recover())
+		}
+	}()
+	var err error
+	if b := &e.hw.batch; b.sink != nil && (b.held > 0 || r.Tail() != start+n) {
+		err = e.queue(b, segs)
+	} else {
+		err = e.sink.Deliver(e.idx, segs)
+	}
+	returned = true
+	if err != nil {
+		e.sinkFailed(err, nil)
+	}
 	// Drop the references to the caller's memory. An indexed loop, not clear (or the range
 	// loop the compiler turns into it): a packet has one to three segments, and clear is a
 	// call into the runtime's memclrHasPointers, a few nanoseconds per packet.
 	for i := 0; i < len(segs); i++ {
 		segs[i] = nil
 	}
-	e.stats.packets.Add(1)
-	e.stats.descs.Add(n)
-	e.stats.bytes.Add(uint64(total))
 	return n, flags, nil
 }
 
@@ -572,37 +594,22 @@ func (e *Engine) buildHeader(start uint64, d0 desc.Desc, words []uint32) ([]byte
 	return hdr, nil
 }
 
-// deliver hands one packet, which ends at ring index end, to the sink: Deliver, or Queue for a
-// BatchSink unless it is a lone packet (no batch held and nothing published after it: it is sent
-// at once, exactly as by a sink that does not batch, so that batching costs an idle engine
-// nothing). An error or a panic is recorded, not propagated. The deferred function calls recover
-// only if the sink did not return (a panic, or runtime.Goexit): a recover that finds no panic is
-// still a call into the runtime, on every packet.
-func (e *Engine) deliver(segs [][]byte, end uint64) {
-	returned := false
-	defer func() {
-		if !returned {
-			e.sinkPanicked(recover())
-		}
-	}()
-	var err error
-	if b := &e.hw.batch; b.sink != nil && (b.held > 0 || e.ring.Tail() != end) {
-		n := 0
-		for _, s := range segs {
-			n += len(s)
-		}
-		b.held++ // in the batch even if Queue fails: the head passes it with the others
-		b.bytes += n
-		if err = b.sink.Queue(e.idx, segs); err == nil {
-			b.queued++
-		}
-	} else {
-		err = e.sink.Deliver(e.idx, segs)
+// queue hands a packet to a BatchSink's Queue (packet's delivery of a packet that is not lone: a
+// batch is held, or more is published after it; a lone packet goes to Deliver at once, exactly as
+// to a sink that does not batch, so that batching costs an idle engine nothing). The packet is in
+// the batch even if Queue fails: the head passes it with the others.
+func (e *Engine) queue(b *batchState, segs [][]byte) error {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
 	}
-	returned = true
-	if err != nil {
-		e.sinkFailed(err, nil)
+	b.held++
+	b.bytes += n
+	err := b.sink.Queue(e.idx, segs)
+	if err == nil {
+		b.queued++
 	}
+	return err
 }
 
 // sinkPanicked records the value a sink panicked with; nil (no panic: runtime.Goexit) is not
