@@ -104,20 +104,38 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
 			}
 		}
 	}
-	// A sole mapping (see TxReq.soles) if the descriptor keeps its handle, else a public one.
-	var addr dma.Addr
-	var h dma.Sole
-	var err error
-	if dev.sole != nil && tx.numDesc < desc.NumDesc {
-		addr, h, err = dev.sole.MapSingleSole(buf, dma.ToDevice)
-	} else {
-		addr, err = dev.mapper.MapSingle(buf, dma.ToDevice)
+	// A sole mapping (see TxReq.soles) if the descriptor keeps its handle, else a public one. The
+	// sole mapping's descriptor is one of the inline ones, written here without addDesc's call.
+	n := len(buf)
+	if i := int(tx.numDesc); dev.sole != nil && i < desc.NumDesc {
+		addr, h, err := dev.sole.MapSingleSole(buf, dma.ToDevice)
+		if err != nil {
+			return tx.mapFailed(op, n, err)
+		}
+		if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
+			return tx.beyond48(op, dev, desc.MapSingle, addr, n, h)
+		}
+		tx.soles[i] = h
+		tx.nmaps++
+		if q0, q1 := descWords(desc.MapSingle, addr, n); tx.putDesc(&tx.descs[i], i, q0, q1, uint16(n)) {
+			return tx.pad(op, dev)
+		}
+		return nil
 	}
+	addr, err := dev.mapper.MapSingle(buf, dma.ToDevice)
 	if err != nil {
-		tx.clean()
-		return &TxError{Op: op, Reason: "mapping " + itoa(len(buf)) + " bytes", Err: ErrMapping, Cause: err}
+		return tx.mapFailed(op, n, err)
 	}
-	return tx.addDesc(op, dev, desc.MapSingle, addr, len(buf), h)
+	return tx.addDesc(op, dev, desc.MapSingle, addr, n, 0)
+}
+
+// mapFailed cleans tx after its kvaddr mapping of n bytes failed with err, and returns the add's
+// error (ErrMapping). Out of line: addKV's common path holds no error to build.
+//
+//go:noinline
+func (tx *TxReq) mapFailed(op string, n int, err error) error {
+	tx.clean()
+	return &TxError{Op: op, Reason: "mapping " + itoa(n) + " bytes", Err: ErrMapping, Cause: err}
 }
 
 // AddDAddr adds n bytes at bus address addr, already mapped by the caller (for instance a header
@@ -199,33 +217,69 @@ func (tx *TxReq) addable(dev *Device, n int) bool {
 // h is the mapping's dma.Sole handle (0: none), recorded in tx.soles.
 func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.Addr, n int, h dma.Sole) error {
 	if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
-		// Undone at the address the mapper gave: a descriptor cannot hold it (it would mask it).
-		uerr := dev.unmap(mapType, addr, n, h)
-		tx.clean()
-		return &TxError{Op: op, Reason: "mapper returned a bus address beyond 48 bits", Err: ErrMapping, Cause: uerr}
+		return tx.beyond48(op, dev, mapType, addr, n, h)
 	}
-	if tx.numDesc < desc.NumDesc {
-		tx.soles[tx.numDesc] = h
-	}
-	d := &tx.descp[tx.numDesc]
-	if tx.numDesc == 0 {
-		d.Qw1 |= uint64(mapType) << desc.GenerationShift
+	i := int(tx.numDesc)
+	var d *desc.Desc
+	if i < desc.NumDesc {
+		tx.soles[i] = h
+		d = &tx.descs[i] // descp is the inline array below NumDesc (see reset)
 	} else {
-		*d = desc.Desc{Qw1: uint64(mapType) << desc.GenerationShift}
+		d = &tx.descp[i]
 	}
-	d.Qw0 |= uint64(addr)<<desc.PhyAddrShift | uint64(n)<<desc.ByteCountShift
-	tx.numDesc++
 	if mapType != desc.MapNone {
 		tx.nmaps++ // at most MaxDesc: the descriptor array's size bounds it
 	}
-	tx.tlen -= uint16(n)
-	if tx.tlen == 0 {
-		if tx.packetLen&3 != 0 {
-			return tx.pad(op, dev)
-		}
-		tx.close()
+	if q0, q1 := descWords(mapType, addr, n); tx.putDesc(d, i, q0, q1, uint16(n)) {
+		return tx.pad(op, dev)
 	}
 	return nil
+}
+
+// putDesc writes d, descriptor i of tx, whose fragment's words are q0 (its bus address and byte
+// count n) and q1 (its mapping type; descWords makes both); the first descriptor keeps the FIRST
+// and AHG bits set by Init. One store of each word. It counts the descriptor and tlen down (the
+// caller counts a mapping, nmaps), and closes the packet when tlen reaches zero: LAST and
+// HEAD_TO_HOST (and INT_REQ for FlagUrgent) on d, unless the packet needs its pad, which padDue
+// reports (the caller adds it, pad, which closes the packet on the pad descriptor).
+func (tx *TxReq) putDesc(d *desc.Desc, i int, q0, q1 uint64, n uint16) (padDue bool) {
+	if i == 0 {
+		q0, q1 = q0|d.Qw0, q1|d.Qw1
+	}
+	tx.numDesc = uint16(i + 1)
+	if tx.tlen -= n; tx.tlen == 0 {
+		if padDue = tx.packetLen&3 != 0; !padDue {
+			// close's bits, on the words before their store: LAST, HEAD_TO_HOST, and INT_REQ
+			// for FlagUrgent (its bit moved to INT_REQ's, urgentIntReq).
+			q0 |= desc.LastFlag
+			q1 |= desc.HeadToHostFlag | uint64(tx.flags&FlagUrgent)<<urgentIntReq
+		}
+	}
+	*d = desc.Desc{Qw0: q0, Qw1: q1}
+	return padDue
+}
+
+// descWords returns the words of a fragment's descriptor (putDesc's q0 and q1): its bus address
+// and byte count n, and its mapping type in the generation field (the software copy's).
+func descWords(mapType desc.MapType, addr dma.Addr, n int) (q0, q1 uint64) {
+	return uint64(addr)<<desc.PhyAddrShift | uint64(n)<<desc.ByteCountShift, uint64(mapType) << desc.GenerationShift
+}
+
+// urgentIntReq is the shift from FlagUrgent's bit to INT_REQ's (putDesc); the array's length
+// fails to compile (the index is not 0) unless it moves the one onto the other.
+const urgentIntReq = 1
+
+var _ = [1]struct{}{}[uint64(FlagUrgent)<<urgentIntReq^desc.IntReqFlag]
+
+// beyond48 refuses a fragment that the mapper put beyond 48 bits of bus address: the fresh
+// mapping is undone at the address the mapper gave (a descriptor cannot hold it: it would mask
+// it) and tx is cleaned.
+//
+//go:noinline
+func (tx *TxReq) beyond48(op string, dev *Device, mapType desc.MapType, addr dma.Addr, n int, h dma.Sole) error {
+	uerr := dev.unmap(mapType, addr, n, h)
+	tx.clean()
+	return &TxError{Op: op, Reason: "mapper returned a bus address beyond 48 bits", Err: ErrMapping, Cause: uerr}
 }
 
 // pad adds the 1 to 3 byte descriptor that rounds the packet up to a multiple of 4 bytes,
