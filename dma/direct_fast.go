@@ -1,0 +1,135 @@
+package dma
+
+import (
+	"unsafe"
+
+	"github.com/gosdma/gosdma/internal/relaxed"
+)
+
+// # Direct's per-packet fast paths
+//
+// Package sdma's kvaddr path maps every buffer with MapSingleSole, reads it with Translate and
+// unmaps it with UnmapSingleSole, and a sender reuses its buffers, so the common case of each is
+// one index entry of a buffer of at most PageSize bytes mapped before at the same address: a map
+// that finds the entry the buffer left still free (tryIndex's first step), a translation that
+// finds the live entry in its set (table.fast), and a sole unmap that frees it with a store
+// (claimSole's first branch). Direct defines these three methods itself, not through core's, so
+// that each runs as one call with Direct's geometry as constants (page shift directShift, key =
+// first byte) and no bounds check: the index, set and entry are found with arithmetic. Anything
+// else (a first map, a full set, a longer buffer, registrations, a revoked or Region mapping, a
+// fault) leaves the fast path having changed nothing and takes core's general path, which
+// decides everything again; the fast paths are core's first steps, made with the same loads,
+// compare-and-swaps and stores in the same order, so the protocol of the index (index.go) and of
+// sole mappings (sole.go) is unchanged.
+
+// directSet returns the number of the first entry of Direct's set for key (the second is the
+// next): table.set with keyShift 0 and shift directShift. Even, and at most nIndex-2.
+func (t *table) directSet(key uint64) uint64 {
+	const phi = 0x9E3779B97F4A7C15
+	return (key>>directShift*phi)>>(64-stripeBits)*nEnt + 2*((key*phi)>>(t.setShift&63)&t.setSel&(nSets-1))
+}
+
+// entryAt returns entry i of the index, i < nIndex (no bounds check: directSet's results and
+// their successors are in range).
+func (t *table) entryAt(i uint64) *entry {
+	return (*entry)(unsafe.Add(unsafe.Pointer(t.ents), uintptr(i)*unsafe.Sizeof(entry{})))
+}
+
+// directKey is Direct's entryKey of a mapping of n bytes (1 <= n <= PageSize) at addr: addr, or
+// its page's first byte if the mapping touches two pages.
+func directKey(addr uint64, n int) uint64 {
+	if (addr^(addr+uint64(n)-1))>>directShift != 0 {
+		return addr &^ (PageSize - 1)
+	}
+	return addr
+}
+
+// MapSingleSole maps buf as MapSingle does and returns the mapping's Sole handle (see
+// SoleMapper). Its common case is tryIndex's first step, with no other call: buf (1..PageSize
+// bytes, Go memory outside every Region, dir valid) was mapped before at the same address in the
+// same way and its entry is still free: one CAS makes it live again. Otherwise core's map.
+func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	if n := len(buf); uint(n-1) < PageSize && dir.Valid() && d.testPublished == nil &&
+		!mayBeRegion(sliceAddr(buf)) {
+		p := unsafe.SliceData(buf)
+		addr := uint64(uintptr(unsafe.Pointer(p)))
+		want := metaFieldsOf(n, dir, codeSingleSole) | metaFree
+		i := d.tab.directSet(directKey(addr, n))
+		for end := i + nWays; i < end; i++ {
+			e := d.tab.entryAt(i)
+			m := e.meta.Load()
+			if m&(metaState|metaFields) == want && e.addr.Load() == addr && e.ptr.Load() == p &&
+				e.region.Load() == nil && e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
+				return Addr(addr), Sole((m+metaGen1)>>metaGenShift<<soleBits | (i + 1)), nil
+			}
+		}
+	}
+	return d.mapBuf(buf, dir, codeSingleSole, nil, true)
+}
+
+// UnmapSingleSole undoes MapSingleSole (see SoleMapper). Its common case is claimSole's first
+// branch, with no other call: the entry of handle h holds the live sole mapping (addr, size <=
+// PageSize, dir) of Go memory, freed with a store-release. Otherwise (a revoked or Region
+// mapping, handle 0 or stale, any mismatch) nothing has changed and core's unmap decides.
+func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < PageSize && dir.Valid() {
+		e := d.tab.entryAt(i)
+		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, codeSingleSole) | metaLive
+		if e.meta.Load() == live && e.addr.Load() == uint64(addr) && e.region.Load() == nil {
+			relaxed.StoreRelease64(&e.meta, live&^metaState) // see claimSole
+			return nil
+		}
+	}
+	return d.core.UnmapSingleSole(addr, size, dir, h)
+}
+
+// Translate is the device side (see Mapper). Its common case is table.fast with Direct's
+// geometry and no other call: no registrations, and a live mapping in the set of addr's key or in
+// the set of its page's first byte holds the range and allows the access (the latter set first
+// if the range touches two pages: a mapping that starts at addr and holds the range is then keyed
+// by its first page). The checks of each entry are fastSet's. Otherwise core's translation.
+func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error) {
+	if size <= 0 || !access.Valid() || d.set.Load() != nil {
+		return d.translate(addr, size, access)
+	}
+	a := uint64(addr)
+	k0, k1 := a, a&^(PageSize-1)
+	if (a^(a+uint64(size)-1))>>directShift != 0 {
+		k0, k1 = k1, k0
+	}
+	for {
+		i := d.tab.directSet(k0)
+		for end := i + nWays; i < end; i++ {
+			e := d.tab.entryAt(i)
+			m := e.meta.Load()
+			off := a - e.addr.Load()
+			sz := uint64(metaSize(m))
+			if m&metaState != metaLive || off >= sz || uint64(size) > sz-off {
+				continue
+			}
+			if dir := metaDir(m); dir != Bidirectional && dir != access {
+				continue
+			}
+			if d.tab.testMidRead != nil {
+				d.tab.testMidRead()
+			}
+			p := e.ptr.Load()
+			if e.meta.Load() == m { // validated (see lookEntry)
+				return bytesAt(p, int(off), size), nil
+			}
+		}
+		if k0 == k1 {
+			return d.translateSlow(addr, size, access)
+		}
+		k0 = k1
+	}
+}
+
+// Registered returns the live registration holding all of buf, or nil (see Registrar): nil at
+// once if nothing is registered.
+func (d *Direct) Registered(buf []byte) *Registration {
+	if d.set.Load() == nil {
+		return nil
+	}
+	return d.regs.Registered(buf)
+}
