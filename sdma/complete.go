@@ -44,20 +44,53 @@ func (e *Engine) makeProgressHW() int {
 }
 
 // progressLocked is the completion pass with headMu held (hfi1: sdma_make_progress inside
-// write_seqlock(&sde->head_lock)).
-func (e *Engine) progressLocked() int {
+// write_seqlock(&sde->head_lock)). It inlines: the pass is progressPass's.
+func (e *Engine) progressLocked() int { return e.progressPass(false) }
+
+// progressPass is the completion pass (progressLocked), and with intr the interrupt that runs it
+// (Engine.interrupt, hfi1: sdma_engine_interrupt): the chip's head written back, then in
+// CompleteInterrupt mode the pass, on a Manual engine in this same frame (hwMu is its head lock),
+// else under the head lock (makeProgressHW). With intr, hwMu held; without, headMu held.
+//
+// The pass of one txreq (a Manual engine's packet of one or two descriptors) runs walkLocked's
+// step and completeTx without their calls.
+func (e *Engine) progressPass(intr bool) int {
 	r := e.ring
+	if intr {
+		e.stats.interrupts.Add(1)
+		e.hw.headToHost = false // writeBackHead, inline
+		if h := e.hw.head; r.HWHead() != h {
+			r.SetHWHead(h)
+		}
+		if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
+			return 0
+		}
+		if !e.manual {
+			n := e.makeProgressHW()
+			e.hw.completed, e.hw.intrPass = e.hw.head, true
+			return n
+		}
+	}
 	r.BeginWrite()
 	e.stats.passes.Add(1)
 	n := 0
 	if hw, sw := r.HWHead(), r.SwHead(); hw != sw {
 		if i := (hw - 1) & e.mask; e.txRing[i] != nil && (hw-sw == 1 || hw-sw == 2 && e.txRing[sw&e.mask] == nil) {
-			// One txreq, the last descriptor's, and nothing before it (a Manual engine's
-			// packet of one or two descriptors): walkLocked's step for it, without the call.
+			// One txreq, the last descriptor's, and nothing before it: walkLocked's step and
+			// completeTx for it.
 			tx := e.txRing[i]
 			e.txRing[i] = nil
 			r.SetSwHead(hw) // its slots are free before its callback runs
-			e.completeTx(tx, StatusOK)
+			w, c := tx.wait, tx.complete
+			tx.wait = nil
+			tx.clean()
+			e.stats.completed.Add(1)
+			if c != nil {
+				e.callComplete(c, tx, StatusOK)
+			}
+			if w != nil && w.sdmaDec() && w.drained != nil {
+				e.callDrained(w)
+			}
 			n = 1
 		} else {
 			n = e.walkLocked(hw, StatusOK)
@@ -65,6 +98,9 @@ func (e *Engine) progressLocked() int {
 		e.descAvail()
 	}
 	r.EndWrite()
+	if intr {
+		e.hw.completed, e.hw.intrPass = e.hw.head, true
+	}
 	return n
 }
 
@@ -185,7 +221,8 @@ func appendUnmap(us []dma.Unmap, d desc.Desc, h dma.Sole) []dma.Unmap {
 }
 
 // completeTx finishes one txreq (hfi1: complete_tx): save the wait and the callback, clean (unmap;
-// the txreq becomes txFree), call the callback, drop the iowait's busy count.
+// the txreq becomes txFree), call the callback, drop the iowait's busy count. progressPass has
+// its own copy for the pass of one txreq (StatusOK), without this call: keep the two alike.
 func (e *Engine) completeTx(tx *TxReq, st Status) {
 	w, c := tx.wait, tx.complete
 	tx.wait = nil

@@ -297,22 +297,7 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // the pass would walk nothing and free nothing, only take headMu and bump the seqcount. It is
 // the chip's coalescing of interrupt causes: both status bits are seen by one run of
 // sdma_engine_interrupt, which makes progress once.
-func (e *Engine) interrupt() {
-	e.stats.interrupts.Add(1)
-	e.hw.headToHost = false // writeBackHead, inline
-	if r, h := e.ring, e.hw.head; r.HWHead() != h {
-		r.SetHWHead(h)
-	}
-	if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
-		return
-	}
-	if e.manual {
-		e.progressLocked() // hwMu is a Manual engine's head lock: makeProgressHW takes nothing
-	} else {
-		e.makeProgressHW()
-	}
-	e.hw.completed, e.hw.intrPass = e.hw.head, true
-}
+func (e *Engine) interrupt() { e.progressPass(true) }
 
 // writeBackHead writes the chip's head back to the ring (head_dma) if it moved, which also
 // does every HEAD_TO_HOST write-back due. hwMu held.
