@@ -225,22 +225,51 @@ func (r *Ring) Reserve(n int) (Reservation, error) {
 // ReserveWrite is Reserve(len(ds)) followed by Write(0, ds, skip), in one call: the returned
 // reservation holds ds, written and stamped, and only waits to be published (Publish or
 // PublishRelease). Errors as for Reserve, named ReserveWrite; nothing is reserved or written then.
-// It is the send path of one packet (sdma's Send): the common case, room seen in the producers'
-// cached head and a CAS that succeeds at once, runs with no call but the writer's, and a batch of
-// up to writeFewMax descriptors is written with plain stores instead of the assembly writer's
-// call (the stores are the same; the call costs more than they do).
+// It is the send path of one packet (sdma's Send): the common case, a batch of up to writeFewMax
+// descriptors, room seen in the producers' cached head and a CAS that succeeds at once, runs with
+// no call, its descriptors written with plain stores (writeFew's, with the first descriptor out of
+// the loop: a packet of one runs none) instead of the assembly writer's call; anything else is
+// reserveWrite, out of line.
 func (r *Ring) ReserveWrite(ds []desc.Desc, skip int) (Reservation, error) {
+	if un := uint64(len(ds)); un-1 < writeFewMax { // 1..3 descriptors (Size()-1 >= 63)
+		if start, ok := r.tryReserve(un); ok {
+			// writeFew, the first descriptor (always stamped) out of the loop.
+			slots, mask := r.slots, r.mask
+			gen := start >> (r.shift & 63)
+			j := start & mask
+			d := ds[0]
+			d.Qw1 = d.Qw1&^desc.GenerationSMask | (gen&desc.GenerationMask)<<desc.GenerationShift
+			slots[j] = d
+			for k := 1; k < len(ds); k++ {
+				if j++; j > mask {
+					j, gen = 0, gen+1
+				}
+				d = ds[k]
+				if k > skip {
+					d.Qw1 = d.Qw1&^desc.GenerationSMask | (gen&desc.GenerationMask)<<desc.GenerationShift
+				}
+				slots[j] = d
+			}
+			return Reservation{r: r, start: start, n: len(ds)}, nil
+		}
+	}
+	return r.reserveWrite(ds, skip)
+}
+
+// reserveWrite is ReserveWrite past its common case (a longer batch, or a reservation that its
+// first pass did not make): the checks, reserve and the write, out of line so that the common
+// case keeps nothing live across a call.
+//
+//go:noinline
+func (r *Ring) reserveWrite(ds []desc.Desc, skip int) (Reservation, error) {
 	n := len(ds)
 	un := uint64(n)
 	if un-1 >= r.mask { // n < 1 or n > Size()-1
 		return Reservation{}, r.batchErr("ReserveWrite", n)
 	}
-	start, ok := r.tryReserve(un)
-	if !ok {
-		var err error
-		if start, err = r.reserve(un); err != nil {
-			return Reservation{}, err
-		}
+	start, err := r.reserve(un)
+	if err != nil {
+		return Reservation{}, err
 	}
 	if n <= writeFewMax {
 		r.writeFew(start, ds, skip)
@@ -492,10 +521,24 @@ func (r *Ring) write(start uint64, ds []desc.Desc, skip int) {
 	writeBatch(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
 }
 
-// writeFew is write for a batch of up to writeFewMax descriptors: plain stores (writeGo, which
-// inlines here), which cost less than the assembly writer's call. Same preconditions.
+// writeFew is write for a batch of up to writeFewMax descriptors: plain stores, which cost less
+// than the assembly writer's call. Same preconditions. The generation is that of writeGo (the
+// reference), computed once for the batch and moved on where the batch wraps to slot 0 (a batch
+// shorter than the ring wraps at most once), with no shift per slot. skip needs no clamping here:
+// k > skip is what it is for the clamped skip, for every k in 1..len(ds)-1.
 func (r *Ring) writeFew(start uint64, ds []desc.Desc, skip int) {
-	writeGo(r.slots, r.mask, r.shift, start, ds, clampSkip(skip, len(ds)))
+	slots, mask := r.slots, r.mask
+	gen := start >> (r.shift & 63) // shift < 64: no oversized-shift fixup
+	j := start & mask
+	for k, d := range ds {
+		if k == 0 || k > skip {
+			d.Qw1 = d.Qw1&^desc.GenerationSMask | (gen&desc.GenerationMask)<<desc.GenerationShift
+		}
+		slots[j] = d
+		if j++; j > mask {
+			j, gen = 0, gen+1
+		}
+	}
 }
 
 // clampSkip clamps a caller's skip to [0, n-1], the writers' precondition.
@@ -508,7 +551,7 @@ func writeGo(slots []desc.Desc, mask uint64, shift uint, start uint64, ds []desc
 	for k, d := range ds {
 		i := start + uint64(k)
 		if k == 0 || k > skip {
-			d.Qw1 = d.Qw1&^desc.GenerationSMask | (i>>shift&desc.GenerationMask)<<desc.GenerationShift
+			d.Qw1 = d.Qw1&^desc.GenerationSMask | (i>>(shift&63)&desc.GenerationMask)<<desc.GenerationShift // shift < 64: no oversized-shift fixup
 		}
 		slots[i&mask] = d
 	}

@@ -279,8 +279,30 @@ func (e *Engine) CallbackError() error {
 // lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
 // reservation order. Send does not allocate.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
-	if e.gate.Load() == gateRunning && e.sendable(tx) && e.sendOne(w, tx) {
-		return nil // the common case: no txSource, one call into the ring for the reservation
+	// The common case, sendOne's without its test hooks and its call: one call into the ring
+	// for the reservation and one for the Publish.
+	if e.gate.Load() == gateRunning && e.sendable(tx) && e.test == nil {
+		ds, skip := tx.hwDescs()
+		if res, err := e.ring.ReserveWrite(ds, skip); err == nil {
+			e.launch(w, tx, res.Start()+uint64(len(ds))-1)
+			if e.parks {
+				e.publishParked(&res)
+			} else {
+				res.PublishRelease()
+			}
+			return nil
+		}
+	}
+	return e.sendSlow(w, tx, pktsSent)
+}
+
+// sendSlow is Send past its common case: sendOne with the test hooks, else the general path
+// (a ring refused, the gate not running, a txreq not sendable). Out of line.
+//
+//go:noinline
+func (e *Engine) sendSlow(w *IOWait, tx *TxReq, pktsSent bool) error {
+	if e.test != nil && e.gate.Load() == gateRunning && e.sendable(tx) && e.sendOne(w, tx) {
+		return nil
 	}
 	src := txSource{one: tx}
 	// send's first batch, made here: the common case, a txreq that goes in, costs no call more.
@@ -448,7 +470,7 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 }
 
 // sendOne is sendBatch for Send's one txreq in the common case, the gate running and tx
-// sendable: it reserves and writes tx's descriptors in one ring call (ring.ReserveWrite), then
+// sendable, with the test hooks (Send runs the same steps inline when there are none): it reserves and writes tx's descriptors in one ring call (ring.ReserveWrite), then
 // claims tx, records it in txRing and publishes, as publish does for a batch of one. It reports
 // false when the ring refused the reservation (no room, or closed by a sw clean that raced the
 // gate check): nothing changed, tx is still the caller's, and Send takes the general path, which
@@ -468,15 +490,9 @@ func (e *Engine) sendOne(w *IOWait, tx *TxReq) bool {
 	if e.test != nil && e.test.reserved != nil {
 		e.test.reserved() // between the reservation and the Publish
 	}
-	tx.moveState(txInFlight) // sendable saw txBuilding (ready); see moveState
-	tx.wait = w
-	e.txRing[(res.Start()+uint64(len(ds))-1)&e.mask] = tx
-	if w != nil {
-		w.busy.Add(1) // iowait_sdma_inc, before the completion can run
-	}
+	e.launch(w, tx, res.Start()+uint64(len(ds))-1)
 	if e.parks {
-		res.Publish() // seq-cst: the doorbell's Dekker pair (see publish)
-		e.afterPublish()
+		e.publishParked(&res)
 	} else {
 		res.PublishRelease()
 	}
@@ -549,6 +565,27 @@ func (e *Engine) refuseClosed(tx *TxReq) error {
 		return err
 	}
 	return ErrClosed
+}
+
+// launch hands tx, reserved and written at ring index last (its last descriptor's), to the
+// engine before its Publish: the state moves to in flight (sendable saw txBuilding, ready; see
+// moveState), w is recorded and counted (iowait_sdma_inc, before the completion can run), and
+// tx is recorded in txRing at last, where the completion pass finds it.
+func (e *Engine) launch(w *IOWait, tx *TxReq, last uint64) {
+	tx.moveState(txInFlight)
+	tx.wait = w
+	e.txRing[last&e.mask] = tx
+	if w != nil {
+		w.busy.Add(1)
+	}
+}
+
+// publishParked publishes res, one txreq's reservation, for an engine whose hardware goroutine
+// parks: seq-cst, then the doorbell (their Dekker pair, see publish). Without parking a
+// store-release is enough (PublishRelease).
+func (e *Engine) publishParked(res *ring.Reservation) {
+	res.Publish()
+	e.afterPublish()
 }
 
 // sendable is check's common case in one test that inlines: true means check returns nil
