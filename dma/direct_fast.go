@@ -58,9 +58,22 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		for end := i + nWays; i < end; i++ {
 			e := d.tab.entryAt(i)
 			m := e.meta.Load()
-			if m&(metaState|metaFields) == want && e.addr.Load() == addr && e.ptr.Load() == p &&
-				e.region.Load() == nil && e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
-				return Addr(addr), Sole((m+metaGen1)>>metaGenShift<<soleBits | (i + 1)), nil
+			// One condition per if: the compiler branches on each, with no boolean in between.
+			if m&(metaState|metaFields) != want {
+				continue
+			}
+			if e.addr.Load() != addr {
+				continue
+			}
+			if e.ptr.Load() != p {
+				continue
+			}
+			if e.region.Load() != nil {
+				continue
+			}
+			h := Sole((m+metaGen1)>>metaGenShift<<soleBits | (i + 1))
+			if e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
+				return Addr(addr), h, nil
 			}
 		}
 	}
@@ -87,10 +100,11 @@ func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) err
 // geometry and no other call: no registrations, and a live mapping in the set of addr's key or in
 // the set of its page's first byte holds the range and allows the access (the latter set first
 // if the range touches two pages: a mapping that starts at addr and holds the range is then keyed
-// by its first page). The checks of each entry are fastSet's. Otherwise core's translation.
+// by its first page). The checks of each entry are fastSet's. Otherwise, or with the test hook
+// testMidRead, core's Translate.
 func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error) {
-	if size <= 0 || !access.Valid() || d.set.Load() != nil {
-		return d.translate(addr, size, access)
+	if size <= 0 || !access.Valid() || d.set.Load() != nil || d.tab.testMidRead != nil {
+		return d.core.Translate(addr, size, access)
 	}
 	a := uint64(addr)
 	k0, k1 := a, a&^(PageSize-1)
@@ -109,9 +123,6 @@ func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error
 			}
 			if dir := metaDir(m); dir != Bidirectional && dir != access {
 				continue
-			}
-			if d.tab.testMidRead != nil {
-				d.tab.testMidRead()
 			}
 			p := e.ptr.Load()
 			if e.meta.Load() == m { // validated (see lookEntry)

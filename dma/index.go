@@ -365,12 +365,13 @@ func (t *table) tryIndex(addr Addr, buf []byte, dir Direction, code uint64, regi
 func (t *table) fill(set ways, addr Addr, p *byte, fields uint64, region *Region) Sole {
 	for {
 		// A free entry that holds no buffer (never filled, or dropped), else any free entry, so
-		// two buffers sharing a set each keep an entry of their own.
-		e, m := (*entry)(nil), uint64(0)
+		// two buffers sharing a set each keep an entry of their own; the first such, so that the
+		// first buffer of a set takes way 0, where the maps and translations of it look first.
+		e, m, held := (*entry)(nil), uint64(0), false
 		for i := range nWays {
 			x := set.way(i)
-			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || x.ptr.Load() == nil) {
-				e, m = x, xm
+			if xm := x.meta.Load(); xm&metaState == metaFree && (e == nil || held && x.ptr.Load() == nil) {
+				e, m, held = x, xm, x.ptr.Load() != nil
 			}
 		}
 		if e == nil {
