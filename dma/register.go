@@ -352,6 +352,20 @@ func (rg *regs) Registered(buf []byte) *Registration {
 	return r
 }
 
+// Registry is a mapper's registered memory as seen by a caller that adds buffers often (sdma's
+// adds): Any tells, with one load and no interface call, whether anything may be registered, so
+// that the lookup (Registrar.Registered) can be skipped when nothing is. Direct and IOMMU give
+// theirs (Registry); the wrappers (Counting, FaultInjector) give none: look up through them.
+type Registry regs
+
+// Registry returns the mapper's Registry, which lives as long as the mapper.
+func (rg *regs) Registry() *Registry { return (*Registry)(rg) }
+
+// Any reports whether memory may be registered with the mapper: false means that nothing was
+// ever registered, and Registered returns nil for every buffer (the snapshot it loads is the one
+// Any loads). Inlines: one load.
+func (r *Registry) Any() bool { return r.set.Load() != nil }
+
 // publish stores a snapshot of l (sorted anew both ways). regMu held.
 func (rg *regs) publish(l []*Registration) {
 	rg.set.Store(&regSet{byBus: newRegIndex(l, busKey), byCPU: newRegIndex(l, cpuKey)})

@@ -121,14 +121,17 @@ const (
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
 // the engines. It is safe for concurrent use.
 type Device struct {
-	mapper  dma.Mapper     // set by NewDevice, read-only after
-	regs    dma.Registrar  // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
-	sole    dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
-	pad     *dma.Coherent  // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
-	engines []*Engine      // set by NewDevice, read-only after (dd->per_sdma)
-	vlMap   vlMap          // set by NewDevice, read-only after (dd->sdma_map)
-	sink    Sink           // set by NewDevice, read-only after
-	name    string         // set by NewDevice, read-only after (Config.Name)
+	mapper dma.Mapper    // set by NewDevice, read-only after
+	regs   dma.Registrar // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
+	// registry is the mapper's dma.Registry (Direct, IOMMU), or nil: an add skips regs' lookup
+	// when it says nothing is registered (lookupRegs). Set by NewDevice, read-only after.
+	registry *dma.Registry
+	sole     dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
+	pad      *dma.Coherent  // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
+	engines  []*Engine      // set by NewDevice, read-only after (dd->per_sdma)
+	vlMap    vlMap          // set by NewDevice, read-only after (dd->sdma_map)
+	sink     Sink           // set by NewDevice, read-only after
+	name     string         // set by NewDevice, read-only after (Config.Name)
 
 	// unmapErrs counts unmaps that failed on a path that promised to undo a mapping (a txreq's
 	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
@@ -163,6 +166,9 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink, name: deviceName(cfg.Name)}
 	dev.regs, _ = m.(dma.Registrar)
+	if r, ok := m.(interface{ Registry() *dma.Registry }); ok {
+		dev.registry = r.Registry()
+	}
 	dev.sole, _ = m.(dma.SoleMapper)
 	if dev.sink == nil {
 		dev.sink = discardSink{}

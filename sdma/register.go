@@ -50,10 +50,18 @@ func (dev *Device) Deregister(ctx context.Context, r *dma.Registration) error {
 	return dev.regs.Deregister(ctx, r)
 }
 
+// lookupRegs reports whether an add must look buf up among the registrations of dev's mapper:
+// it registers memory, and its Registry (if it has one) does not say that nothing is registered.
+// false: no buffer lies in registered memory. A txreq holds a registration only if some memory
+// was registered, so it need not look among its own either.
+func (dev *Device) lookupRegs() bool {
+	return dev.regs != nil && (dev.registry == nil || dev.registry.Any())
+}
+
 // addRegistered adds buf as one descriptor if it lies in memory registered with dev's mapper and
 // tx can hold a use of the registration; done reports that it did (err is then the add's).
 func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, err error) {
-	if dev.regs == nil {
+	if !dev.lookupRegs() {
 		return false, nil
 	}
 	if addr, ok := tx.heldAddr(buf); ok {

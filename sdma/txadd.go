@@ -56,7 +56,7 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 			return err
 		}
 	}
-	if b := page.Bytes(); dev.regs != nil && b != nil {
+	if b := page.Bytes(); b != nil {
 		if done, err := tx.addRegistered(op, dev, b[offset:offset+n]); done {
 			return err
 		}
@@ -92,7 +92,7 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
 			return err
 		}
 	}
-	if dev.regs != nil {
+	if dev.lookupRegs() {
 		if tx.nregs != 0 {
 			if addr, ok := tx.heldAddr(buf); ok { // an earlier add's registration: no lookup
 				return tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)

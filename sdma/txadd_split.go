@@ -23,7 +23,7 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 		return err
 	}
 	base := addrOf(buf)
-	registered := dev.regs != nil && dev.regs.Registered(buf) != nil
+	registered := dev.lookupRegs() && dev.regs.Registered(buf) != nil
 	for len(buf) > 0 {
 		n := min(len(buf), desc.MaxByteCount)
 		if !registered {
