@@ -26,16 +26,8 @@ import (
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
 
-// makeProgress runs one completion pass, waiting for a running one to end first. The caller does
-// not hold hwMu (Poll).
-func (e *Engine) makeProgress() int {
-	e.lockHead()
-	n := e.progressLocked()
-	e.unlockHead()
-	return n
-}
-
-// makeProgressHW is makeProgress for a caller that holds hwMu (an interrupt, the state machine).
+// makeProgressHW runs one completion pass (Poll's) for a caller that holds hwMu (an interrupt, the
+// state machine).
 func (e *Engine) makeProgressHW() int {
 	e.lockHeadHW()
 	n := e.progressLocked()
@@ -389,7 +381,13 @@ func (e *Engine) Poll() int {
 	if e.flushPending.Load() {
 		e.runFlush()
 	}
-	return e.makeProgress()
+	// The pass under the head lock, with no call but the pass's (lockHead's and Lock's fast
+	// paths inline here).
+	l := e.headLock()
+	l.Lock()
+	n := e.progressLocked()
+	l.Unlock()
+	return n
 }
 
 // ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
