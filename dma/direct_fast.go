@@ -26,7 +26,7 @@ import (
 // next): table.set with keyShift 0 and shift directShift. Even, and at most nIndex-2.
 func (t *table) directSet(key uint64) uint64 {
 	const phi = 0x9E3779B97F4A7C15
-	return (key>>directShift*phi)>>(64-stripeBits)*nEnt + 2*((key*phi)>>(t.setShift&63)&t.setSel&(nSets-1))
+	return (key>>directShift*phi)>>(64-stripeBits)*nEnt + 2*((key*phi)>>(64-stripeBits-setBits)&t.setSel&(nSets-1))
 }
 
 // entryAt returns entry i of the index, i < nIndex (no bounds check: directSet's results and
@@ -49,8 +49,21 @@ func directKey(addr uint64, n int) uint64 {
 // bytes, Go memory outside every Region, dir valid) was mapped before at the same address in the
 // same way and its entry is still free: one CAS makes it live again. Otherwise core's map.
 func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
-	if n := len(buf); uint(n-1) < PageSize && dir.Valid() && d.testPublished == nil &&
-		!mayBeRegion(sliceAddr(buf)) {
+	// One condition per if: the compiler branches on each, with no boolean in between.
+	n := len(buf)
+	if uint(n-1) >= PageSize {
+		goto general
+	}
+	if !dir.Valid() {
+		goto general
+	}
+	if d.testPublished != nil {
+		goto general
+	}
+	if mayBeRegion(sliceAddr(buf)) {
+		goto general
+	}
+	{
 		p := unsafe.SliceData(buf)
 		addr := uint64(uintptr(unsafe.Pointer(p)))
 		want := metaFieldsOf(n, dir, codeSingleSole) | metaFree
@@ -58,7 +71,6 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		for end := i + nWays; i < end; i++ {
 			e := d.tab.entryAt(i)
 			m := e.meta.Load()
-			// One condition per if: the compiler branches on each, with no boolean in between.
 			if m&(metaState|metaFields) != want {
 				continue
 			}
@@ -77,6 +89,7 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 			}
 		}
 	}
+general:
 	return d.mapBuf(buf, dir, codeSingleSole, nil, true)
 }
 
@@ -103,7 +116,17 @@ func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) err
 // by its first page). The checks of each entry are fastSet's. Otherwise, or with the test hook
 // testMidRead, core's Translate.
 func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error) {
-	if size <= 0 || !access.Valid() || d.set.Load() != nil || d.tab.testMidRead != nil {
+	// One condition per if: the compiler branches on each, with no boolean in between.
+	if size <= 0 {
+		return d.core.Translate(addr, size, access)
+	}
+	if !access.Valid() {
+		return d.core.Translate(addr, size, access)
+	}
+	if d.set.Load() != nil {
+		return d.core.Translate(addr, size, access)
+	}
+	if d.tab.testMidRead != nil {
 		return d.core.Translate(addr, size, access)
 	}
 	a := uint64(addr)

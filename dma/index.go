@@ -274,8 +274,9 @@ func (t *table) set(key uint64) ways {
 		i := key & t.setMask
 		return ways{&t.ents[i&(nIndex-1)], &t.ents[(i^t.setHalf)&(nIndex-1)]} // i^setHalf: i+setHalf modulo the entries in use
 	}
-	// The stripe (stripeIndex of key's page) and the set in it (the hash bits below).
-	i := (key>>t.shift*0x9E3779B97F4A7C15)>>(64-stripeBits)*nEnt + 2*((key*0x9E3779B97F4A7C15)>>t.setShift&t.setSel)
+	// The stripe (stripeIndex of key's page) and the set in it (the low bits in use of the setBits
+	// hash bits below; a constant shift, see directSet).
+	i := (key>>t.shift*0x9E3779B97F4A7C15)>>(64-stripeBits)*nEnt + 2*((key*0x9E3779B97F4A7C15)>>(64-stripeBits-setBits)&t.setSel)
 	return ways{&t.ents[i], &t.ents[i+1]}
 }
 
@@ -285,7 +286,6 @@ func (t *table) useSets(bits uint) {
 	t.setBits = bits
 	t.setHalf = uint64(nStripes) << bits
 	t.setMask = 2*t.setHalf - 1
-	t.setShift = 64 - stripeBits - bits
 	t.setSel = 1<<bits - 1
 	t.setOwners(t.ownPs)
 }

@@ -33,6 +33,7 @@ func TestSetInStripe(t *testing.T) {
 			require.Zero(t, j%2, "key %#x", key)
 			require.Less(t, j/2, 1<<bits, "key %#x: a set not in use", key)
 			require.Same(t, &s.ents[j+1], set.e1, "key %#x", key)
+			require.Same(t, set.e0, d.entryAt(d.directSet(key)), "key %#x: Direct's fast paths' set", key)
 
 			n := uint64(nStripes) << (bits + 1)
 			set = m.set(key)

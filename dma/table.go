@@ -131,11 +131,10 @@ type table struct {
 	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
 	// tests that want entries reused and sets full. Set before the table is used; immutable.
 	setBits uint
-	// setHalf, setMask, setShift and setSel are derived from setBits (useSets) for set: half the
-	// entries in use and their mask (the IOMMU), and the shift and mask of the hash bits that
-	// pick a stripe's set (Direct). Set before the table is used; immutable.
+	// setHalf, setMask and setSel are derived from setBits (useSets) for set: half the entries in
+	// use and their mask (the IOMMU), and the mask of the hash bits that pick a stripe's set
+	// (Direct). Set before the table is used; immutable.
 	setHalf, setMask, setSel uint64
-	setShift                 uint
 	// ownPs is the number of per-P IOVA magazines of the IOMMU whose index this is (0: none, or
 	// Direct), and owned says whether its index's low half is owned by Ps block by block (see
 	// "Plain fills of a P's own block" in index.go): ownPs set by NewIOMMU, owned derived from it
