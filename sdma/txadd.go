@@ -76,30 +76,31 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 // buf must not be modified until tx completes. Closing, extension, coalescing, errors and the
 // cleaning on failure are as for AddPage.
 func (tx *TxReq) AddKVAddr(dev *Device, buf []byte) error {
-	return tx.addKV("AddKVAddr", dev, buf, true) // inlines: one call for the add
+	return tx.addKV(dev, buf, false) // inlines: one call for the add
 }
 
-// addKV is AddKVAddr, with its checks if check (AddBytes, which checked the whole of its buffer,
-// adds each piece with none).
-func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
-	if check && !tx.addable(dev, len(buf)) { // the common case tested here, with no call
-		if err := tx.checkAdd(op, dev, len(buf)); err != nil {
+// addKV is AddKVAddr, or a piece of AddBytes if split (AddBytes checked the whole of its buffer,
+// so its pieces get no check). The operation's name, for the errors, is kvOp(split): no string
+// is passed on the common path.
+func (tx *TxReq) addKV(dev *Device, buf []byte, split bool) error {
+	if !split && !tx.addable(dev, len(buf)) { // the common case tested here, with no call
+		if err := tx.checkAdd("AddKVAddr", dev, len(buf)); err != nil {
 			return err
 		}
 	}
 	if tx.numDesc == tx.descLimit {
-		if done, err := tx.extCoal(op, dev, desc.MapSingle, buf); done {
+		if done, err := tx.extCoal(kvOp(split), dev, desc.MapSingle, buf); done {
 			return err
 		}
 	}
 	if dev.lookupRegs() {
 		if tx.nregs != 0 {
 			if addr, ok := tx.heldAddr(buf); ok { // an earlier add's registration: no lookup
-				return tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
+				return tx.addDesc(kvOp(split), dev, desc.MapNone, addr, len(buf), 0)
 			}
 		}
 		if r := dev.regs.Registered(buf); r != nil {
-			if done, err := tx.addRegisteredIn(op, dev, r, buf); done {
+			if done, err := tx.addRegisteredIn(kvOp(split), dev, r, buf); done {
 				return err
 			}
 		}
@@ -110,23 +111,32 @@ func (tx *TxReq) addKV(op string, dev *Device, buf []byte, check bool) error {
 	if i := int(tx.numDesc); dev.sole != nil && i < desc.NumDesc {
 		addr, h, err := dev.sole.MapSingleSole(buf, dma.ToDevice)
 		if err != nil {
-			return tx.mapFailed(op, n, err)
+			return tx.mapFailed(kvOp(split), n, err)
 		}
 		if uint64(addr)+uint64(n) > desc.MaxAddr+1 {
-			return tx.beyond48(op, dev, desc.MapSingle, addr, n, h)
+			return tx.beyond48(kvOp(split), dev, desc.MapSingle, addr, n, h)
 		}
 		tx.soles[i] = h
 		tx.nmaps++
 		if q0, q1 := descWords(desc.MapSingle, addr, n); tx.putDesc(&tx.descs[i], i, q0, q1, uint16(n)) {
-			return tx.pad(op, dev)
+			return tx.pad(kvOp(split), dev)
 		}
 		return nil
 	}
 	addr, err := dev.mapper.MapSingle(buf, dma.ToDevice)
 	if err != nil {
-		return tx.mapFailed(op, n, err)
+		return tx.mapFailed(kvOp(split), n, err)
 	}
-	return tx.addDesc(op, dev, desc.MapSingle, addr, n, 0)
+	return tx.addDesc(kvOp(split), dev, desc.MapSingle, addr, n, 0)
+}
+
+// kvOp names addKV's operation in its errors: AddBytes for a piece of AddBytes (split), else
+// AddKVAddr.
+func kvOp(split bool) string {
+	if split {
+		return "AddBytes"
+	}
+	return "AddKVAddr"
 }
 
 // mapFailed cleans tx after its kvaddr mapping of n bytes failed with err, and returns the add's
@@ -206,7 +216,9 @@ func (tx *TxReq) addable(dev *Device, n int) bool {
 		n <= 0 || n > int(tx.tlen) || tx.coalescing || dev.state.Load() == devClosed {
 		return false
 	}
-	tx.dev = dev
+	if tx.dev == nil { // else it is dev already: no store
+		tx.dev = dev
+	}
 	return true
 }
 

@@ -29,7 +29,7 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 		if !registered {
 			n = min(n, dma.PageSize-int(base%dma.PageSize))
 		}
-		if err := tx.addKV(op, dev, buf[:n], false); err != nil {
+		if err := tx.addKV(dev, buf[:n], true); err != nil {
 			return err
 		}
 		buf = buf[n:]
