@@ -61,7 +61,7 @@ type hwState struct {
 	// flush, a stop or a state change comes), another pass can do nothing. The hardware
 	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
 	waitTail uint64
-	// passes counts hardware passes (processLocked calls); tests read it to prove that an idle
+	// passes counts hardware passes (process calls); tests read it to prove that an idle
 	// engine parks instead of spinning.
 	passes uint64
 	// completed is the chip's head as of the last completion pass that an interrupt of the
@@ -129,14 +129,15 @@ func (h *hwState) init(sink Sink) {
 // is how a Manual engine is driven; it is safe to call concurrently with anything (one hardware
 // pass runs at a time), but not from a txreq callback, a wakeup or a Sink.
 func (e *Engine) Process() (int, error) {
-	e.hwMu.Lock()
-	n, err := e.processLocked()
-	e.hwMu.Unlock()
+	n, _, err := e.process()
 	return n, err
 }
 
-// processLocked is Process with hwMu held.
-func (e *Engine) processLocked() (int, error) {
+// process is Process: it takes hwMu, runs the pass, and releases hwMu (passDone) before it returns
+// the packets delivered, the tail the pass stopped at (hwState.waitTail, for run) and the error.
+// The lock is taken here rather than in Process so that Process inlines: the pass is one call.
+func (e *Engine) process() (int, uint64, error) {
+	e.hwMu.Lock()
 	e.hw.passes++
 	e.hw.intrPass = false
 	if e.flushPending.Load() {
@@ -145,11 +146,11 @@ func (e *Engine) processLocked() (int, error) {
 	r := e.ring
 	if e.gate.Load()&gateDown != 0 {
 		e.hw.waitTail = r.Tail()
-		return 0, ErrClosed
+		return e.passDone(0, ErrClosed)
 	}
 	if e.sm.cur != sm.S99Running { // the chip consumes only while running
 		e.hw.waitTail = r.Tail() // a state change rings the doorbell (apply)
-		return 0, ErrNotRunning
+		return e.passDone(0, ErrNotRunning)
 	}
 	head := e.hw.head
 	tail := r.Tail()
@@ -166,13 +167,13 @@ func (e *Engine) processLocked() (int, error) {
 		if e.hw.faults.active {
 			if h := e.plannedHalt(); h != nil {
 				e.halt(h)
-				return pkts, h
+				return e.passDone(pkts, h)
 			}
 		}
 		n, flags, h := e.packet(head, tail)
 		if h != nil {
 			e.halt(h)
-			return pkts, h
+			return e.passDone(pkts, h)
 		}
 		if n == 0 {
 			// The packet's end is not published yet: wait for it, as the chip does. Nothing
@@ -218,7 +219,14 @@ func (e *Engine) processLocked() (int, error) {
 			e.interrupt() // the idle interrupt (idle_mask)
 		}
 	}
-	return pkts, nil
+	return e.passDone(pkts, nil)
+}
+
+// passDone ends process: it reads the tail the pass stopped at and releases hwMu.
+func (e *Engine) passDone(n int, err error) (int, uint64, error) {
+	waitTail := e.hw.waitTail
+	e.hwMu.Unlock()
+	return n, waitTail, err
 }
 
 // touchTx loads, as a prefetch, the shadow-ring entry of ring index last (the last descriptor
@@ -638,10 +646,7 @@ func (e *Engine) run() {
 	defer close(e.done)
 	e.hwGoid.Store(goid())
 	for !e.stopping.Load() {
-		e.hwMu.Lock()
-		n, _ := e.processLocked()
-		waitTail := e.hw.waitTail
-		e.hwMu.Unlock()
+		n, waitTail, _ := e.process()
 		if n > 0 && e.ring.Tail() != waitTail {
 			continue // more to read (or the pass stopped short: waitTail is ^0)
 		}
