@@ -11,7 +11,9 @@
 # callgrind, and prints the total and the functions' own instructions, each divided by ops (the
 # total includes the benchmark's setup, a few percent at 100000 ops). Needs valgrind (Debian:
 # apt-get install valgrind). GODEBUG turns off what valgrind cannot run: RDTSCP in the runtime's
-# cputicks, and the signals of asynchronous preemption.
+# cputicks, and the signals of asynchronous preemption. GOMAXPROCS=1: with more Ps, the runtime's
+# idle Ms spin looking for work under valgrind's serialised threads, thousands of instructions
+# per op that depend on timing, not on the code.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pat=${1:?usage: bench/icount.sh BENCH-PATTERN [ops] [ref]}
@@ -28,7 +30,7 @@ if [ -n "$ref" ]; then
 	src=$tmp/src/bench
 fi
 (cd "$src" && go test -c -o "$tmp/bench.test" .)
-(cd "$src" && GODEBUG=cpu.rdtscp=off,asyncpreemptoff=1 valgrind --tool=callgrind \
+(cd "$src" && GOMAXPROCS=1 GODEBUG=cpu.rdtscp=off,asyncpreemptoff=1 valgrind --tool=callgrind \
 	--callgrind-out-file="$tmp/cg.out" "$tmp/bench.test" -test.run '^$' -test.bench "$pat" \
 	-test.benchtime "${ops}x" >"$tmp/log" 2>&1) || { cat "$tmp/log" >&2; exit 1; }
 grep -q '^Benchmark' "$tmp/log" || { echo "icount.sh: no benchmark matched $pat" >&2; cat "$tmp/log" >&2; exit 1; }
