@@ -15,6 +15,10 @@ import (
 // zero value is ready. Each engine index counts on its own cache line, so engines delivering at
 // once (BenchmarkPacketPathParallel) do not share a written line through the sink.
 type DiscardSink struct {
+	// The leading pad keeps per[0] off the line that Deliver's nil check of s reads: without it,
+	// every delivery on any engine read engine 0's counter line, which engine 0 writes on every
+	// packet (a cross-core miss per packet on each side, and the CAS re-taking the line).
+	_   cpu.CacheLinePad
 	per [sdma.MaxEngines]discardCount // by engine index
 }
 
