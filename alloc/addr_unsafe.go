@@ -2,9 +2,10 @@ package alloc
 
 import "unsafe"
 
-// This file holds the package's only address arithmetic: object addresses as integers, to tell an
-// allocator's own objects by range. No integer is ever turned back into a pointer; a candidate cell
-// is found by indexing the allocator's own slice and compared with the pointer the caller gave.
+// This file and cells_unsafe.go (cells at a stride chosen at run time) hold the package's only
+// address arithmetic: here, object addresses as integers, to tell an allocator's own objects by
+// range. No integer is ever turned back into a pointer; a candidate cell is found by indexing the
+// allocator's own cells and compared with the pointer the caller gave.
 
 // addrOf returns p's address. The allocators only compare it with ranges of memory they hold
 // (which the garbage collector does not move), so it needs no pinning.
@@ -17,14 +18,6 @@ func rangeOf[E any](s []E) (base, end uintptr) {
 	}
 	base = uintptr(unsafe.Pointer(unsafe.SliceData(s)))
 	return base, base + uintptr(len(s))*unsafe.Sizeof(s[0])
-}
-
-// cellSize is the stride of a slab. (Sizeof does not evaluate its operand; a local variable
-// instead would be moved to the heap on 32-bit platforms when T holds a 64-bit atomic, which
-// must be 8-byte aligned.)
-func cellSize[T any]() uintptr {
-	var c *cell[T]
-	return unsafe.Sizeof(*c)
 }
 
 // poolCellSize is the stride of a Pool chunk.

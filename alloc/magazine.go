@@ -95,7 +95,8 @@ func newMagazines() []magazines {
 	if !pcpu.Enabled {
 		return nil
 	}
-	return make([]magazines, pcpu.Max())
+	// One more in front, unused: the first P's words share no line with the allocation before.
+	return make([]magazines, pcpu.Max()+1)[1:]
 }
 
 // get takes a free cell: from the calling P's magazines, the depot, or the free stack if its top

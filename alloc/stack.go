@@ -14,11 +14,12 @@ import (
 
 // The free list shared by Slab and List is a Treiber stack of object indices.
 //
-// Every object lives in a cell, in a slab (per cells, never freed while the allocator lives).
-// Cells are numbered from 0 across slabs: cell i is slab i/per, element i%per. Slabs are carved,
-// in order, from regions: one []cell[T] allocation holding one slab while the allocator is small
-// and, as it grows, an eighth of its slabs so far (see grow). A slab is created (counted, its
-// objects initialized and freed) only when it is needed; the rest of its region waits, zeroed.
+// Every object lives in a cell, in a slab (per cells, never freed while the allocator lives; laid
+// out as cells_unsafe.go says). Cells are numbered from 0 across slabs: cell i is slab i/per,
+// element i%per. Slabs are carved, in order, from regions: one allocation holding one slab while
+// the allocator is small and, as it grows, an eighth of its slabs so far (see grow). A slab is
+// created (counted, its objects initialized and freed) only when it is needed; the rest of its
+// region waits, zeroed.
 // The head word packs, in one uint64 so a single CAS moves both,
 //
 //	bits 63..32  version: incremented by every successful CAS on the head
@@ -91,12 +92,12 @@ type cell[T any] struct {
 
 // slab is one block of per cells, a window of a region. Immutable once published.
 type slab[T any] struct {
-	cells []cell[T]
+	cells cellRun[T]
 }
 
 // region is one allocation of cells, holding one or more slabs. Immutable once published.
 type region[T any] struct {
-	cells     []cell[T]
+	cells     cellRun[T]
 	base, end uintptr // address range of cells, for telling own objects
 	first     uint32  // index of cells[0]
 }
@@ -138,6 +139,7 @@ type stack[T any] struct {
 	// the table it loads holds that cell's slab. Read-mostly.
 	tab atomic.Pointer[table[T]]
 	per uint32 // cells per slab; immutable
+	lay layout // the cells' layout (cells_unsafe.go); immutable
 
 	// cur is the region slabs are being carved from, and used how many of its cells are in
 	// created slabs. Written and read only by grow, which its callers serialize.
@@ -149,6 +151,7 @@ func pack(version, index uint32) uint64 { return uint64(version)<<32 | uint64(in
 
 func (s *stack[T]) init(per uint32) {
 	s.per = per
+	s.lay = newLayout[T]()
 	s.head.Store(pack(0, nilIndex))
 	s.depot.Store(pack(0, nilIndex))
 	s.mags = newMagazines()
@@ -158,13 +161,15 @@ func (s *stack[T]) init(per uint32) {
 // cell returns cell i. Every Get calls it: it divides only when it must (a List's cells and a
 // Slab's first slab are slab 0; a power-of-two per shifts).
 func (t *table[T]) cell(i uint32, per uint32) *cell[T] {
-	if i < per {
-		return &t.byIndex[0].cells[i]
+	k, j := uint32(0), i
+	if i >= per {
+		if per&(per-1) == 0 {
+			k, j = i>>bits.TrailingZeros32(per), i&(per-1)
+		} else {
+			k, j = i/per, i%per
+		}
 	}
-	if per&(per-1) == 0 {
-		return &t.byIndex[i>>bits.TrailingZeros32(per)].cells[i&(per-1)]
-	}
-	return &t.byIndex[i/per].cells[i%per]
+	return t.byIndex[k].cells.at(j)
 }
 
 // pop takes the top free cell and marks it in use, or returns nil if the stack is empty, or if
@@ -210,7 +215,7 @@ func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
 		var i uint32
 		t, a := s.tab.Load(), addrOf(p)
 		if r := t.last; r != nil && a-r.base < r.end-r.base { // find's common case, with no call
-			c, i = r.at(t, s.per, a, p)
+			c, i = r.at(t, s.per, a)
 		} else {
 			c, i = s.find(p)
 		}
@@ -335,25 +340,20 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 			return nil, 0
 		}
 	}
-	return r.at(t, s.per, a, p)
+	return r.at(t, s.per, a)
 }
 
-// at returns the cell of r whose object p is, and its index, given p's address a, which lies in
-// r; nil if p is not at an object of a slab of t (per cells each) that was created. It inlines:
+// at returns the cell of r whose object is at address a, which lies in r, and its index; nil if
+// a is not the start of an object of a slab of t (per cells each) that was created. It inlines:
 // put calls it straight for the newest region, the common case, and find otherwise.
-func (r *region[T]) at(t *table[T], per uint32, a uintptr, p *T) (*cell[T], uint32) {
+func (r *region[T]) at(t *table[T], per uint32, a uintptr) (*cell[T], uint32) {
 	off := a - r.base
-	size := cellSize[T]()
+	size := r.cells.stride
 	if off%size != 0 {
 		return nil, 0 // inside a cell but not at an object: not something we handed out
 	}
-	k := uint32(off / size)
-	c := &r.cells[k]
-	if &c.obj != p {
-		return nil, 0
-	}
-	if i := r.first + k; i < uint32(len(t.byIndex))*per {
-		return c, i
+	if i := r.first + uint32(off/size); i < uint32(len(t.byIndex))*per {
+		return r.cells.atOffset(off), i
 	}
 	return nil, 0 // in the region's uncreated tail: never handed out
 }
@@ -395,10 +395,10 @@ func (s *stack[T]) grow(init func(*T), room int) {
 	per := int(s.per)
 	first := uint32(len(old.byIndex)) * s.per
 	byAddr := old.byAddr
-	if s.cur == nil || s.used+per > len(s.cur.cells) {
+	if s.cur == nil || s.used+per > s.cur.cells.n {
 		slabs := min(max(1, len(old.byIndex)/8), room)
-		r := &region[T]{cells: make([]cell[T], slabs*per), first: first}
-		r.base, r.end = rangeOf(r.cells)
+		r := &region[T]{cells: newCells[T](slabs*per, s.lay), first: first}
+		r.base, r.end = r.cells.bounds()
 		if n := len(byAddr); n == 0 || byAddr[n-1].base < r.base {
 			byAddr = append(byAddr, r)
 		} else {
@@ -407,17 +407,18 @@ func (s *stack[T]) grow(init func(*T), room int) {
 		}
 		s.cur, s.used = r, 0
 	}
-	sl := &slab[T]{cells: s.cur.cells[s.used : s.used+per : s.used+per]}
+	sl := &slab[T]{cells: s.cur.cells.window(s.used, s.used+per)}
 	s.used += per
-	for k := range sl.cells {
+	for k := range sl.cells.n {
+		c := sl.cells.at(uint32(k))
 		if init != nil {
-			init(&sl.cells[k].obj)
+			init(&c.obj)
 		}
 		next := uint32(nilIndex)
-		if k+1 < len(sl.cells) {
+		if k+1 < sl.cells.n {
 			next = first + uint32(k) + 1
 		}
-		sl.cells[k].link.Store(uint64(next))
+		c.link.Store(uint64(next))
 	}
 	// Publish the slab before any of its cells can be seen in head.
 	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr, last: s.cur})
@@ -435,8 +436,8 @@ func (s *stack[T]) stats() Stats {
 	t := s.tab.Load()
 	var inUse, touched int64
 	for _, sl := range t.byIndex {
-		for k := range sl.cells {
-			l := sl.cells[k].link.Load()
+		for k := range sl.cells.n {
+			l := sl.cells.at(uint32(k)).link.Load()
 			if l&linkInUse != 0 {
 				inUse++
 			}

@@ -279,13 +279,13 @@ func TestSlabGrowthAmortized(t *testing.T) {
 	for _, o := range held {
 		require.True(t, s.Owns(o))
 	}
-	if s.s.used == len(s.s.cur.cells) { // the last region is full: one more Get starts the next
+	if s.s.used == s.s.cur.cells.n { // the last region is full: one more Get starts the next
 		o, err := s.Get()
 		require.NoError(t, err)
 		held = append(held, o)
 	}
-	require.Less(t, s.s.used, len(s.s.cur.cells))
-	tail := &s.s.cur.cells[s.s.used].obj
+	require.Less(t, s.s.used, s.s.cur.cells.n)
+	tail := &s.s.cur.cells.at(uint32(s.s.used)).obj
 	assert.False(t, s.Owns(tail), "an uncreated cell is not an object")
 	require.ErrorIs(t, s.Put(tail), ErrForeign)
 	for _, o := range held {

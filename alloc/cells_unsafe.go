@@ -1,0 +1,118 @@
+package alloc
+
+import (
+	"reflect"
+	"unsafe"
+)
+
+// Cell layout (the kernel's SLAB_HWCACHE_ALIGN, which hfi1 creates its verbs_txreq_cache with).
+//
+// A cell's link word is CASed by every Put of its object, and its object is written by whoever
+// holds it; cells handed to goroutines on different cores must not share a cache line, or every
+// Get, Put and write of the object pays a cross-core line transfer (hundreds of ns on a VM). With
+// cells packed back to back, cell k's link shares a line with the first bytes of cell k+1's object.
+//
+// So an allocator lays its cells out once, at NewSlab or NewList, by the size of cell[T]:
+//   - a cell of more than half a padding unit (cacheLine/2: 64 bytes on amd64) is padded to a
+//     multiple of cacheLine (at least two 64-byte lines, for the adjacent-line prefetcher), and
+//     its regions start on a cacheLine boundary: no two cells share a line or a line pair. That
+//     costs less than cacheLine bytes per object: under half of a large object's size.
+//   - a smaller cell stays packed (its stride is its size), as the kernel packs small objects
+//     several to a line: a List or Slab of small values keeps its memory, and a caller that
+//     shares such objects across cores pads T itself.
+//
+// A padded cell's region is allocated with a type made at run time (reflect.StructOf: cell[T]'s
+// fields, then a byte array), so the garbage collector knows where its pointers are; the
+// allocator reads it through *cell[T], whose fields sit at the same offsets (newLayout checks).
+// Its regions are allocated as the runtime's large objects (over 32 KiB), which start on a page
+// boundary, and hence on a cacheLine one (TestCellLayout checks that no two cells share a line).
+
+// largeObject is a size above which the runtime allocates an object by itself on whole pages
+// (its small-object size classes end at 32 KiB): such an object starts on a page boundary.
+const largeObject = 32<<10 + 1
+
+// layout is an allocator's cell layout: the type of its region's elements and their stride.
+// Computed by newLayout, immutable after.
+type layout struct {
+	elem   reflect.Type // cell[T], or cell[T]'s fields followed by padding
+	stride uintptr      // bytes from one cell to the next: elem's size
+	padded bool         // regions are allocated as large objects, cacheLine-aligned
+}
+
+// newLayout returns the cell layout for T (see above).
+func newLayout[T any]() layout {
+	plain := reflect.TypeFor[cell[T]]()
+	size := plain.Size()
+	if size <= cacheLine/2 {
+		return layout{elem: plain, stride: size}
+	}
+	stride := (size + cacheLine - 1) / cacheLine * cacheLine
+	elem := plain
+	if stride > size {
+		fields := make([]reflect.StructField, 0, plain.NumField()+1)
+		for k := range plain.NumField() {
+			f := plain.Field(k)
+			fields = append(fields, reflect.StructField{Name: "F" + f.Name, Type: f.Type})
+		}
+		fields = append(fields, reflect.StructField{Name: "Pad", Type: reflect.ArrayOf(int(stride-size), reflect.TypeFor[byte]())})
+		elem = reflect.StructOf(fields)
+		for k := range plain.NumField() {
+			if elem.Field(k).Offset != plain.Field(k).Offset {
+				panic("alloc: padded cell layout differs from cell[T]") // cannot happen: same fields, same order
+			}
+		}
+	}
+	if elem.Size() != stride {
+		panic("alloc: padded cell size is not its stride") // cannot happen: stride is a multiple of the alignment
+	}
+	return layout{elem: elem, stride: stride, padded: true}
+}
+
+// cellRun is n cells at base, stride bytes apart: a region's allocation, or a slab's window of
+// it. base keeps the allocation alive.
+type cellRun[T any] struct {
+	base   unsafe.Pointer
+	n      int
+	stride uintptr
+}
+
+// newCells allocates n zeroed cells laid out by lay.
+func newCells[T any](n int, lay layout) cellRun[T] {
+	alloc := n
+	if lay.padded {
+		alloc = max(n, int((largeObject+lay.stride-1)/lay.stride))
+	}
+	v := reflect.MakeSlice(reflect.SliceOf(lay.elem), alloc, alloc)
+	return cellRun[T]{base: v.UnsafePointer(), n: n, stride: lay.stride}
+}
+
+// at returns cell k; it panics if k is out of range, as a slice index would.
+func (r cellRun[T]) at(k uint32) *cell[T] {
+	if uint(k) >= uint(r.n) {
+		panic("alloc: cell index out of range")
+	}
+	return (*cell[T])(unsafe.Add(r.base, uintptr(k)*r.stride))
+}
+
+// atOffset returns the cell off bytes from r's base. The caller has checked that off is a
+// multiple of the stride below n strides (region.at: the address lies in r's range).
+func (r cellRun[T]) atOffset(off uintptr) *cell[T] {
+	return (*cell[T])(unsafe.Add(r.base, off))
+}
+
+// window returns cells [from, to) of r.
+func (r cellRun[T]) window(from, to int) cellRun[T] {
+	if from < 0 || from > to || to > r.n {
+		panic("alloc: cell window out of range")
+	}
+	if from == to {
+		return cellRun[T]{stride: r.stride}
+	}
+	return cellRun[T]{base: unsafe.Add(r.base, uintptr(from)*r.stride), n: to - from, stride: r.stride}
+}
+
+// bounds returns the address range [base, end) of r's cells.
+func (r cellRun[T]) bounds() (base, end uintptr) {
+	base = uintptr(r.base)
+	return base, base + uintptr(r.n)*r.stride
+}
