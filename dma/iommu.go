@@ -113,14 +113,6 @@ func (m *IOMMU) Injected() uint64 {
 	return m.inj.injected.Load()
 }
 
-// Translate is the device side (see Mapper); addresses above the IOVA space fault as such.
-func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error) {
-	if uint64(addr)>>m.bits != 0 {
-		return nil, m.fault(addr, size, access, ReasonOutside)
-	}
-	return m.core.Translate(addr, size, access)
-}
-
 // assign allocates IOVA granules for the record template r (iommu_dma_alloc_iova), sets r.addr
 // and publishes a record holding r's fields in the page table (iommu_map). A map of at most magMax
 // granules takes them from its P's magazine with no mutex (alloc_iova_fast, iova.go), or reserves
