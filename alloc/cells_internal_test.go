@@ -85,7 +85,7 @@ func TestCellLayout(t *testing.T) {
 
 // TestPaddedCellsGC: the garbage collector sees the pointers in padded cells (their memory is
 // typed by the padded layout), so what objects point to stays alive; and an address in a cell's
-// padding is not an object.
+// padding or at its link word is not an object.
 func TestPaddedCellsGC(t *testing.T) {
 	l, err := NewList[bigObj](64, nil)
 	require.NoError(t, err)
@@ -116,6 +116,11 @@ func TestPaddedCellsGC(t *testing.T) {
 	pad := (*bigObj)(unsafe.Add(unsafe.Pointer(held[0]), unsafe.Sizeof(cell[bigObj]{})))
 	assert.False(t, l.Owns(pad), "an address in a cell's padding is not an object")
 	require.ErrorIs(t, l.Put(pad), ErrForeign)
+	for _, o := range []*bigObj{held[0], held[1]} { // the cell's start (its link word): not an object
+		start := (*bigObj)(unsafe.Add(unsafe.Pointer(o), -int(objOffset[bigObj]())))
+		assert.False(t, l.Owns(start))
+		require.ErrorIs(t, l.Put(start), ErrForeign)
+	}
 	for _, o := range held {
 		require.NoError(t, l.Put(o))
 	}

@@ -94,8 +94,9 @@ func (r cellRun[T]) at(k uint32) *cell[T] {
 	return (*cell[T])(unsafe.Add(r.base, uintptr(k)*r.stride))
 }
 
-// atOffset returns the cell off bytes from r's base. The caller has checked that off is a
-// multiple of the stride below n strides (region.at: the address lies in r's range).
+// atOffset returns the cell whose object is off bytes from r's first object. The caller has
+// checked that off is a multiple of the stride below n strides (region.at: the address lies in
+// r's object range).
 func (r cellRun[T]) atOffset(off uintptr) *cell[T] {
 	return (*cell[T])(unsafe.Add(r.base, off))
 }
@@ -111,8 +112,15 @@ func (r cellRun[T]) window(from, to int) cellRun[T] {
 	return cellRun[T]{base: unsafe.Add(r.base, uintptr(from)*r.stride), n: to - from, stride: r.stride}
 }
 
-// bounds returns the address range [base, end) of r's cells.
-func (r cellRun[T]) bounds() (base, end uintptr) {
-	base = uintptr(r.base)
+// objects returns the address range of r's objects: from the first object's address to one
+// stride past the last's.
+func (r cellRun[T]) objects() (base, end uintptr) {
+	base = uintptr(r.base) + objOffset[T]()
 	return base, base + uintptr(r.n)*r.stride
+}
+
+// objOffset is the offset of the object in its cell.
+func objOffset[T any]() uintptr {
+	var c *cell[T]
+	return unsafe.Offsetof(c.obj)
 }

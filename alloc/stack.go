@@ -70,10 +70,15 @@ const (
 	linkNext    uint64 = 1<<32 - 1
 )
 
-// cell is one object and its free-list bookkeeping. obj is first, so &cell.obj == &cell and
-// object addresses map back to cells by arithmetic.
+// cell is one object and its free-list bookkeeping. The link and batch words come first, on the
+// object's first cache line: a Get reads and writes the link, a Put CASes it, and the caller
+// writes the object's first bytes (a txreq's state) between them, so when a Get and its Put run
+// on different cores (a producer and a completion goroutine) the link moves with a line that
+// moves anyway, instead of with a line of its own (two transfers more per object: measured in
+// BenchmarkPacketPath hw=goroutine, where the Get's load of the link and the Put's CAS on it
+// were the two hottest instructions). Object addresses map back to cells by arithmetic (obj is
+// objOffset bytes into its cell).
 type cell[T any] struct {
-	obj T
 	// link is linkInUse|linkTouched while the object is handed out; while it is free, the index
 	// of the cell below it on the free stack, with linkTouched if it was ever handed out. Written
 	// by the popper (store-release of the in-use state, once the CAS on head made the cell its own), by
@@ -88,6 +93,8 @@ type cell[T any] struct {
 	// before its CAS on the depot's head; read by depot poppers, possibly stale (their CAS on the
 	// versioned head discards a stale read, as for link). Meaningless on other cells.
 	batch atomic.Uint64
+
+	obj T
 }
 
 // slab is one block of per cells, a window of a region. Immutable once published.
@@ -98,7 +105,7 @@ type slab[T any] struct {
 // region is one allocation of cells, holding one or more slabs. Immutable once published.
 type region[T any] struct {
 	cells     cellRun[T]
-	base, end uintptr // address range of cells, for telling own objects
+	base, end uintptr // address range of its objects (first object to one stride past the last), for telling own objects
 	first     uint32  // index of cells[0]
 }
 
@@ -398,7 +405,7 @@ func (s *stack[T]) grow(init func(*T), room int) {
 	if s.cur == nil || s.used+per > s.cur.cells.n {
 		slabs := min(max(1, len(old.byIndex)/8), room)
 		r := &region[T]{cells: newCells[T](slabs*per, s.lay), first: first}
-		r.base, r.end = r.cells.bounds()
+		r.base, r.end = r.cells.objects()
 		if n := len(byAddr); n == 0 || byAddr[n-1].base < r.base {
 			byAddr = append(byAddr, r)
 		} else {
