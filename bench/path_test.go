@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sys/cpu"
-
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -87,11 +86,14 @@ var pathMappers = []struct {
 }
 
 // pathCounter counts one engine's completions on its own cache line: in the parallel twin two
-// engines' completion passes would otherwise share one.
+// engines' completion passes would otherwise share one. The padding on both sides is the
+// module's unit (internal/cacheline.Pad: two 64-byte lines on amd64), so neither the next
+// counter nor the allocation before the first shares a line or an adjacent-line pair with it.
 type pathCounter struct {
+	_      [cacheline.Pad]byte
 	done   atomic.Int64 // completions with StatusOK whose Put succeeded
 	failed atomic.Int64 // completions with another status, or a refused Put
-	_      cpu.CacheLinePad
+	_      [cacheline.Pad]byte
 }
 
 // pathRig is one device under test with its allocator and one counter per engine.
