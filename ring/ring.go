@@ -483,13 +483,27 @@ func (v *Reservation) Publish() {
 // operation the load may pass the tail store and both sides may go to sleep (package doc, O6).
 // Callers with no such load (the consumer polls the tail) need nothing in between.
 func (v *Reservation) PublishRelease() {
-	r := v.r
-	if r == nil || v.published || r.tail.Load() != v.start {
-		v.publishSlow(true) // out of line: the checks and the turn are one branch
+	if v.TryPublishRelease() {
+		return
 	}
+	v.publishSlow(true) // out of line: the checks and the turn
 	v.published = true
-	// Store-release, not seq-cst (O5, O6): publishes [start, start+n) to the hardware model.
-	relaxed.StoreRelease64(&r.tail, v.start+uint64(v.n))
+	relaxed.StoreRelease64(&v.r.tail, v.start+uint64(v.n))
+}
+
+// TryPublishRelease is PublishRelease's common case, within the inliner's budget so that a
+// caller's publish is no call: if every earlier reservation is published (the tail is at
+// Start()) and v is not published yet, it publishes v exactly as PublishRelease does and reports
+// true. false changes nothing: it is not v's turn yet, or v cannot be published (the zero
+// Reservation, or published already); PublishRelease then waits for the turn, or panics.
+func (v *Reservation) TryPublishRelease() bool {
+	if r := v.r; r != nil && !v.published && r.tail.Load() == v.start {
+		v.published = true
+		// Store-release, not seq-cst (O5, O6): publishes [start, start+n) to the hardware model.
+		relaxed.StoreRelease64(&r.tail, v.start+uint64(v.n))
+		return true
+	}
+	return false
 }
 
 // publishSlow is Publish's (release: PublishRelease's) way when its one test failed: it panics,

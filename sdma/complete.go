@@ -39,37 +39,28 @@ func (e *Engine) makeProgressHW() int {
 // write_seqlock(&sde->head_lock)). It inlines: the pass is progressPass's.
 func (e *Engine) progressLocked() int { return e.progressPass(false) }
 
-// progressPass is the completion pass (progressLocked), and with intr the interrupt that runs it
-// (Engine.interrupt, hfi1: sdma_engine_interrupt): the chip's head written back, then in
-// CompleteInterrupt mode the pass, on a Manual engine in this same frame (hwMu is its head lock),
-// else under the head lock (makeProgressHW). With intr, hwMu held; without, headMu held.
+// progressPass is the completion pass (progressLocked), and with intr the pass of an interrupt
+// (Engine.interrupt, hfi1: sdma_engine_interrupt, after the head's write-back, when intrRunsPass
+// says it runs one): on a Manual engine in this same frame (hwMu is its head lock), else under the
+// head lock (makeProgressHW). With intr, hwMu held; without, headMu held.
 //
 // The pass of one txreq (a Manual engine's packet of one or two descriptors) runs walkLocked's
 // step and completeTx without their calls.
 func (e *Engine) progressPass(intr bool) int {
-	r := e.ring
-	if intr {
-		e.stats.interrupts.Add(1)
-		e.hw.headToHost = false // writeBackHead, inline
-		if h := e.hw.head; r.HWHead() != h {
-			r.SetHWHead(h)
-		}
-		if e.mode != CompleteInterrupt || (e.hw.intrPass && e.hw.completed == e.hw.head) {
-			return 0
-		}
-		if !e.manual {
-			n := e.makeProgressHW()
-			e.hw.completed, e.hw.intrPass = e.hw.head, true
-			return n
-		}
+	if intr && !e.manual {
+		n := e.makeProgressHW()
+		e.hw.completed, e.hw.intrPass = e.hw.head, true
+		return n
 	}
+	r := e.ring
 	r.BeginWrite()
 	e.stats.passes.Add(1)
 	n := 0
 	if hw, sw := r.HWHead(), r.SwHead(); hw != sw {
-		if i := (hw - 1) & e.mask; e.txRing[i] != nil && (hw-sw == 1 || hw-sw == 2 && e.txRing[sw&e.mask] == nil) {
-			// One txreq, the last descriptor's, and nothing before it: walkLocked's step and
-			// completeTx for it.
+		if i := (hw - 1) & e.mask; e.txRing[i] != nil && hw-sw == uint64(e.txRing[i].numDesc) {
+			// One txreq, the last descriptor's, and nothing before it: its descriptors are
+			// contiguous and end at hw-1, so [sw, hw) is all of them when they are hw-sw many.
+			// walkLocked's step and completeTx for it.
 			tx := e.txRing[i]
 			e.txRing[i] = nil
 			r.SetSwHead(hw) // its slots are free before its callback runs

@@ -287,7 +287,7 @@ func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 			e.launch(w, tx, res.Start()+uint64(len(ds))-1)
 			if e.parks {
 				e.publishParked(&res)
-			} else {
+			} else if !res.TryPublishRelease() { // its common case inline: no call
 				res.PublishRelease()
 			}
 			return nil

@@ -186,11 +186,7 @@ func (e *Engine) process() (int, uint64, error) {
 		e.hw.head = head
 		e.hw.idle = false
 		e.hw.faults.seen += n
-		e.hw.sinceIntr += int(n)
-		if e.hw.sinceIntr >= e.descIntr {
-			e.hw.sinceIntr = 0 // the count interrupt re-arms (sdma_set_desc_cnt)
-			flags |= desc.IntReqFlag
-		}
+		flags |= e.countDescs(n)
 		if b := &e.hw.batch; b.held > 0 {
 			b.flags |= flags // the sink still holds the packet: its write-back waits for Flush
 			if b.held >= b.maxPkts || (b.maxBytes > 0 && b.bytes >= b.maxBytes) {
@@ -208,19 +204,42 @@ func (e *Engine) process() (int, uint64, error) {
 	if e.hw.batch.held > 0 {
 		e.flushBatch() // nothing more to read this pass: send what the sink holds
 	}
-	idleIntr := head == tail && !e.hw.idle
-	if e.hw.headToHost && !idleIntr {
-		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once (the idle interrupt does them)
-	}
 	if head == tail {
 		e.hw.waitTail = tail
+	}
+	if idleIntr := e.idleIntrDue(head, tail); idleIntr || e.hw.headToHost {
+		// The pass's HEAD_TO_HOST write-backs, once, which the idle interrupt does too: writeBackHead
+		// and then the idle interrupt (idle_mask), interrupt's steps, without their calls (a
+		// Manual engine's pass ends in this interrupt for every packet).
+		e.hw.headToHost = false
+		if h := e.hw.head; r.HWHead() != h {
+			r.SetHWHead(h)
+		}
 		if idleIntr {
 			e.hw.idle = true
-			e.interrupt() // the idle interrupt (idle_mask)
+			e.stats.interrupts.Add(1)
+			if e.intrRunsPass() {
+				e.progressPass(true)
+			}
 		}
 	}
 	return e.passDone(pkts, nil)
 }
+
+// countDescs counts n descriptors read toward the count interrupt, every DescIntr descriptors,
+// and returns the INT_REQ flag when it is due (the interrupt re-arms: sdma_set_desc_cnt). hwMu
+// held.
+func (e *Engine) countDescs(n uint64) uint64 {
+	if e.hw.sinceIntr += int(n); e.hw.sinceIntr >= e.descIntr {
+		e.hw.sinceIntr = 0
+		return desc.IntReqFlag
+	}
+	return 0
+}
+
+// idleIntrDue reports whether a pass that stopped at head with the ring's tail at tail raises
+// the idle interrupt: it caught up, and the engine was not idle already. hwMu held.
+func (e *Engine) idleIntrDue(head, tail uint64) bool { return head == tail && !e.hw.idle }
 
 // passDone ends process: it reads the tail the pass stopped at and releases hwMu.
 func (e *Engine) passDone(n int, err error) (int, uint64, error) {
@@ -305,7 +324,22 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // the pass would walk nothing and free nothing, only take headMu and bump the seqcount. It is
 // the chip's coalescing of interrupt causes: both status bits are seen by one run of
 // sdma_engine_interrupt, which makes progress once.
-func (e *Engine) interrupt() { e.progressPass(true) }
+//
+// process's idle interrupt runs these steps inline: keep the two alike.
+func (e *Engine) interrupt() {
+	e.stats.interrupts.Add(1)
+	e.writeBackHead()
+	if e.intrRunsPass() {
+		e.progressPass(true)
+	}
+}
+
+// intrRunsPass reports whether an interrupt runs a completion pass: in CompleteInterrupt mode,
+// unless an earlier interrupt of the same pass ran one to its end at the same head (see
+// interrupt). hwMu held.
+func (e *Engine) intrRunsPass() bool {
+	return e.mode == CompleteInterrupt && (!e.hw.intrPass || e.hw.completed != e.hw.head)
+}
 
 // writeBackHead writes the chip's head back to the ring (head_dma) if it moved, which also
 // does every HEAD_TO_HOST write-back due. hwMu held.
