@@ -374,6 +374,25 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 			segs = append(segs, buf)
 		}
 		n, flags = 1, d0.Qw1&(desc.HeadToHostFlag|desc.IntReqFlag)
+	} else if plain && start+1 != tail && plainPair(d0, r.Slot(start+1), r.Generation(start+1)) {
+		// A packet of two descriptors, both with bytes (a header and a payload, no AHG):
+		// gather's checks and reads, without its call and its loop. plainPair checked what
+		// gather checks of the second descriptor before it reads anything of it, so the reads
+		// here fail as gather's would, in its order (the first descriptor's, then the
+		// second's); any other packet takes gather (TestPacketTwoDescPath covers both).
+		d1 := r.Slot(start + 1)
+		l0, l1 := d0.Len(), d1.Len()
+		b0, err := e.dev.mapper.Translate(dma.Addr(d0.Addr()), l0, dma.ToDevice)
+		if err != nil || len(b0) != l0 {
+			return 0, 0, e.readErr(start, d0, l0, len(b0), err)
+		}
+		b1, err := e.dev.mapper.Translate(dma.Addr(d1.Addr()), l1, dma.ToDevice)
+		if err != nil || len(b1) != l1 {
+			return 0, 0, e.readErr(start+1, d1, l1, len(b1), err)
+		}
+		segs = append(segs, b0, b1)
+		total = l0 + l1
+		n, flags = 2, (d0.Qw1|d1.Qw1)&(desc.HeadToHostFlag|desc.IntReqFlag)
 	} else {
 		if plain {
 			// The common packet (no AHG): its first descriptor is all of its head, and there
@@ -447,6 +466,14 @@ func (e *Engine) ahgGather(start, tail uint64, segs [][]byte) (_ [][]byte, n, fl
 // and there are no edit descriptors to read).
 func plainHead(d0 desc.Desc, gen desc.Generation) bool {
 	return d0.Generation() == gen && d0.First() && d0.HeaderMode() == desc.AHGNoAHG
+}
+
+// plainPair reports whether d0, a plainHead without LAST, and d1, read at the next ring index
+// (published, of generation gen1), make a packet that gather would read in full: d1 is of its
+// generation, not FIRST, and LAST; both have bytes, and together at most maxPacketBytes.
+func plainPair(d0, d1 desc.Desc, gen1 desc.Generation) bool {
+	l0, l1 := d0.Len(), d1.Len()
+	return d1.Generation() == gen1 && !d1.First() && d1.Last() && l0 > 0 && l1 > 0 && l0+l1 <= maxPacketBytes
 }
 
 // pktHead is what parseHead reads of a packet: its first descriptor, its AHG mode and update
