@@ -208,13 +208,7 @@ func BenchmarkMapTranslateUnmapSole(b *testing.B) {
 // benchPacketMappings maps, translates and unmaps one packet's header and payload per op, on a
 // new mapper of the named kind, with MapSingle or (sole) MapSingleSole.
 func benchPacketMappings(b *testing.B, name string, sole bool) {
-	var m testMapper = NewDirect()
-	if name == "iommu" {
-		var err error
-		if m, err = NewIOMMU(IOMMUConfig{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	m := newBenchMapper(b, name)
 	bu := m.(BatchUnmapper)
 	pkts := make([]benchPacket, 64)
 	us := make([]Unmap, 2)

@@ -23,11 +23,22 @@ import (
 // sole mappings (sole.go) is unchanged.
 
 // directSet returns the number of the first entry of Direct's set for key (the second is the
-// next): table.set with keyShift 0 and shift directShift. Even, and at most nIndex-2.
+// next; index.go, "Direct's sets: one line per buffer line"): in the region (nEnt entries) of the
+// Fibonacci hash of key's half page, the set of key's cache line in the half page plus the next
+// setBits hash bits, modulo the sets in use. Even, and at most nIndex-2.
 func (t *table) directSet(key uint64) uint64 {
 	const phi = 0x9E3779B97F4A7C15
-	return (key>>directShift*phi)>>(64-stripeBits)*nEnt + 2*((key*phi)>>(64-stripeBits-setBits)&t.setSel&(nSets-1))
+	h := key >> directHalfShift * phi
+	return h>>(64-stripeBits)*nEnt + 2*((key>>lineShift+h>>(64-stripeBits-setBits))&t.setSel&(nSets-1))
 }
+
+// lineShift is log2 of a cache line (64 bytes, cacheline.Pad's unit on every target that gosdma
+// lays out for), and directHalfShift log2 of the bytes whose lines one region of Direct's index
+// holds, one set each: a half page of 2 KiB.
+const (
+	lineShift       = 6
+	directHalfShift = lineShift + setBits
+)
 
 // entryAt returns entry i of the index, i < nIndex (no bounds check: directSet's results and
 // their successors are in range).

@@ -16,14 +16,15 @@ import (
 // of two entries. A Go map must never be read during a write (that can crash), so the index is a
 // fixed, open array, and each entry is a few words read and written with sync/atomic only.
 //
-// A Direct mapping's entry is in the set chosen by a hash of its key, in the stripe of its first
-// page; an IOMMU mapping's is in the set of its key in granule order (below). The key is the first byte's bus address for Direct, where many small buffers share a page and
+// A Direct mapping's entry is in the set of its key's cache line in the region of the index
+// chosen by a hash of the key's half page (below: "Direct's sets: one line per buffer line");
+// an IOMMU mapping's is in the set of its key in granule order (below). The key is the first byte's bus address for Direct, where many small buffers share a page and
 // a descriptor names the first byte of its mapping (so the set of the descriptor's address holds
 // its mapping), and the granule for the IOMMU, whose granules hold one mapping each (so the set
 // of any address in the granule holds it). A Direct translation of an address inside a mapping,
 // not its first byte, or of one that is not mapped, also looks at the set of the page's first
-// byte and then the stripe's whole index: a mapping of one page that holds the address starts in
-// the address's page, hence in its stripe.
+// byte and then the whole regions of the page's two halves: a mapping of one page that holds the
+// address starts in the address's page, hence in one of them (scanAll).
 //
 // A mapping of several pages (up to spanMax) is keyed by its first page: for Direct that page's
 // first byte, for the IOMMU its first granule (entryKey). A translation from inside its first
@@ -39,6 +40,21 @@ import (
 // the page lists behind the index (stripe.m and stripe.slots), which only holders of the stripe's
 // mutex read or write. stripe.pairs counts what they hold, and a translation that finds no
 // answer in the index while pairs is not zero takes the mutex and looks there too.
+//
+// # Direct's sets: one line per buffer line
+//
+// The index is cut into nStripes regions of nSets sets (nEnt entries, 2 KiB: a set is two
+// entries, one cache line). Direct's set of key is in the region chosen by a Fibonacci hash of
+// the key's half page (2 KiB, as many cache lines as a region has sets), at the key's cache line
+// within the half page plus the next setBits hash bits, modulo the sets in use (directSet). Keys
+// in different cache lines of one half page thus never share a set, and a set is one line of the
+// index: two senders whose buffers lie in different lines, such as two txreqs of one slab page
+// used by two Ps, map, translate and unmap on different lines of the index, whatever the distance
+// between their objects. A hash of the whole key, as before, sends keys at a fixed distance to
+// sets at a fixed offset (Fibonacci hashing is linear in the key): for some object strides (704,
+// 720, 736 bytes, among others) two Ps' buffers then shared a set, and every map, translation
+// and unmap of one missed on the line the other core had written. The added hash bits spread
+// page-aligned keys (line 0 of their half) over the sets, as the stripes spread pages.
 //
 // # The IOMMU's index in granule order
 //
@@ -262,22 +278,17 @@ func (w ways) way(i int) *entry {
 // nWays is the number of entries of a set.
 const nWays = 2
 
-// set returns the two entries of the set for key. Direct's are a set of the index of the stripe
-// of key's page (the mapping's first page: keys lie in it, see entryKey), chosen by the Fibonacci
-// hash bits just below those that chose the stripe (table.stripeIndex), so that page-aligned
-// buffers spread over the sets as evenly as over the stripes; they are found in table.ents, not
-// through the stripe, whose cache line (its mutex, its page lists) the index's users do not touch.
-// The IOMMU's are in granule order (see "The IOMMU's index in granule order" above): entry key
+// set returns the two entries of the set for key. Direct's are directSet's (see "Direct's sets:
+// one line per buffer line" above): found in table.ents, not through a stripe, whose cache line
+// (its mutex, its page lists) the index's users do not touch. The IOMMU's are in granule order (see "The IOMMU's index in granule order" above): entry key
 // and the entry half the index away, modulo the entries in use, of the whole table's index.
 func (t *table) set(key uint64) ways {
 	if t.keyShift != 0 {
 		i := key & t.setMask
 		return ways{&t.ents[i&(nIndex-1)], &t.ents[(i^t.setHalf)&(nIndex-1)]} // i^setHalf: i+setHalf modulo the entries in use
 	}
-	// The stripe (stripeIndex of key's page) and the set in it (the low bits in use of the setBits
-	// hash bits below; a constant shift, see directSet).
-	i := (key>>t.shift*0x9E3779B97F4A7C15)>>(64-stripeBits)*nEnt + 2*((key*0x9E3779B97F4A7C15)>>(64-stripeBits-setBits)&t.setSel)
-	return ways{&t.ents[i], &t.ents[i+1]}
+	i := t.directSet(key)
+	return ways{&t.ents[i&(nIndex-1)], &t.ents[(i+1)&(nIndex-1)]}
 }
 
 // useSets makes the table use 1<<bits sets of each stripe's index (setBits, or fewer in tests).
@@ -743,12 +754,17 @@ func (t *table) scanBack(pr *probe) bool {
 	return false
 }
 
-// scanAll runs the probe over the whole of s's index: for Direct, an address inside a mapping
-// that does not start on a page boundary (see the index's description).
-func (t *table) scanAll(s *stripe, pr *probe) bool {
-	for i := 0; i < nEnt; i += 2 {
-		if pr.look(ways{&s.ents[i], &s.ents[i+1]}) {
-			return true
+// scanAll runs the probe over the regions of the index of both halves of pr.addr's page: for
+// Direct, an address inside a mapping that does not start on a page boundary (see the index's
+// description): a mapping within one page that holds it is keyed in that page.
+func (t *table) scanAll(pr *probe) bool {
+	pg := uint64(pr.addr) &^ (PageSize - 1)
+	for _, half := range [2]uint64{pg, pg + PageSize/2} {
+		r := t.directSet(half) &^ (nEnt - 1) // the region's first entry
+		for i := r; i < r+nEnt; i += 2 {
+			if pr.look(ways{t.entryAt(i), t.entryAt(i + 1)}) {
+				return true
+			}
 		}
 	}
 	return false

@@ -74,15 +74,11 @@ const (
 
 // stripe is one shard of the table: the pages whose number hashes to it.
 type stripe struct {
-	// mu guards the page lists and everything below but ents and pairs: map and unmap of
+	// mu guards the page lists and everything below but pairs: map and unmap of
 	// mappings that are not in the index hold it to change them, Live, LiveCount, the IOVA
 	// allocator's occupancy checks and a Translate that needs the page lists to read them. A
 	// plain mutex (see the package documentation for why not an RWMutex). The index needs no lock.
 	mu sync.Mutex
-	// ents is Direct's index of this stripe (index.go): nSets sets of two entries, a part of
-	// table.ents. The pointer is set by table.init and immutable; the entries are read and
-	// written with atomic operations only, by anyone.
-	ents *[nEnt]entry
 	// pairs counts the (page, record) pairs in this stripe's page lists, that is how many
 	// mappings a reader of the index cannot see. Written under mu (a store when it changes),
 	// loaded by readers: zero lets a Translate that found no answer in the index report it
@@ -165,7 +161,6 @@ func (t *table) init(shift uint, keepEmpty bool) {
 	}
 	t.ents = new([nIndex]entry)
 	for i := range t.stripes {
-		t.stripes[i].ents = (*[nEnt]entry)(t.ents[i*nEnt:])
 		t.stripes[i].m = make(map[uint64]*pageList)
 		t.stripes[i].keepEmpty = keepEmpty
 		if !keepEmpty { // the slots' lists up front: a fresh slot then allocates nothing
@@ -488,7 +483,7 @@ func (t *table) lookupSlow(addr Addr, size int, access Direction, exact bool) ([
 			return b, ""
 		}
 	}
-	if t.scanBack(&pr) || t.keyShift == 0 && t.scanAll(s, &pr) {
+	if t.scanBack(&pr) || t.keyShift == 0 && t.scanAll(&pr) {
 		return bytesAt(pr.p, int(addr-pr.base), size), ""
 	}
 	return nil, pr.reason
