@@ -234,19 +234,20 @@ func (r *Ring) ReserveWrite(ds []desc.Desc, skip int) (Reservation, error) {
 	if un := uint64(len(ds)); un-1 < writeFewMax { // 1..3 descriptors (Size()-1 >= 63)
 		if start, ok := r.tryReserve(un); ok {
 			// writeFew, the first descriptor (always stamped) out of the loop.
+			// g is the generation's bits as stamped into qw1, moved on past the ring's end.
 			slots, mask := r.slots, r.mask
-			gen := start >> (r.shift & 63)
+			g := (start >> (r.shift & 63) & desc.GenerationMask) << desc.GenerationShift
 			j := start & mask
 			d := ds[0]
-			d.Qw1 = d.Qw1&^desc.GenerationSMask | (gen&desc.GenerationMask)<<desc.GenerationShift
+			d.Qw1 = d.Qw1&^desc.GenerationSMask | g
 			slots[j] = d
 			for k := 1; k < len(ds); k++ {
-				if j++; j > mask {
-					j, gen = 0, gen+1
+				if j = (j + 1) & mask; j == 0 {
+					g = (g + 1<<desc.GenerationShift) & desc.GenerationSMask
 				}
 				d = ds[k]
 				if k > skip {
-					d.Qw1 = d.Qw1&^desc.GenerationSMask | (gen&desc.GenerationMask)<<desc.GenerationShift
+					d.Qw1 = d.Qw1&^desc.GenerationSMask | g
 				}
 				slots[j] = d
 			}

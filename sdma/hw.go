@@ -371,7 +371,8 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 			if err != nil || len(buf) != total {
 				return 0, 0, e.readErr(start, d0, total, len(buf), err)
 			}
-			segs = append(segs, buf)
+			segs = e.hw.segs[:1] // cap MaxDesc+1: no append's growth check
+			segs[0] = buf
 		}
 		n, flags = 1, d0.Qw1&(desc.HeadToHostFlag|desc.IntReqFlag)
 	} else if plain && start+1 != tail && plainPair(d0, r.Slot(start+1), r.Generation(start+1)) {
@@ -390,7 +391,8 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		if err != nil || len(b1) != l1 {
 			return 0, 0, e.readErr(start+1, d1, l1, len(b1), err)
 		}
-		segs = append(segs, b0, b1)
+		segs = e.hw.segs[:2] // cap MaxDesc+1: no append's growth check
+		segs[0], segs[1] = b0, b1
 		total = l0 + l1
 		n, flags = 2, (d0.Qw1|d1.Qw1)&(desc.HeadToHostFlag|desc.IntReqFlag)
 	} else {
