@@ -54,11 +54,13 @@ func (m *IOMMU) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	}
 	{
 		p := unsafe.SliceData(buf)
-		off := uint64(uintptr(unsafe.Pointer(p))) & (1<<m.shift - 1)
-		k := (off+n-1)>>m.shift + 1 // granules touched; at most magMax < spanMax: indexable
+		sh := m.shift & 63 // < 63 (NewIOMMU): the mask only spares the compiler's guard of a shift by 64 or more
+		off := uint64(uintptr(unsafe.Pointer(p))) & (1<<sh - 1)
+		k := (off+n-1)>>sh + 1 // granules touched; at most magMax < spanMax: indexable
 		if k > magMax {
 			goto general
 		}
+		fields := metaFieldsOf(int(n), dir, codeSingleSole) // before the pin's call: fewer values live across it
 		id := pcpu.Pin()
 		if uint(id) >= uint(len(m.mags)) {
 			pcpu.Unpin()
@@ -91,7 +93,7 @@ func (m *IOMMU) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 			}
 		}
 		relaxed.StoreRelease64(&g.next, next+k) // takePinned
-		addr := next<<m.shift | off
+		addr := next<<(m.shift&63) | off
 		gen := mm&^(metaGen1-1) + metaGen1
 		// publish's stores.
 		if e.ptr.Load() != p {
@@ -103,7 +105,7 @@ func (m *IOMMU) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		if e.region.Load() != nil {
 			ownStorePtr(&e.region, nil)
 		}
-		relaxed.StoreRelease64(&e.meta, gen|metaFieldsOf(int(n), dir, codeSingleSole)|metaLive)
+		relaxed.StoreRelease64(&e.meta, gen|fields|metaLive)
 		pcpu.Unpin()
 		return Addr(addr), Sole(gen>>metaGenShift<<soleBits | (i + 1)), nil
 	}
@@ -117,7 +119,7 @@ general:
 // checks of each entry are fastSet's. Otherwise, or with the test hook testMidRead, core's.
 func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error) {
 	a := uint64(addr)
-	if a>>m.bits != 0 {
+	if a>>(m.bits&63) != 0 { // bits <= 63 (NewIOMMU)
 		return nil, m.fault(addr, size, access, ReasonOutside)
 	}
 	// One condition per if: the compiler branches on each, with no boolean in between.
@@ -133,7 +135,7 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 	if m.tab.testMidRead != nil {
 		return m.core.Translate(addr, size, access)
 	}
-	i := a >> m.shift & m.tab.setMask
+	i := a >> (m.shift & 63) & m.tab.setMask
 	for range nWays {
 		e := m.tab.entryAt(i)
 		mm := e.meta.Load()
