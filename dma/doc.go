@@ -35,8 +35,9 @@
 // kvaddr payload of a few pages), lives in the index: a fixed array of entries whose words are
 // read and written with sync/atomic only (the owner of a busy entry stores with plain MOVs on
 // amd64), each entry's meta word being its lock and its sequence count at once (index.go
-// explains the protocol). Direct's is a set of the stripe of the mapping's first page, chosen by
-// a hash of its address; the IOMMU's is in granule order, so that the fresh granules a P maps
+// explains the protocol). Direct's set is one cache line of the index, that of the address's line
+// in the region its half page hashes to, so that buffers in different lines of a half page (two
+// Ps' txreqs of one slab page) never share one; the IOMMU's is in granule order, so that the fresh granules a P maps
 // one after the other fill neighbouring entries, two to a cache line. Translate of such a mapping takes no lock and does no atomic read-modify-write:
 // it loads the entry's words between two loads of its meta word and retries if they differ, so it
 // never returns the bytes of an entry that was recycled for another mapping while it read. A map
