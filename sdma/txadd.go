@@ -212,11 +212,15 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 // records dev as tx's device, as checkAdd does, and reports true: checkAdd would return nil.
 // false says nothing: checkAdd tells.
 func (tx *TxReq) addable(dev *Device, n int) bool {
-	if tx.state.Load() != txBuilding || dev == nil || tx.dev != dev && tx.dev != nil ||
-		n <= 0 || n > int(tx.tlen) || tx.coalescing || dev.state.Load() == devClosed {
+	// uint(n-1) < tlen is 1 <= n <= tlen in one compare.
+	if tx.state.Load() != txBuilding || uint(n-1) >= uint(tx.tlen) || tx.coalescing || dev == nil ||
+		dev.state.Load() == devClosed {
 		return false
 	}
-	if tx.dev == nil { // else it is dev already: no store
+	if tx.dev != dev { // else it is dev already: no store
+		if tx.dev != nil {
+			return false
+		}
 		tx.dev = dev
 	}
 	return true
