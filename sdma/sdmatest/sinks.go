@@ -7,25 +7,43 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/pcpu"
 	"github.com/gosdma/gosdma/internal/relaxed"
 	"github.com/gosdma/gosdma/sdma"
 )
 
 // DiscardSink drops every packet, counting packets and bytes. It is safe for concurrent use; the
-// zero value is ready. Each engine index counts on its own cache line, so engines delivering at
-// once (BenchmarkPacketPathParallel) do not share a written line through the sink.
+// zero value is ready. A delivery counts on its P's own cache line (internal/pcpu: the goroutine
+// is pinned to its P for the two adds, so nobody else writes that line meanwhile) with no locked
+// instruction; engines delivering at once on different cores (BenchmarkPacketPathParallel) share
+// no written line through the sink. On a P past discardPs, or under the purego tag (no pinning),
+// it counts per engine index as before (see discardCount).
 type DiscardSink struct {
-	// The leading pad keeps per[0] off the line that Deliver's nil check of s reads: without it,
-	// every delivery on any engine read engine 0's counter line, which engine 0 writes on every
-	// packet (a cross-core miss per packet on each side, and the CAS re-taking the line).
-	_   cpu.CacheLinePad
-	per [sdma.MaxEngines]discardCount // by engine index
+	// The leading pad keeps perP[0] off the line that Deliver's nil check of s reads: without it,
+	// every delivery on any engine read P 0's counter line, which P 0 writes on every packet (a
+	// cross-core miss per packet on each side).
+	_    [cacheline.Pad]byte
+	perP [discardPs]discardP           // by P index, for pinned deliveries
+	per  [sdma.MaxEngines]discardCount // by engine index, for the others
 }
 
-// discardCount is one engine index's count. Deliveries to one engine come one at a time, so the
-// usual delivery takes busy (one locked instruction), adds to own without locked instructions and
-// releases it with a store-release; a delivery that finds busy held (engines of the same index on
-// two devices sharing the sink) adds to shared atomically instead. Packets and Bytes sum both.
+// discardPs is how many Ps count on lines of their own; deliveries on higher P indices (more
+// than 64 Ps) take the per-engine path.
+const discardPs = 64
+
+// discardP is one P's count. Written (relaxed single-writer adds) only by deliveries pinned to
+// that P, one at a time; read by Packets and Bytes (atomic loads).
+type discardP struct {
+	packets, bytes relaxed.Counter
+	_              [cacheline.Pad - 16]byte
+}
+
+// discardCount is one engine index's count, for deliveries that are not pinned. Deliveries to one
+// engine come one at a time, so the usual delivery takes busy (one locked instruction), adds to
+// own without locked instructions and releases it with a store-release; a delivery that finds
+// busy held (engines of the same index on two devices sharing the sink) adds to shared
+// atomically instead. Packets and Bytes sum both.
 type discardCount struct {
 	// busy is 1 while a delivery counts on own. Taken by CAS 0→1 (acquire: the previous holder's
 	// adds happen before), released by a store-release of 0; read by nobody else.
@@ -44,6 +62,14 @@ func (s *DiscardSink) Deliver(engine int, segs [][]byte) error {
 	for _, b := range segs {
 		n += len(b)
 	}
+	if id := pcpu.Pin(); uint(id) < discardPs {
+		c := &s.perP[id]
+		c.packets.Add(1)
+		c.bytes.Add(uint64(n))
+		pcpu.Unpin()
+		return nil
+	}
+	pcpu.Unpin()
 	c := &s.per[uint(engine)%sdma.MaxEngines]
 	if c.busy.CompareAndSwap(0, 1) {
 		c.ownPackets.Add(1)
@@ -59,6 +85,9 @@ func (s *DiscardSink) Deliver(engine int, segs [][]byte) error {
 // Packets returns the number of packets delivered.
 func (s *DiscardSink) Packets() uint64 {
 	var n uint64
+	for i := range s.perP {
+		n += s.perP[i].packets.Load()
+	}
 	for i := range s.per {
 		c := &s.per[i]
 		n += c.ownPackets.Load() + c.sharedPackets.Load()
@@ -69,6 +98,9 @@ func (s *DiscardSink) Packets() uint64 {
 // Bytes returns the number of bytes delivered.
 func (s *DiscardSink) Bytes() uint64 {
 	var n uint64
+	for i := range s.perP {
+		n += s.perP[i].bytes.Load()
+	}
 	for i := range s.per {
 		c := &s.per[i]
 		n += c.ownBytes.Load() + c.sharedBytes.Load()
