@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/gosdma/gosdma/internal/cacheline"
 )
 
 // A mapping record is the mapper's struct dma_debug_entry: one live map call that is not in the
@@ -112,6 +114,12 @@ type stripe struct {
 	_     cpu.CacheLinePad // stripes on separate cache lines: translations of different pages do not share a lock word
 }
 
+// ownerWord is one block's owner (table.owners), alone on its cache lines.
+type ownerWord struct {
+	atomic.Int32
+	_ [cacheline.Pad - 4]byte
+}
+
 // table maps page numbers of bus address space to mappings. It is striped by page number: there
 // is no global lock, a translation reads one stripe's index with no lock (index.go), and a
 // mapping of n pages takes n stripe locks one after the other (never two at once, so no lock
@@ -139,9 +147,11 @@ type table struct {
 	owned bool
 	// owners[b] is the P (its index plus one, 0: none) that owns block b of the index's low half.
 	// Stored by the IOMMU's refill (mu held, pinned to the P that claims or releases); loaded by
-	// fills pinned to a P (does it own the block?) and by refill.
-	owners [nOwnBlocks]atomic.Int32
-	// ents is the whole index, every stripe's (stripe.ents) in stripe order; the IOMMU's sets
+	// fills pinned to a P (does it own the block?) and by refill. One word per cache-line pair
+	// (ownerWord): a P's fast map loads its own block's word, which another P's refill, claiming
+	// and releasing other blocks, then does not write.
+	owners [nOwnBlocks]ownerWord
+	// ents is the whole index, every stripe's in stripe order; the IOMMU's sets
 	// span it (set). The pointer is set by init and immutable; the entries are read and
 	// written with atomic operations only, by anyone.
 	ents    *[nIndex]entry
