@@ -121,7 +121,13 @@ func (r *pathRig) build(i int) (*pathTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.rig, t.count = r, &r.count[i]
+	// Written only when they change (a txreq's first use, or another engine's counter): the
+	// completion reads them on the engine's core, and a store of the same values on every build
+	// took that line back each packet (hw=goroutine: Complete's load of t.count was its
+	// hottest instruction).
+	if c := &r.count[i]; t.rig != r || t.count != c {
+		t.rig, t.count = r, c
+	}
 	if err := t.Init(0, pathPktLen, t); err != nil {
 		_ = r.a.Put(t)
 		return nil, err
