@@ -10,7 +10,7 @@ import (
 //
 // Package sdma's kvaddr path maps every buffer with MapSingleSole, reads it with Translate and
 // unmaps it with UnmapSingleSole, and a sender reuses its buffers, so the common case of each is
-// one index entry of a buffer of at most PageSize bytes mapped before at the same address: a map
+// one index entry of a buffer of at most keepMax bytes mapped before at the same address: a map
 // that finds the entry the buffer left still free (tryIndex's first step), a translation that
 // finds the live entry in its set (table.fast), and a sole unmap that frees it with a store
 // (claimSole's first branch). Direct defines these three methods itself, not through core's, so
@@ -46,8 +46,8 @@ func (t *table) entryAt(i uint64) *entry {
 	return (*entry)(unsafe.Add(unsafe.Pointer(t.ents), uintptr(i)*unsafe.Sizeof(entry{})))
 }
 
-// directKey is Direct's entryKey of a mapping of n bytes (1 <= n <= PageSize) at addr: addr, or
-// its page's first byte if the mapping touches two pages.
+// directKey is Direct's entryKey of a mapping of n bytes (1 <= n, at most spanMax pages) at addr:
+// addr, or its first page's first byte if the mapping touches two pages or more (table.multi).
 func directKey(addr uint64, n int) uint64 {
 	if (addr^(addr+uint64(n)-1))>>directShift != 0 {
 		return addr &^ (PageSize - 1)
@@ -56,13 +56,15 @@ func directKey(addr uint64, n int) uint64 {
 }
 
 // MapSingleSole maps buf as MapSingle does and returns the mapping's Sole handle (see
-// SoleMapper). Its common case is tryIndex's first step, with no other call: buf (1..PageSize
-// bytes, Go memory outside every Region, dir valid) was mapped before at the same address in the
-// same way and its entry is still free: one CAS makes it live again. Otherwise core's map.
+// SoleMapper). Its common case is tryIndex's first step, with no other call: buf (1..keepMax
+// bytes, so indexable: at most spanMax pages; Go memory, no byte of it in a Region's span; dir
+// valid) was mapped before at the same address in the same way and its entry is still free (it
+// kept its words: keepMax) in the set of its entryKey (directKey): one CAS makes it live again.
+// Otherwise core's map.
 func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	// One condition per if: the compiler branches on each, with no boolean in between.
 	n := len(buf)
-	if uint(n-1) >= PageSize {
+	if uint(n-1) >= keepMax {
 		goto general
 	}
 	if !dir.Valid() {
@@ -71,7 +73,7 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	if d.testPublished != nil {
 		goto general
 	}
-	if mayBeRegion(sliceAddr(buf)) {
+	if mayOverlapRegion(sliceAddr(buf), uintptr(n)) {
 		goto general
 	}
 	{
@@ -106,10 +108,10 @@ general:
 
 // UnmapSingleSole undoes MapSingleSole (see SoleMapper). Its common case is claimSole's first
 // branch, with no other call: the entry of handle h holds the live sole mapping (addr, size <=
-// PageSize, dir) of Go memory, freed with a store-release. Otherwise (a revoked or Region
+// keepMax, dir) of Go memory, freed with a store-release. Otherwise (a revoked or Region
 // mapping, handle 0 or stale, any mismatch) nothing has changed and core's unmap decides.
 func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < PageSize && dir.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() {
 		e := d.tab.entryAt(i)
 		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, codeSingleSole) | metaLive
 		if e.meta.Load() == live && e.addr.Load() == uint64(addr) && e.region.Load() == nil {

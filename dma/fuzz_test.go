@@ -40,6 +40,8 @@ type modelMapping struct {
 	// revoked: a public unmap ended the sole mapping; it is unmapped to every reader, but its
 	// entry (and IOVA) stays taken until UnmapSingleSole frees it, which reports ErrNotMapped.
 	revoked bool
+	// heap: the bytes are in the Go heap buffer (hmem), not the region (off is into hmem).
+	heap bool
 }
 
 func (m modelMapping) end() Addr { return m.addr + Addr(m.size) }
@@ -95,6 +97,24 @@ func FuzzMapper(f *testing.F) {
 		}
 		f.Add(append(seed, make([]byte, (3-len(seed)%3)%3)...)) // the whole index (fuzzIndex)
 	}
+	// A sole map of a 16380-byte Go heap buffer (step 5: Direct's and the IOMMU's fast maps of
+	// several pages), its own unmap (step 6), the same buffer mapped again (step 11: on Direct the
+	// entry it left, made live again), translated whole and one byte past the end, and unmapped.
+	for mapper := range uint16(4) {
+		nums := []uint16{mapper, 3, 3, 3, 3, 3,
+			0, 1, 300, 0, 16379,
+			3, 0,
+			3, 3, 3, 3,
+			0, 1, 300, 0, 16379,
+			5, 0, 0, 1, 0, 1, 1, 1,
+			5, 0, 0, 1, 0, 2, 1, 1,
+			3, 0}
+		var seed []byte
+		for _, n := range nums {
+			seed = append(seed, byte(n>>8), byte(n))
+		}
+		f.Add(append(seed, make([]byte, (3-len(seed)%3)%3)...)) // the whole index (fuzzIndex)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzOps{b: data}
 		const pages = spanMax + 4 // room for mappings of more pages than the index takes
@@ -131,6 +151,14 @@ func FuzzMapper(f *testing.F) {
 		}
 		fuzzIndex(tableOf(t, m), len(data))
 		base := sliceAddr(mem)
+		// Go heap memory of the region's length and page offset, for every sixth step's
+		// MapSingleSole (steps 5, 11, ...): Direct's and the IOMMU's fast maps take only Go memory.
+		hmem := make([]byte, len(mem)+PageSize)
+		hmem = hmem[-sliceAddr(hmem)&(PageSize-1):][:len(mem)]
+		for i := range hmem {
+			hmem[i] = byte(i*7 + 1)
+		}
+		hbase := sliceAddr(hmem)
 		var live []modelMapping
 		faults := m.Faults()
 		dirs := []Direction{Bidirectional, ToDevice, FromDevice}
@@ -156,8 +184,12 @@ func FuzzMapper(f *testing.F) {
 			}
 			return false
 		}
-		mapped := func(addr Addr, err error, off, size int, dir Direction, kind Kind, sole Sole) {
+		mapped := func(addr Addr, err error, off, size int, dir Direction, kind Kind, sole Sole, heap bool) {
 			t.Helper()
+			base := base
+			if heap {
+				base = hbase
+			}
 			if iommu != nil && errors.Is(err, ErrMapping) {
 				cpu := uint64(base) + uint64(off)
 				gmask := uint64(1)<<iommu.shift - 1
@@ -170,7 +202,7 @@ func FuzzMapper(f *testing.F) {
 			if err != nil {
 				t.Fatalf("map %s of %d bytes at +%d %v: %v", kind, size, off, dir, err)
 			}
-			mm := modelMapping{addr: addr, off: off, size: size, dir: dir, kind: kind, sole: sole}
+			mm := modelMapping{addr: addr, off: off, size: size, dir: dir, kind: kind, sole: sole, heap: heap}
 			if iommu == nil {
 				if addr != Addr(base)+Addr(off) {
 					t.Fatalf("Direct address %#x, want the CPU address %#x", addr, base+uintptr(off))
@@ -208,12 +240,15 @@ func FuzzMapper(f *testing.F) {
 					size := 1 + in.next(min(len(mem)-off, span))
 					var a Addr
 					var h Sole
-					if step%3 == 2 {
+					heap := step%6 == 5
+					if heap {
+						a, h, err = m.(SoleMapper).MapSingleSole(hmem[off:off+size], dir)
+					} else if step%3 == 2 {
 						a, h, err = m.(SoleMapper).MapSingleSole(mem[off:off+size], dir)
 					} else {
 						a, err = m.MapSingle(mem[off:off+size], dir)
 					}
-					mapped(a, err, off, size, dir, KindSingle, h)
+					mapped(a, err, off, size, dir, KindSingle, h, heap)
 				} else {
 					pg, off := in.next(pages), in.next(PageSize)
 					size := 1 + in.next(PageSize-off)
@@ -222,7 +257,7 @@ func FuzzMapper(f *testing.F) {
 						t.Fatal(err)
 					}
 					a, err := m.MapPage(p, off, size, dir)
-					mapped(a, err, pg*PageSize+off, size, dir, KindPage, 0)
+					mapped(a, err, pg*PageSize+off, size, dir, KindPage, 0, false)
 				}
 			case 2: // MapSG of one or two entries
 				dir := dirs[in.next(3)]
@@ -251,7 +286,7 @@ func FuzzMapper(f *testing.F) {
 					if e.Len != len(e.Buf) {
 						t.Fatalf("MapSG entry %d Len %d, want %d", i, e.Len, len(e.Buf))
 					}
-					mapped(e.Addr, nil, offs[i], e.Len, dir, KindSG, 0)
+					mapped(e.Addr, nil, offs[i], e.Len, dir, KindSG, 0, false)
 				}
 			case 3, 4: // unmap a live mapping exactly (3), or with one parameter wrong (4)
 				if len(live) == 0 {
@@ -383,7 +418,11 @@ func FuzzMapper(f *testing.F) {
 						t.Fatalf("Translate %#x+%d %v: %v, want the bytes of %+v", addr, size, access, err, *hold)
 					}
 					off := hold.off + int(addr-hold.addr)
-					if len(b) != size || cap(b) != size || &b[0] != &mem[off] {
+					src := mem
+					if hold.heap {
+						src = hmem
+					}
+					if len(b) != size || cap(b) != size || &b[0] != &src[off] {
 						t.Fatalf("Translate %#x+%d: %d bytes (cap %d), not the mapped ones", addr, size, len(b), cap(b))
 					}
 					break

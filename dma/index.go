@@ -127,7 +127,7 @@ import (
 //     instruction per map, the CAS, where sync/atomic stores would add an XCHG per word.
 //   - An unmap ends a live entry with one CAS of meta from live to free (same generation); the
 //     entry keeps its words for the next map of the same buffer. An entry that must drop its
-//     buffer (Region memory, which is munmapped at its release, or more than PageSize bytes)
+//     buffer (Region memory, which is munmapped at its release, or more than keepMax bytes)
 //     goes live→busy, has ptr and region cleared (the owner's stores), then goes free.
 //   - A translation loads meta, then addr and ptr, then meta again (read_seqcount_begin,
 //     read_seqcount_retry). Equal and live: no fill and no unmap of the entry happened between
@@ -158,9 +158,9 @@ type entry struct {
 	addr atomic.Uint64
 	// ptr is the CPU address of the mapping's first byte. While the entry is live it keeps a Go
 	// heap buffer reachable (the record's job in the page lists). A free entry keeps it (for the
-	// next map of the same buffer) only for Go heap memory of at most PageSize bytes, which thus
-	// stays reachable until the entry is filled for another buffer: at most nStripes*nEnt small
-	// buffers per mapper. Stored while busy, when it changes.
+	// next map of the same buffer) only for Go heap memory of at most keepMax bytes, which thus
+	// stays reachable until the entry is filled for another buffer: at most nIndex buffers per
+	// mapper (the Go objects holding them). Stored while busy, when it changes.
 	ptr atomic.Pointer[byte]
 	// region is the pinned Region behind the bytes (nil: Go heap memory), unpinned by the unmap
 	// that ends the entry. Stored while busy, when it changes; loaded by that unmap.
@@ -215,6 +215,16 @@ const (
 // lists. A translation of an address in a later page of a mapping looks back over at most
 // spanMax-1 pages (scanBack).
 const spanMax = 16
+
+// keepMax is the longest Go heap buffer whose free entry keeps its words (ptr included) for the
+// next map of the same buffer, and whose unmap frees the entry with one CAS (claimIndex) or, for
+// a sole mapping, one store (claimSole): spanMax-1 pages, so that every buffer of at most keepMax
+// bytes touches at most spanMax pages (granules of PageSize or more) and is indexable, which
+// Direct's fast map (direct_fast.go) relies on. Longer buffers, and Region memory, are dropped
+// from the entry at their unmap. The bound is on the buffer a free entry keeps reachable, not on
+// the memory: a buffer keeps its whole Go object alive, whatever its length, as a live mapping
+// does; a free entry is refilled by the next map of another buffer in its set.
+const keepMax = (spanMax - 1) * PageSize
 
 // readSpins is how many times a reader retries one entry before it yields the processor: a
 // retry means a writer changed the entry between two loads a few nanoseconds apart.
@@ -513,7 +523,7 @@ func (t *table) endIndex(addr Addr, size int, dir Direction, code uint64, revoke
 				}
 				return nil, true
 			}
-			if reg == nil && size <= PageSize {
+			if reg == nil && size <= keepMax {
 				if e.meta.CompareAndSwap(m, m&^metaState|metaFree) {
 					return nil, true
 				}

@@ -49,7 +49,7 @@ func (m *IOMMU) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	if m.tab.spillOnly {
 		goto general
 	}
-	if mayBeRegion(sliceAddr(buf)) {
+	if mayOverlapRegion(sliceAddr(buf), uintptr(n)) {
 		goto general
 	}
 	{
@@ -156,11 +156,11 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 
 // UnmapSingleSole undoes MapSingleSole (see SoleMapper). Its common case is claimSole's first
 // branch, with no other call, as Direct's (the same code: a shared helper is not inlined): the
-// entry of handle h holds the live sole mapping (addr, size <= PageSize, dir) of Go memory,
+// entry of handle h holds the live sole mapping (addr, size <= keepMax, dir) of Go memory,
 // freed with a store-release. Otherwise (a revoked or Region mapping, handle 0 or stale, any
 // mismatch) nothing has changed and core's unmap decides.
 func (m *IOMMU) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < PageSize && dir.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() {
 		e := m.tab.entryAt(i)
 		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, codeSingleSole) | metaLive
 		if e.meta.Load() == live && e.addr.Load() == uint64(addr) && e.region.Load() == nil {

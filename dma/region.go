@@ -242,6 +242,16 @@ func mayBeRegion(a uintptr) bool {
 	return p != nil && a >= p.lo && a < p.hi
 }
 
+// mayOverlapRegion reports whether any byte of [a, a+n) (n >= 1; a Go slice does not wrap the
+// address space) may lie in a Region: mayBeRegion for every byte of a buffer, with the same
+// compares, for the fast maps of buffers of several pages (direct_fast.go, iommu_fast.go). false:
+// no byte is in a region, so the buffer is Go memory and the general path (pinBuf, which asks
+// about the first byte) would map it with no region too; true: the general path decides.
+func mayOverlapRegion(a, n uintptr) bool {
+	p := regionList.Load()
+	return p != nil && a+n > p.lo && a < p.hi
+}
+
 // pinBuf pins the region behind buf, if any, and returns it.
 func pinBuf(buf []byte) (*Region, error) {
 	for range 3 { // a region released and its address reused between lookup and pin: look again

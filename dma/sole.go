@@ -22,7 +22,7 @@ import (
 //     the entry's only writer of the free state;
 //   - the caller checks that the entry's meta is still the live (or revoked, below) word of the
 //     handle's generation and its address the mapping's, then frees it with a store-release (a
-//     MOV on amd64): the unmap of a sole mapping of Go heap memory of at most PageSize bytes, the
+//     MOV on amd64): the unmap of a sole mapping of Go heap memory of at most keepMax bytes, the
 //     kvaddr path's, is one plain store. Entries that must drop their buffer (Region memory,
 //     longer buffers) go busy with a CAS first, as in claimIndex: the clearing stores must not
 //     become visible before the entry stops being live, and a plain busy store followed by the
@@ -110,7 +110,7 @@ func (t *table) claimSole(h Sole, addr Addr, size int, dir Direction, code uint6
 		return nil, false, false
 	}
 	reg = e.region.Load()
-	if reg == nil && size <= PageSize {
+	if reg == nil && size <= keepMax {
 		// The entry's only writer of the free state (see Sole): free, fields and buffer kept for
 		// the next map of the same buffer, as claimIndex does. A public unmap that revokes the
 		// entry between the load and this store loses its revoked state to it: the entry is
