@@ -126,3 +126,31 @@ func TestPaddedCellsGC(t *testing.T) {
 	}
 	assert.Equal(t, int64(0), l.Stats().InUse)
 }
+
+// TestLayoutQuot: quot(off) < n exactly when off is a multiple of the stride below n strides, and
+// then it is off/stride, for packed and padded strides, offsets near multiples, and offsets of
+// addresses below a region (a - base wraps).
+func TestLayoutQuot(t *testing.T) {
+	strides := []uintptr{16, 24, 40, 48, 56, 128, 256, 384, 640, 768, 896, 1024, 1152, 4096, 3 << 20}
+	for _, stride := range strides {
+		l := layout{stride: stride}.withDivisor()
+		const n = 1000
+		check := func(off uintptr) {
+			q := l.quot(off)
+			want := off%stride == 0 && off/stride < n
+			require.Equal(t, want, q < n, "stride %d off %d: quot %d", stride, off, q)
+			if want {
+				require.Equal(t, uint64(off/stride), q, "stride %d off %d", stride, off)
+			}
+		}
+		for k := uintptr(0); k <= n+2; k++ {
+			for _, d := range []uintptr{0, 1, 8, 16, stride / 2, stride - 1} {
+				check(k*stride + d)
+				check(k*stride - d)
+				check(-(k*stride + d))
+			}
+		}
+	}
+	big := newLayout[bigObj]()
+	assert.Equal(t, uint64(2), big.quot(2*big.stride))
+}

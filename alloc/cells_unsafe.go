@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"math/bits"
 	"reflect"
 	"unsafe"
 )
@@ -37,14 +38,46 @@ type layout struct {
 	elem   reflect.Type // cell[T], or cell[T]'s fields followed by padding
 	stride uintptr      // bytes from one cell to the next: elem's size
 	padded bool         // regions are allocated as large objects, cacheLine-aligned
+
+	// inv and rot divide by the stride without a division (quot): inv is the inverse of the
+	// stride's odd factor modulo 2^64, rot is 64 minus the stride's trailing zero bits.
+	inv uint64
+	rot int
+}
+
+// withDivisor sets l's inv and rot for its stride.
+func (l layout) withDivisor() layout {
+	z := bits.TrailingZeros64(uint64(l.stride))
+	d := uint64(l.stride) >> z
+	inv := d // Newton's iteration: each step doubles the correct low bits (d*d = 1 mod 8 for odd d)
+	for range 5 {
+		inv *= 2 - d*inv
+	}
+	l.inv, l.rot = inv, 64-z
+	return l
+}
+
+// quot returns off/stride if off is a multiple of the stride, and otherwise a number above
+// MaxUint64/stride, so above every cell count: one test (quot(off) < n) tells that off is the
+// offset of one of n cells and gives its number, where off%stride and off/stride would cost a
+// division (tens of cycles). Why: with the stride d·2^z (d odd), off·inv (mod 2^64) is off/d
+// when d divides off, and above MaxUint64/d when it does not (multiplication by inv permutes
+// the residues, mapping the multiples of d onto [0, MaxUint64/d]); rotating right by z moves a
+// remainder's nonzero low bits to the top (above MaxUint64>>z) and otherwise divides by 2^z
+// (Granlund and Montgomery, "Division by invariant integers using multiplication", 1994, §9).
+func (l *layout) quot(off uintptr) uint64 {
+	return bits.RotateLeft64(uint64(off)*l.inv, l.rot)
 }
 
 // newLayout returns the cell layout for T (see above).
 func newLayout[T any]() layout {
 	plain := reflect.TypeFor[cell[T]]()
+	if objOffset[T]() != cellHeader {
+		panic("alloc: object not at cellHeader in its cell") // cannot happen: see cellHeader
+	}
 	size := plain.Size()
 	if size <= cacheLine/2 {
-		return layout{elem: plain, stride: size}
+		return layout{elem: plain, stride: size}.withDivisor()
 	}
 	stride := (size + cacheLine - 1) / cacheLine * cacheLine
 	elem := plain
@@ -65,7 +98,7 @@ func newLayout[T any]() layout {
 	if elem.Size() != stride {
 		panic("alloc: padded cell size is not its stride") // cannot happen: stride is a multiple of the alignment
 	}
-	return layout{elem: elem, stride: stride, padded: true}
+	return layout{elem: elem, stride: stride, padded: true}.withDivisor()
 }
 
 // cellRun is n cells at base, stride bytes apart: a region's allocation, or a slab's window of
@@ -94,11 +127,17 @@ func (r cellRun[T]) at(k uint32) *cell[T] {
 	return (*cell[T])(unsafe.Add(r.base, uintptr(k)*r.stride))
 }
 
-// atOffset returns the cell whose object is off bytes from r's first object. The caller has
-// checked that off is a multiple of the stride below n strides (region.at: the address lies in
-// r's object range).
-func (r cellRun[T]) atOffset(off uintptr) *cell[T] {
-	return (*cell[T])(unsafe.Add(r.base, off))
+// cellAt returns the cell k strides after the one at base. The caller has checked that it is
+// one of base's allocation's cells.
+func cellAt[T any](base unsafe.Pointer, k uint32, stride uintptr) *cell[T] {
+	return (*cell[T])(unsafe.Add(base, uintptr(k)*stride))
+}
+
+// cellOf returns the cell of the object p. The caller has checked that p is an object of one of
+// its cells (layout.quot of its offset in a region): the cell then starts objOffset bytes
+// before, in the same allocation.
+func cellOf[T any](p *T) *cell[T] {
+	return (*cell[T])(unsafe.Add(unsafe.Pointer(p), -cellHeader))
 }
 
 // window returns cells [from, to) of r.
@@ -118,6 +157,11 @@ func (r cellRun[T]) objects() (base, end uintptr) {
 	base = uintptr(r.base) + objOffset[T]()
 	return base, base + uintptr(r.n)*r.stride
 }
+
+// cellHeader is the offset of the object in its cell on every platform: the link and batch
+// words, 8-byte aligned even on 32-bit platforms, and no Go type is aligned to more than 8
+// bytes. newLayout checks it. A constant, unlike objOffset in generic code (a dictionary load).
+const cellHeader = 16
 
 // objOffset is the offset of the object in its cell.
 func objOffset[T any]() uintptr {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
 // List is a preallocated allocator: n objects created up front, never more. Get and Put are
@@ -18,9 +20,8 @@ import (
 //
 // List is safe for concurrent use.
 type List[T any] struct {
-	s     stack[T] // the free list; its fields document their own writers
-	reset func(*T) // written by NewList, read-only after
-	n     int      // written by NewList, read-only after
+	s stack[T] // the free list; its fields document their own writers
+	n int      // written by NewList, read-only after
 
 	// closed is set once by Close (store) and read by Get (load).
 	closed atomic.Bool
@@ -45,8 +46,8 @@ func NewList[T any](n int, reset func(*T)) (*List[T], error) {
 	if n < 1 || int64(n) >= nilIndex {
 		return nil, fmt.Errorf("alloc: NewList: %d objects out of range [1, %d)", n, uint32(nilIndex))
 	}
-	l := &List[T]{reset: reset, n: n}
-	l.s.init(uint32(n))
+	l := &List[T]{n: n}
+	l.s.init(uint32(n), reset, "list")
 	l.s.grow(nil, 1) // all n free
 	return l, nil
 }
@@ -63,6 +64,21 @@ func (l *List[T]) Get() (*T, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	s := &l.s
+	id := pcpu.Pin()
+	if uint(id) < uint(len(s.mags)) {
+		if c := s.popCur(&s.mags[id]); c != nil { // placed nothing: no waiter to wake
+			pcpu.Unpin()
+			return &c.obj, nil
+		}
+	}
+	pcpu.Unpin()
+	return l.get()
+}
+
+// get is Get's general case: the P's magazines, the depot and the free stack, then every P's
+// magazines.
+func (l *List[T]) get() (*T, error) {
 	c, placed := l.s.get()
 	if c == nil {
 		var p bool
@@ -136,7 +152,7 @@ func (l *List[T]) handed(c *cell[T]) (*T, error) {
 // from this List, or ErrDoublePut if p is already free; the List is unchanged then. Put works
 // after Close.
 func (l *List[T]) Put(p *T) error {
-	if err := l.s.put(p, l.reset, "list"); err != nil {
+	if err := l.s.put(p); err != nil {
 		return err
 	}
 	if l.waiters.Load() > 0 {

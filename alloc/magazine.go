@@ -16,8 +16,12 @@ import (
 // most magSize long, named by one word:
 //
 //	bits 63..32  count: the number of cells in the chain (0: no magazine, the word is 0)
-//	bits 31..0   index of the chain's first cell; each cell's link gives the next, and the
-//	             count, not a nilIndex, ends the chain
+//	bits 31..0   index of the chain's first cell
+//
+// Each cell's link holds, besides linkTouched, the word of the magazine below it: the chain
+// without that cell (0 under the last cell), so its bits 31..0 are the next cell's index and
+// the count, not a nilIndex, ends the chain. A pop's new word is its first cell's link without
+// the flag, and a push's link is the word it pushes on.
 //
 // Every P has two magazine words, cur and prev (Bonwick's loaded and previous), on a cache line
 // of their own. Get pops cur's first cell; when cur is empty it takes prev if prev holds a
@@ -69,24 +73,16 @@ type magazines struct {
 
 func magWord(n, top uint32) uint64 { return uint64(n)<<32 | uint64(top) }
 
-// magPop returns the magazine word w without its first cell c. It reads c's link, which is
-// stable while c is in the caller's magazine; if a drainer took the magazine meanwhile, the
-// caller's CAS from w fails whatever was read.
-func magPop[T any](w uint64, c *cell[T]) uint64 {
-	n := uint32(w >> 32)
-	if n <= 1 {
-		return 0
-	}
-	return magWord(n-1, uint32(c.link.Load()))
+// magPop returns the magazine word below the first cell c of a magazine: c's link without its
+// flags. The link is stable while c is in the caller's magazine; if a drainer took the magazine
+// meanwhile, the caller's CAS from the magazine's word fails whatever was read.
+func magPop[T any](c *cell[T]) uint64 {
+	return c.link.Load() &^ linkTouched
 }
 
-// magNext is the next index for a cell pushed on the magazine w: w's first cell, or nilIndex on
-// an empty magazine (the count ends a chain; nilIndex only keeps stray links recognizable).
-func magNext(w uint64) uint32 {
-	if w == 0 {
-		return nilIndex
-	}
-	return uint32(w)
+// magPush returns the magazine word w with cell i pushed on it (w has fewer than magSize cells).
+func magPush(w uint64, i uint32) uint64 {
+	return (w>>32+1)<<32 | uint64(i)
 }
 
 // newMagazines returns the per-P magazines for pcpu.Max() Ps, or nil under the purego tag (every
@@ -99,24 +95,31 @@ func newMagazines() []magazines {
 	return make([]magazines, pcpu.Max()+1)[1:]
 }
 
+// popCur is Get's common case, getLocal's first step written out for its callers to inline
+// (Slab.Get and List.Get, pinned to m's P): it pops m.cur's first cell if there is one and it
+// lies in the newest region. It returns nil otherwise, or if a drainer emptied cur meanwhile;
+// the caller then takes get.
+func (s *stack[T]) popCur(m *magazines) *cell[T] {
+	w := m.cur.Load()
+	t := s.tab.Load()
+	k := uint32(w) - t.lastFirst
+	if w == 0 || uint(k) >= uint(t.lastRun.n) {
+		return nil
+	}
+	c := cellAt[T](t.lastRun.base, k, s.lay.stride)
+	if !m.cur.CompareAndSwap(w, magPop(c)) {
+		return nil
+	}
+	relaxed.StoreRelease64(&c.link, linkInUse|linkTouched) // see getLocal
+	return c
+}
+
 // get takes a free cell: from the calling P's magazines, the depot, or the free stack if its top
 // was handed out before (touched). It returns nil if none of those has one (the caller then
 // drains, in getSlow). placed reports that it put free cells into a per-P magazine or the depot
 // on the way: a List then looks for waiters (see List.Get).
 func (s *stack[T]) get() (c *cell[T], placed bool) {
 	id := pcpu.Pin()
-	if uint(id) < uint(len(s.mags)) {
-		// The common case, getLocal's first step written out: cur holds a magazine.
-		m := &s.mags[id]
-		if w := m.cur.Load(); w != 0 {
-			c = s.tab.Load().cell(uint32(w), s.per)
-			if m.cur.CompareAndSwap(w, magPop(w, c)) {
-				pcpu.Unpin()
-				relaxed.StoreRelease64(&c.link, linkInUse|linkTouched) // see getLocal
-				return c, false
-			}
-		}
-	}
 	c, placed = s.getOn(id)
 	pcpu.Unpin()
 	return c, placed
@@ -182,7 +185,7 @@ func (s *stack[T]) getLocal(m *magazines) (*cell[T], bool) {
 	for {
 		if w := m.cur.Load(); w != 0 {
 			c := s.tab.Load().cell(uint32(w), s.per)
-			if m.cur.CompareAndSwap(w, magPop(w, c)) {
+			if m.cur.CompareAndSwap(w, magPop(c)) {
 				// The cell is ours; its next reader is the Put that gives it back (see pop).
 				relaxed.StoreRelease64(&c.link, linkInUse|linkTouched)
 				return c, placed
@@ -203,7 +206,7 @@ func (s *stack[T]) getLocal(m *magazines) (*cell[T], bool) {
 		// Hand out the first cell, load the rest.
 		c := s.tab.Load().cell(top, s.per)
 		if n > 1 {
-			m.cur.Store(magWord(n-1, uint32(c.link.Load())))
+			m.cur.Store(magPop(c))
 			placed = true
 		}
 		relaxed.StoreRelease64(&c.link, linkInUse|linkTouched)
@@ -218,8 +221,8 @@ func (s *stack[T]) putLocal(m *magazines, c *cell[T], i uint32) {
 		w := m.cur.Load()
 		if n := uint32(w >> 32); n < magSize {
 			// c is ours until the CAS publishes it (and the link with it).
-			relaxed.StoreRelease64(&c.link, linkTouched|uint64(magNext(w)))
-			if m.cur.CompareAndSwap(w, magWord(n+1, i)) {
+			relaxed.StoreRelease64(&c.link, linkTouched|w)
+			if m.cur.CompareAndSwap(w, magPush(w, i)) {
 				return
 			}
 			continue // a drainer emptied cur

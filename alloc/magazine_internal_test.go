@@ -102,7 +102,7 @@ func TestCapacityInOtherPsMagazines(t *testing.T) {
 			// Put every object back as if from another P, procs+1 of them: the last is a P
 			// beyond the magazines (GOMAXPROCS raised), whose objects go to the free stack.
 			for k, p := range held {
-				c, i, err := a.s.free(p, nil, name)
+				c, i, err := a.s.free(p)
 				require.NoError(t, err)
 				a.s.putOn(k%(procs+1), c, i)
 			}
@@ -194,7 +194,7 @@ func FuzzMagazines(f *testing.F) {
 			}
 		}
 		put = func(id int, p *int) error {
-			c, i, err := s.free(p, nil, "fuzz")
+			c, i, err := s.free(p)
 			if err == nil {
 				s.putOn(id, c, i)
 			}

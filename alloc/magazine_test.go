@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,12 @@ func countedImpls(t *testing.T, n int) map[string]counted {
 	require.NoError(t, err)
 	l, err := alloc.NewList(n, resetObj)
 	require.NoError(t, err)
-	return map[string]counted{"slab": s, "list": l}
+	// Without a reset hook, Put takes its one-pass path (stack.put's common case).
+	sn, err := alloc.NewSlab(alloc.SlabConfig[obj]{ObjectsPerSlab: 7})
+	require.NoError(t, err)
+	ln, err := alloc.NewList[obj](n, nil)
+	require.NoError(t, err)
+	return map[string]counted{"slab": s, "list": l, "slab-nohook": sn, "list-nohook": ln}
 }
 
 // getRetry gets an object, retrying (a bounded number of times) while the allocator reports
@@ -93,10 +99,14 @@ func TestConcurrentMagazinesExactlyOnce(t *testing.T) {
 				failed.Store(true)
 				t.Errorf(format, args...)
 			}
+			hook := !strings.HasSuffix(name, "-nohook")
 			putBack := func(w int64, o *obj) {
 				if !o.owner.CompareAndSwap(w, 0) {
 					fail("object changed hands while held by %d", w)
 					return
+				}
+				if !hook {
+					o.val = 0 // the allocator's reset hook's work
 				}
 				if err := a.Put(o); err != nil {
 					fail("%v", err)
@@ -389,5 +399,59 @@ func TestZeroAllocsMagazines(t *testing.T) {
 			cycle() // warm up: the slab's slabs
 			assert.Zero(t, testing.AllocsPerRun(100, cycle))
 		})
+	}
+}
+
+// TestConcurrentDoublePutRace: two goroutines put back the same object at once, on the fast path
+// (no reset hook: the link CAS and the magazine CAS, pinned to each one's P) and with a hook: one
+// Put succeeds and the other is refused with ErrDoublePut, every round, and the object is free
+// once (a List hands out each of its objects once, then reports ErrEmpty).
+func TestConcurrentDoublePutRace(t *testing.T) {
+	const n, rounds = 8, 3000
+	for _, reset := range []func(*obj){nil, resetObj} {
+		l, err := alloc.NewList[obj](n, reset)
+		require.NoError(t, err)
+		s, err := alloc.NewSlab(alloc.SlabConfig[obj]{ObjectsPerSlab: n, MaxSlabs: 1, Reset: reset})
+		require.NoError(t, err)
+		for _, a := range []alloc.Allocator[obj]{l, s} {
+			for r := range rounds {
+				o, err := a.Get()
+				require.NoError(t, err)
+				var ok, double atomic.Int32
+				var start, done sync.WaitGroup
+				start.Add(1)
+				for range 2 {
+					done.Add(1)
+					go func() {
+						defer done.Done()
+						start.Wait()
+						switch err := a.Put(o); {
+						case err == nil:
+							ok.Add(1)
+						case errors.Is(err, alloc.ErrDoublePut):
+							double.Add(1)
+						default:
+							t.Errorf("round %d: %v", r, err)
+						}
+					}()
+				}
+				start.Done()
+				done.Wait()
+				require.Equal(t, int32(1), ok.Load(), "round %d: puts that succeeded", r)
+				require.Equal(t, int32(1), double.Load(), "round %d: puts refused as double", r)
+			}
+			seen := map[*obj]bool{}
+			for range n {
+				p, err := a.Get()
+				require.NoError(t, err)
+				require.False(t, seen[p], "an object handed out twice")
+				seen[p] = true
+			}
+			_, err := a.Get()
+			require.ErrorIs(t, err, alloc.ErrEmpty)
+			for p := range seen {
+				require.NoError(t, a.Put(p))
+			}
+		}
 	}
 }

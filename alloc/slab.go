@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
 // SlabConfig configures a [Slab].
@@ -61,13 +63,28 @@ func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 		limit = min(limit, int64(cfg.MaxSlabs)*int64(cfg.ObjectsPerSlab))
 	}
 	sl := &Slab[T]{cfg: cfg, limit: limit}
-	sl.s.init(uint32(cfg.ObjectsPerSlab))
+	sl.s.init(uint32(cfg.ObjectsPerSlab), cfg.Reset, "slab")
 	return sl, nil
 }
 
 // Get returns a free object, allocating a new slab if none is free. At MaxSlabs with no object
 // free it returns ErrEmpty (kernel: kmem_cache_alloc).
 func (sl *Slab[T]) Get() (*T, error) {
+	s := &sl.s
+	id := pcpu.Pin()
+	if uint(id) < uint(len(s.mags)) {
+		if c := s.popCur(&s.mags[id]); c != nil {
+			pcpu.Unpin()
+			return &c.obj, nil
+		}
+	}
+	pcpu.Unpin()
+	return sl.get()
+}
+
+// get is Get's general case: the P's magazines, the depot and the free stack, then every P's
+// magazines, then a new slab.
+func (sl *Slab[T]) get() (*T, error) {
 	if c, _ := sl.s.get(); c != nil {
 		return &c.obj, nil
 	}
@@ -98,7 +115,7 @@ func (sl *Slab[T]) growGet() (*T, error) {
 // Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]
 // matching ErrForeign if p is nil or not from this Slab, or ErrDoublePut if p is already free; the
 // Slab is unchanged then (kernel: kmem_cache_free).
-func (sl *Slab[T]) Put(p *T) error { return sl.s.put(p, sl.cfg.Reset, "slab") }
+func (sl *Slab[T]) Put(p *T) error { return sl.s.put(p) }
 
 // Owns reports whether p points to an object of this Slab, free or in use.
 func (sl *Slab[T]) Owns(p *T) bool {

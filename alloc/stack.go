@@ -38,8 +38,8 @@ import (
 // Each cell has one atomic word, its link, holding its state and its next index together, so a
 // Get+Put pair costs three locked instructions and no shared counter: the pop's CAS on the top
 // (a P's magazine word, magazine.go, or this stack's head), the Put's CAS on the link (which
-// checks for a double put and, without a reset hook, writes the next index at once) and the
-// push's CAS on the top. The popper's store of the in-use state is a store-release
+// checks for a double put and, without a reset hook, writes the magazine word below at once) and
+// the push's CAS on the top. The popper's store of the in-use state is a store-release
 // (internal/relaxed: a plain MOV on amd64).
 //
 // The free stack is the layer under the per-P magazines and their depot (magazine.go): grow
@@ -63,10 +63,11 @@ const nilIndex = math.MaxUint32
 // line, and at least two 64-byte lines for the adjacent-line prefetch).
 const cacheLine = cacheline.Pad
 
-// Bits of a cell's link word above the next index (bits 31..0).
+// Bits of a cell's link word. The flags are its top bits, so that the rest can hold a magazine
+// word (magazine.go: a count in bits 36..32 and an index in bits 31..0) as well as a next index.
 const (
-	linkInUse   uint64 = 1 << 32 // handed out: owned by the caller (else free)
-	linkTouched uint64 = 1 << 33 // handed out at least once (counted as the high-water mark)
+	linkInUse   uint64 = 1 << 63 // handed out: owned by the caller (else free)
+	linkTouched uint64 = 1 << 62 // handed out at least once (counted as the high-water mark)
 	linkNext    uint64 = 1<<32 - 1
 )
 
@@ -80,7 +81,8 @@ const (
 // objOffset bytes into its cell).
 type cell[T any] struct {
 	// link is linkInUse|linkTouched while the object is handed out; while it is free, the index
-	// of the cell below it on the free stack, with linkTouched if it was ever handed out. Written
+	// of the cell below it on the free stack (bits 31..0), or in a magazine the word of the
+	// magazine below it (magazine.go), with linkTouched if it was ever handed out. Written
 	// by the popper (store-release of the in-use state, once the CAS on head made the cell its own), by
 	// Put (CAS from in use to free with the next index: the double-put check), by the pusher
 	// (store of a new next index before each retried CAS on head), by grow (new and detached
@@ -119,6 +121,12 @@ type table[T any] struct {
 	// tries it first, so that a Put of an object of a one-region allocator (every List, and a
 	// Slab until it outgrows its first region) or of the newest region needs no search.
 	last *region[T]
+	// lastRun is last's created cells (none before the first grow), lastFirst the index of its
+	// first and lastObj that one's object's address: Get's and Put's common case, with no load
+	// past the table.
+	lastRun   cellRun[T]
+	lastObj   uintptr
+	lastFirst uint32
 }
 
 // stack is the lock-free free list over a growing set of equal-sized slabs.
@@ -148,6 +156,9 @@ type stack[T any] struct {
 	per uint32 // cells per slab; immutable
 	lay layout // the cells' layout (cells_unsafe.go); immutable
 
+	reset func(*T) // the owner's reset hook, run by put on every object given back, or nil; immutable
+	kind  string   // the owner's kind ("slab", "list"), for errors; immutable
+
 	// cur is the region slabs are being carved from, and used how many of its cells are in
 	// created slabs. Written and read only by grow, which its callers serialize.
 	cur  *region[T]
@@ -156,8 +167,8 @@ type stack[T any] struct {
 
 func pack(version, index uint32) uint64 { return uint64(version)<<32 | uint64(index) }
 
-func (s *stack[T]) init(per uint32) {
-	s.per = per
+func (s *stack[T]) init(per uint32, reset func(*T), kind string) {
+	s.per, s.reset, s.kind = per, reset, kind
 	s.lay = newLayout[T]()
 	s.head.Store(pack(0, nilIndex))
 	s.depot.Store(pack(0, nilIndex))
@@ -206,48 +217,46 @@ func (s *stack[T]) pop(touchedOnly bool) *cell[T] {
 	}
 }
 
-// put checks p, marks its cell free, resets it and pushes it on the calling P's magazine
-// (magazine.go), or on the free stack if the P has none. kind names the allocator in errors.
+// put checks p, marks its cell free, runs the reset hook, and pushes the cell on the calling P's
+// magazine (magazine.go), or on the free stack if the P has none.
 //
 // One CAS on the cell's link checks that the object is in use (the double-put check) and marks
 // it free; the push that follows publishes the cell (and everything written to it before) with
-// its CAS on the magazine word or the free stack's head. With no reset hook, the common case
-// (pinned, room in the magazine) folds the next index into the link CAS, guessed from the
-// magazine word loaded before: the guess is right unless a drainer emptied the magazine in
-// between, and then putLocal writes the link again. With a reset hook, the hook (the caller's
-// code) runs unpinned, after the link CAS (free) and before the push (next index).
-func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
-	if reset == nil {
-		var c *cell[T]
-		var i uint32
-		t, a := s.tab.Load(), addrOf(p)
-		if r := t.last; r != nil && a-r.base < r.end-r.base { // find's common case, with no call
-			c, i = r.at(t, s.per, a)
-		} else {
-			c, i = s.find(p)
-		}
-		if c == nil {
-			return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
-		}
-		id := pcpu.Pin()
-		if uint(id) < uint(len(s.mags)) {
-			m := &s.mags[id]
-			w := m.cur.Load()
-			if n := uint32(w >> 32); n < magSize {
-				if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(magNext(w))) {
+// its CAS on the magazine word or the free stack's head. Without a reset hook, the common case
+// (an object of the newest region, pinned, room in the magazine) folds the rest of the link into
+// the link CAS, guessed from the magazine word loaded before: the guess is right unless a drainer
+// emptied the magazine in between, and then putLocal writes the link again. With a reset hook,
+// the hook (the caller's code) runs unpinned, after the link CAS (free) and before the push
+// (putSlow).
+func (s *stack[T]) put(p *T) error {
+	if s.reset == nil {
+		t := s.tab.Load()
+		if q := s.lay.quot(addrOf(p) - t.lastObj); q < uint64(t.lastRun.n) { // find's common case
+			c, i := cellOf(p), t.lastFirst+uint32(q)
+			id := pcpu.Pin()
+			if uint(id) < uint(len(s.mags)) {
+				m := &s.mags[id]
+				if w := m.cur.Load(); w < magSize<<32 { // room: fewer than magSize cells
+					if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|w) {
+						pcpu.Unpin()
+						return s.putError(p, ErrDoublePut)
+					}
+					if !m.cur.CompareAndSwap(w, magPush(w, i)) {
+						s.putLocal(m, c, i) // a drainer emptied cur: link again
+					}
 					pcpu.Unpin()
-					return &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
+					return nil
 				}
-				if !m.cur.CompareAndSwap(w, magWord(n+1, i)) {
-					s.putLocal(m, c, i) // a drainer emptied cur: link again
-				}
-				pcpu.Unpin()
-				return nil
 			}
+			pcpu.Unpin()
 		}
-		pcpu.Unpin()
 	}
-	c, i, err := s.free(p, reset, kind)
+	return s.putSlow(p)
+}
+
+// putSlow is put's general case: free, then a push on the P's magazines or the free stack.
+func (s *stack[T]) putSlow(p *T) error {
+	c, i, err := s.free(p)
 	if err != nil {
 		return err
 	}
@@ -257,18 +266,23 @@ func (s *stack[T]) put(p *T, reset func(*T), kind string) error {
 	return nil
 }
 
+// putError returns the error of a refused Put of p.
+func (s *stack[T]) putError(p *T, err error) error {
+	return &PutError{Allocator: s.kind, Addr: addrOf(p), Err: err}
+}
+
 // free is put's first half: it finds p's cell, marks it free (the double-put check) and runs the
 // reset hook. The caller then owns the free cell until it pushes it.
-func (s *stack[T]) free(p *T, reset func(*T), kind string) (*cell[T], uint32, error) {
+func (s *stack[T]) free(p *T) (*cell[T], uint32, error) {
 	c, i := s.find(p)
 	if c == nil {
-		return nil, 0, &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrForeign}
+		return nil, 0, s.putError(p, ErrForeign)
 	}
 	if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(nilIndex)) {
-		return nil, 0, &PutError{Allocator: kind, Addr: addrOf(p), Err: ErrDoublePut}
+		return nil, 0, s.putError(p, ErrDoublePut)
 	}
-	if reset != nil {
-		runReset(reset, &c.obj, func() { c.link.Store(linkInUse | linkTouched) })
+	if s.reset != nil {
+		runReset(s.reset, &c.obj, func() { c.link.Store(linkInUse | linkTouched) })
 	}
 	return c, i, nil
 }
@@ -341,28 +355,18 @@ func (s *stack[T]) find(p *T) (*cell[T], uint32) {
 	}
 	a := addrOf(p)
 	t := s.tab.Load()
-	r := t.last
-	if r == nil || a-r.base >= r.end-r.base { // not in the newest region (one compare: a < base wraps)
-		if r = t.region(a); r == nil {
-			return nil, 0
-		}
+	if q := s.lay.quot(a - t.lastObj); q < uint64(t.lastRun.n) { // an object of the newest region
+		return cellOf(p), t.lastFirst + uint32(q)
 	}
-	return r.at(t, s.per, a)
-}
-
-// at returns the cell of r whose object is at address a, which lies in r, and its index; nil if
-// a is not the start of an object of a slab of t (per cells each) that was created. It inlines:
-// put calls it straight for the newest region, the common case, and find otherwise.
-func (r *region[T]) at(t *table[T], per uint32, a uintptr) (*cell[T], uint32) {
-	off := a - r.base
-	size := r.cells.stride
-	if off%size != 0 {
-		return nil, 0 // inside a cell but not at an object: not something we handed out
+	r := t.region(a)
+	if r == nil {
+		return nil, 0
 	}
-	if i := r.first + uint32(off/size); i < uint32(len(t.byIndex))*per {
-		return r.cells.atOffset(off), i
+	// An object of r, in a created slab: the regions before the newest are wholly created.
+	if q := s.lay.quot(a - r.base); q < uint64(r.cells.n) && r != t.last {
+		return cellOf(p), r.first + uint32(q)
 	}
-	return nil, 0 // in the region's uncreated tail: never handed out
+	return nil, 0
 }
 
 // region returns the region whose cells hold address a, or nil: a binary search of byAddr.
@@ -428,7 +432,11 @@ func (s *stack[T]) grow(init func(*T), room int) {
 		c.link.Store(uint64(next))
 	}
 	// Publish the slab before any of its cells can be seen in head.
-	s.tab.Store(&table[T]{byIndex: append(old.byIndex, sl), byAddr: byAddr, last: s.cur})
+	r := s.cur
+	s.tab.Store(&table[T]{
+		byIndex: append(old.byIndex, sl), byAddr: byAddr, last: r,
+		lastRun: r.cells.window(0, s.used), lastObj: r.base, lastFirst: r.first,
+	})
 	s.pushBottom(first)
 }
 
