@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/ring"
 )
 
@@ -41,10 +42,14 @@ type Engine struct {
 	mode     CompletionMode // who runs the completion pass
 	manual   bool           // no hardware goroutine
 	parks    bool           // a hardware goroutine that may park (not Manual, not WaitBusyPoll): producers ring the doorbell
-	sink     Sink           // where packets go
-	bell     chan struct{}  // doorbell to a parked hardware goroutine (cap 1)
-	stopCh   chan struct{}  // closed by stopGoroutine
-	done     chan struct{}  // closed when the hardware goroutine returns (nil if manual)
+	// plainSleepers: the completion pass reads the sleepers' announcements with a plain load and
+	// a sleeper pays for the fence with a process-wide barrier (descAvail, announceSleeper;
+	// internal/membarrier.Available).
+	plainSleepers bool
+	sink          Sink          // where packets go
+	bell          chan struct{} // doorbell to a parked hardware goroutine (cap 1)
+	stopCh        chan struct{} // closed by stopGoroutine
+	done          chan struct{} // closed when the hardware goroutine returns (nil if manual)
 
 	// txRing is the software shadow (hfi1: tx_ring): txRing[i&mask] is the txreq whose last
 	// descriptor is ring index i, or nil. Written by the producer that reserved i before it
@@ -120,7 +125,8 @@ type Engine struct {
 	dmawait waitList // parked iowaits in wake order; guarded by waitMu
 	// sleepers counts the sleepers inside their wait-lock hold (lockUnlessProgress, announced
 	// before the Progress check, withdrawn after the queueing). Written (atomic add) by them;
-	// read by descAvail, which skips the wait lock when it and the wait list's count are 0.
+	// read by descAvail (a plain load with plainSleepers, else an atomic add of 0), which skips
+	// the wait lock when it and the wait list's count are 0.
 	// A plain int32 accessed only through sync/atomic's functions (AddInt32): the method
 	// wrapper's inlining cost would keep descAvail's check from inlining into the pass.
 	sleepers int32
@@ -179,19 +185,20 @@ func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
 		return nil, configErr("RingSize", cfg.RingSize, err.Error())
 	}
 	e := &Engine{
-		dev:      dev,
-		idx:      idx,
-		ring:     r,
-		mask:     r.Mask(),
-		descIntr: cfg.DescIntr,
-		strategy: cfg.Wait,
-		mode:     cfg.Completion,
-		manual:   cfg.Manual,
-		parks:    !cfg.Manual && cfg.Wait != WaitBusyPoll,
-		sink:     dev.sink,
-		bell:     make(chan struct{}, 1),
-		stopCh:   make(chan struct{}),
-		txRing:   make([]*TxReq, r.Size()),
+		dev:           dev,
+		idx:           idx,
+		ring:          r,
+		mask:          r.Mask(),
+		descIntr:      cfg.DescIntr,
+		strategy:      cfg.Wait,
+		mode:          cfg.Completion,
+		manual:        cfg.Manual,
+		parks:         !cfg.Manual && cfg.Wait != WaitBusyPoll,
+		plainSleepers: membarrier.Available(),
+		sink:          dev.sink,
+		bell:          make(chan struct{}, 1),
+		stopCh:        make(chan struct{}),
+		txRing:        make([]*TxReq, r.Size()),
 	}
 	if !cfg.Manual {
 		e.done = make(chan struct{})

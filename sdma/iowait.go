@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/membarrier"
 )
 
 // WakeAvail is the reason passed to a wakeup callback when ring room became available, or when
@@ -315,7 +317,7 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 	skipLock := th != nil && th.skipWaitLock
 	if !skipLock {
 		e.waitMu.Lock()
-		atomic.AddInt32(&e.sleepers, 1) // announced before the check: see Engine.sleepers
+		e.announceSleeper() // announced before the check: see Engine.sleepers
 	}
 	if e.gate.Load() != gateRunning || e.Progress(seq, tx) {
 		if !skipLock {
@@ -328,9 +330,21 @@ func (e *Engine) lockUnlessProgress(seq uint32, tx *TxReq) bool {
 	}
 	if skipLock {
 		e.waitMu.Lock() // the pre-2019 kernel took waitlock only around iowait_queue
-		atomic.AddInt32(&e.sleepers, 1)
+		e.announceSleeper()
 	}
 	return true
+}
+
+// announceSleeper announces a sleeper to the completion pass (Engine.sleepers): an atomic add,
+// then, when the pass reads the announcements with a plain load (plainSleepers), the
+// process-wide barrier that stands for the pass's fence (descAvail): after it, either the pass
+// in progress has its seqcount store visible to the sleeper's Progress check, or it will see the
+// announcement.
+func (e *Engine) announceSleeper() {
+	atomic.AddInt32(&e.sleepers, 1)
+	if e.plainSleepers {
+		membarrier.Barrier()
+	}
 }
 
 // unlockSleeper ends a sleeper's hold of the wait lock taken by lockUnlessProgress: it withdraws

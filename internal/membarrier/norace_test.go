@@ -1,0 +1,5 @@
+//go:build !race
+
+package membarrier
+
+const raceEnabled = false

@@ -1,0 +1,5 @@
+//go:build purego
+
+package membarrier
+
+const purego = true
