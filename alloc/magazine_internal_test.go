@@ -39,7 +39,15 @@ func freeCells[T any](t *testing.T, s *stack[T]) map[uint32]string {
 		i := uint32(w)
 		for k := uint32(0); k < uint32(w>>32); k++ {
 			add(i, where)
-			i = uint32(tab.cell(i, s.per).link.Load())
+			// The link holds the word of the magazine below (what a pop leaves in cur).
+			l := tab.cell(i, s.per).link.Load()
+			require.NotZero(t, l&linkTouched, "cell %d in %s: not marked touched", i, where)
+			if below := uint32(w>>32) - k - 1; below == 0 {
+				require.Zero(t, l&^linkTouched, "cell %d, the last in %s: link %#x", i, where, l)
+			} else {
+				require.Equal(t, uint64(below), l&^linkTouched>>32, "cell %d in %s: link %#x", i, where, l)
+			}
+			i = uint32(l)
 		}
 	}
 	for k := range s.mags {
