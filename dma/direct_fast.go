@@ -81,19 +81,25 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		addr := uint64(uintptr(unsafe.Pointer(p)))
 		want := metaFieldsOf(n, dir, codeSingleSole) | metaFree
 		i := d.tab.directSet(directKey(addr, n))
+		// tryIndex's first step, without its loads of addr and region, which cannot differ here
+		// (TestDirectEntryInvariants checks both facts after every test's maps and unmaps):
+		//   - addr: every Direct fill (tryIndex from mapBuf, the only filler of Direct's index)
+		//     stores addr = the CPU address of the buffer's first byte and ptr = that byte, in one
+		//     busy section, and no store changes addr without a fill; entries that drop their
+		//     buffer store ptr nil, which matches no p. So ptr == p implies addr == p's address.
+		//   - region: only a free entry matches (want), and a free entry holds no region: every
+		//     unmap of a Region mapping (endIndex, claimSole) clears ptr and region while busy,
+		//     before the free store; a revoked entry is not free and its owner's free clears them
+		//     likewise. (And p is Go memory outside every Region's span, mayOverlapRegion.)
+		// The CAS from the free word m makes the words the ones loaded: every fill moves meta's
+		// generation (see index.go), so none ran between the loads and the CAS.
 		for end := i + nWays; i < end; i++ {
 			e := d.tab.entryAt(i)
 			m := e.meta.Load()
 			if m&(metaState|metaFields) != want {
 				continue
 			}
-			if e.addr.Load() != addr {
-				continue
-			}
 			if e.ptr.Load() != p {
-				continue
-			}
-			if e.region.Load() != nil {
 				continue
 			}
 			h := Sole((m+metaGen1)>>metaGenShift<<soleBits | (i + 1))

@@ -57,6 +57,7 @@ func TestDirectFastMultiPage(t *testing.T) {
 					requireSameTranslations(t, fast, a, n)
 					requireTableEmpty(t, fast)
 					requireTableEmpty(t, slow)
+					requireEntryInvariants(t, &fast.tab)
 				}
 			})
 		}
@@ -158,6 +159,7 @@ func TestDirectFastRegion(t *testing.T) {
 		require.NoError(t, d.UnmapSingleSole(a, len(buf), ToDevice, h))
 		require.Nil(t, e.ptr.Load(), "a Region buffer's entry drops it")
 		require.Nil(t, e.region.Load())
+		requireEntryInvariants(t, &d.tab)
 	}
 	a, h, err := d.MapSingleSole(buf, ToDevice)
 	require.NoError(t, err)
@@ -267,5 +269,56 @@ func TestDirectFastMultiPageConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		requireTableEmpty(t, m)
+	})
+}
+
+// TestDirectEntryInvariants: requireEntryInvariants holds on Direct after maps and unmaps of every
+// kind of memory and mapping (Go heap and Region buffers of one and several pages, sole and public
+// maps, sole and public unmaps, revokes, pages, scatter lists), in every index variant.
+func TestDirectEntryInvariants(t *testing.T) {
+	indexVariants(t, func(t *testing.T, m testMapper) {
+		sm := m.(SoleMapper)
+		r := newRegion(t, 8)
+		heap := make([]byte, 8*PageSize)
+		bufs := [][]byte{heap[10:300], heap[PageSize-5 : 3*PageSize], heap[4*PageSize : 4*PageSize+16380],
+			r.Bytes()[10:300], r.Bytes()[PageSize-5 : 3*PageSize], r.Bytes()[4*PageSize : 4*PageSize+16380]}
+		for round := range 3 {
+			var us []Unmap
+			for i, b := range bufs {
+				if (i+round)%2 == 0 {
+					a, h, err := sm.MapSingleSole(b, ToDevice)
+					require.NoError(t, err)
+					us = append(us, Unmap{Addr: a, Size: len(b), Dir: ToDevice, Kind: KindSingle, Sole: h})
+				} else {
+					a, err := m.MapSingle(b, FromDevice)
+					require.NoError(t, err)
+					us = append(us, Unmap{Addr: a, Size: len(b), Dir: FromDevice, Kind: KindSingle})
+				}
+			}
+			p, err := r.Page(7)
+			require.NoError(t, err)
+			pa, err := m.MapPage(p, 8, 100, ToDevice)
+			require.NoError(t, err)
+			sg := []SG{{Buf: heap[7*PageSize : 7*PageSize+50]}, {Buf: r.Bytes()[6*PageSize+1 : 6*PageSize+200]}}
+			_, err = m.MapSG(sg, Bidirectional)
+			require.NoError(t, err)
+			requireEntryInvariants(t, tableOf(t, m))
+			for i, u := range us {
+				switch {
+				case u.Sole != 0 && round == 1 && i < 3: // revoked by a public unmap, then freed
+					require.NoError(t, m.UnmapSingle(u.Addr, u.Size, u.Dir))
+					require.ErrorIs(t, sm.UnmapSingleSole(u.Addr, u.Size, u.Dir, u.Sole), ErrNotMapped)
+				case u.Sole != 0:
+					require.NoError(t, sm.UnmapSingleSole(u.Addr, u.Size, u.Dir, u.Sole))
+				default:
+					require.NoError(t, m.UnmapSingle(u.Addr, u.Size, u.Dir))
+				}
+				requireEntryInvariants(t, tableOf(t, m))
+			}
+			require.NoError(t, m.UnmapPage(pa, 100, ToDevice))
+			require.NoError(t, m.UnmapSG(sg, Bidirectional))
+			requireEntryInvariants(t, tableOf(t, m))
+			requireTableEmpty(t, m)
+		}
 	})
 }

@@ -444,6 +444,8 @@ func FuzzMapper(f *testing.F) {
 			}
 		}
 
+		requireEntryInvariants(t, tableOf(t, m))
+
 		// The leak report lists exactly the model's mappings; unmapping them all empties the table.
 		want := make([]Mapping, 0, len(live))
 		for _, mm := range live {
