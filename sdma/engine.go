@@ -203,6 +203,9 @@ func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
 	if !cfg.Manual {
 		e.done = make(chan struct{})
 	}
+	// The locks' bias needs getg and the barrier (see ticketLock); set before they are shared.
+	e.hwMu.biasable = canBias && e.plainSleepers
+	e.headMu.biasable = e.hwMu.biasable
 	e.hw.init(e.sink)
 	return e, nil
 }

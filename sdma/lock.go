@@ -5,13 +5,16 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // ticketLock is the engine's hwMu and headMu: a FIFO ticket spinlock, the kernel's lock for the
 // same work (sde->tail_lock, the head_lock seqlock's spinlock; arch_spin_lock's ticket lock on
-// x86 before qspinlocks). Lock takes a ticket with one atomic add and waits for its turn; Unlock
-// is a store-release of the next turn, a plain MOV on amd64 (relaxed.StoreRelease32), as
+// x86 before qspinlocks), with a bias towards the goroutine that takes it over and over.
+//
+// The ticket lock: Lock takes a ticket with one atomic add and waits for its turn; Unlock is a
+// store-release of the next turn, a plain MOV on amd64 (relaxed.StoreRelease32), as
 // arch_spin_unlock is a plain store. A sync.Mutex's Unlock is a locked add (it has to look for
 // parked waiters): a hardware pass that completes takes and releases two locks per packet, so
 // the ticket lock saves two locked instructions per packet on the common path.
@@ -23,7 +26,45 @@ import (
 // goroutine that takes the lock in a loop (the busy-polling hardware goroutine) from starving an
 // Event, Close or Poll waiting behind it.
 //
-// Not reentrant; the zero value is unlocked; not to be copied (the atomics' noCopy).
+// # The bias
+//
+// Most holds of an engine's locks are taken by one goroutine: the engine's own goroutine, or the
+// one caller that runs Process and Poll on a Manual engine. Where biasable (set by NewDevice:
+// linux/amd64 with membarrier(2), outside -race and purego), the lock lets that goroutine, its
+// owner, take it with no locked instruction at all: the atomic add is the costliest instruction
+// of a lock that nobody else wants (5-8 ns on the project's machine, a quarter of a small
+// packet's time). It is the biased locking of the JVMs (Kawachiya, Koseki, Onodera, "Lock
+// Reservation", OOPSLA 2002), with the revocation done by an asymmetric Dekker pair over
+// membarrier(2), as internal/membarrier describes, instead of a safepoint:
+//
+//   - The owner (bias's record names it: biasRec.g is its getg) takes the lock by storing 1 into
+//     its record's busy word and then loading bias: if bias still names its record, it holds the
+//     lock (held = the record); else it stores busy 0 and takes a ticket like anyone. Plain MOVs
+//     on amd64, no fence between the store and the load. Unlock of such a hold stores busy 0.
+//   - Everyone else takes a ticket. A ticket holder that finds bias set revokes it: it clears bias
+//     with a locked exchange, runs membarrier.Barrier, and waits until the record's busy is 0.
+//     Dekker: if the owner's load of bias came before the barrier reached its thread, its store
+//     of busy came before too and the revoker sees busy 1, and waits for the owner's Unlock; if
+//     after, the owner sees bias cleared and backs off. So the owner and a ticket holder never
+//     hold at once, and the revoker's wait (a load-acquire of the owner's Unlock store) orders
+//     the owner's critical section before the revoker's.
+//   - Only a ticket holder changes bias (grant, revoke), so grants and revocations are ordered by
+//     the ticket lock. A grant gives the bias to the ticket holder itself (grant), after it took
+//     the lock streak times in a row with nobody else in between: need is 1 for a fresh lock,
+//     and doubles (to needMax) at each revocation, so that two goroutines taking turns pay a
+//     barrier (microseconds) once per need holds, rarely, and a lock that stays with one
+//     goroutine pays nothing.
+//   - Every grant to a new goroutine has a new record: an owner that was revoked may still be
+//     between its load of bias and its back-off store of busy 0 (preempted there, say), and that
+//     store must not land on the busy word of the next owner. A record is given again only to
+//     its own goroutine (last), which runs one attempt at a time. The goroutine's getg may be
+//     reused by the runtime after the goroutine exits; the new goroutine then owns the bias,
+//     which is harmless (its attempts run one at a time, too).
+//
+// Elsewhere (biasable false) the lock is the ticket lock alone, with one branch more.
+//
+// Not reentrant; the zero value is unlocked and not biasable; not to be copied (the atomics'
+// noCopy).
 type ticketLock struct {
 	// next is the next ticket to give out. Written by Lock (atomic add) and TryLock (CAS); read
 	// by TryLock (atomic load). A plain uint32 accessed only through sync/atomic's functions,
@@ -34,7 +75,40 @@ type ticketLock struct {
 	// (a store-release: every access of the critical section happens before the next holder's
 	// load of the new turn); read by the waiters (load-acquire) and TryLock.
 	turn atomic.Uint32
+	// biasable says whether the lock may be biased. Written once before the lock is shared
+	// (NewDevice); read by Lock, TryLock.
+	biasable bool
+	// held is the record of the current hold if the owner took it through the bias, else nil.
+	// Written and read by the holder only (lockBiased sets it, Unlock clears it before it
+	// releases the record's busy).
+	held *biasRec
+	// bias is the current grant, or nil. Written by ticket holders only (grant: a store;
+	// revoke: an exchange, the locked store of the Dekker pair); read by every biased Lock (a
+	// plain load on amd64).
+	bias atomic.Pointer[biasRec]
+	// The ticket holders' bookkeeping, written and read only by a ticket holder: last is the
+	// last record granted (given again to the same goroutine), streakG and streak count the
+	// ticket holds in a row by one goroutine, need is the streak that earns the bias (0: 1).
+	last    *biasRec
+	streakG uintptr
+	streak  uint32
+	need    uint32
 }
+
+// biasRec is one grant of a ticketLock's bias (see ticketLock, "The bias").
+type biasRec struct {
+	// g is the owner's getg. Immutable.
+	g uintptr
+	// busy is 1 from the owner's attempt to take the lock through the bias until it backs off or
+	// its Unlock. Written only by the owner (plain stores on amd64: relaxed.StoreRelease32);
+	// read by a revoker after its barrier (load-acquire).
+	busy atomic.Uint32
+	_    [lineSize - 12]byte // its own line: the owner writes busy at every hold
+}
+
+// needMax caps the streak that earns the bias back after revocations: a lock whose holders
+// keep changing pays at most one barrier per needMax holds.
+const needMax = 1 << 16
 
 // spinPolls is how many polls of the turn a waiter makes before it yields between polls.
 const spinPolls = 64
@@ -44,11 +118,90 @@ const spinPolls = 64
 // a lock held by another goes to wait, kept out of line. The turn is loaded with
 // atomic.LoadUint32 on its word (an atomic.Uint32 holds its value at offset 0, as
 // internal/relaxed relies on too), the same load as turn.Load(): the method's wrapper would
-// cost the few inlining units that keep Lock under the budget.
+// cost the few inlining units that keep Lock under the budget. Where locks may be biased
+// (canBias), Lock is a call of lockBiasable instead.
 func (l *ticketLock) Lock() {
+	if canBias {
+		l.lockBiasable()
+		return
+	}
 	if t := atomic.AddUint32(&l.next, 1) - 1; atomic.LoadUint32((*uint32)(unsafe.Pointer(&l.turn))) != t {
 		l.wait(t)
 	}
+}
+
+// lockBiasable is Lock where a lock may be biased (canBias: the build has getg), out of line: a
+// lock that is not biasable takes a ticket; one that is is taken through the bias if the caller
+// owns it, else with a ticket and the ticket holder's bookkeeping (ticketTaken).
+//
+//go:noinline
+func (l *ticketLock) lockBiasable() {
+	var g uintptr
+	if l.biasable {
+		g = getg()
+		if l.lockBiased(g) {
+			return
+		}
+	}
+	if t := atomic.AddUint32(&l.next, 1) - 1; l.turn.Load() != t {
+		l.wait(t)
+	}
+	if l.biasable {
+		l.ticketTaken(g)
+	}
+}
+
+// lockBiased takes the lock through the bias if g owns it, and reports whether it did: the
+// owner's side of the Dekker pair (see ticketLock).
+func (l *ticketLock) lockBiased(g uintptr) bool {
+	r := l.bias.Load()
+	if r == nil || r.g != g {
+		return false
+	}
+	relaxed.StoreRelease32(&r.busy, 1)
+	if l.bias.Load() == r { // no fence in between: a revoker's barrier stands for it
+		l.held = r
+		return true
+	}
+	relaxed.StoreRelease32(&r.busy, 0) // revoked meanwhile: the revoker may be waiting for this
+	return false
+}
+
+// ticketTaken is a ticket holder's bookkeeping, run by goroutine g right after it took the
+// ticket: it revokes another's bias, and grants g the bias when g's streak earned it.
+func (l *ticketLock) ticketTaken(g uintptr) {
+	if r := l.bias.Load(); r != nil {
+		l.revoke()
+	}
+	if g != l.streakG {
+		l.streakG, l.streak = g, 0
+	}
+	l.streak++
+	if l.streak >= max(l.need, 1) {
+		r := l.last
+		if r == nil || r.g != g {
+			r = &biasRec{g: g}
+			l.last = r
+		}
+		l.bias.Store(r) // its busy is 0: g is here, not in an attempt
+	}
+}
+
+// revoke clears the bias and waits until its owner neither holds the lock through it nor can
+// take it again: the revoker's side of the Dekker pair (see ticketLock). The caller holds a
+// ticket.
+//
+//go:noinline
+func (l *ticketLock) revoke() {
+	r := l.bias.Swap(nil)
+	membarrier.Barrier()
+	for i := 1; r.busy.Load() != 0; i++ {
+		if i >= spinPolls {
+			runtime.Gosched()
+		}
+	}
+	l.need = min(max(2*l.need, 2), needMax)
+	l.streak = 0
 }
 
 // wait polls the turn until it is ticket t's (Lock's slow path).
@@ -62,14 +215,46 @@ func (l *ticketLock) wait(t uint32) {
 	}
 }
 
-// TryLock takes the lock if it is free and nobody waits, and reports whether it did.
+// TryLock takes the lock if it is free and nobody waits, and reports whether it did. On a
+// biasable lock the owner takes it through the bias; anyone else that gets the ticket revokes
+// the bias, which waits for the owner's hold to end, as the ticket lock would have made it wait
+// for a holder's.
 func (l *ticketLock) TryLock() bool {
+	if canBias {
+		return l.tryLockBiasable()
+	}
 	t := l.turn.Load()
 	return atomic.LoadUint32(&l.next) == t && atomic.CompareAndSwapUint32(&l.next, t, t+1)
 }
 
-// Unlock hands the lock to the next ticket. The caller must hold it.
+// tryLockBiasable is TryLock where a lock may be biased (canBias; see lockBiasable).
+//
+//go:noinline
+func (l *ticketLock) tryLockBiasable() bool {
+	var g uintptr
+	if l.biasable {
+		g = getg()
+		if l.lockBiased(g) {
+			return true
+		}
+	}
+	t := l.turn.Load()
+	if atomic.LoadUint32(&l.next) != t || !atomic.CompareAndSwapUint32(&l.next, t, t+1) {
+		return false
+	}
+	if l.biasable {
+		l.ticketTaken(g)
+	}
+	return true
+}
+
+// Unlock releases the lock. The caller must hold it.
 func (l *ticketLock) Unlock() {
+	if r := l.held; r != nil {
+		l.held = nil
+		relaxed.StoreRelease32(&r.busy, 0)
+		return
+	}
 	relaxed.StoreRelease32(&l.turn, l.turn.Load()+1)
 }
 
