@@ -2,7 +2,6 @@ package sdma
 
 import (
 	"context"
-	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/membarrier"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 )
 
 func TestCloseAbortsInFlight(t *testing.T) {
@@ -646,69 +647,89 @@ func TestTicketLockTryLock(t *testing.T) {
 
 // TestTicketLockMutualExclusionConcurrent: goroutines that take the lock by Lock and TryLock never
 // overlap, and every increment made under it survives (a plain counter: -race sees the
-// lock's happens-before edges or reports the counter).
+// lock's happens-before edges or reports the counter). With the bias too where the build has
+// it (bias=on: each goroutine's run of holds earns it, the next goroutine's revokes it).
 func TestTicketLockMutualExclusionConcurrent(t *testing.T) {
-	var l ticketLock
-	var inside atomic.Int32
-	count := 0
-	const workers, rounds = 4, 2000
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				if i%3 == 0 {
-					if !l.TryLock() {
+	forEachBias(t, func(t *testing.T, biasable bool) {
+		var l ticketLock
+		l.biasable = biasable
+		var inside atomic.Int32
+		count := 0
+		const workers, rounds = 4, 2000
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < rounds; i++ {
+					if i%3 == 0 {
+						if !l.TryLock() {
+							l.Lock()
+						}
+					} else {
 						l.Lock()
 					}
-				} else {
-					l.Lock()
+					if inside.Add(1) != 1 {
+						t.Error("two holders at once")
+					}
+					count++
+					inside.Add(-1)
+					l.Unlock()
 				}
-				if inside.Add(1) != 1 {
-					t.Error("two holders at once")
-				}
-				count++
-				inside.Add(-1)
-				l.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, workers*rounds, count)
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, workers*rounds, count)
+	})
+}
+
+// forEachBias runs f on a lock that is not biasable (bias=off) and, where the build has the bias
+// (getg and membarrier: see ticketLock), on one that is (bias=on).
+func forEachBias(t *testing.T, f func(t *testing.T, biasable bool)) {
+	t.Run("bias=off", func(t *testing.T) { f(t, false) })
+	t.Run("bias=on", func(t *testing.T) {
+		if !canBias || !membarrier.Available() {
+			t.Skip("no bias on this build")
+		}
+		f(t, true)
+	})
 }
 
 // TestTicketLockFIFOConcurrent: a goroutine that takes and releases the lock in a tight loop (the
 // busy-polling hardware goroutine's pattern) does not starve a waiter: the waiter's ticket comes
-// up after the holder's current hold.
+// up after the holder's current hold; with the bias too (the looping goroutine owns it; the
+// waiter revokes it, and waits only for the owner's current hold).
 func TestTicketLockFIFOConcurrent(t *testing.T) {
-	var l ticketLock
-	stop := make(chan struct{})
-	var loops atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	forEachBias(t, func(t *testing.T, biasable bool) {
+		var l ticketLock
+		l.biasable = biasable
+		stop := make(chan struct{})
+		var loops atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l.Lock()
+				loops.Add(1)
+				l.Unlock()
 			}
-			l.Lock()
-			loops.Add(1)
+		}()
+		for loops.Load() < 100 {
+			time.Sleep(time.Millisecond)
+		}
+		taken := 0
+		for i := 0; i < 100; i++ {
+			l.Lock() // must not wait for the looping goroutine to stop
+			taken++
 			l.Unlock()
 		}
-	}()
-	for loops.Load() < 100 {
-		time.Sleep(time.Millisecond)
-	}
-	taken := 0
-	for i := 0; i < 100; i++ {
-		l.Lock() // must not wait for the looping goroutine to stop
-		taken++
-		l.Unlock()
-	}
-	assert.Equal(t, 100, taken)
-	close(stop)
-	<-done
+		assert.Equal(t, 100, taken)
+		close(stop)
+		<-done
+	})
 }
