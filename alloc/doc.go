@@ -26,10 +26,12 @@
 // layer, "Magazines and Vmem", 2001). Each P (the Go scheduler's processor, see runtime.GOMAXPROCS)
 // has two magazines of up to 16 free objects, a loaded and a previous one. A Get takes from the
 // calling goroutine's P and a Put gives back to it, with one CAS on a cache line no other P
-// writes; only when the P's magazines run empty or full does a whole magazine move from or to a
-// shared depot, in one CAS. So a goroutine that puts back what it got (an inline completion) keeps
-// its objects, and their cache lines, on its core; and when a producer gets on one core and a
-// completion goroutine puts back on another, they meet once per magazine, not once per object.
+// writes (or, on linux/amd64, once the P has gone a while without its magazines being drained,
+// with a plain load and store: see "Plain mode" in magazine.go); only when the P's magazines run
+// empty or full does a whole magazine move from or to a shared depot, in one CAS. So a goroutine
+// that puts back what it got (an inline completion) keeps its objects, and their cache lines, on
+// its core; and when a producer gets on one core and a completion goroutine puts back on
+// another, they meet once per magazine, not once per object.
 //
 // Objects of Slab and List larger than half a cache line are laid out as the kernel's
 // SLAB_HWCACHE_ALIGN caches lay theirs (hfi1 creates its txreq cache so): each starts on a cache
@@ -39,8 +41,10 @@
 //
 // Objects in a magazine are free, never lost to the rest: before a Get reports ErrEmpty (List),
 // grows (Slab) or hands out an object never used before, it drains every P's magazines into the
-// depot (taking them with a CAS each), so a goroutine alone, even one moving between Ps, sees the
-// same counts and errors as with one shared free list. A P that did not exist when the allocator
+// depot (taking them with a CAS each; where a P was in plain mode, after a process-wide barrier,
+// membarrier(2), and a wait for the P's pinned owner to end its pop or push, a few
+// instructions), so a goroutine alone, even one moving between Ps, sees the same counts and
+// errors as with one shared free list. A P that did not exist when the allocator
 // was made (GOMAXPROCS raised later) takes the shared path: the depot and a lock-free free stack.
 // Under the purego tag, which forgoes the runtime's P pinning (internal/pcpu), every Get and Put
 // takes the shared path.

@@ -14,8 +14,9 @@ import (
 // of a freed object is ErrDoublePut and of a foreign one ErrForeign (changing nothing), and what
 // Stats and Owns report.
 //
-// The input's first byte picks the allocator (slab, list, pool), the second its size; each later
-// byte is one operation: the low two bits the kind, the rest an index into the model's sets.
+// The input's first byte picks the allocator (slab, list, pool; /3 odd: no reset hook; /6 odd:
+// plain mode re-earned at once), the second its size; each later byte is one operation: the low
+// two bits the kind, the rest an index into the model's sets.
 func FuzzAllocators(f *testing.F) {
 	f.Add([]byte{0, 3, 0, 0, 0, 0, 0, 1, 5, 2, 3, 0, 0})
 	f.Add([]byte{1, 2, 0, 0, 0, 1, 2, 0, 3, 7, 0, 0})
@@ -23,6 +24,8 @@ func FuzzAllocators(f *testing.F) {
 	f.Add([]byte{0, 0x21, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5, 9, 13, 0, 0, 0, 0})
 	f.Add([]byte{3, 0x21, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5, 9, 13, 0, 0, 0, 0})
 	f.Add([]byte{4, 2, 0, 0, 0, 1, 2, 0, 3, 7, 0, 0})
+	f.Add([]byte{9, 0x21, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5, 9, 13, 0, 0, 0, 0})
+	f.Add([]byte{10, 2, 0, 0, 0, 1, 2, 0, 3, 7, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 {
 			return
@@ -69,6 +72,11 @@ func FuzzAllocators(f *testing.F) {
 			a, other = mk(), mk()
 		case 2:
 			a, other = alloc.NewPool(resetObj), alloc.NewPool(resetObj)
+		}
+		if in[0]/6%2 == 1 && kind != 2 {
+			// Plain mode (magazine.go), where available, re-earned after every CAS pop or
+			// push: the Gets that drain revoke it.
+			alloc.SetPlainAfter(a, 1)
 		}
 		theirs, err := other.Get()
 		if err != nil {

@@ -51,7 +51,7 @@ func freeCells[T any](t *testing.T, s *stack[T]) map[uint32]string {
 		}
 	}
 	for k := range s.mags {
-		chain(s.mags[k].cur.Load(), fmt.Sprintf("P%d.cur", k))
+		chain(s.mags[k].cur.Load()&^magPlain, fmt.Sprintf("P%d.cur", k)) // its mode aside
 		p := s.mags[k].prev.Load()
 		require.True(t, p == 0 || p>>32 == magSize, "P%d.prev holds %d cells: full or empty only", k, p>>32)
 		chain(p, fmt.Sprintf("P%d.prev", k))
@@ -138,8 +138,8 @@ func TestCapacityInOtherPsMagazines(t *testing.T) {
 }
 
 // FuzzMagazines drives a List or a Slab through gets and puts on chosen Ps (getOn and putOn
-// called with the P's index, on this one goroutine: a goroutine moving between Ps), double
-// puts, and checks against a model after every step: a Get fails (List) or grows (Slab) only
+// called with the P's index, on this one goroutine: a goroutine moving between Ps; P 1 in plain
+// mode where available, until a drain revokes it), double puts, and checks against a model after every step: a Get fails (List) or grows (Slab) only
 // when every object is in use, no object is handed out twice, Stats (InUse, HighWater, Slabs)
 // are exact, and every free cell is in exactly one magazine, the depot or the free stack.
 //
@@ -209,6 +209,11 @@ func FuzzMagazines(f *testing.F) {
 			return err
 		}
 		s.mags = make([]magazines, 3) // three Ps whatever GOMAXPROCS is; id 3 has none
+		if s.biased {
+			// P 1 starts in plain mode, empty: getOn's and putOn's CASes keep the mode, and a
+			// drain that finds cells there revokes it (magazine.go).
+			s.mags[1].cur.Store(magPlain)
+		}
 		var held, freed []*int
 		high := 0
 		for k, op := range ops {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/internal/cacheline"
+	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/internal/pcpu"
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
@@ -36,11 +37,13 @@ import (
 // is a benign (and race-detector-clean) stale read that the failed CAS discards.
 //
 // Each cell has one atomic word, its link, holding its state and its next index together, so a
-// Get+Put pair costs three locked instructions and no shared counter: the pop's CAS on the top
-// (a P's magazine word, magazine.go, or this stack's head), the Put's CAS on the link (which
-// checks for a double put and, without a reset hook, writes the magazine word below at once) and
-// the push's CAS on the top. The popper's store of the in-use state is a store-release
-// (internal/relaxed: a plain MOV on amd64).
+// Get+Put pair costs at most three locked instructions and no shared counter: the pop's CAS on
+// the top (a P's magazine word, magazine.go, or this stack's head), the Put's CAS on the link
+// (which checks for a double put and, without a reset hook, writes the magazine word below at
+// once) and the push's CAS on the top. In a P's plain mode (magazine.go) the pop and the push
+// on the P's magazine are a plain load and store, and the link CAS is the pair's only locked
+// instruction: it stays, since two Puts of one object may run on two Ps. The popper's store of
+// the in-use state is a store-release (internal/relaxed: a plain MOV on amd64).
 //
 // The free stack is the layer under the per-P magazines and their depot (magazine.go): grow
 // puts new cells here, Gets take untouched cells only from here, and Puts come here only from
@@ -143,11 +146,19 @@ type stack[T any] struct {
 	// send a full magazine or take one, once per magSize of their Gets or Puts, and by drainers:
 	// its own cache line.
 	depot atomic.Uint64
-	_     [cacheLine - 8]byte
+	// revokes counts the revocations of a P's plain mode (magazine.go), for the tests: added to
+	// by revoking drainers, which write this line anyway, after their barrier.
+	revokes atomic.Uint64
+	_       [cacheLine - 16]byte
 
 	// mags holds one pair of magazines per P (magazine.go), written as documented there. The
 	// slice is set by init and read-only after; nil under the purego tag.
 	mags []magazines
+	// biased says that Ps may use plain mode (magazine.go: plainCapable, membarrier.Available,
+	// and magazines); plainAfter is how many CAS pops and pushes a P makes before it sets plain
+	// mode again. Both set by init (tests lower plainAfter before use) and read-only after.
+	biased     bool
+	plainAfter uint32
 
 	// tab is the published slab table. Store-release by grow (under the owner's lock) before any
 	// cell of the new slab is pushed; load-acquire by pop after it saw a cell index in head, so
@@ -173,6 +184,8 @@ func (s *stack[T]) init(per uint32, reset func(*T), kind string) {
 	s.head.Store(pack(0, nilIndex))
 	s.depot.Store(pack(0, nilIndex))
 	s.mags = newMagazines()
+	s.biased = plainCapable && s.mags != nil && membarrier.Available()
+	s.plainAfter = plainAfter
 	s.tab.Store(&table[T]{})
 }
 
@@ -222,12 +235,13 @@ func (s *stack[T]) pop(touchedOnly bool) *cell[T] {
 //
 // One CAS on the cell's link checks that the object is in use (the double-put check) and marks
 // it free; the push that follows publishes the cell (and everything written to it before) with
-// its CAS on the magazine word or the free stack's head. Without a reset hook, the common case
-// (an object of the newest region, pinned, room in the magazine) folds the rest of the link into
-// the link CAS, guessed from the magazine word loaded before: the guess is right unless a drainer
-// emptied the magazine in between, and then putLocal writes the link again. With a reset hook,
-// the hook (the caller's code) runs unpinned, after the link CAS (free) and before the push
-// (putSlow).
+// its store or CAS on the magazine word, or its CAS on the free stack's head. Without a reset
+// hook, the common case (an object of the newest region, pinned, room in the magazine) folds the
+// rest of the link into the link CAS, guessed from the magazine word loaded before, inside the
+// owner's section (magazine.go): in plain mode the guess is right and the push is a plain store;
+// otherwise the push is a CAS, and if a drainer emptied the magazine in between, putLocal writes
+// the link again. With a reset hook, the hook (the caller's code) runs unpinned, after the link
+// CAS (free) and before the push (putSlow).
 func (s *stack[T]) put(p *T) error {
 	if s.reset == nil {
 		t := s.tab.Load()
@@ -236,13 +250,33 @@ func (s *stack[T]) put(p *T) error {
 			id := pcpu.Pin()
 			if uint(id) < uint(len(s.mags)) {
 				m := &s.mags[id]
-				if w := m.cur.Load(); w < magSize<<32 { // room: fewer than magSize cells
+				stop := m.enter()
+				w := m.cur.Load()
+				// Plain mode with room (w^magPlain < magSize<<32: magPlain set, fewer than
+				// magSize cells; magSize is a power of two) and no revocation under way
+				// (stop == 0), tested at once: cur is ours (magazine.go).
+				if (w^magPlain)/(magSize<<32)|uint64(stop) == 0 {
+					// The link is the word pushed on (magPlain is linkTouched).
+					if !c.link.CompareAndSwap(linkInUse|linkTouched, w) {
+						m.leave()
+						pcpu.Unpin()
+						return s.putError(p, ErrDoublePut)
+					}
+					relaxed.StoreRelease64(&m.cur, magPush(w, i))
+					m.leave()
+					pcpu.Unpin()
+					return nil
+				}
+				m.leave()
+				if w&^magPlain < magSize<<32 { // room: fewer than magSize cells
 					if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|w) {
 						pcpu.Unpin()
 						return s.putError(p, ErrDoublePut)
 					}
-					if !m.cur.CompareAndSwap(w, magPush(w, i)) {
+					if nw := magPush(w, i); !m.cur.CompareAndSwap(w, nw) {
 						s.putLocal(m, c, i) // a drainer emptied cur: link again
+					} else if w < magPlain {
+						s.calmed(m, nw)
 					}
 					pcpu.Unpin()
 					return nil
