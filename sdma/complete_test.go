@@ -633,16 +633,52 @@ func TestCompletionUnmapsBeforeCallback(t *testing.T) {
 	}
 }
 
+// TestTicketLockTryLock: TryLock takes a free lock and fails on a held one, also when the caller
+// is the holder; with the bias (bias=on), whichever way the holder holds it: with the ticket of
+// its first hold, the one that also grants it the bias, and through the bias once it owns it (a
+// reentrant success would let the inner Unlock release the outer hold). Another goroutine's
+// TryLock fails on the owner's biased hold without waiting for it.
 func TestTicketLockTryLock(t *testing.T) {
-	var l ticketLock
-	require.True(t, l.TryLock(), "free")
-	assert.False(t, l.TryLock(), "held")
-	l.Unlock()
-	l.Lock()
-	assert.False(t, l.TryLock(), "held by Lock")
-	l.Unlock()
-	assert.True(t, l.TryLock(), "free again")
-	l.Unlock()
+	forEachBias(t, func(t *testing.T, biasable bool) {
+		var l ticketLock
+		l.biasable = biasable
+		require.True(t, l.TryLock(), "free")
+		assert.False(t, l.TryLock(), "held")
+		l.Unlock()
+		l.Lock()
+		assert.False(t, l.TryLock(), "held by Lock")
+		l.Unlock()
+		assert.True(t, l.TryLock(), "free again")
+		l.Unlock()
+		holds := 0
+		for range 8 { // earn the bias where there is one
+			l.Lock()
+			holds++
+			l.Unlock()
+		}
+		l.Lock()
+		assert.False(t, l.TryLock(), "held by Lock, by its owner")
+		other := make(chan bool)
+		go func() { other <- l.TryLock() }()
+		assert.False(t, <-other, "held: another goroutine's TryLock")
+		l.Unlock()
+		go func() {
+			ok := l.TryLock()
+			if ok {
+				l.Unlock()
+			}
+			other <- ok
+		}()
+		assert.True(t, <-other, "free: another goroutine's TryLock")
+		if biasable {
+			assert.Nil(t, l.bias.Load(), "which revoked the bias")
+		}
+		l.Lock()
+		holds++
+		l.Unlock()
+		assert.Equal(t, 9, holds)
+		assert.Equal(t, atomic.LoadUint32(&l.next), l.turn.Load(), "every ticket released once")
+	})
 }
 
 // TestTicketLockMutualExclusionConcurrent: goroutines that take the lock by Lock and TryLock never

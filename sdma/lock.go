@@ -41,6 +41,8 @@ import (
 //     its record's busy word and then loading bias: if bias still names its record, it holds the
 //     lock (held = the record); else it stores busy 0 and takes a ticket like anyone. Plain MOVs
 //     on amd64, no fence between the store and the load. Unlock of such a hold stores busy 0.
+//     It does so only when it does not hold the lock already and no ticket is out (lockBiased):
+//     the lock stays not reentrant, and a waiting ticket is served first.
 //   - Everyone else takes a ticket. A ticket holder that finds bias set revokes it: it clears bias
 //     with a locked exchange, runs membarrier.Barrier, and waits until the record's busy is 0.
 //     Dekker: if the owner's load of bias came before the barrier reached its thread, its store
@@ -139,7 +141,7 @@ func (l *ticketLock) lockBiasable() {
 	var g uintptr
 	if l.biasable {
 		g = getg()
-		if l.lockBiased(g) {
+		if !l.ticketsOut() && l.lockBiased(g) {
 			return
 		}
 	}
@@ -151,11 +153,22 @@ func (l *ticketLock) lockBiasable() {
 	}
 }
 
-// lockBiased takes the lock through the bias if g owns it, and reports whether it did: the
-// owner's side of the Dekker pair (see ticketLock).
+// ticketsOut reports whether a ticket is taken and not yet released (next is past turn): a
+// ticket holder, or a waiter, is there.
+func (l *ticketLock) ticketsOut() bool {
+	return atomic.LoadUint32(&l.next) != atomic.LoadUint32((*uint32)(unsafe.Pointer(&l.turn)))
+}
+
+// lockBiased takes the lock through the bias if g owns it and the lock is free, and reports
+// whether it did: the owner's side of the Dekker pair (see ticketLock). Not when g holds the lock
+// already, through the bias (held is its record; read here by its only writer, g) or with a
+// ticket (the callers ask ticketsOut first: a ticket is out, g's own, or another goroutine's on
+// its way to revoke): the ticket lock is not reentrant, and a nested TryLock must fail
+// (tryLockBiasable) and a nested Lock wait forever, as they do without the bias, not take the
+// lock a second time, whose first Unlock would then release the outer hold.
 func (l *ticketLock) lockBiased(g uintptr) bool {
 	r := l.bias.Load()
-	if r == nil || r.g != g {
+	if r == nil || r.g != g || l.held == r {
 		return false
 	}
 	relaxed.StoreRelease32(&r.busy, 1)
@@ -216,9 +229,10 @@ func (l *ticketLock) wait(t uint32) {
 }
 
 // TryLock takes the lock if it is free and nobody waits, and reports whether it did. On a
-// biasable lock the owner takes it through the bias; anyone else that gets the ticket revokes
-// the bias, which waits for the owner's hold to end, as the ticket lock would have made it wait
-// for a holder's.
+// biasable lock the owner takes it through the bias; anyone else fails while the owner holds it
+// (its record's busy is set) and otherwise takes the ticket and revokes the bias, which waits at
+// most for an owner's hold that began meanwhile. A TryLock by the lock's holder fails, whichever
+// way it holds the lock.
 func (l *ticketLock) TryLock() bool {
 	if canBias {
 		return l.tryLockBiasable()
@@ -234,8 +248,11 @@ func (l *ticketLock) tryLockBiasable() bool {
 	var g uintptr
 	if l.biasable {
 		g = getg()
-		if l.lockBiased(g) {
+		if !l.ticketsOut() && l.lockBiased(g) {
 			return true
+		}
+		if r := l.bias.Load(); r != nil && r.busy.Load() != 0 {
+			return false // the owner holds it (or is taking it): held, as far as TryLock knows
 		}
 	}
 	t := l.turn.Load()

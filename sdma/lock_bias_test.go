@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -167,5 +168,49 @@ func TestLockBiasStress(t *testing.T) {
 				assert.NotZero(t, l.need, "the bias was revoked at least once")
 			}
 		})
+	}
+}
+
+// TestSinkProgressScheduleBiased: a Manual engine's Sink calls ProgressSchedule while the caller's
+// Process holds the hardware lock (its head lock too), through the bias after the first passes.
+// ProgressSchedule must find the lock held and do nothing, as it does without the bias: a nested
+// hold would let its Unlock release Process's hold, and Process's own Unlock then move the turn
+// past every ticket given out, hanging the next goroutine that takes a ticket (found in review).
+// After the rounds a Stop from another goroutine takes a ticket and must return.
+func TestSinkProgressScheduleBiased(t *testing.T) {
+	var e *Engine
+	var nested atomic.Int32
+	cs := &captureSink{}
+	cs.OnPacket = func(int, []byte) {
+		if e.ProgressSchedule() {
+			nested.Add(1)
+		}
+	}
+	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64, Sink: cs})
+	e = dev.Engine(0)
+	var c completions
+	for range 6 {
+		for range 9 { // more than an eighth of the ring in process: ProgressSchedule would run
+			tx := new(TxReq)
+			engTestBuild(t, dev, tx, 0, make([]byte, 8), &c)
+			require.NoError(t, e.Send(nil, tx, false))
+		}
+		_, err := e.Process()
+		require.NoError(t, err)
+		e.Poll()
+		require.Equal(t, atomic.LoadUint32(&e.hwMu.next), e.hwMu.turn.Load(), "every ticket released once")
+	}
+	assert.Zero(t, nested.Load(), "ProgressSchedule ran a pass inside the Sink")
+	if e.hwMu.biasable {
+		r := e.hwMu.bias.Load()
+		assert.True(t, r != nil && r.g == getg(), "the test's goroutine owns the bias")
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Stop() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Stop from another goroutine hangs: next %d turn %d", atomic.LoadUint32(&e.hwMu.next), e.hwMu.turn.Load())
 	}
 }
