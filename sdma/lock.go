@@ -63,7 +63,8 @@ import (
 //     reused by the runtime after the goroutine exits; the new goroutine then owns the bias,
 //     which is harmless (its attempts run one at a time, too).
 //
-// Elsewhere (biasable false) the lock is the ticket lock alone, with one branch more.
+// Elsewhere (biasable false) the lock is the ticket lock alone: inline where the build has no
+// getg (canBias false), one call and one branch more where it has (amd64 under -race, say).
 //
 // Not reentrant; the zero value is unlocked and not biasable; not to be copied (the atomics'
 // noCopy).
