@@ -184,7 +184,7 @@ func (l *ticketLock) lockBiased(g uintptr) bool {
 // ticketTaken is a ticket holder's bookkeeping, run by goroutine g right after it took the
 // ticket: it revokes another's bias, and grants g the bias when g's streak earned it.
 func (l *ticketLock) ticketTaken(g uintptr) {
-	if r := l.bias.Load(); r != nil {
+	if l.bias.Load() != nil {
 		l.revoke()
 	}
 	if g != l.streakG {
