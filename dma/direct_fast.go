@@ -132,8 +132,9 @@ func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) err
 // geometry and no other call: no registrations, and a live mapping in the set of addr's key or in
 // the set of its page's first byte holds the range and allows the access (the latter set first
 // if the range touches two pages: a mapping that starts at addr and holds the range is then keyed
-// by its first page). The checks of each entry are fastSet's. Otherwise, or with the test hook
-// testMidRead, core's Translate.
+// by its first page). The checks of each entry are fastSet's. With registrations, its common case
+// is the one registration holding the range (regSet.hitOne: arithmetic, no call). Otherwise, or
+// with the test hook testMidRead, core's Translate.
 func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error) {
 	// One condition per if: the compiler branches on each, with no boolean in between.
 	if size <= 0 {
@@ -142,7 +143,13 @@ func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error
 	if !access.Valid() {
 		return d.core.Translate(addr, size, access)
 	}
-	if d.set.Load() != nil {
+	if s := d.set.Load(); s != nil {
+		// Registrations: one that holds the range answers with arithmetic (the common case
+		// of registered memory); anything else takes the general path, which looks at the
+		// registrations and then at the table, and names the fault.
+		if r, off := s.hitOne(addr, size, access); r != nil {
+			return bytesAt(unsafe.SliceData(r.buf), off, size), nil
+		}
 		return d.core.Translate(addr, size, access)
 	}
 	if d.tab.testMidRead != nil {

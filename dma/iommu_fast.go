@@ -116,7 +116,9 @@ general:
 // Translate is the device side (see Mapper); addresses above the IOVA space fault as such. Its
 // common case is table.fast on the granule's set with no other call: no registrations, and a
 // live mapping in the set (own entry, then far) holds the range and allows the access. The
-// checks of each entry are fastSet's. Otherwise, or with the test hook testMidRead, core's.
+// checks of each entry are fastSet's. With registrations, its common case is the one
+// registration holding the range (regSet.hitOne: arithmetic, no call). Otherwise, or with the
+// test hook testMidRead, core's.
 func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error) {
 	a := uint64(addr)
 	if a>>(m.bits&63) != 0 { // bits <= 63 (NewIOMMU)
@@ -129,7 +131,13 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 	if !access.Valid() {
 		return m.core.Translate(addr, size, access)
 	}
-	if m.set.Load() != nil {
+	if s := m.set.Load(); s != nil {
+		// Registrations: one that holds the range answers with arithmetic (the common case
+		// of registered memory); anything else takes the general path, which looks at the
+		// registrations and then at the table, and names the fault.
+		if r, off := s.hitOne(addr, size, access); r != nil {
+			return bytesAt(unsafe.SliceData(r.buf), off, size), nil
+		}
 		return m.core.Translate(addr, size, access)
 	}
 	if m.tab.testMidRead != nil {

@@ -259,6 +259,48 @@ func (r *Registration) inFlight() int64 {
 type regSet struct {
 	byBus regIndex // sorted by addr
 	byCPU regIndex // sorted by cpu
+	// one is the only registration when there is exactly one (the common case: a sender's
+	// buffer pool), else nil: busFind and cpuFind test its range with no search.
+	one *Registration
+}
+
+// hitOne is a device access's translation when s holds one registration (the common case: a
+// sender's buffer pool) and it holds all of [addr, addr+size) and allows access (lookupReg's
+// success, for Translate's fast paths): the registration and addr's offset in it, else nil (then
+// lookupReg and the table answer, and name the fault). size > 0 and a valid access are the
+// caller's checks. It inlines.
+func (s *regSet) hitOne(addr Addr, size int, access Direction) (*Registration, int) {
+	r := s.one
+	if r == nil {
+		return nil, 0
+	}
+	off := uint64(addr - r.addr)
+	if off >= uint64(len(r.buf)) || uint64(size) > uint64(len(r.buf))-off || r.dir != Bidirectional && r.dir != access {
+		return nil, 0
+	}
+	return r, int(off)
+}
+
+// busFind returns the registration whose bus range holds a, or nil.
+func (s *regSet) busFind(a uint64) *Registration {
+	if r := s.one; r != nil {
+		if a-uint64(r.addr) < uint64(len(r.buf)) {
+			return r
+		}
+		return nil
+	}
+	return s.byBus.find(a)
+}
+
+// cpuFind returns the registration whose memory holds the byte at CPU address p, or nil.
+func (s *regSet) cpuFind(p uint64) *Registration {
+	if r := s.one; r != nil {
+		if p-uint64(r.cpu) < uint64(len(r.buf)) {
+			return r
+		}
+		return nil
+	}
+	return s.byCPU.find(p)
 }
 
 // regIndex is the registrations sorted by one key (bus or CPU address of the first byte), with the
@@ -320,7 +362,7 @@ func (rg *regs) lookupReg(addr Addr, size int, access Direction, exact bool) ([]
 	if s == nil {
 		return nil, ""
 	}
-	r := s.byBus.find(uint64(addr))
+	r := s.busFind(uint64(addr))
 	if r == nil {
 		return nil, ""
 	}
@@ -342,7 +384,7 @@ func (rg *regs) Registered(buf []byte) *Registration {
 	if s == nil || len(buf) == 0 {
 		return nil
 	}
-	r := s.byCPU.find(uint64(sliceAddr(buf)))
+	r := s.cpuFind(uint64(sliceAddr(buf)))
 	if r == nil || r.state.Load() != regLive {
 		return nil
 	}
@@ -366,9 +408,48 @@ func (rg *regs) Registry() *Registry { return (*Registry)(rg) }
 // Any loads). Inlines: one load.
 func (r *Registry) Any() bool { return r.set.Load() != nil }
 
+// Find returns the registration holding all of buf and buf's bus address, or nil: Registered's
+// lookup for a caller that Acquires what it finds (package sdma's adds), without Registered's
+// interface call and without its check that the registration is live, which Acquire makes
+// anyway (it fails once Deregister has begun). No lock, no allocation; it inlines, and with one
+// registration it makes no call.
+func (r *Registry) Find(buf []byte) (*Registration, Addr) {
+	s := r.set.Load()
+	if s == nil {
+		return nil, 0
+	}
+	x := s.one
+	if x == nil {
+		return s.findSearch(buf)
+	}
+	off := sliceAddr(buf) - x.cpu
+	// len(buf) in [1, len(x.buf)-off], with off < len(x.buf): one unsigned comparison each.
+	if off >= uintptr(len(x.buf)) || uint(len(buf))-1 >= uint(len(x.buf))-uint(off) {
+		return nil, 0
+	}
+	return x, x.addr + Addr(off)
+}
+
+// findSearch is Find with several registrations: a binary search.
+func (s *regSet) findSearch(buf []byte) (*Registration, Addr) {
+	x := s.byCPU.find(uint64(sliceAddr(buf)))
+	if x == nil {
+		return nil, 0
+	}
+	addr, ok := x.AddrOf(buf)
+	if !ok {
+		return nil, 0
+	}
+	return x, addr
+}
+
 // publish stores a snapshot of l (sorted anew both ways). regMu held.
 func (rg *regs) publish(l []*Registration) {
-	rg.set.Store(&regSet{byBus: newRegIndex(l, busKey), byCPU: newRegIndex(l, cpuKey)})
+	s := &regSet{byBus: newRegIndex(l, busKey), byCPU: newRegIndex(l, cpuKey)}
+	if len(l) == 1 {
+		s.one = l[0]
+	}
+	rg.set.Store(s)
 }
 
 // current returns the snapshot's registrations (nil if none). regMu held.

@@ -59,10 +59,20 @@ func (dev *Device) lookupRegs() bool {
 }
 
 // addRegistered adds buf as one descriptor if it lies in memory registered with dev's mapper and
-// tx can hold a use of the registration; done reports that it did (err is then the add's).
+// tx can hold a use of the registration; done reports that it did (err is then the add's). The
+// caller checked dev.lookupRegs.
+//
+// With the mapper's Registry (Direct, IOMMU) the lookup is Registry.Find: the registration and
+// buf's bus address in one search of the snapshot, with no interface call. It finds a
+// registration being deregistered too: holdReg then keeps it only if tx holds its use already
+// (an earlier add of the same packet, say its header), as heldAddr does on the other path.
 func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, err error) {
-	if !dev.lookupRegs() {
-		return false, nil
+	if reg := dev.registry; reg != nil {
+		r, addr := reg.Find(buf)
+		if r == nil {
+			return false, nil
+		}
+		return tx.addRegisteredAt(op, dev, r, addr, len(buf))
 	}
 	if addr, ok := tx.heldAddr(buf); ok {
 		return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
@@ -71,15 +81,20 @@ func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, e
 	if r == nil {
 		return false, nil
 	}
-	return tx.addRegisteredIn(op, dev, r, buf)
+	addr, ok := r.AddrOf(buf)
+	if !ok {
+		return false, nil
+	}
+	return tx.addRegisteredAt(op, dev, r, addr, len(buf))
 }
 
 // heldAddr returns the bus address of buf if it lies in a registration tx holds a use of: the
 // one an earlier add of the same packet (say its header) took from the same memory. Arithmetic
-// on the registration's immutable fields, no lookup, and no addRegisteredIn: the registration
-// was checked (its direction) when it was taken, and tx holds its use already. The use keeps the
-// memory mapped until tx is cleaned, even once a Deregister has begun (it waits for the use), so
-// the add may point into it.
+// on the registration's immutable fields, no lookup: the registration was checked (its
+// direction) when it was taken, and tx holds its use already. The use keeps the memory mapped
+// until tx is cleaned, even once a Deregister has begun (it waits for the use), so the add may
+// point into it. (Mappers without a Registry: Registered does not return a registration being
+// deregistered.)
 func (tx *TxReq) heldAddr(buf []byte) (addr dma.Addr, ok bool) {
 	for _, r := range tx.regs[:tx.nregs] {
 		if addr, ok = r.AddrOf(buf); ok {
@@ -89,32 +104,45 @@ func (tx *TxReq) heldAddr(buf []byte) (addr dma.Addr, ok bool) {
 	return addr, ok
 }
 
-// addRegisteredIn is addRegistered once the lookup found r, the registration holding buf (the
-// caller's own lookup, so that the common case, memory that is not registered, costs the lookup
-// and no call more).
-func (tx *TxReq) addRegisteredIn(op string, dev *Device, r *dma.Registration, buf []byte) (done bool, err error) {
+// addRegisteredAt adds the n bytes at bus address addr, in registration r, as one descriptor
+// that maps nothing (desc.MapNone), if r lets the device read and tx holds (or can take) a use
+// of it; done reports that it did. The descriptor is written here, without addDesc's call, when
+// it is one of the inline ones.
+func (tx *TxReq) addRegisteredAt(op string, dev *Device, r *dma.Registration, addr dma.Addr, n int) (done bool, err error) {
 	if !r.Dir().Allows(dma.ToDevice) {
 		return false, nil
 	}
-	addr, ok := r.AddrOf(buf)
-	if !ok || !tx.holdReg(r) {
+	if tx.nregs == 0 { // holdReg's common case, without its call
+		if !r.Acquire() {
+			return false, nil
+		}
+		tx.regs[0], tx.nregs = r, 1
+	} else if !tx.holdReg(r) {
 		return false, nil
 	}
-	return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
+	if i := int(tx.numDesc); i < desc.NumDesc && uint64(addr)+uint64(n) <= desc.MaxAddr+1 {
+		tx.soles[i] = 0
+		if q0, q1 := descWords(desc.MapNone, addr, n); tx.putDesc(&tx.descs[i], i, q0, q1, uint16(n)) {
+			return true, tx.pad(op, dev)
+		}
+		return true, nil
+	}
+	return true, tx.addDesc(op, dev, desc.MapNone, addr, n, 0)
 }
 
 // holdReg makes tx hold a use of r, once however many descriptors point into it; false if tx
-// holds maxTxRegs others already or r is being deregistered.
+// holds maxTxRegs others already or r is being deregistered and tx does not hold it.
 func (tx *TxReq) holdReg(r *dma.Registration) bool {
-	for _, x := range tx.regs[:tx.nregs] {
+	k := int(tx.nregs)
+	for _, x := range tx.regs[:k] {
 		if x == r {
 			return true
 		}
 	}
-	if int(tx.nregs) == maxTxRegs || !r.Acquire() {
+	if k == maxTxRegs || !r.Acquire() {
 		return false
 	}
-	tx.regs[tx.nregs] = r
+	tx.regs[k] = r
 	tx.nregs++
 	return true
 }

@@ -57,8 +57,10 @@ func (tx *TxReq) addPage(op string, dev *Device, page dma.Page, offset, n int) e
 		}
 	}
 	if b := page.Bytes(); b != nil {
-		if done, err := tx.addRegistered(op, dev, b[offset:offset+n]); done {
-			return err
+		if dev.lookupRegs() {
+			if done, err := tx.addRegistered(op, dev, b[offset:offset+n]); done {
+				return err
+			}
 		}
 	}
 	addr, err := dev.mapper.MapPage(page, offset, n, dma.ToDevice)
@@ -94,15 +96,8 @@ func (tx *TxReq) addKV(dev *Device, buf []byte, split bool) error {
 		}
 	}
 	if dev.lookupRegs() {
-		if tx.nregs != 0 {
-			if addr, ok := tx.heldAddr(buf); ok { // an earlier add's registration: no lookup
-				return tx.addDesc(kvOp(split), dev, desc.MapNone, addr, len(buf), 0)
-			}
-		}
-		if r := dev.regs.Registered(buf); r != nil {
-			if done, err := tx.addRegisteredIn(kvOp(split), dev, r, buf); done {
-				return err
-			}
+		if done, err := tx.addRegistered(kvOp(split), dev, buf); done {
+			return err
 		}
 	}
 	// A sole mapping (see TxReq.soles) if the descriptor keeps its handle, else a public one. The
