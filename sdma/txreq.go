@@ -143,14 +143,14 @@ type TxReq struct {
 
 	// Owner-only fields (the caller's while building, the engine's while in flight).
 	numDesc    uint16                       // descriptors built (tx->num_desc)
-	descLimit  uint16                       // usable descriptors before extending (tx->desc_limit)
+	descLimit  uint16                       // usable descriptors before extending (tx->desc_limit); NumDesc iff descp is descs (reset)
 	packetLen  uint16                       // packet length incl. coalesce pad (tx->packet_len)
 	tlen       uint16                       // bytes still to add; 0 closes the packet (tx->tlen)
 	flags      Flags                        // tx->flags
 	nregs      uint8                        // entries of regs in use
 	coalescing bool                         // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
 	nmaps      uint8                        // descriptors the adds mapped (MapSingle, MapPage): what completion unmaps
-	wait       *IOWait                      // set by Send (tx->wait)
+	wait       *IOWait                      // set by Send (tx->wait), nil again at completion: nil while not in flight
 	complete   Completer                    // tx->complete
 	regs       [maxTxRegs]*dma.Registration // registrations this packet's descriptors use, each Acquired once (register.go)
 
@@ -305,20 +305,22 @@ func (tx *TxReq) initAHG(op string, flags Flags, tlen int, a AHG, c Completer) e
 // reset is Init's and initAHG's setting of the fields, after their checks and the clean of a
 // txreq built before (numDesc is 0): the descriptors are the inline ones again, nothing is
 // mapped, tlen bytes are to come. numDesc is 0 and so is nmaps (clean zeroes both, addDesc counts
-// both). It leaves coalescing and coalesceIdx alone: with numDesc 0 the
+// both); wait is nil (the completion clears it, and a txreq not in flight has none). It leaves coalescing and coalesceIdx alone: with numDesc 0 the
 // txreq is not coalescing (extend starts it at 63 descriptors, and clean, the only way back to 0,
 // stops it), and coalesceIdx is read only while coalescing and set to 0 when it starts.
 func (tx *TxReq) reset(flags Flags, tlen int, c Completer) {
-	if len(tx.descp) != desc.NumDesc || &tx.descp[0] != &tx.descs[0] {
-		tx.descp = tx.descs[:] // first Init, or extended (clean keeps ext in place)
+	if tx.descLimit != desc.NumDesc {
+		// First Init (descLimit 0), or extended (clean keeps ext in place): extend is the one
+		// other writer of descp, and sets descLimit past NumDesc as it switches to ext. So
+		// descLimit == NumDesc says that descp is the inline array already.
+		tx.descp = tx.descs[:]
+		tx.descLimit = desc.NumDesc
 	}
-	tx.descLimit = desc.NumDesc
 	tx.flags = flags
 	if f, ok := c.(CompleterFunc); ok && f == nil {
 		c = nil // a nil func in a non-nil interface: nothing to call
 	}
 	tx.complete = c
-	tx.wait = nil
 	tx.dev = nil
 	tx.packetLen = uint16(tlen)
 	tx.tlen = uint16(tlen)
@@ -381,25 +383,28 @@ func (tx *TxReq) Clean() error {
 // (Device.UnmapErrors), and the tests require the count to stay 0; they also wrap the mapper in a
 // dma.Counting and require that every map is undone exactly once.
 func (tx *TxReq) clean() {
-	if n := int(tx.numDesc); n > 0 && tx.nmaps > 0 && tx.dev != nil {
+	if tx.nmaps != 0 {
 		// Each mapped descriptor's unmap (hfi1: sdma_unmap_desc), straight to the mapper for a
 		// sole kvaddr mapping (Device.unmap's first case, without its call), else through
-		// Device.unmap: a call per descriptor less on every completion.
-		dev, ds := tx.dev, tx.descp[:n]
-		for i := 0; i < n; i++ {
+		// Device.unmap: a call per descriptor less on every completion. nmaps > 0 means an add
+		// mapped a descriptor: numDesc > 0, and dev is set (addable and checkAdd set it before
+		// any mapping).
+		dev, ds := tx.dev, tx.descp[:tx.numDesc]
+		for i := 0; i < len(ds); i++ {
 			if i == 1 { // past the first descriptor's AHG edit descriptors
-				if i += desc.EditDescs(ds[0].HeaderMode()); i >= n {
+				if i += desc.EditDescs(ds[0].HeaderMode()); i >= len(ds) {
 					break
 				}
 			}
-			d, h := ds[i], tx.soleOf(i)
-			if h != 0 && d.MapType() == desc.MapSingle {
+			d := ds[i]
+			mt, h := d.MapType(), tx.soleOf(i)
+			if h != 0 && mt == desc.MapSingle {
 				if dev.sole.UnmapSingleSole(dma.Addr(d.Addr()), d.Len(), dma.ToDevice, h) != nil {
 					dev.unmapErrs.Add(1)
 				}
 				continue
 			}
-			_ = dev.unmap(d.MapType(), dma.Addr(d.Addr()), d.Len(), h)
+			_ = dev.unmap(mt, dma.Addr(d.Addr()), d.Len(), h)
 		}
 	}
 	tx.numDesc, tx.nmaps = 0, 0
@@ -410,7 +415,8 @@ func (tx *TxReq) clean() {
 		tx.coalescing = false
 		tx.coalesceIdx = 0 // not in the completion group: written only when it was in use
 	}
-	tx.descLimit = desc.NumDesc
+	// descLimit is left as it is: a txreq in txFree takes no add (addable, checkAdd), and the
+	// next Init sets it (reset).
 	relaxed.StoreRelease32(&tx.state, txFree) // the owner's own write: release, not seq-cst
 }
 

@@ -1,0 +1,135 @@
+package sdma
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/desc"
+)
+
+// A txreq reused after every kind of packet (inline, extended, coalescing, AHG with edit
+// descriptors, a pad, a failed add) starts the next one on its inline descriptors (reset tells
+// them by descLimit), and its clean undoes each mapping exactly once (clean walks the mapped
+// descriptors, skipping the edit descriptors and the unmapped pad).
+func TestTxReqReuseAfterEveryShape(t *testing.T) {
+	dev, m := txTestIOMMU(t)
+	data := txTestPattern(8000, 3)
+	shapes := []struct {
+		name  string
+		build func(tx *TxReq) error
+	}{
+		{"one descriptor", func(tx *TxReq) error {
+			if err := tx.Init(0, 64, nil); err != nil {
+				return err
+			}
+			return tx.AddKVAddr(dev, data[:64])
+		}},
+		{"extended, pad", func(tx *TxReq) error {
+			if err := tx.Init(0, 7*9+1, nil); err != nil {
+				return err
+			}
+			for i := range 7 {
+				if err := tx.AddKVAddr(dev, data[i*9:(i+1)*9]); err != nil {
+					return err
+				}
+			}
+			return tx.AddKVAddr(dev, data[63:64])
+		}},
+		{"coalescing", func(tx *TxReq) error {
+			if err := tx.Init(0, 70, nil); err != nil {
+				return err
+			}
+			for i := range 70 {
+				if err := tx.AddKVAddr(dev, data[i:i+1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"AHG edit descriptors, pad", func(tx *TxReq) error {
+			words := []uint32{1, 2, 3, 4, 5, 6}
+			if err := tx.InitAHG(FlagUseAHG, 30, AHG{Entry: 1, Words: words, HeaderLen: 24}, nil); err != nil {
+				return err
+			}
+			if err := tx.AddKVAddr(dev, data[:20]); err != nil {
+				return err
+			}
+			return tx.AddKVAddr(dev, data[20:30])
+		}},
+		{"daddr header, mapped payload", func(tx *TxReq) error {
+			if err := tx.Init(0, 8+100, nil); err != nil {
+				return err
+			}
+			if err := tx.AddDAddr(dev, dev.padAddr(), 8); err != nil {
+				return err
+			}
+			return tx.AddKVAddr(dev, data[:100])
+		}},
+		{"failed add past 7", func(tx *TxReq) error {
+			if err := tx.Init(0, 7*4+4, nil); err != nil {
+				return err
+			}
+			for i := range 7 {
+				if err := tx.AddKVAddr(dev, data[i*4:(i+1)*4]); err != nil {
+					return err
+				}
+			}
+			_ = tx.AddKVAddr(dev, data[:5]) // too long: fails and cleans the extended txreq
+			return nil
+		}},
+	}
+	var tx TxReq
+	for round := range 2 {
+		for _, s := range shapes {
+			require.NoError(t, s.build(&tx), "%s, round %d", s.name, round)
+			require.NoError(t, tx.Clean(), s.name)
+			assert.Zero(t, txTestLive(m), "%s: every mapping undone once", s.name)
+			assert.Zero(t, dev.UnmapErrors(), s.name)
+
+			// The next packet is on the inline descriptors again.
+			require.NoError(t, tx.Init(0, 4, nil), s.name)
+			assert.Equal(t, desc.NumDesc, int(tx.descLimit), s.name)
+			assert.Len(t, tx.descp, desc.NumDesc, s.name)
+			assert.Same(t, &tx.descs[0], &tx.descp[0], "%s: descp is the inline array", s.name)
+			require.NoError(t, tx.AddKVAddr(dev, data[:4]), s.name)
+			assert.Equal(t, 1, tx.NumDesc(), s.name)
+			require.NoError(t, tx.Clean(), s.name)
+			assert.Zero(t, txTestLive(m), s.name)
+		}
+	}
+}
+
+// Init does not clear wait (reset): the completion does, for every status, so a txreq that is
+// not in flight has none.
+func TestTxReqWaitClearedByCompletion(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true})
+	e := dev.Engine(0)
+	var w IOWait
+	w.Init(nil, nil, nil)
+	var tx TxReq
+
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), nil)
+	require.NoError(t, e.Send(&w, &tx, false))
+	assert.Same(t, &w, tx.wait)
+	_, err := e.Process()
+	require.NoError(t, err)
+	assert.Nil(t, tx.wait, "completed OK")
+
+	// Aborted: sent while the engine is stopped, flushed when the engine runs again.
+	var c completions
+	engTestBuild(t, dev, &tx, 0, make([]byte, 8), &c)
+	require.NoError(t, e.Stop())
+	require.ErrorIs(t, e.Send(&w, &tx, false), ErrNotRunning)
+	require.NoError(t, e.Start())
+	_, err = e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	st, ok := c.status(&tx)
+	require.True(t, ok, "the flushed txreq completed")
+	assert.Equal(t, StatusAborted, st)
+	assert.Nil(t, tx.wait, "completed aborted")
+	require.NoError(t, tx.Init(0, 8, nil))
+	assert.Nil(t, tx.wait)
+}
