@@ -449,7 +449,7 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	}
 	var k, total int
 	var err error
-	if tx := src.one; src.list == nil && e.sendable(tx) { // Send's common case: admit's, with no call
+	if tx := src.one; src.list == nil && e.sendable(tx) && e.fits(tx) { // Send's common case: admit's, with no call
 		tx.moveState(txInFlight)
 		k, total = 1, tx.NumDesc()
 	} else {
@@ -598,13 +598,18 @@ func (e *Engine) publishParked(res *ring.Reservation) {
 	e.afterPublish()
 }
 
-// sendable is check's common case in one test that inlines: true means check returns nil
-// (tx is ready, built for this device or for none, and fits the ring); false says nothing,
-// check tells.
+// sendable is check's common case but the ring's capacity, in one test that inlines: true means
+// check returns nil if tx fits the ring (fits): tx is ready, built for this device or for none;
+// false says nothing, check tells. Send's common case needs no fits: ring.ReserveWrite refuses
+// a batch past the ring's capacity, changing nothing, and Send takes the general path, whose
+// check says why.
 func (e *Engine) sendable(tx *TxReq) bool {
 	return tx != nil && tx.state.Load() == txBuilding && tx.tlen == 0 && tx.numDesc != 0 &&
-		(tx.dev == nil || tx.dev == e.dev) && int(tx.numDesc) < e.ring.Size()
+		(tx.dev == nil || tx.dev == e.dev)
 }
+
+// fits reports whether tx's descriptors fit in the ring at all (check's last test).
+func (e *Engine) fits(tx *TxReq) bool { return int(tx.numDesc) < e.ring.Size() }
 
 // check is claim's checks: tx is ready, built for this device, and fits the ring.
 func (e *Engine) check(tx *TxReq) error {

@@ -35,7 +35,13 @@ func TestFastChecksAgree(t *testing.T) {
 	}
 	require.NoError(t, coalescing.AddKVAddr(dev, buf[:1])) // past 63: coalescing
 	require.True(t, coalescing.coalescing)
+	pastRing := build(63, 0, dev) // 63 one-byte fragments and the pad: 64 descriptors
+	for range 63 {
+		require.NoError(t, pastRing.AddKVAddr(dev, buf[:1]))
+	}
+	require.Equal(t, 64, pastRing.NumDesc())
 	cases := map[string]*TxReq{
+		"past the ring": pastRing,
 		"nil":           nil,
 		"uninitialised": new(TxReq),
 		"initialised":   build(64, 0, dev),
@@ -47,8 +53,8 @@ func TestFastChecksAgree(t *testing.T) {
 		"coalescing":    coalescing,
 	}
 	for name, tx := range cases {
-		if e.sendable(tx) {
-			assert.NoError(t, e.check(tx), "%s: sendable but check refuses", name)
+		if e.sendable(tx) && e.fits(tx) {
+			assert.NoError(t, e.check(tx), "%s: sendable and fits but check refuses", name)
 		}
 		if tx == nil {
 			continue
@@ -66,6 +72,7 @@ func TestFastChecksAgree(t *testing.T) {
 	}
 	assert.True(t, e.sendable(cases["closed"]), "a closed txreq is sendable")
 	assert.False(t, e.sendable(cases["other device"]), "another device's txreq")
+	assert.False(t, e.fits(cases["past the ring"]), "64 descriptors in a ring of 64")
 	assert.True(t, cases["half built"].addable(dev, 32))
 	assert.False(t, cases["half built"].addable(dev, 33))
 	assert.False(t, cases["half built"].addable(other, 1))

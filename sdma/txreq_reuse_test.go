@@ -1,6 +1,7 @@
 package sdma
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +133,52 @@ func TestTxReqWaitClearedByCompletion(t *testing.T) {
 	assert.Nil(t, tx.wait, "completed aborted")
 	require.NoError(t, tx.Init(0, 8, nil))
 	assert.Nil(t, tx.wait)
+}
+
+// A txreq with more descriptors than the ring holds (64 in a ring of 64) is refused by every
+// send path with ErrInvalid naming the capacity, and stays the caller's, ready: Send's common
+// case leaves the capacity to the ring's reservation and takes the general path on its refusal.
+func TestSendPastRingCapacityRefused(t *testing.T) {
+	for _, cfg := range []Config{{Manual: true, RingSize: 64}, {RingSize: 64, Wait: WaitBusyPoll}} {
+		dev, cs := engTestDevice(t, cfg)
+		e := dev.Engine(0)
+		var tx TxReq
+		require.NoError(t, tx.Init(0, 63, nil))
+		for range 63 {
+			require.NoError(t, tx.AddKVAddr(dev, []byte{1}))
+		}
+		require.Equal(t, 64, tx.NumDesc())
+		for name, send := range map[string]func() error{
+			"Send":     func() error { return e.Send(nil, &tx, false) },
+			"SendWait": func() error { return e.SendWait(t.Context(), &tx) },
+			"SendList": func() error {
+				var l TxList
+				l.PushBack(&tx)
+				n, err := e.SendList(nil, &l)
+				assert.Zero(t, n, "SendList")
+				assert.Equal(t, 1, l.Len(), "SendList: the txreq stays on the list")
+				return err
+			},
+		} {
+			err := send()
+			te := txTestErr(t, err, ErrInvalid)
+			assert.Contains(t, te.Reason, "capacity 63", name)
+			require.NoError(t, tx.ready(), "%s: still ready", name)
+			assert.True(t, e.Empty(), name)
+		}
+		// The ring took nothing: a packet that fits goes through.
+		var ok TxReq
+		var c completions
+		engTestBuild(t, dev, &ok, 0, []byte{1, 2, 3, 4}, &c)
+		require.NoError(t, e.Send(nil, &ok, false))
+		if cfg.Manual {
+			_, err := e.Process()
+			require.NoError(t, err)
+		}
+		for c.n.Load() == 0 {
+			runtime.Gosched() // the busy-polling engine's goroutine completes it
+		}
+		assert.Len(t, cs.Packets(0), 1)
+		require.NoError(t, tx.Clean())
+	}
 }
