@@ -70,10 +70,12 @@ type hwState struct {
 	// finds nothing to do (see interrupt). intrPass is cleared at the start of every pass.
 	completed uint64
 	intrPass  bool
-	segs      [][]byte // the packet being delivered; reused, cap MaxDesc+1
-	batch     batchState
-	ahg       [desc.NumAHGEntries]ahgEntry
-	hdr       [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
+	// segs holds the packet being delivered, a packet's most segments: an array, so that a
+	// packet's slices of it need no bounds check and no load of a slice header.
+	segs  [desc.MaxDesc + 1][]byte
+	batch batchState
+	ahg   [desc.NumAHGEntries]ahgEntry
+	hdr   [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
 }
 
 // ahgEntry is one AHG header entry: n bytes of b are valid; n == 0 means never written.
@@ -102,7 +104,6 @@ type batchState struct {
 
 // init readies the hardware state of an engine delivering to sink.
 func (h *hwState) init(sink Sink) {
-	h.segs = make([][]byte, 0, desc.MaxDesc+1)
 	h.idle = true
 	bs, ok := sink.(BatchSink)
 	if !ok {
@@ -419,7 +420,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	returned := false
 	defer func() {
 		if !returned {
-			clear(e.hw.segs[:cap(e.hw.segs)])
+			clear(e.hw.segs[:])
 			e.sinkPanicked(recover())
 		}
 	}()
@@ -695,7 +696,7 @@ func (e *Engine) haltErr(c HaltCause, idx uint64, d desc.Desc, detail string, er
 // (s40) and back to s99. The packets before the halt were delivered (a BatchSink's held ones are
 // flushed first): their head is written back so that the clean completes them OK. hwMu held.
 func (e *Engine) halt(h *HaltError) {
-	clear(e.hw.segs[:cap(e.hw.segs)])
+	clear(e.hw.segs[:])
 	if e.hw.batch.held > 0 {
 		e.flushBatch()
 	}
