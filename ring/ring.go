@@ -187,7 +187,7 @@ func (r *Ring) Shift() uint { return r.shift }
 // Generation returns the generation expected in the slot of index i: (i >> Shift()) & 3
 // (hfi1: add_gen).
 func (r *Ring) Generation(i uint64) desc.Generation {
-	return desc.Generation(i >> r.shift & desc.GenerationMask)
+	return desc.Generation(i >> (r.shift & 63) & desc.GenerationMask) // shift < 64: no oversized-shift fixup
 }
 
 // ---- producers ----
