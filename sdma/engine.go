@@ -290,8 +290,11 @@ func (e *Engine) CallbackError() error {
 // reservation order. Send does not allocate.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 	// The common case, sendOne's without its test hooks and its call: one call into the ring
-	// for the reservation and one for the Publish.
-	if e.gate.Load() == gateRunning && e.sendable(tx) && e.test == nil {
+	// for the reservation and one for the Publish. sendable's test is written out here: the bool
+	// an inlined call returns is materialised and tested again (a SETcc, a jump and a test), and
+	// its numDesc is loaded again for hwDescs, with ds[0]'s bounds check.
+	if e.gate.Load() == gateRunning && tx != nil && tx.state.Load() == txBuilding && tx.tlen == 0 &&
+		tx.numDesc != 0 && (tx.dev == e.dev || tx.dev == nil) && e.test == nil {
 		ds, skip := tx.hwDescs()
 		if res, err := e.ring.ReserveWrite(ds, skip); err == nil {
 			e.launch(w, tx, res.Start()+uint64(len(ds))-1)
@@ -580,12 +583,13 @@ func (e *Engine) refuseClosed(tx *TxReq) error {
 // launch hands tx, reserved and written at ring index last (its last descriptor's), to the
 // engine before its Publish: the state moves to in flight (sendable saw txBuilding, ready; see
 // moveState), w is recorded and counted (iowait_sdma_inc, before the completion can run), and
-// tx is recorded in txRing at last, where the completion pass finds it.
+// tx is recorded in txRing at last, where the completion pass finds it. tx.wait is nil (a txreq
+// not in flight has none: the completion clears it), so without w there is nothing to store.
 func (e *Engine) launch(w *IOWait, tx *TxReq, last uint64) {
 	tx.moveState(txInFlight)
-	tx.wait = w
 	e.txRing[last&e.mask] = tx
 	if w != nil {
+		tx.wait = w
 		w.busy.Add(1)
 	}
 }
@@ -598,11 +602,11 @@ func (e *Engine) publishParked(res *ring.Reservation) {
 	e.afterPublish()
 }
 
-// sendable is check's common case but the ring's capacity, in one test that inlines: true means
-// check returns nil if tx fits the ring (fits): tx is ready, built for this device or for none;
-// false says nothing, check tells. Send's common case needs no fits: ring.ReserveWrite refuses
-// a batch past the ring's capacity, changing nothing, and Send takes the general path, whose
-// check says why.
+// sendable is check's common case but the ring's capacity, in one test that inlines (Send has
+// its own copy, written out): true means check returns nil if tx fits the ring (fits): tx is
+// ready, built for this device or for none; false says nothing, check tells. Send's common case
+// needs no fits: ring.ReserveWrite refuses a batch past the ring's capacity, changing nothing,
+// and Send takes the general path, whose check says why.
 func (e *Engine) sendable(tx *TxReq) bool {
 	return tx != nil && tx.state.Load() == txBuilding && tx.tlen == 0 && tx.numDesc != 0 &&
 		(tx.dev == nil || tx.dev == e.dev)

@@ -162,7 +162,10 @@ func (e *Engine) process() (int, uint64, error) {
 		e.touchTx(tail - 1)
 	}
 	for head != tail {
-		if head == limit || e.stopping.Load() {
+		if head == limit {
+			break
+		}
+		if e.stopping.Load() {
 			break
 		}
 		if e.hw.faults.active {

@@ -182,3 +182,47 @@ func TestSendPastRingCapacityRefused(t *testing.T) {
 		require.NoError(t, tx.Clean())
 	}
 }
+
+// Send's common case has its own copy of sendable's test: in every state a txreq can be in,
+// Send accepts exactly the txreqs that check passes, and refuses the others with check's error.
+func TestSendAgreesWithCheck(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	other, _ := engTestDevice(t, Config{Manual: true})
+	e := dev.Engine(0)
+	buf := txTestPattern(128, 1)
+	build := func(n, added int, d *Device) *TxReq {
+		tx := new(TxReq)
+		require.NoError(t, tx.Init(0, n, nil))
+		for ; added > 0; added-- {
+			require.NoError(t, tx.AddKVAddr(d, buf[:1]))
+		}
+		return tx
+	}
+	cleaned := build(8, 8, dev)
+	require.NoError(t, cleaned.Clean())
+	inFlight := build(4, 4, dev)
+	require.NoError(t, e.Send(nil, inFlight, false))
+	cases := map[string]*TxReq{
+		"nil":           nil,
+		"uninitialised": new(TxReq),
+		"initialised":   build(8, 0, dev),
+		"half built":    build(8, 4, dev),
+		"closed":        build(8, 8, dev),
+		"other device":  build(8, 8, other),
+		"in flight":     inFlight,
+		"cleaned":       cleaned,
+		"past the ring": build(63, 63, dev),
+	}
+	for name, tx := range cases {
+		want := e.check(tx)
+		err := e.Send(nil, tx, false)
+		if want == nil {
+			assert.NoError(t, err, name)
+			continue
+		}
+		assert.Equal(t, want, err, name)
+	}
+	n, err := e.Process()
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "the one in flight and the closed one")
+}
