@@ -365,8 +365,12 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	segs := e.hw.segs[:0] // cap MaxDesc+1, a packet's most segments: no append reallocates it
 	var total int
 	d0 := r.Slot(start)
-	plain := plainHead(d0, r.Generation(start))
-	if plain && d0.Last() {
+	switch {
+	case !plainHead(d0, r.Generation(start)):
+		if segs, n, flags, total, h = e.ahgGather(start, tail, segs); n == 0 || h != nil {
+			return 0, 0, h
+		}
+	case d0.Last():
 		// A packet of one descriptor (no AHG): gather's checks, without its call and its loop.
 		// It cannot be too long (a descriptor's byte count is below maxPacketBytes) and has no
 		// second descriptor to check.
@@ -379,7 +383,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 			segs[0] = buf
 		}
 		n, flags = 1, d0.Qw1&(desc.HeadToHostFlag|desc.IntReqFlag)
-	} else if plain && start+1 != tail && plainPair(d0, r.Slot(start+1), r.Generation(start+1)) {
+	case start+1 != tail && plainPair(d0, r.Slot(start+1), r.Generation(start+1)):
 		// A packet of two descriptors, both with bytes (a header and a payload, no AHG):
 		// gather's checks and reads, without its call and its loop. plainPair checked what
 		// gather checks of the second descriptor before it reads anything of it, so the reads
@@ -399,15 +403,10 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		segs[0], segs[1] = b0, b1
 		total = l0 + l1
 		n, flags = 2, (d0.Qw1|d1.Qw1)&(desc.HeadToHostFlag|desc.IntReqFlag)
-	} else {
-		if plain {
-			// The common packet (no AHG): its first descriptor is all of its head, and there
-			// is no header to build; parseHead and applyAHG would find the same.
-			segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs)
-		} else {
-			segs, n, flags, total, h = e.ahgGather(start, tail, segs)
-		}
-		if n == 0 || h != nil {
+	default:
+		// The common packet (no AHG): its first descriptor is all of its head, and there is no
+		// header to build; parseHead and applyAHG would find the same.
+		if segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs); n == 0 || h != nil {
 			return 0, 0, h
 		}
 	}
