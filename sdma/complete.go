@@ -72,8 +72,10 @@ func (e *Engine) progressPass(intr bool) int {
 			if c != nil {
 				e.callComplete(c, tx, StatusOK)
 			}
-			if w != nil && w.sdmaDec() && w.drained != nil {
-				e.callDrained(w)
+			if w != nil { // nested: w != nil && sdmaDec() would materialise a bool for the test
+				if w.sdmaDec() && w.drained != nil {
+					e.callDrained(w)
+				}
 			}
 			n = 1
 		} else {
@@ -219,8 +221,10 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 	if c != nil {
 		e.callComplete(c, tx, st)
 	}
-	if w != nil && w.sdmaDec() && w.drained != nil {
-		e.callDrained(w)
+	if w != nil { // nested, as in progressPass
+		if w.sdmaDec() && w.drained != nil {
+			e.callDrained(w)
+		}
 	}
 }
 
