@@ -5,17 +5,18 @@
 // Many producers reserve room with a CAS (Reserve), write their descriptors with the generation
 // stamped per slot (Write, an assembly hot path on amd64), and publish the tail in reservation
 // order (Publish). One consumer, the hardware model, reads the published slots and advances the
-// hardware head (Tail, Slot, SetHWHead). One completion pass at a time frees slots by advancing
-// the software head inside the head seqcount's write section (BeginWrite, SetSwHead, EndWrite),
-// which producers read for free space and sleepers snapshot with HeadSeq.
+// hardware head (Tail, Slot, SetHWHead, StoreHWHead). One completion pass at a time frees slots
+// by advancing the software head inside the head seqcount's write section (BeginWrite, SetSwHead
+// or StoreSwHead, EndWrite), which producers read for free space and sleepers snapshot with
+// HeadSeq.
 //
 // Kernel names → Go names:
 //
 //	descq, descq_cnt, sdma_mask, sdma_shift    Ring, Size, Mask, Shift
 //	descq_tail, sdma_update_tail               Tail, Publish
 //	submit_tx (copy + add_gen)                 Reserve + Write (per-slot stamping, AHG skip)
-//	*head_dma (the chip's head write-back)     HWHead, SetHWHead
-//	descq_head                                 SwHead, SetSwHead
+//	*head_dma (the chip's head write-back)     HWHead, SetHWHead, StoreHWHead
+//	descq_head                                 SwHead, SetSwHead, StoreSwHead
 //	head_lock's seqcount                       BeginWrite, EndWrite, HeadSeq, HeadRetry, SeqCount
 //	sdma_descq_freecnt, _inprocess, sdma_empty FreeCnt, InProcess, Empty
 //	sw clean: descq_tail = descq_head = 0,     Reset
@@ -44,10 +45,11 @@
 //	reserved   producers: Reserve (CAS),           producers, FreeCnt, Empty,  Reserve, Close: yes;
 //	           EnqueueSP; Close, Open (closers)    Reserved                    EnqueueSP: no
 //	headCache  producers (Reserve, EnqueueSP)      producers                   no
-//	hwHead     hardware model: SetHWHead, Dequeue  completion pass (HWHead)    no
+//	hwHead     hardware model: SetHWHead,          completion pass (HWHead)    no
+//	           StoreHWHead, Dequeue
 //	swHead     completion pass, inside the         producers (Reserve,         no
 //	           seqcount's write section:           FreeCnt, EnqueueSP),
-//	           SetSwHead, Dequeue                  sleepers (with the count)
+//	           SetSwHead, StoreSwHead, Dequeue     sleepers (with the count)
 //	seq        completion pass: BeginWrite,        sleepers (HeadSeq,          no
 //	           EndWrite, Dequeue                   HeadRetry)
 //

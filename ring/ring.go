@@ -726,6 +726,19 @@ func (r *Ring) Slot(i uint64) desc.Desc { return r.slots[i&r.mask] }
 // the single hardware-model goroutine.
 func (r *Ring) SetHWHead(h uint64) { advanceHead("SetHWHead", &r.hwHead, &r.tail, h) }
 
+// StoreHWHead is SetHWHead for a hardware model that knows that h lies in [HWHead(), Tail()] (its
+// own head, past descriptors it read below a tail it loaded): the same store-release (O2, O6),
+// without the order check, whose two loads and compare cost more than the store, except in -race
+// builds (checkOrder), where it checks and panics as SetHWHead does. An h out of order is then a
+// programmer error that only a -race build reports.
+func (r *Ring) StoreHWHead(h uint64) {
+	if checkOrder {
+		advanceHead("StoreHWHead", &r.hwHead, &r.tail, h)
+		return
+	}
+	relaxed.StoreRelease64(&r.hwHead, h)
+}
+
 // ---- completion side ----
 
 // SwHead returns the software head (hfi1: descq_head), atomic load-acquire.
@@ -745,7 +758,19 @@ func (r *Ring) EndWrite() { r.seq.EndWrite() }
 // otherwise SetSwHead panics with an *Error matching ErrOrder (a programmer error).
 func (r *Ring) SetSwHead(h uint64) { advanceHead("SetSwHead", &r.swHead, &r.hwHead, h) }
 
-// advanceHead is SetHWHead and SetSwHead: it moves head to h with a store-release (not seq-cst,
+// StoreSwHead is SetSwHead for a completion pass that knows that h lies in [SwHead(), HWHead()]
+// (it walked from the software head to a hardware head it loaded): the same store-release (O3,
+// O6), only inside BeginWrite/EndWrite, without the order check except in -race builds, as
+// StoreHWHead.
+func (r *Ring) StoreSwHead(h uint64) {
+	if checkOrder {
+		advanceHead("StoreSwHead", &r.swHead, &r.hwHead, h)
+		return
+	}
+	relaxed.StoreRelease64(&r.swHead, h)
+}
+
+// advanceHead is SetHWHead and SetSwHead (and StoreHWHead and StoreSwHead in -race builds): it moves head to h with a store-release (not seq-cst,
 // O5/O6), or panics (op's *Error matching ErrOrder) if h lies outside [head, bound] in modular
 // order.
 //

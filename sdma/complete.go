@@ -14,7 +14,7 @@ import (
 // The completion pass (hfi1: sdma_make_progress) runs one at a time under headMu (on a Manual
 // engine under hwMu, its head lock too: see Engine.headMu; "headMu held" below means that
 // lock), inside a write section of the ring's head seqcount. It walks swHead up to hwHead; for each txreq whose last
-// descriptor it passes it frees the txreq's slots (SetSwHead, the store-release that hands them
+// descriptor it passes it frees the txreq's slots (StoreSwHead, the store-release that hands them
 // back to producers), unmaps what the txreq mapped, calls its callback once with its status, and
 // drops its iowait's busy count, waking drainers at zero (complete_tx). Then, if it freed
 // anything, it wakes parked waiters in order while the freed room lasts (sdma_desc_avail).
@@ -64,7 +64,7 @@ func (e *Engine) progressPass(intr bool) int {
 			// walkLocked's step and completeTx for it.
 			tx := e.txRing[i]
 			e.txRing[i] = nil
-			r.SetSwHead(hw) // its slots are free before its callback runs
+			r.StoreSwHead(hw) // its slots are free before its callback runs; sw < hw
 			w, c := tx.wait, tx.complete
 			tx.wait = nil
 			tx.clean()
@@ -112,7 +112,7 @@ func (e *Engine) walkLocked(to uint64, st Status) int {
 			sw++
 			if tx := e.txRing[i]; tx != nil {
 				e.txRing[i] = nil
-				r.SetSwHead(sw) // its slots are free before its callback runs
+				r.StoreSwHead(sw) // its slots are free before its callback runs; sw <= to
 				set = sw
 				e.completeTx(tx, st)
 				n++
@@ -120,7 +120,7 @@ func (e *Engine) walkLocked(to uint64, st Status) int {
 		}
 	}
 	if set != to {
-		r.SetSwHead(to)
+		r.StoreSwHead(to)
 	}
 	return n
 }

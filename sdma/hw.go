@@ -16,7 +16,7 @@ import (
 // opening and LAST closing a packet, at most 64 descriptors and 16384 bytes a packet, a whole
 // number of dwords, a defined AHG mode), reads memory only through the mapper's Translate, applies
 // AHG, hands each whole packet to the Sink as segments that alias the mapped memory (no copy),
-// advances its head, writes the head back to the ring (ring.SetHWHead, the chip's head_dma) when
+// advances its head, writes the head back to the ring (ring.StoreHWHead, the chip's head_dma) when
 // a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
 // INT_REQ, every DescIntr descriptors (hfi1: sdma_set_desc_cnt), and when it goes idle.
 //
@@ -217,7 +217,7 @@ func (e *Engine) process() (int, uint64, error) {
 		// Manual engine's pass ends in this interrupt for every packet).
 		e.hw.headToHost = false
 		if h := e.hw.head; r.HWHead() != h {
-			r.SetHWHead(h)
+			r.StoreHWHead(h) // h is the chip's head: in [HWHead(), Tail()]
 		}
 		if idleIntr {
 			e.hw.idle = true
@@ -350,7 +350,7 @@ func (e *Engine) intrRunsPass() bool {
 func (e *Engine) writeBackHead() {
 	e.hw.headToHost = false
 	if r, h := e.ring, e.hw.head; r.HWHead() != h {
-		r.SetHWHead(h)
+		r.StoreHWHead(h) // h is the chip's head: in [HWHead(), Tail()]
 	}
 }
 
