@@ -211,21 +211,18 @@ func (e *Engine) process() (int, uint64, error) {
 	if head == tail {
 		e.hw.waitTail = tail
 	}
-	if idleIntr := e.idleIntrDue(head, tail); idleIntr || e.hw.headToHost {
-		// The pass's HEAD_TO_HOST write-backs, once, which the idle interrupt does too: writeBackHead
-		// and then the idle interrupt (idle_mask), interrupt's steps, without their calls (a
-		// Manual engine's pass ends in this interrupt for every packet).
-		e.hw.headToHost = false
-		if h := e.hw.head; r.HWHead() != h {
-			r.StoreHWHead(h) // h is the chip's head: in [HWHead(), Tail()]
+	if e.idleIntrDue(head, tail) {
+		// The idle interrupt (idle_mask), interrupt's steps without its call (a Manual engine's
+		// pass ends in this interrupt for every packet); its write-back does the pass's
+		// HEAD_TO_HOST ones too.
+		e.writeBackHead()
+		e.hw.idle = true
+		e.stats.interrupts.Add(1)
+		if e.intrRunsPass() {
+			e.progressPass(true)
 		}
-		if idleIntr {
-			e.hw.idle = true
-			e.stats.interrupts.Add(1)
-			if e.intrRunsPass() {
-				e.progressPass(true)
-			}
-		}
+	} else if e.hw.headToHost {
+		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once
 	}
 	return e.passDone(pkts, nil)
 }
