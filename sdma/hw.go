@@ -219,7 +219,10 @@ func (e *Engine) process() (int, uint64, error) {
 		e.hw.idle = true
 		e.stats.interrupts.Add(1)
 		if e.intrRunsPass() {
-			e.progressPass(true)
+			// An interrupt's pass (intr), but on a Manual engine a plain one, in this frame
+			// (hwMu is its head lock): the pass's last interrupt leaves nothing for a later
+			// one to skip (intrPass, completed).
+			e.progressPass(!e.manual)
 		}
 	} else if e.hw.headToHost {
 		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once
