@@ -391,7 +391,9 @@ func (tx *TxReq) clean() {
 		// any mapping).
 		dev, ds := tx.dev, tx.descp[:tx.numDesc]
 		for i := 0; i < len(ds); i++ {
-			if i == 1 { // past the first descriptor's AHG edit descriptors
+			// Past the first descriptor's AHG edit descriptors, which only InitAHG's
+			// APPLY_UPDATE modes lay out, with FlagUseAHG.
+			if i == 1 && tx.flags&FlagUseAHG != 0 {
 				if i += desc.EditDescs(ds[0].HeaderMode()); i >= len(ds) {
 					break
 				}
