@@ -90,9 +90,10 @@ func TestLockBiasStress(t *testing.T) {
 			var l ticketLock
 			l.biasable = on
 			var (
-				count  int
-				inside bool
-				bad    atomic.Int32
+				count   int
+				inside  bool
+				revoked bool // a revocation's need seen by enter (under the lock)
+				bad     atomic.Int32
 			)
 			// enter is the critical section: long enough (a few hundred instructions) for a
 			// second holder to overlap it, and it keeps the bias cheap to earn back (need: every
@@ -115,6 +116,7 @@ func TestLockBiasStress(t *testing.T) {
 				}
 				count -= n - 1
 				if count%4 == 0 {
+					revoked = revoked || l.need != 0 // a revocation set it (the evidence, before the reset)
 					l.need = 0
 				}
 				inside = false
@@ -165,7 +167,9 @@ func TestLockBiasStress(t *testing.T) {
 			assert.Zero(t, bad.Load(), "two holders at once")
 			assert.Equal(t, total, count, "updates")
 			if on {
-				assert.NotZero(t, l.need, "the bias was revoked at least once")
+				// need is set by each revocation, and reset by enter now and then: the last
+				// enter may have reset it, so enter's own record counts too.
+				assert.True(t, revoked || l.need != 0, "the bias was revoked at least once")
 			}
 		})
 	}
