@@ -359,12 +359,23 @@ func FuzzMapper(f *testing.F) {
 				}
 			case 5, 6, 7: // Translate (5, 6) or sync (7) of a range near a live mapping
 				var addr Addr
+				var hint Sole // op 6: TranslateSole with this handle (right, another's, stale)
 				size := 1 + in.next(PageSize)
 				if len(live) > 0 {
 					mm := live[in.next(len(live))]
 					addr = mm.addr + Addr(in.next(mm.size+2)) - 1
 					if in.next(2) == 0 {
 						size = max(1, mm.size-int(addr-mm.addr)+in.next(3)-1)
+					}
+					if op == 6 {
+						switch in.next(4) {
+						case 0, 1:
+							hint = mm.sole
+						case 2:
+							hint = live[in.next(len(live))].sole
+						default:
+							hint = mm.sole + 1<<soleBits // the entry's next generation
+						}
 					}
 				} else {
 					addr = Addr(base) + Addr(in.next(len(mem)))
@@ -412,7 +423,13 @@ func FuzzMapper(f *testing.F) {
 					}
 					break
 				}
-				b, err := m.Translate(addr, size, access)
+				// TranslateSole answers as Translate, whatever its hint.
+				var b []byte
+				if op == 6 {
+					b, err = m.(SoleTranslator).TranslateSole(addr, size, access, hint)
+				} else {
+					b, err = m.Translate(addr, size, access)
+				}
 				if hold != nil {
 					if err != nil {
 						t.Fatalf("Translate %#x+%d %v: %v, want the bytes of %+v", addr, size, access, err, *hold)

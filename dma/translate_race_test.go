@@ -60,6 +60,7 @@ type racePub struct {
 	fill byte
 	gen  int64
 	cpu  uintptr
+	h    Sole // the sole mapping's handle (0 if none), for TranslateSole's readers
 }
 
 const raceBufs = 3
@@ -77,7 +78,8 @@ func TestTranslateRemapRace(t *testing.T) {
 }
 
 // TestTranslateRemapRaceSole is TestTranslateRemapRace with the mappings made by MapSingleSole and
-// undone by UnmapSingleSole (an unmap with a plain store): the same promises hold, and while a
+// undone by UnmapSingleSole (an unmap with a plain store), half the reads made with TranslateSole
+// and the mapping's handle, as the hardware model makes them: the same promises hold, and while a
 // sole mapping in the index is live the public UnmapSingle cannot undo it.
 func TestTranslateRemapRaceSole(t *testing.T) {
 	indexVariants(t, func(t *testing.T, m testMapper) { remapRace(t, m, true) })
@@ -149,7 +151,13 @@ func remapRace(t *testing.T, m testMapper, sole bool) {
 						o = p.size / 2
 					}
 					before := s.unmapped.Load()
-					b, err := m.Translate(p.addr+Addr(o), p.size-o, ToDevice)
+					var b []byte
+					var err error
+					if sole && k%2 == 0 { // the hardware model's translation, with the handle
+						b, err = m.(SoleTranslator).TranslateSole(p.addr+Addr(o), p.size-o, ToDevice, p.h)
+					} else {
+						b, err = m.Translate(p.addr+Addr(o), p.size-o, ToDevice)
+					}
 					after := s.unmapStart.Load()
 					if err != nil {
 						misses.Add(1)
@@ -185,7 +193,7 @@ func remapRace(t *testing.T, m testMapper, sole bool) {
 					if !assert.NoError(t, err) {
 						return
 					}
-					s.pub.Store(&racePub{addr: a, size: len(buf), fill: buf[0], gen: gen, cpu: sliceAddr(buf)})
+					s.pub.Store(&racePub{addr: a, size: len(buf), fill: buf[0], gen: gen, cpu: sliceAddr(buf), h: h})
 					if h != 0 && it%5 == 0 && !assert.ErrorIs(t, m.UnmapSingle(a, len(buf), Bidirectional), ErrNotMapped,
 						"gen %d: a public unmap in another direction undid a sole mapping", gen) {
 						return

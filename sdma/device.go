@@ -127,11 +127,15 @@ type Device struct {
 	// when it says nothing is registered (lookupRegs). Set by NewDevice, read-only after.
 	registry *dma.Registry
 	sole     dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
-	pad      *dma.Coherent  // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
-	engines  []*Engine      // set by NewDevice, read-only after (dd->per_sdma)
-	vlMap    vlMap          // set by NewDevice, read-only after (dd->sdma_map)
-	sink     Sink           // set by NewDevice, read-only after
-	name     string         // set by NewDevice, read-only after (Config.Name)
+	// hints is the mapper as a dma.SoleTranslator (Direct, IOMMU), else its Translate behind a
+	// plainTranslator (the wrappers, whose Translate sees every access): the hardware model's
+	// translations pass the txreq's handles (hw_hint.go). Set by NewDevice, read-only after.
+	hints   dma.SoleTranslator
+	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
+	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
+	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
+	sink    Sink          // set by NewDevice, read-only after
+	name    string        // set by NewDevice, read-only after (Config.Name)
 
 	// unmapErrs counts unmaps that failed on a path that promised to undo a mapping (a txreq's
 	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
@@ -170,6 +174,11 @@ func NewDevice(cfg Config) (*Device, error) {
 		dev.registry = r.Registry()
 	}
 	dev.sole, _ = m.(dma.SoleMapper)
+	if ht, ok := m.(dma.SoleTranslator); ok {
+		dev.hints = ht
+	} else {
+		dev.hints = plainTranslator{m}
+	}
 	if dev.sink == nil {
 		dev.sink = discardSink{}
 	}

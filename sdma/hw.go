@@ -375,7 +375,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		// It cannot be too long (a descriptor's byte count is below maxPacketBytes) and has no
 		// second descriptor to check.
 		if total = d0.Len(); total > 0 {
-			buf, err := e.dev.mapper.Translate(dma.Addr(d0.Addr()), total, dma.ToDevice)
+			buf, err := e.dev.hints.TranslateSole(dma.Addr(d0.Addr()), total, dma.ToDevice, soleOf(e.packetTx(start), 0))
 			if err != nil || len(buf) != total {
 				return 0, 0, e.readErr(start, d0, total, len(buf), err)
 			}
@@ -391,11 +391,12 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		// second's); any other packet takes gather (TestPacketTwoDescPath covers both).
 		d1 := r.Slot(start + 1)
 		l0, l1 := d0.Len(), d1.Len()
-		b0, err := e.dev.mapper.Translate(dma.Addr(d0.Addr()), l0, dma.ToDevice)
+		tx := e.packetTx(start + 1)
+		b0, err := e.dev.hints.TranslateSole(dma.Addr(d0.Addr()), l0, dma.ToDevice, soleOf(tx, 0))
 		if err != nil || len(b0) != l0 {
 			return 0, 0, e.readErr(start, d0, l0, len(b0), err)
 		}
-		b1, err := e.dev.mapper.Translate(dma.Addr(d1.Addr()), l1, dma.ToDevice)
+		b1, err := e.dev.hints.TranslateSole(dma.Addr(d1.Addr()), l1, dma.ToDevice, soleOf(tx, 1))
 		if err != nil || len(b1) != l1 {
 			return 0, 0, e.readErr(start+1, d1, l1, len(b1), err)
 		}
