@@ -58,58 +58,26 @@ func (dev *Device) lookupRegs() bool {
 	return dev.regs != nil && (dev.registry == nil || dev.registry.Any())
 }
 
-// addRegistered adds buf as one descriptor if it lies in memory registered with dev's mapper and
-// tx can hold a use of the registration; done reports that it did (err is then the add's). The
-// caller checked dev.lookupRegs.
+// addRegistered adds buf as one descriptor that maps nothing (desc.MapNone) if it lies in memory
+// registered with dev's mapper, the registration lets the device read, and tx holds (or can take)
+// a use of it; done reports that it did (err is then the add's). The caller checked
+// dev.lookupRegs. The descriptor is written here, without addDesc's call, when it is one of the
+// inline ones.
 //
 // With the mapper's Registry (Direct, IOMMU) the lookup is Registry.Find: the registration and
 // buf's bus address in one search of the snapshot, with no interface call. It finds a
 // registration being deregistered too: holdReg then keeps it only if tx holds its use already
-// (an earlier add of the same packet, say its header), as heldAddr does on the other path.
+// (an earlier add of the same packet, say its header). Other mappers are asked through their
+// Registrar (findRegistered).
 func (tx *TxReq) addRegistered(op string, dev *Device, buf []byte) (done bool, err error) {
+	var r *dma.Registration
+	var addr dma.Addr
 	if reg := dev.registry; reg != nil {
-		r, addr := reg.Find(buf)
-		if r == nil {
-			return false, nil
-		}
-		return tx.addRegisteredAt(op, dev, r, addr, len(buf))
+		r, addr = reg.Find(buf)
+	} else {
+		r, addr = tx.findRegistered(dev, buf)
 	}
-	if addr, ok := tx.heldAddr(buf); ok {
-		return true, tx.addDesc(op, dev, desc.MapNone, addr, len(buf), 0)
-	}
-	r := dev.regs.Registered(buf)
-	if r == nil {
-		return false, nil
-	}
-	addr, ok := r.AddrOf(buf)
-	if !ok {
-		return false, nil
-	}
-	return tx.addRegisteredAt(op, dev, r, addr, len(buf))
-}
-
-// heldAddr returns the bus address of buf if it lies in a registration tx holds a use of: the
-// one an earlier add of the same packet (say its header) took from the same memory. Arithmetic
-// on the registration's immutable fields, no lookup: the registration was checked (its
-// direction) when it was taken, and tx holds its use already. The use keeps the memory mapped
-// until tx is cleaned, even once a Deregister has begun (it waits for the use), so the add may
-// point into it. (Mappers without a Registry: Registered does not return a registration being
-// deregistered.)
-func (tx *TxReq) heldAddr(buf []byte) (addr dma.Addr, ok bool) {
-	for _, r := range tx.regs[:tx.nregs] {
-		if addr, ok = r.AddrOf(buf); ok {
-			break
-		}
-	}
-	return addr, ok
-}
-
-// addRegisteredAt adds the n bytes at bus address addr, in registration r, as one descriptor
-// that maps nothing (desc.MapNone), if r lets the device read and tx holds (or can take) a use
-// of it; done reports that it did. The descriptor is written here, without addDesc's call, when
-// it is one of the inline ones.
-func (tx *TxReq) addRegisteredAt(op string, dev *Device, r *dma.Registration, addr dma.Addr, n int) (done bool, err error) {
-	if !r.Dir().Allows(dma.ToDevice) {
+	if r == nil || !r.Dir().Allows(dma.ToDevice) {
 		return false, nil
 	}
 	if tx.nregs == 0 { // holdReg's common case, without its call
@@ -120,6 +88,7 @@ func (tx *TxReq) addRegisteredAt(op string, dev *Device, r *dma.Registration, ad
 	} else if !tx.holdReg(r) {
 		return false, nil
 	}
+	n := len(buf)
 	if i := int(tx.numDesc); i < desc.NumDesc && uint64(addr)+uint64(n) <= desc.MaxAddr+1 {
 		tx.soles[i] = 0
 		if q0, q1 := descWords(desc.MapNone, addr, n); tx.putDesc(&tx.descs[i], i, q0, q1, uint16(n)) {
@@ -128,6 +97,29 @@ func (tx *TxReq) addRegisteredAt(op string, dev *Device, r *dma.Registration, ad
 		return true, nil
 	}
 	return true, tx.addDesc(op, dev, desc.MapNone, addr, n, 0)
+}
+
+// findRegistered is addRegistered's lookup through a mapper without a Registry (the wrappers):
+// first among the registrations tx holds a use of (an earlier add of the same packet, say its
+// header, from the same memory: arithmetic on the registration's immutable fields, no lookup;
+// the use keeps the memory mapped until tx is cleaned, even once a Deregister has begun, which
+// waits for it), then the Registrar's Registered, which does not return a registration being
+// deregistered. It returns the registration and buf's bus address, or nil.
+func (tx *TxReq) findRegistered(dev *Device, buf []byte) (*dma.Registration, dma.Addr) {
+	for _, r := range tx.regs[:tx.nregs] {
+		if addr, ok := r.AddrOf(buf); ok {
+			return r, addr
+		}
+	}
+	r := dev.regs.Registered(buf)
+	if r == nil {
+		return nil, 0
+	}
+	addr, ok := r.AddrOf(buf)
+	if !ok {
+		return nil, 0
+	}
+	return r, addr
 }
 
 // holdReg makes tx hold a use of r, once however many descriptors point into it; false if tx
