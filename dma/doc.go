@@ -66,7 +66,8 @@
 // the region's IOVA range once, Direct records it. A buffer inside registered memory then has a
 // bus address by arithmetic (Registration.AddrOf), with no map call, no lock, no allocation, and
 // nothing to unmap. Translate finds registrations in an immutable snapshot that Register and
-// Deregister swap atomically (copy on write): a translation of registered memory takes no lock.
+// Deregister swap atomically (copy on write): a translation of registered memory takes no lock
+// (and, with one registration, no search).
 // Users count their uses in flight (Acquire, Release, on one counter per P, so that a producer's
 // Acquire and the engine goroutine's Release on another core write different cache lines);
 // Deregister stops new uses, waits until the counters sum to 0 (or gives up on its context,
@@ -85,6 +86,14 @@
 // every reader at once, its entry and IOVA still held until the owner's unmap frees them, which
 // then reports ErrNotMapped (sole.go; TestSoleMapUnmap, TestSoleRevoke, TestSoleRevokeRace,
 // TestTranslateRemapRaceSole, FuzzMapper).
+//
+// TranslateSole (SoleTranslator: Direct and IOMMU) is Translate with such a handle as a hint, an
+// IOTLB entry that the descriptor's owner carries: package sdma's hardware model passes the handle
+// its txreq recorded, and the mapper finds the entry by arithmetic instead of its index's hash and
+// set walk, validates it with Translate's loads, and otherwise asks Translate; a hint never
+// changes the answer (TestTranslateSoleAgrees, TestTranslateSoleTornRead, FuzzMapper).
+// Registry.Find is the adds' lookup of registered memory: the registration and the bus address
+// in one search of the snapshot (none with one registration), with no interface call.
 //
 // # Memory
 //
