@@ -14,7 +14,8 @@ import (
 // Per engine, one consumer of the ring behaves as the chip's SDMA engine: it reads the published
 // descriptors [head, tail), checks each one as the chip would (the slot's generation, FIRST
 // opening and LAST closing a packet, at most 64 descriptors and 16384 bytes a packet, a whole
-// number of dwords, a defined AHG mode), reads memory only through the mapper's Translate, applies
+// number of dwords, a defined AHG mode), reads memory only through the mapper's Translate (or its
+// TranslateSole, which answers the same, with the handle the txreq recorded: hw_hint.go), applies
 // AHG, hands each whole packet to the Sink as segments that alias the mapped memory (no copy),
 // advances its head, writes the head back to the ring (ring.StoreHWHead, the chip's head_dma) when
 // a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
