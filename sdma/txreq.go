@@ -459,7 +459,10 @@ func (tx *TxReq) ready() error {
 // flight.
 func (tx *TxReq) hwDescs() (ds []desc.Desc, skip int) {
 	ds = tx.descp[:tx.numDesc]
-	return ds, desc.EditDescs(ds[0].HeaderMode())
+	if tx.flags&FlagUseAHG != 0 { // only InitAHG's APPLY_UPDATE modes lay out edit descriptors
+		skip = desc.EditDescs(ds[0].HeaderMode())
+	}
+	return ds, skip
 }
 
 // NumDesc returns the number of descriptors built so far, AHG header and edit descriptors and
