@@ -265,7 +265,9 @@ func codeKind(c uint64) Kind {
 	return [...]Kind{"", KindSingle, KindPage, KindSG, KindCoherent, KindRegistered, KindSingle, ""}[c&7]
 }
 
-// metaFieldsOf packs size, direction and kind code (size must be at most maxIndexed).
+// metaFieldsOf packs size, direction and kind code (size must be at most maxIndexed, dir valid:
+// the bits of an invalid one land in the other fields, so that its word could match another
+// mapping's).
 func metaFieldsOf(size int, dir Direction, code uint64) uint64 {
 	return uint64(size)<<metaSizeShift | code<<metaKindShift | uint64(dir)<<metaDirShift
 }
@@ -501,8 +503,8 @@ func (t *table) revokeIndex(addr Addr, size int, dir Direction) bool {
 
 // endIndex is claimIndex, or revokeIndex if revoke (which returns no region: it unpinned it).
 func (t *table) endIndex(addr Addr, size int, dir Direction, code uint64, revoke bool) (reg *Region, ok bool) {
-	if size > maxIndexed || size <= 0 || addr+Addr(size) < addr {
-		return nil, false
+	if size > maxIndexed || size <= 0 || addr+Addr(size) < addr || !dir.Valid() {
+		return nil, false // (an invalid dir's bits would land in the kind and size fields)
 	}
 	want := metaFieldsOf(size, dir, code) | metaLive
 	set := t.set(t.entryKey(addr, size))

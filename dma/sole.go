@@ -100,7 +100,7 @@ func (t *table) soleOf(e *entry, m uint64) Sole {
 // lock, and in the common case no atomic read-modify-write.
 func (t *table) claimSole(h Sole, addr Addr, size int, dir Direction, code uint64) (reg *Region, ok, revoked bool) {
 	i := uint64(h&(1<<soleBits-1)) - 1
-	if i >= nIndex || size <= 0 || size > maxIndexed {
+	if i >= nIndex || size <= 0 || size > maxIndexed || !dir.Valid() { // see metaFieldsOf
 		return nil, false, false
 	}
 	e := &t.ents[i]

@@ -157,3 +157,90 @@ func soleMap(t *testing.T, sm SoleMapper, buf []byte) (Addr, Sole) {
 	t.Fatalf("no handle for a map of %d bytes in 8 tries", len(buf))
 	return 0, 0
 }
+
+// badDirs are Direction values that are not valid: the two direction bits' fourth value, and
+// values with bits above them, which would land in an index word's kind and size fields if packed
+// unchecked (metaFieldsOf): 8|ToDevice packs as a ToDevice mapping's word, 8..24 as a
+// Bidirectional one's, 32|d as one of another size.
+var badDirs = []Direction{3, 4, 8 | ToDevice, 8 | FromDevice, 8, 16, 16 | ToDevice, 24, 24 | ToDevice, 32 | ToDevice, 64 | Bidirectional, 255}
+
+// TestTranslateSoleInvalidAccess: TranslateSole of an access that is not valid faults as
+// Translate does, with the right handle of a live mapping (found by a review: the access's bits
+// made the entry's word match).
+func TestTranslateSoleInvalidAccess(t *testing.T) {
+	soleImpls(t, func(t *testing.T, m testMapper) {
+		st := m.(SoleTranslator)
+		for _, n := range []int{255, 256} { // odd and even sizes: 32|d packs into the size field
+			buf := make([]byte, n)
+			addr, h := soleMap(t, m.(SoleMapper), buf)
+			for _, acc := range badDirs {
+				_, werr := m.Translate(addr, n, acc)
+				got, gerr := st.TranslateSole(addr, n, acc, h)
+				require.Error(t, werr, "Translate access %d", acc)
+				require.Error(t, gerr, "TranslateSole access %d answered %d bytes where Translate faulted (%v)", acc, len(got), werr)
+				var wf, gf *Fault
+				require.True(t, errors.As(werr, &wf) && errors.As(gerr, &gf))
+				require.Equal(t, *wf, *gf)
+			}
+			require.NoError(t, m.(SoleMapper).UnmapSingleSole(addr, n, ToDevice, h))
+		}
+	})
+}
+
+// TestUnmapInvalidDirection: an unmap with a direction that is not valid is ErrNotMapped and
+// changes nothing, for every kind of mapping and unmap (single, sole, page, SG, and the sole
+// unmap with a handle), whatever the invalid value's bits (found by a review: 8|ToDevice freed a
+// ToDevice sole mapping, and UnmapSingle with it ended a ToDevice SG mapping). The right unmaps
+// then succeed.
+func TestUnmapInvalidDirection(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		sm := m.(SoleMapper)
+		region, err := AllocPages(1)
+		require.NoError(t, err)
+		defer region.Close()
+		single := make([]byte, 100)
+		sole := make([]byte, 200)
+		sgbuf := make([]byte, 300)
+		page, err := region.Page(0)
+		require.NoError(t, err)
+
+		for _, dir := range []Direction{ToDevice, FromDevice, Bidirectional} {
+			sa, err := m.MapSingle(single, dir)
+			require.NoError(t, err)
+			oa, h, err := sm.MapSingleSole(sole, dir)
+			require.NoError(t, err)
+			pa, err := m.MapPage(page, 64, 128, dir)
+			require.NoError(t, err)
+			sg := []SG{{Buf: sgbuf}}
+			_, err = m.MapSG(sg, dir)
+			require.NoError(t, err)
+			live := m.LiveCount()
+			for _, bad := range badDirs {
+				require.ErrorIs(t, m.UnmapSingle(sa, len(single), bad), ErrNotMapped, "UnmapSingle dir %d of a %v single", bad, dir)
+				require.ErrorIs(t, m.UnmapSingle(sg[0].Addr, sg[0].Len, bad), ErrNotMapped, "UnmapSingle dir %d of a %v SG entry", bad, dir)
+				require.ErrorIs(t, m.UnmapSingle(oa, len(sole), bad), ErrNotMapped, "UnmapSingle dir %d of a %v sole", bad, dir)
+				require.ErrorIs(t, sm.UnmapSingleSole(oa, len(sole), bad, h), ErrNotMapped, "UnmapSingleSole dir %d of a %v sole", bad, dir)
+				require.ErrorIs(t, sm.UnmapSingleSole(sa, len(single), bad, 0), ErrNotMapped, "UnmapSingleSole dir %d, handle 0, of a %v single", bad, dir)
+				require.ErrorIs(t, m.UnmapPage(pa, 128, bad), ErrNotMapped, "UnmapPage dir %d of a %v page", bad, dir)
+				require.Error(t, m.UnmapSG(sg, bad), "UnmapSG dir %d of a %v SG", bad, dir)
+				require.Equal(t, live, m.LiveCount(), "dir %d of %v: nothing changed", bad, dir)
+			}
+			for _, x := range []struct {
+				a Addr
+				n int
+			}{{sa, len(single)}, {oa, len(sole)}, {pa, 128}, {sg[0].Addr, sg[0].Len}} {
+				_, err := m.Translate(x.a, x.n, ToDevice)
+				if dir == FromDevice {
+					require.Error(t, err)
+				} else {
+					require.NoError(t, err, "still mapped")
+				}
+			}
+			require.NoError(t, m.UnmapSingle(sa, len(single), dir))
+			require.NoError(t, sm.UnmapSingleSole(oa, len(sole), dir, h))
+			require.NoError(t, m.UnmapPage(pa, 128, dir))
+			require.NoError(t, m.UnmapSG(sg, dir))
+			require.Zero(t, m.LiveCount())
+		}
+	})
+}
