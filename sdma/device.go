@@ -129,7 +129,10 @@ type Device struct {
 	sole     dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
 	// hints is the mapper as a dma.SoleTranslator (Direct, IOMMU), else its Translate behind a
 	// plainTranslator (the wrappers, whose Translate sees every access): the hardware model's
-	// translations pass the txreq's handles (hw_hint.go). Set by NewDevice, read-only after.
+	// translations pass the txreq's handles (hw_hint.go). A type that embeds *dma.Direct or
+	// *dma.IOMMU and overrides Translate is a SoleTranslator too: its TranslateSole (the
+	// embedded one's) answers without the override, as its embedded unmaps do. Set by NewDevice,
+	// read-only after.
 	hints   dma.SoleTranslator
 	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
 	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)

@@ -303,6 +303,9 @@ func (tx *TxReq) pad(op string, dev *Device) error {
 		}
 	}
 	n := 4 - int(tx.packetLen&3)
+	if i := int(tx.numDesc); i < desc.NumDesc {
+		tx.soles[i] = 0 // no handle: not an earlier packet's (the hardware model passes it on)
+	}
 	tx.descp[tx.numDesc] = desc.Desc{
 		Qw0: uint64(dev.padAddr())&desc.PhyAddrMask | uint64(n)<<desc.ByteCountShift,
 		Qw1: uint64(desc.MapNone) << desc.GenerationShift,
