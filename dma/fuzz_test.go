@@ -302,6 +302,9 @@ func FuzzMapper(f *testing.F) {
 						size += in.next(3) - 1
 					case 2:
 						dir = dirs[in.next(3)]
+						if in.next(8) == 0 { // a direction that is not valid: ErrNotMapped, nothing changes
+							dir = badDirs[in.next(len(badDirs))]
+						}
 					default:
 						kind = []Kind{KindSingle, KindPage, KindSG}[in.next(3)]
 					}
@@ -384,10 +387,15 @@ func FuzzMapper(f *testing.F) {
 					size = -in.next(2) // bad length
 				}
 				access := dirs[in.next(3)]
+				if op != 7 && in.next(16) == 0 { // an access that is not valid: a fault (not for syncs: ErrInvalid)
+					access = badDirs[in.next(len(badDirs))]
+				}
 				// The model: the first matching reason, in Translate's order of precedence.
 				var hold *modelMapping
 				reason := ReasonNotMapped
-				if size <= 0 {
+				if !access.Valid() {
+					reason = ReasonBadAccess
+				} else if size <= 0 {
 					reason = ReasonBadLength
 				} else {
 					for i := range live {
