@@ -175,6 +175,9 @@ func (e *Engine) process() (int, uint64, error) {
 				return e.passDone(pkts, h)
 			}
 		}
+		if tail-head > touchAhead {
+			e.touchTx(head + touchAhead) // the txreq of a packet further on: see touchAhead
+		}
 		n, flags, h := e.packet(head, tail)
 		if h != nil {
 			e.halt(h)
@@ -253,17 +256,28 @@ func (e *Engine) passDone(n int, err error) (int, uint64, error) {
 	return n, waitTail, err
 }
 
+// touchAhead is how far ahead of the packet it reads, in descriptors, a pass that is behind
+// the tail prefetches a txreq (touchTx): the txreq whose last descriptor is touchAhead slots on,
+// two packets ahead for packets of two descriptors. Each packet's processing reads its txreq
+// (the mapping handles, packetTx) after the shadow-ring entry that names it, two dependent
+// loads of lines the producer's core wrote; touched ahead, the txreq's line is on its way while
+// the packets before it are processed. Measured on hw=goroutine, registered memory (2 vCPUs,
+// quiet, 4 interleaved processes): 356 -> 300 ns/pkt at 5 slots, 321 at 3, 307 at 9.
+const touchAhead = 5
+
 // touchTx loads, as a prefetch, the shadow-ring entry of ring index last (the last descriptor
-// published, last >= the chip's head) and the first word of its txreq, so that the transfers of
-// their cache lines from the producer's core overlap the transfers of the descriptors' and the
-// mapping table's lines that the packet's processing waits for, instead of following them in the
-// completion pass. A packet that a busy-polling engine picks up alone (the latency case, or an
-// engine that keeps up) is the one at last. hwMu held.
+// published, last >= the chip's head; or, from the pass's loop, the one touchAhead slots ahead
+// of the packet it reads, still before the tail) and the first word of its txreq, so that the
+// transfers of their cache lines from the producer's core overlap the transfers of the
+// descriptors' and the mapping table's lines that the packet's processing waits for, instead of
+// following them in the completion pass. A packet that a busy-polling engine picks up alone (the
+// latency case, or an engine that keeps up) is the one at last. hwMu held.
 //
-// Both loads are race-free: the producer wrote txRing[last] before its tail store-release, which
-// the pass loaded; no completion pass writes it before the head passes last, and no producer
-// before the completion pass frees its slot. The txreq is in flight, the engine's; its state is
-// an atomic.
+// Both loads are race-free (last is in [head, tail) either way): the producer wrote txRing[last]
+// before its tail store-release, which the pass loaded (an entry that is not a packet's last
+// descriptor's is nil, cleared by the completion pass before the producer reserved the slot); no
+// completion pass writes it before the head passes last, and no producer before the completion
+// pass frees its slot. The txreq is in flight, the engine's; its state is an atomic.
 func (e *Engine) touchTx(last uint64) {
 	if tx := e.txRing[last&e.mask]; tx != nil {
 		_ = tx.state.Load()
