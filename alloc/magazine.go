@@ -206,9 +206,11 @@ func (s *stack[T]) popCur(m *magazines) *cell[T] {
 		// Plain mode (not empty), no revocation under way: cur is ours (see above). The link is
 		// linkTouched and the word below: the word below in plain mode.
 		c := cellAt[T](t.lastRun.base, k, s.lay.stride)
-		m.storeCur(c.link.Load())
+		nw := c.link.Load()
+		m.storeCur(nw)
 		m.leave()
 		relaxed.StoreRelease64(&c.link, linkInUse|linkTouched) // see getLocal
+		s.touchNext(t, nw)
 		return c
 	}
 	m.leave()
@@ -224,7 +226,21 @@ func (s *stack[T]) popCur(m *magazines) *cell[T] {
 		s.calmed(m, nw)
 	}
 	relaxed.StoreRelease64(&c.link, linkInUse|linkTouched)
+	s.touchNext(t, nw)
 	return c
+}
+
+// touchNext loads, as a prefetch, the link of the cell that w (cur's new word, after a pop) names
+// first: the cell the P's next Get hands out. Its line, which holds the object's first bytes
+// too, is then on its way while the caller uses the object just handed out, instead of stalling
+// the next Get. It matters where objects come back through another P: a completion on an
+// engine's goroutine puts what a producer gets, so every reuse moves the object's lines from the
+// other core. The load is of a free cell's link (the owner and drainers write it, atomically);
+// its value is unused. t is the table popCur used: w's cell, if it is in t's newest region.
+func (s *stack[T]) touchNext(t *table[T], w uint64) {
+	if k := uint32(w) - t.lastFirst; w&^magPlain != 0 && uint(k) < uint(t.lastRun.n) {
+		_ = cellAt[T](t.lastRun.base, k, s.lay.stride).link.Load()
+	}
 }
 
 // get takes a free cell: from the calling P's magazines, the depot, or the free stack if its top
