@@ -260,7 +260,7 @@ type regSet struct {
 	byBus regIndex // sorted by addr
 	byCPU regIndex // sorted by cpu
 	// one is the only registration when there is exactly one (the common case: a sender's
-	// buffer pool), else nil: busFind and cpuFind test its range with no search.
+	// buffer pool), else nil: busFind, hitOne and Registry.Find test its range with no search.
 	one *Registration
 }
 
@@ -290,17 +290,6 @@ func (s *regSet) busFind(a uint64) *Registration {
 		return nil
 	}
 	return s.byBus.find(a)
-}
-
-// cpuFind returns the registration whose memory holds the byte at CPU address p, or nil.
-func (s *regSet) cpuFind(p uint64) *Registration {
-	if r := s.one; r != nil {
-		if p-uint64(r.cpu) < uint64(len(r.buf)) {
-			return r
-		}
-		return nil
-	}
-	return s.byCPU.find(p)
 }
 
 // regIndex is the registrations sorted by one key (bus or CPU address of the first byte), with the
@@ -380,15 +369,8 @@ func (rg *regs) lookupReg(addr Addr, size int, access Direction, exact bool) ([]
 
 // Registered returns the live registration holding all of buf, or nil (see Registrar).
 func (rg *regs) Registered(buf []byte) *Registration {
-	s := rg.set.Load()
-	if s == nil || len(buf) == 0 {
-		return nil
-	}
-	r := s.cpuFind(uint64(sliceAddr(buf)))
+	r, _ := rg.Registry().Find(buf)
 	if r == nil || r.state.Load() != regLive {
-		return nil
-	}
-	if _, ok := r.AddrOf(buf); !ok {
 		return nil
 	}
 	return r
