@@ -358,8 +358,9 @@ const closedMark = 1 << 63
 // none can be made: what Reset needs, without counting the producers (sdma's sw clean). Close is
 // an atomic add (one locked instruction). Closing a closed ring does nothing.
 //
-// Close, Open and Reset must be serialised by the caller (sdma: the engine's hwMu); producers may
-// run at any time. The ring stays closed across Reset until Open.
+// Close, Open and Reset must be serialised by the caller (sdma: the engine's hwMu); producers
+// that use Reserve or Enqueue may run at any time, EnqueueSP's single producer may not (see
+// EnqueueSP). The ring stays closed across Reset until Open.
 func (r *Ring) Close() {
 	if r.closed.Load() {
 		return
@@ -622,7 +623,10 @@ func (r *Ring) waitTurnSlow(op string, start uint64) {
 
 // EnqueueSP is Enqueue for a single producer: no CAS and no ordered wait. It must not run
 // concurrently with any other EnqueueSP, Enqueue, Reserve or Publish on the same ring (the
-// kernel's tail_lock provides that exclusion; here the caller does). Errors as for Reserve.
+// kernel's tail_lock provides that exclusion; here the caller does), nor with Close, Open or
+// Reset: its reservation is a plain store, which a racing Close can neither refuse nor count
+// (Close's promise holds for Reserve and Enqueue, whose CAS it fails), so the caller's
+// exclusion must cover the closer too. Errors as for Reserve.
 //
 // On amd64 outside -race builds EnqueueSP is one assembly call (room check, write, publication)
 // made straight from the caller: EnqueueSP inlines. It does not allocate.
@@ -661,9 +665,15 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	// used = start - cached can exceed mask when racing Reserves left an older head in the
 	// cache than the last reservation saw; then the cache says nothing and swHead is loaded.
 	if cached := r.headCache.Load(); start-cached > r.mask || r.mask-(start-cached) < un {
-		head := r.swHead.Load() // swHead <= tail == start: start - head <= mask
+		head := r.swHead.Load() // swHead <= tail == start: start - head <= mask on an open ring
 		if head != cached {
 			relaxed.StoreRelease64(&r.headCache, head) // only on change; ours alone (one producer)
+		}
+		if start-head > r.mask {
+			// The word carries the closed mark although the flag was clear: a Close or Open
+			// ran under us (outside EnqueueSP's contract). Refuse rather than write at, and
+			// publish, an index 2^63 past the tail.
+			return 0, ErrClosed
 		}
 		if r.mask-(start-head) < un {
 			return 0, ErrFull
