@@ -427,15 +427,37 @@ func (e *Engine) ProgressSchedule() bool {
 // part), inside a head write section as the kernel's flush worker holds head_lock.
 // The caller does not hold hwMu (Poll); runFlushHW is for one that does (the hardware pass).
 func (e *Engine) runFlush() {
+	if e.flushDeferred() {
+		return
+	}
 	e.lockHead()
 	e.flushSection()
 	e.unlockHead()
 }
 
 func (e *Engine) runFlushHW() {
+	if e.flushDeferred() {
+		return
+	}
 	e.lockHeadHW()
 	e.flushSection()
 	e.unlockHeadHW()
+}
+
+// flushDeferred is the flush worker's ordering rule (hfi1: sdma_flush flushes the descq ring
+// first, then the flush list, "to avoid ordering issues"): while the engine is not running and
+// its ring still holds txreqs submitted before the flush list's (frozen in s80 until e81, or a
+// halt's recovery before its sw clean), the flush list is left to the sw clean that must come
+// before the engine runs again (or Close's), which completes the ring first and then the list.
+// Completing the list now would complete later txreqs before earlier ones. The pending flag is
+// cleared first (the sw clean flushes regardless), so that the hardware goroutine does not spin
+// on it, and so that a Send that sets it again after a sw clean emptied the ring gets its flush.
+func (e *Engine) flushDeferred() bool {
+	e.flushPending.Store(false)
+	if e.gate.Load()&gateRunning != 0 || e.ring.Empty() {
+		return false
+	}
+	return true
 }
 
 // flushSection is the flush inside a head write section. Head lock held.
