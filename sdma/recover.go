@@ -52,6 +52,14 @@ func (e *Engine) raise(ev sm.Event, cause string, h *HaltError) {
 			tail++
 		}
 	}
+	if e.sm.cur == sm.S99Running {
+		// sdma_process_event's last step: in s99 after any event, sdma_desc_avail with the
+		// free room wakes the waiters that fit (after entering s99 the list is empty already:
+		// apply woke every waiter).
+		e.lockHeadHW()
+		e.wakeAvail()
+		e.unlockHeadHW()
+	}
 }
 
 // apply is one step of raise: the table cell, then its actions. It returns the events the actions
