@@ -31,7 +31,8 @@ var stateNames = [NumStates]string{
 	"s80_hw_freeze", "s82_freeze_sw_clean", "s99_running",
 }
 
-// String returns the kernel's name of the state (sdma_state_names).
+// String returns the state's enumerator name without its sdma_state_ prefix ("s99_running" for
+// sdma_state_s99_running); the kernel's sdma_state_names prints "s99_Running".
 func (s State) String() string {
 	if s < NumStates {
 		return stateNames[s]
@@ -67,7 +68,8 @@ var eventNames = [NumEvents]string{
 	"e80_hw_freeze", "e81_hw_frozen", "e82_hw_unfreeze", "e85_link_down", "e90_sw_halted",
 }
 
-// String returns the kernel's name of the event (sdma_event_names).
+// String returns the event's enumerator name without its sdma_event_ prefix ("e30_go_running"
+// for sdma_event_e30_go_running); the kernel's sdma_event_names prints "e30_GoRunning".
 func (e Event) String() string {
 	if e < NumEvents {
 		return eventNames[e]
