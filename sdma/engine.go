@@ -234,9 +234,10 @@ func (e *Engine) HeadSeq() uint32 { return e.ring.HeadSeq() }
 // Progress reports whether a completion pass ran since seq was taken and tx now fits in the
 // ring (hfi1: sdma_progress). true: the sleeper should retry (ErrAgain); false: no progress, or
 // not enough, so park. On its own it leaves a window before the queueing: ParkOrRetry and
-// DeferOrRetry check it under the wait lock together with the queueing, which closes it.
+// DeferOrRetry check it under the wait lock together with the queueing, which closes it. A nil
+// tx reports false (the kernel would dereference it).
 func (e *Engine) Progress(seq uint32, tx *TxReq) bool {
-	if e.ring.HeadRetry(seq) {
+	if e.ring.HeadRetry(seq) && tx != nil {
 		return tx.NumDesc() <= e.ring.FreeCnt()
 	}
 	return false
