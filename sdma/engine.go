@@ -337,8 +337,9 @@ func (e *Engine) sendSlow(w *IOWait, tx *TxReq, pktsSent bool) error {
 // after each such batch (SDMA_TAIL_UPDATE_THRESH). Errors as Send's, for the txreq at the head
 // of what is left: ErrInvalid stops at a txreq that is not ready (checked before the room,
 // where the kernel checks it after); no room runs w's sleeper with tx still on l (so the sleeper
-// must leave tx where it is: use DeferOrRetry, not ParkOrRetry; a sleeper's nil is taken as
-// "look again"), pktsSent being whether this call submitted anything; ErrNotRunning after
+// must leave tx where it is: use DeferOrRetry, not ParkOrRetry; a sleeper's nil stops SendList
+// with a nil error, tx and the rest still on l, as the kernel's 0 does), pktsSent being whether
+// this call submitted anything; ErrNotRunning after
 // flushing every remaining ready txreq; ErrClosed. Send and SendList share one send path (send):
 // a Send is a batch of one.
 func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
@@ -424,10 +425,10 @@ func (e *Engine) batchErr(w *IOWait, src *txSource, err error) (stop bool, flush
 	case err == ErrNotRunning:
 		flushed, err = e.flushAll(w, src)
 		return true, flushed, err
-	case err == errDropped && src.list == nil:
-		return true, 0, nil // Send: the sleeper dropped tx
-	case err == errDropped: // SendList: tx is still on the list; look again
-		return false, 0, nil
+	case err == errDropped:
+		// Send: the sleeper dropped tx. SendList: stop, tx and the rest still on the list, no
+		// error (sdma_send_txlist's nodesc path: descq_full_count++, goto update_tail, ret 0).
+		return true, 0, nil
 	}
 	return true, 0, err
 }

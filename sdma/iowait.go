@@ -19,7 +19,8 @@ const WakeAvail = 0
 //   - ErrAgain: progress was made (Progress(seq, tx) was true): Send retries with tx.
 //   - ErrBusy or ErrQueued: the waiter parked (QueueWait); Send returns that error. Whether tx
 //     was kept (verbs: on TxHead) or left to the caller (user_sdma) is the sleeper's business.
-//   - nil: the sleeper dropped tx (verbs, when the QP cannot send); Send returns nil.
+//   - nil: the sleeper dropped tx (verbs, when the QP cannot send); Send returns nil. SendList
+//     stops and returns nil too, tx and the rest still on its list (sdma_send_txlist's 0).
 //
 // It runs on the sending goroutine. ParkOrRetry and DeferOrRetry implement the kernel's two
 // sleepers correctly; write your own only with the wait lock held across Progress and QueueWait.

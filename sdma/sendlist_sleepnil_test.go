@@ -10,14 +10,10 @@ import (
 // TestSendListSleeperNilStops: hfi1's sdma_send_txlist, when the ring is full and the sleeper
 // returns 0 (verbs' iowait_sleep for a QP that cannot send), takes the nodesc path's
 // 'descq_full_count++; goto update_tail' and returns 0 with *count_out = the txreqs taken, the
-// rest still at the head of the list. gosdma's SendList takes a sleeper's nil as "look again"
-// (documented) and, with no room and no completion to make any (a Manual engine, or a ring
-// whose packets are stuck), calls the sleeper in a busy loop forever.
+// rest still at the head of the list. gosdma's SendList does the same. It used to take a sleeper's nil as
+// "look again" and, with no room and no completion to make any (a Manual engine, or a ring
+// whose packets are stuck), called the sleeper in a busy loop forever.
 func TestSendListSleeperNilStops(t *testing.T) {
-	t.Skip("bug: SendList busy-loops forever when the sleeper returns nil and the ring stays full; " +
-		"the kernel stops (returns 0, rest left on the list). Suggested fix: in batchErr, treat " +
-		"errDropped from SendList as stop with a nil error (count = submitted + flushed), and update " +
-		"SendList's doc; a design call on SendList's documented 'look again'")
 	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 	e := dev.Engine(0)
 	var w IOWait
