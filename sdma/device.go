@@ -458,14 +458,17 @@ func (dev *Device) Close() error {
 // completing what they already hold until their rings are empty or ctx is done, and then Close
 // runs (aborting whatever is left). It returns only after Close finished: nil, ctx's error if the
 // deadline cut the drain short, or Close's error. Manual and polled engines are driven by
-// Shutdown itself while it waits. Like Close, it is refused (ErrInvalid, nothing changed) on an
+// Shutdown itself while it waits. Shutdowns that run at once all drain, each bounded by its own
+// ctx (the first to give up runs Close for all). Like Close, it is refused (ErrInvalid, nothing changed) on an
 // engine's own goroutine.
 func (dev *Device) Shutdown(ctx context.Context) error {
 	if err := dev.ownGoroutine("Shutdown"); err != nil {
 		return err
 	}
 	var drainErr error
-	if dev.state.CompareAndSwap(devOpen, devDraining) {
+	// A Shutdown that finds another one draining drains too (until the rings are empty or its
+	// own ctx is done), rather than cutting the other's drain short with Close.
+	if dev.state.CompareAndSwap(devOpen, devDraining) || dev.state.Load() == devDraining {
 		for _, e := range dev.engines {
 			e.stopAccepting(gateDraining)
 		}

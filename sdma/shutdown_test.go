@@ -1,0 +1,59 @@
+package sdma
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestShutdownConcurrentBothDrain: two Shutdowns at once, both without a deadline: the second
+// must drain as the first does (the engines go on sending what they hold), not fall through to
+// Close and abort it. Before the fix the second Shutdown found the device draining already and
+// ran Close at once, so packets still in the ring completed StatusAborted while both Shutdowns
+// returned nil.
+func TestShutdownConcurrentBothDrain(t *testing.T) {
+	engTestNoLeak(t)
+	release := make(chan struct{})
+	var once sync.Once
+	var returned atomic.Int64
+	sink := SinkFunc(func(int, [][]byte) error {
+		<-release
+		returned.Add(1)
+		return nil
+	})
+	dev, err := NewDevice(Config{Sink: sink, RingSize: 64})
+	require.NoError(t, err)
+	defer once.Do(func() { close(release) })
+	e := dev.Engine(0)
+	c := &completions{}
+	const n = 20
+	txs := make([]TxReq, n)
+	for i := range txs {
+		engTestBuild(t, dev, &txs[i], 0, engTestPattern(64, byte(i)), c)
+		require.NoError(t, e.Send(nil, &txs[i], false))
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- dev.Shutdown(context.Background()) }()
+	for dev.state.Load() != devDraining {
+		time.Sleep(50 * time.Microsecond)
+	}
+	go func() { errs <- dev.Shutdown(context.Background()) }()
+	// Give the second Shutdown time to (wrongly) reach Close, which stops the goroutine.
+	for i := 0; i < 200 && !e.stopping.Load(); i++ {
+		time.Sleep(500 * time.Microsecond)
+	}
+	once.Do(func() { close(release) })
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.EqualValues(t, n, c.n.Load())
+	require.Zero(t, c.dup.Load())
+	require.EqualValues(t, n, returned.Load(), "every packet went out")
+	for i := range txs {
+		st, _ := c.status(&txs[i])
+		require.Equal(t, StatusOK, st, "txreq %d: a Shutdown without deadline drains", i)
+	}
+}
