@@ -433,8 +433,9 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	e.stats.descs.Add(n)
 	e.stats.bytes.Add(uint64(total))
 	// deliver, without its call: the deferred function calls recover only if the sink did not
-	// return (a panic, or runtime.Goexit), and then drops the segments' references itself and
-	// lets packet return n and flags, as if the sink had returned.
+	// return, and then drops the segments' references itself and, for a panic, lets packet
+	// return n and flags, as if the sink had returned. A runtime.Goexit cannot be stopped: it
+	// ends the goroutine with hwMu held (see Sink: a sink must not call it).
 	returned := false
 	defer func() {
 		if !returned {
@@ -687,8 +688,8 @@ func (e *Engine) queue(b *batchState, segs [][]byte) error {
 	return err
 }
 
-// sinkPanicked records the value a sink panicked with; nil (no panic: runtime.Goexit) is not
-// recorded.
+// sinkPanicked records the value a sink panicked with; nil (no panic: a runtime.Goexit, which
+// goes on unwinding) is not recorded.
 func (e *Engine) sinkPanicked(p any) {
 	if p != nil {
 		e.sinkFailed(nil, p)

@@ -9,7 +9,9 @@ package sdma
 // a panic in Deliver is recovered and recorded the same way. Deliver must not call Process,
 // Poll, Device.Close, Shutdown or Event (nor Stop, Start, FreezeNotify, …): on the engine's
 // goroutine Close, Shutdown and Event refuse with ErrInvalid; under the caller's own Process they
-// would wait for themselves.
+// would wait for themselves. Nor may it call runtime.Goexit (a test's t.FailNow, require): unlike
+// a panic it cannot be recovered, and the engine's goroutine would end holding the engine's lock,
+// so that Close never returns. The same holds for completion, wakeup and drained callbacks.
 type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }
