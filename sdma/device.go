@@ -429,8 +429,11 @@ func (dev *Device) Sink() Sink { return dev.sink }
 //
 // Close waits for every engine's goroutine, so it cannot run on one: called from a Sink, a
 // completion callback, a drained callback or a wakeup that an engine's goroutine runs, it returns
-// ErrInvalid and changes nothing (close from another goroutine). Called from a Sink or callback
-// that the caller's own Process or Poll runs, it would wait for that call: do not.
+// ErrInvalid and changes nothing (close from another goroutine). Callbacks also run on the
+// goroutine of any call that completes txreqs or runs the hardware model: Process, Poll,
+// ProgressSchedule, SendWait on a Manual or polled engine, Stop, Start and the other events (their
+// sw clean), Shutdown and Close. Called from a Sink or callback that such a call runs, Close would
+// wait for that call (it holds the engine's locks): do not.
 func (dev *Device) Close() error {
 	if err := dev.ownGoroutine("Close"); err != nil {
 		return err

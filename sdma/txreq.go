@@ -49,7 +49,8 @@ func (s Status) String() string {
 }
 
 // Completer is told once when a txreq completes, after its mappings are undone
-// (hfi1: callback_t). Complete runs on the completion pass and must not block. A Complete that
+// (hfi1: callback_t). Complete runs on the completion pass and must not block (so not call
+// Device.Close, Shutdown, Poll, Process or an event such as Stop: see Device.Close). A Complete that
 // panics cannot wedge the engine: the panic is recovered and recorded (Engine.CallbackError) and
 // the pass goes on.
 //
