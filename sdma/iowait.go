@@ -210,7 +210,8 @@ func (l *waitList) remove(w *IOWait) {
 // A need the ring can never meet (more descriptors than it holds) is refused with ErrInvalid and
 // nothing changes: such a waiter would stop every completion pass's wakeups at itself, starving
 // everyone queued behind it. A nil w, or one without a wakeup callback (nothing would wake it), is
-// ErrInvalid too.
+// ErrInvalid too. Once the device is closing (Close), QueueWait refuses with ErrClosed: Close
+// wakes the waiters parked before it, and nothing would wake one parked after.
 //
 // QueueWait alone does not close the sleep window: a completion pass between a caller's Progress
 // check and QueueWait would be missed. A sleeper that checks progress first uses ParkOrRetry or
@@ -232,6 +233,12 @@ func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 		return false, txErr("QueueWait", ErrInvalid, "need of "+itoa(need)+" descriptors exceeds the ring's capacity "+itoa(capacity))
 	}
 	e.waitMu.Lock()
+	if e.gate.Load()&gateDown != 0 {
+		// Close's sw clean woke the wait list (under this lock) or is about to: a waiter
+		// queued after it would never be woken.
+		e.waitMu.Unlock()
+		return false, ErrClosed
+	}
 	ok := e.queueLocked(w, need, int(w.basePrio.Load()), pktsSent)
 	e.waitMu.Unlock()
 	return ok, nil

@@ -654,3 +654,33 @@ func TestIOWaitParkingWithoutWakeupRefused(t *testing.T) {
 	assert.False(t, queued)
 	assert.False(t, e.Waiting(&w))
 }
+
+// TestQueueWaitAfterCloseRefused: a waiter that a custom sleeper (or any caller) queues once
+// Close has begun would never be woken (Close wakes the wait list once, in its sw clean), and
+// would stay claimed by the closed engine, so that no other engine could queue it. QueueWait
+// refuses it with ErrClosed; one queued before Close is woken by it. Before the fix QueueWait
+// queued it and Waiting stayed true forever.
+func TestQueueWaitAfterCloseRefused(t *testing.T) {
+	dev, err := NewDevice(Config{Manual: true, RingSize: 64})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var before, after IOWait
+	woken := 0
+	before.Init(nil, func(*IOWait, int) { woken++ }, nil)
+	after.Init(nil, func(*IOWait, int) { woken++ }, nil)
+	queued, err := e.QueueWait(&before, 1, true)
+	require.NoError(t, err)
+	require.True(t, queued)
+	require.NoError(t, dev.Close())
+	assert.Equal(t, 1, woken, "Close wakes the waiter parked before it")
+	assert.False(t, e.Waiting(&before))
+	queued, err = e.QueueWait(&after, 1, true)
+	require.ErrorIs(t, err, ErrClosed)
+	assert.False(t, queued)
+	assert.False(t, e.Waiting(&after), "nothing would ever wake it")
+	// It can still be queued on a live engine.
+	dev2, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	queued, err = dev2.Engine(0).QueueWait(&after, 1, true)
+	require.NoError(t, err)
+	assert.True(t, queued)
+}
