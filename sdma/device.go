@@ -459,7 +459,8 @@ func (dev *Device) Close() error {
 
 // Shutdown is the graceful Close: new sends get ErrClosed at once, the engines go on sending and
 // completing what they already hold until their rings are empty or ctx is done, and then Close
-// runs (aborting whatever is left). It returns only after Close finished: nil, ctx's error if the
+// runs (aborting whatever is left). A frozen engine (FreezeNotify, a link down) sends nothing
+// until it is unfrozen: Shutdown does not wait for its ring. It returns only after Close finished: nil, ctx's error if the
 // deadline cut the drain short, or Close's error. Manual and polled engines are driven by
 // Shutdown itself while it waits. Shutdowns that run at once all drain, each bounded by its own
 // ctx (the first to give up runs Close for all). Like Close, it is refused (ErrInvalid, nothing changed) on an

@@ -10,6 +10,7 @@ import (
 	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/ring"
+	"github.com/gosdma/gosdma/sdma/internal/sm"
 )
 
 // Bits of Engine.gate, the producers' one-word view of the engine: the state machine's "state ==
@@ -808,9 +809,12 @@ func (e *Engine) drive() int {
 	return n
 }
 
-// idleForShutdown reports whether the engine holds nothing more: ring and flush list empty.
+// idleForShutdown reports whether the engine holds nothing more that it will send: flush list
+// empty, and ring empty or the engine frozen (s80_hw_freeze, after FreezeNotify or a link down:
+// the hardware model consumes nothing until an unfreeze, so the ring cannot drain and Close
+// aborts what it holds).
 func (e *Engine) idleForShutdown() bool {
-	if !e.ring.Empty() {
+	if !e.ring.Empty() && e.state() != sm.S80HwFreeze {
 		return false
 	}
 	e.flushMu.Lock()

@@ -57,3 +57,38 @@ func TestShutdownConcurrentBothDrain(t *testing.T) {
 		require.Equal(t, StatusOK, st, "txreq %d: a Shutdown without deadline drains", i)
 	}
 }
+
+// TestShutdownFrozenEngineReturns: an engine frozen (FreezeNotify) with packets in its ring will
+// send none of them until it is unfrozen. Shutdown without a deadline must not wait for that ring
+// forever: Close aborts it. Before the fix, Shutdown(context.Background()) never returned.
+func TestShutdownFrozenEngineReturns(t *testing.T) {
+	for _, manual := range []bool{true, false} {
+		release := make(chan struct{})
+		sink := SinkFunc(func(int, [][]byte) error {
+			<-release
+			return nil
+		})
+		dev, err := NewDevice(Config{Manual: manual, Sink: sink, Engines: 2, RingSize: 64})
+		require.NoError(t, err)
+		e := dev.Engine(1)
+		c := &completions{}
+		txs := make([]TxReq, 10)
+		for i := range txs {
+			engTestBuild(t, dev, &txs[i], 0, engTestPattern(64, byte(i)), c)
+			require.NoError(t, e.Send(nil, &txs[i], false))
+		}
+		close(release) // a goroutine's pass may now send some before the freeze
+		require.NoError(t, dev.freezeNotify(false))
+		done := make(chan error, 1)
+		go func() { done <- dev.Shutdown(context.Background()) }()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "manual %v", manual)
+		case <-time.After(10 * time.Second): // a hang guard
+			_ = dev.Close()
+			t.Fatalf("manual %v: Shutdown waited for a frozen engine's ring", manual)
+		}
+		require.EqualValues(t, len(txs), c.n.Load(), "manual %v: every txreq completes once", manual)
+		require.Zero(t, c.dup.Load())
+	}
+}
