@@ -304,6 +304,9 @@ func TestBadConfigs(t *testing.T) {
 		{"Faults.HaltRate", Config{faults: faultPlan{HaltRate: 1.5}}},
 		{"Faults.HaltAt", Config{faults: faultPlan{HaltAt: -3}}},
 		{"Faults.HaltCause", Config{faults: faultPlan{HaltCause: -1}}},
+		// A BatchSink whose BatchLimit panics: an error naming the sink, not a panic of
+		// NewDevice (before the fix the panic reached NewDevice's caller).
+		{"Sink", Config{Sink: panicLimitSink{}}},
 	} {
 		dev, err := NewDevice(c.cfg)
 		assert.Nil(t, dev)
@@ -315,3 +318,11 @@ func TestBadConfigs(t *testing.T) {
 		}
 	}
 }
+
+// panicLimitSink is a BatchSink whose BatchLimit panics (a sink's bug).
+type panicLimitSink struct{}
+
+func (panicLimitSink) Deliver(int, [][]byte) error { return nil }
+func (panicLimitSink) BatchLimit() (int, int)      { panic("BatchLimit: on purpose") }
+func (panicLimitSink) Queue(int, [][]byte) error   { return nil }
+func (panicLimitSink) Flush(int, []error)          {}

@@ -167,6 +167,13 @@ func NewDevice(cfg Config) (*Device, error) {
 		// Every delivery would panic (recovered), and packets would complete OK having gone nowhere.
 		return nil, configErr("Sink", cfg.Sink, "a nil pointer in a non-nil interface (use a nil Sink to drop the packets)")
 	}
+	var lim [2]int
+	if bs, ok := cfg.Sink.(BatchSink); ok {
+		var err error
+		if lim, err = batchLimit(bs); err != nil {
+			return nil, err
+		}
+	}
 	pad, err := m.AllocCoherent(4)
 	if err != nil {
 		return nil, err
@@ -187,7 +194,7 @@ func NewDevice(cfg Config) (*Device, error) {
 	}
 	dev.engines = make([]*Engine, cfg.Engines)
 	for i := range dev.engines {
-		e, err := newEngine(dev, i, &cfg)
+		e, err := newEngine(dev, i, &cfg, lim)
 		if err != nil {
 			_ = m.FreeCoherent(pad)
 			return nil, err

@@ -180,7 +180,7 @@ type engineTestHooks struct {
 	admitted func()
 }
 
-func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
+func newEngine(dev *Device, idx int, cfg *Config, lim [2]int) (*Engine, error) {
 	r, err := ring.New(cfg.RingSize)
 	if err != nil {
 		return nil, configErr("RingSize", cfg.RingSize, err.Error())
@@ -207,7 +207,7 @@ func newEngine(dev *Device, idx int, cfg *Config) (*Engine, error) {
 	// The locks' bias needs getg and the barrier (see ticketLock); set before they are shared.
 	e.hwMu.biasable = canBias && e.plainSleepers
 	e.headMu.biasable = e.hwMu.biasable
-	e.hw.init(e.sink)
+	e.hw.init(e.sink, lim)
 	return e, nil
 }
 

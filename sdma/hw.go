@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"encoding/binary"
+	"fmt"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"runtime"
 
@@ -103,14 +104,15 @@ type batchState struct {
 	hdrs []byte
 }
 
-// init readies the hardware state of an engine delivering to sink.
-func (h *hwState) init(sink Sink) {
+// init readies the hardware state of an engine delivering to sink, whose BatchLimit (if it is a
+// BatchSink) is lim (batchLimit's answer, read once by NewDevice).
+func (h *hwState) init(sink Sink, lim [2]int) {
 	h.idle = true
 	bs, ok := sink.(BatchSink)
 	if !ok {
 		return
 	}
-	pkts, bytes := bs.BatchLimit()
+	pkts, bytes := lim[0], lim[1]
 	if pkts < 2 {
 		return
 	}
@@ -120,6 +122,18 @@ func (h *hwState) init(sink Sink) {
 	b.maxBytes = max(bytes, 0)
 	b.errs = make([]error, b.maxPkts)
 	b.hdrs = make([]byte, b.maxPkts*ahgEntryBytes)
+}
+
+// batchLimit reads a BatchSink's BatchLimit once, for NewDevice: a panic (a sink's bug) is an
+// error naming it, not a panic of NewDevice.
+func batchLimit(bs BatchSink) (lim [2]int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = configErr("Sink", bs, "BatchLimit panicked: "+fmt.Sprint(p))
+		}
+	}()
+	lim[0], lim[1] = bs.BatchLimit()
+	return lim, nil
 }
 
 // Process runs one pass of the hardware model on the caller's goroutine: it runs a pending flush,

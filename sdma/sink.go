@@ -39,9 +39,9 @@ type BatchSink interface {
 	Sink
 	// BatchLimit is the most packets an engine holds before it flushes, and the payload bytes
 	// at which it flushes (a batch reaches at most that plus one packet); bytes <= 0 means no
-	// byte bound. It is read once per engine, by NewDevice. packets is capped at 1024 (the
-	// kernel's UIO_MAXIOV, sendmmsg's own cap) and a value below 2 turns batching off: the
-	// engine then calls Deliver.
+	// byte bound. It is read once, by NewDevice (a panic there is a *ConfigError naming the
+	// Sink). packets is capped at 1024 (the kernel's UIO_MAXIOV, sendmmsg's own cap) and a
+	// value below 2 turns batching off: the engine then calls Deliver.
 	BatchLimit() (packets, bytes int)
 	// Queue takes one packet to send at the next Flush. The bytes of segs stay valid and
 	// unchanged until that Flush returns; the slice segs itself is the engine's and is reused
