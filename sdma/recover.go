@@ -191,8 +191,9 @@ func (e *Engine) history() []stateChange {
 // and returns once the engine rests again (sdmatest.RaiseEvent documents it for its callers).
 // ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a Sink, a
 // completion callback or a wakeup it runs: it would wait for itself); ErrClosed once the device
-// is closing. It waits for a hardware pass in progress; from a callback or Sink that the
-// caller's own Process or Poll runs it would deadlock.
+// is closing. It waits for a hardware pass in progress; from a callback or Sink that runs on
+// the caller's goroutine of another call (Process, Poll, an event's sw clean, Close: see
+// Device.Close) it would deadlock.
 func (e *Engine) event(ev sm.Event, cause string) error {
 	if ev >= sm.NumEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
@@ -211,7 +212,9 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 
 // Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
 // aborted, waiters are woken, and sends get ErrNotRunning until Start. ErrInvalid on the engine's
-// own goroutine (from a Sink or a callback it runs), ErrClosed once the device is closing.
+// own goroutine (from a Sink or a callback it runs), ErrClosed once the device is closing. Not
+// from a Sink or callback that another call runs on its caller's goroutine (see Device.Close):
+// it would wait for that call.
 func (e *Engine) Stop() error { return e.event(sm.E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
