@@ -221,7 +221,9 @@ func (e *Engine) Device() *Device { return e.dev }
 // (hfi1: sdma_empty).
 func (e *Engine) Empty() bool { return e.ring.Empty() }
 
-// Running reports whether the engine accepts sends (hfi1: sdma_running, s99_running).
+// Running reports whether the engine is running (hfi1: sdma_running, s99_running) on a device
+// that is not closed. During a Shutdown's drain it still runs, finishing what it holds, but Send
+// refuses new txreqs with ErrClosed.
 func (e *Engine) Running() bool { return e.gate.Load()&(gateRunning|gateDown) == gateRunning }
 
 // DescqFreeCnt returns the descriptors that can be reserved now (hfi1: sdma_descq_freecnt).

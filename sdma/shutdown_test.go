@@ -92,3 +92,30 @@ func TestShutdownFrozenEngineReturns(t *testing.T) {
 		require.Zero(t, c.dup.Load())
 	}
 }
+
+// TestRunningDuringShutdownDrain: Running's doc said "accepts sends"; during a Shutdown's drain
+// the engine runs (Running is true) while Send refuses with ErrClosed. The doc now says so.
+func TestRunningDuringShutdownDrain(t *testing.T) {
+	engTestNoLeak(t)
+	release := make(chan struct{})
+	dev, err := NewDevice(Config{Sink: SinkFunc(func(int, [][]byte) error { <-release; return nil })})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	c := &completions{}
+	var tx, late TxReq
+	engTestBuild(t, dev, &tx, 0, engTestPattern(64, 1), c)
+	require.NoError(t, e.Send(nil, &tx, false))
+	done := make(chan error, 1)
+	go func() { done <- dev.Shutdown(context.Background()) }()
+	for dev.state.Load() != devDraining {
+		time.Sleep(50 * time.Microsecond)
+	}
+	require.True(t, e.Running(), "the engine runs during the drain")
+	engTestBuild(t, dev, &late, 0, engTestPattern(64, 2), c)
+	require.ErrorIs(t, e.Send(nil, &late, false), ErrClosed, "but refuses new sends")
+	require.NoError(t, late.Clean())
+	close(release)
+	require.NoError(t, <-done)
+	require.False(t, e.Running())
+	require.EqualValues(t, 1, c.n.Load())
+}
