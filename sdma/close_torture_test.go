@@ -362,6 +362,15 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 	if n := r.late.Load(); n != 0 {
 		t.Fatalf("%s: %d completions after Close returned", desc, n)
 	}
+	var okN, abN uint64
+	for i := 0; i < engines; i++ {
+		st := dev.Engine(i).Stats()
+		okN += st.Completed
+		abN += st.Aborted
+	}
+	if okN != uint64(r.statuses[0].Load()) || abN != uint64(r.statuses[1].Load()) {
+		t.Fatalf("%s: stats say %d completed, %d aborted; the callbacks saw %d, %d", desc, okN, abN, r.statuses[0].Load(), r.statuses[1].Load())
+	}
 	if n := iommu.LiveCount(); n != 0 {
 		t.Fatalf("%s: %d mappings left: %v", desc, n, iommu.Live())
 	}
