@@ -467,20 +467,21 @@ func (e *Engine) flushSection() {
 	e.ring.EndWrite()
 }
 
-// flushLocked completes every txreq on the flush list with StatusAborted. headMu held.
+// flushLocked completes every txreq on the flush list with StatusAborted: the ones on it when it
+// takes the list (hfi1: sdma_flush's list_splice_init of the flushlist). A txreq sent to the
+// flush list meanwhile (by a callback of this flush, say, that resends what was aborted) sets
+// flushPending and waits for the next flush (the hardware goroutine's next pass, a Process or
+// Poll, a sw clean): a flush that took it too would run for as long as such a callback resends,
+// holding the head lock (and, in a sw clean, hwMu). Close's flush leaves nothing: its producers
+// are quiesced and its callbacks' sends refused (ErrClosed). headMu held.
 func (e *Engine) flushLocked() {
 	e.flushPending.Store(false)
-	for {
-		e.flushMu.Lock()
-		var l TxList
-		l.pushBackList(&e.flush)
-		e.flushMu.Unlock()
-		if l.Len() == 0 {
-			return
-		}
-		for tx := l.PopFront(); tx != nil; tx = l.PopFront() {
-			e.completeTx(tx, StatusAborted)
-		}
+	e.flushMu.Lock()
+	var l TxList
+	l.pushBackList(&e.flush)
+	e.flushMu.Unlock()
+	for tx := l.PopFront(); tx != nil; tx = l.PopFront() {
+		e.completeTx(tx, StatusAborted)
 	}
 }
 
