@@ -811,12 +811,15 @@ func (e *Engine) drive() int {
 	return n
 }
 
-// idleForShutdown reports whether the engine holds nothing more that it will send: flush list
-// empty, and ring empty or the engine frozen (s80_hw_freeze, after FreezeNotify or a link down:
-// the hardware model consumes nothing until an unfreeze, so the ring cannot drain and Close
-// aborts what it holds).
+// idleForShutdown reports whether the engine holds nothing more that it will send: ring and
+// flush list empty, or the engine frozen (s80_hw_freeze, after FreezeNotify or a link down: the
+// hardware model consumes nothing until an unfreeze, so the ring cannot drain, and the flush
+// list waits for the sw clean behind it, see flushDeferred; Close aborts both).
 func (e *Engine) idleForShutdown() bool {
-	if !e.ring.Empty() && e.state() != sm.S80HwFreeze {
+	if e.state() == sm.S80HwFreeze {
+		return true
+	}
+	if !e.ring.Empty() {
 		return false
 	}
 	e.flushMu.Lock()

@@ -79,6 +79,11 @@ func TestShutdownFrozenEngineReturns(t *testing.T) {
 		}
 		close(release) // a goroutine's pass may now send some before the freeze
 		require.NoError(t, dev.freezeNotify(false))
+		// And one onto the flush list of the frozen engine, which the flush leaves for the sw
+		// clean behind the ring (flushDeferred) if the ring still holds packets.
+		var late TxReq
+		engTestBuild(t, dev, &late, 0, engTestPattern(64, 99), c)
+		require.ErrorIs(t, e.Send(nil, &late, false), ErrNotRunning)
 		done := make(chan error, 1)
 		go func() { done <- dev.Shutdown(context.Background()) }()
 		select {
@@ -88,7 +93,7 @@ func TestShutdownFrozenEngineReturns(t *testing.T) {
 			_ = dev.Close()
 			t.Fatalf("manual %v: Shutdown waited for a frozen engine's ring", manual)
 		}
-		require.EqualValues(t, len(txs), c.n.Load(), "manual %v: every txreq completes once", manual)
+		require.EqualValues(t, len(txs)+1, c.n.Load(), "manual %v: every txreq completes once", manual)
 		require.Zero(t, c.dup.Load())
 	}
 }
