@@ -59,8 +59,8 @@ func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 	}
 	// The largest whole number of slabs that fits the index space (nilIndex is reserved).
 	limit := (int64(nilIndex) / int64(cfg.ObjectsPerSlab)) * int64(cfg.ObjectsPerSlab)
-	if cfg.MaxSlabs > 0 {
-		limit = min(limit, int64(cfg.MaxSlabs)*int64(cfg.ObjectsPerSlab))
+	if per := int64(cfg.ObjectsPerSlab); cfg.MaxSlabs > 0 && int64(cfg.MaxSlabs) <= limit/per {
+		limit = int64(cfg.MaxSlabs) * per // (a larger MaxSlabs caps nothing: its product may overflow)
 	}
 	sl := &Slab[T]{cfg: cfg, limit: limit}
 	sl.s.init(uint32(cfg.ObjectsPerSlab), cfg.Reset, "slab")

@@ -1,6 +1,7 @@
 package alloc_test
 
 import (
+	"math"
 	"sync"
 	"testing"
 
@@ -120,4 +121,18 @@ func TestSlabZeroSize(t *testing.T) {
 	require.NoError(t, s.Put(a))
 	require.ErrorIs(t, s.Put(a), alloc.ErrDoublePut)
 	require.NoError(t, s.Put(b))
+}
+
+// TestSlabHugeMaxSlabs: a MaxSlabs so large that MaxSlabs*ObjectsPerSlab overflows int64 caps
+// nothing (the index space is the limit): Get grows, and Traits reports a positive capacity.
+// The product used to wrap negative, so every Get returned ErrEmpty.
+func TestSlabHugeMaxSlabs(t *testing.T) {
+	for _, maxSlabs := range []int{math.MaxInt, math.MaxInt / 3, math.MaxInt >> 1} {
+		s, err := alloc.NewSlab(alloc.SlabConfig[obj]{ObjectsPerSlab: 4, MaxSlabs: maxSlabs})
+		require.NoError(t, err)
+		o, err := s.Get()
+		require.NoError(t, err, "MaxSlabs %d", maxSlabs)
+		require.NoError(t, s.Put(o))
+		assert.Positive(t, s.Traits().Capacity, "MaxSlabs %d", maxSlabs)
+	}
 }
