@@ -144,10 +144,11 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 	if uint(engine) >= uint(len(s.engines)) {
 		return nil, fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
 	}
+	e := &s.engines[engine]
 	if s.closed.Load() {
+		e.errs.Add(1) // a failed packet, as at a Flush after Close
 		return nil, ErrClosed
 	}
-	e := &s.engines[engine]
 	if len(segs)+1 > iovMax {
 		e.errs.Add(1)
 		return nil, fmt.Errorf("udpsink: %d segments, %s %d", len(segs), limit, iovMax-1)

@@ -183,3 +183,24 @@ func BenchmarkDeliver(b *testing.B) {
 // Sink implements sdma.Sink (spelled out: this package does not import sdma, so the two build
 // independently).
 var _ interface{ Deliver(int, [][]byte) error } = (*Sink)(nil)
+
+// TestClosedRefusalsCounted: a packet refused because the sink is closed failed, as one failed at
+// a Flush after Close does: Stats.Errors counts it, whether Deliver, Queue or Flush refused it
+// (so it adds up with the engine's count of failed packets). Deliver and Queue used not to count
+// it while Flush did.
+func TestClosedRefusalsCounted(t *testing.T) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer pc.Close()
+	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 1, Batch: 4})
+	require.NoError(t, err)
+	require.NoError(t, s.Queue(0, [][]byte{{1}}))
+	require.NoError(t, s.Close())
+	errs := []error{nil}
+	s.Flush(0, errs)
+	require.ErrorIs(t, errs[0], ErrClosed)
+	assert.EqualValues(t, 1, s.Stats().Errors)
+	require.ErrorIs(t, s.Deliver(0, [][]byte{{1}}), ErrClosed)
+	require.ErrorIs(t, s.Queue(0, [][]byte{{1}}), ErrClosed)
+	assert.EqualValues(t, 3, s.Stats().Errors, "every refused packet is counted")
+}
