@@ -271,3 +271,62 @@ func TestRev4ChaosWaitersAndMoves(t *testing.T) {
 		})
 	}
 }
+
+// TestRev4SlabInitPanic: an Init hook that panics (once) while a slab is created leaves the Slab
+// as it was: the Get panics, and later Gets and Puts work on, every object handed out once, with
+// exact Stats. The slab's cells were carved from a region that holds several slabs (after 24
+// slabs of one object, a region holds 3): the panic used to leave the carved window skipped but
+// counted, so the next slab's objects' indices, found by address, no longer matched the slab
+// table, and a Get of a put-back object indexed past the table and panicked.
+func TestRev4SlabInitPanic(t *testing.T) {
+	for _, at := range []int{1, 2, 26, 40} {
+		t.Run(fmt.Sprintf("at=%d", at), func(t *testing.T) {
+			calls := 0
+			s, err := alloc.NewSlab(alloc.SlabConfig[obj]{ObjectsPerSlab: 1, Init: func(o *obj) {
+				calls++
+				if calls == at {
+					panic("init")
+				}
+				o.val = 7
+			}})
+			require.NoError(t, err)
+			var held []*obj
+			seen := map[*obj]bool{}
+			for len(held) < 60 {
+				o, err := func() (o *obj, err error) {
+					defer func() {
+						if p := recover(); p != nil {
+							err = fmt.Errorf("panic: %v", p)
+						}
+					}()
+					return s.Get()
+				}()
+				if err != nil {
+					require.Equal(t, at, calls, "only the Init panic escapes: %v", err)
+					continue
+				}
+				require.False(t, seen[o], "handed out twice")
+				require.Equal(t, 7, o.val, "Init ran")
+				seen[o] = true
+				held = append(held, o)
+			}
+			require.Equal(t, alloc.Stats{InUse: 60, HighWater: 60, Objects: 60, Slabs: 60}, s.Stats())
+			for _, o := range held {
+				require.NoError(t, s.Put(o))
+			}
+			for range 3 {
+				clear(seen)
+				for range 60 {
+					o, err := s.Get()
+					require.NoError(t, err)
+					require.False(t, seen[o], "handed out twice")
+					seen[o] = true
+				}
+				for o := range seen {
+					require.NoError(t, s.Put(o))
+				}
+			}
+			require.Equal(t, alloc.Stats{InUse: 0, HighWater: 60, Objects: 60, Slabs: 60}, s.Stats())
+		})
+	}
+}

@@ -16,7 +16,8 @@ type SlabConfig[T any] struct {
 	// that would need a slab past the cap returns ErrEmpty.
 	MaxSlabs int
 	// Init, if not nil, runs once on every object when its slab is created (the ctor argument of
-	// kmem_cache_create).
+	// kmem_cache_create). If it panics, the slab is not created: the Get that grew panics on,
+	// and the Slab is as it was.
 	Init func(*T)
 	// Reset, if not nil, runs on every object Put gives back, before it can be handed out again.
 	// If it panics, the Put is undone (the object stays in use) and the panic goes on.

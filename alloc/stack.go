@@ -440,7 +440,10 @@ func (s *stack[T]) grow(init func(*T), room int) {
 	per := int(s.per)
 	first := uint32(len(old.byIndex)) * s.per
 	byAddr := old.byAddr
-	if s.cur == nil || s.used+per > s.cur.cells.n {
+	// cur and used become s.cur and s.used once init has run on every new object: if it
+	// panics, the Slab is as it was (the window is carved again, zeroed, by the next grow).
+	cur, used := s.cur, s.used
+	if cur == nil || used+per > cur.cells.n {
 		slabs := min(max(1, len(old.byIndex)/8), room)
 		r := &region[T]{cells: newCells[T](slabs*per, s.lay), first: first}
 		r.base, r.end = r.cells.objects()
@@ -450,10 +453,21 @@ func (s *stack[T]) grow(init func(*T), room int) {
 			k, _ := slices.BinarySearchFunc(byAddr, r.base, func(o *region[T], b uintptr) int { return cmp.Compare(o.base, b) })
 			byAddr = slices.Insert(slices.Clip(byAddr), k, r) // a copy: old's array is unchanged
 		}
-		s.cur, s.used = r, 0
+		cur, used = r, 0
 	}
-	sl := &slab[T]{cells: s.cur.cells.window(s.used, s.used+per)}
-	s.used += per
+	sl := &slab[T]{cells: cur.cells.window(used, used+per)}
+	used += per
+	created := false
+	defer func() {
+		if !created { // init panicked: undo its writes and ours
+			for k := range sl.cells.n {
+				c := sl.cells.at(uint32(k))
+				var zero T
+				c.obj = zero
+				c.link.Store(0)
+			}
+		}
+	}()
 	for k := range sl.cells.n {
 		c := sl.cells.at(uint32(k))
 		if init != nil {
@@ -465,8 +479,10 @@ func (s *stack[T]) grow(init func(*T), room int) {
 		}
 		c.link.Store(uint64(next))
 	}
+	created = true
+	s.cur, s.used = cur, used
 	// Publish the slab before any of its cells can be seen in head.
-	r := s.cur
+	r := cur
 	s.tab.Store(&table[T]{
 		byIndex: append(old.byIndex, sl), byAddr: byAddr, last: r,
 		lastRun: r.cells.window(0, s.used), lastObj: r.base, lastFirst: r.first,
