@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
@@ -29,11 +30,12 @@ type List[T any] struct {
 	// waiters counts goroutines parked in GetCtx. Incremented under mu by a waiter before its
 	// last look (getSlow: every P's magazines, the depot, the free stack); loaded by every Put
 	// after its push, and by every Get that moved free objects into a magazine or the depot on
-	// its way (all sequentially consistent atomics). That is the Dekker pair that rules out a
-	// lost wakeup: either the waiter's look sees the objects where they were put, or the
-	// goroutine that put them there sees the waiter and wakes it (wake looks again, under mu,
-	// after the waiter is queued). An object that moves again later is covered by the next
-	// mover's own load of waiters.
+	// its way (all sequentially consistent atomics, but for a Put's push in plain mode, a plain
+	// store, which the waiter's membarrier.Barrier between its increment and its look orders:
+	// see GetCtx). That is the Dekker pair that rules out a lost wakeup: either the waiter's
+	// look sees the objects where they were put, or the goroutine that put them there sees the
+	// waiter and wakes it (wake looks again, under mu, after the waiter is queued). An object
+	// that moves again later is covered by the next mover's own load of waiters.
 	waiters atomic.Int32
 	mu      sync.Mutex      // guards queue and the hand-off to waiters
 	queue   []chan *cell[T] // parked waiters, oldest first; each channel has room for one send
@@ -112,6 +114,16 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 		return nil, ErrClosed
 	}
 	l.waiters.Add(1)
+	if l.s.biased {
+		// A Put in a P's plain mode (magazine.go) pushes with a plain store, then loads
+		// waiters: the machine may let the load pass the store, so that the Put sees no waiter
+		// while our look below misses its object (in a cur that was empty, which a drain does
+		// not revoke). The barrier runs a full fence on every running thread: a Put whose load
+		// came before that fence has its store visible to our look, and one whose load came
+		// after sees our count (the asymmetric Dekker pair of plain mode, with the waiter,
+		// the slow side, paying).
+		membarrier.Barrier()
+	}
 	if c, _ := l.s.getSlow(); c != nil {
 		l.waiters.Add(-1)
 		l.mu.Unlock()
