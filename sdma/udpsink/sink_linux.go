@@ -283,8 +283,9 @@ func (s *Sink) sendEnd(i int) error {
 	iov[1] = unix.Iovec{Base: &payload[0]}
 	iov[1].SetLen(len(payload))
 	err := s.write(e, iov)
+	e.syscalls.Add(^uint64(0)) // markers are not packets: keep Syscalls and Errors about packets
 	if err != nil {
-		e.errs.Add(^uint64(0)) // markers are not data: keep Errors about packets
+		e.errs.Add(^uint64(0))
 	}
 	return err
 }

@@ -204,3 +204,21 @@ func TestClosedRefusalsCounted(t *testing.T) {
 	require.ErrorIs(t, s.Queue(0, [][]byte{{1}}), ErrClosed)
 	assert.EqualValues(t, 3, s.Stats().Errors, "every refused packet is counted")
 }
+
+// TestCloseMarkersNotCounted: the end-of-run markers Close sends are not packets: Stats after
+// Close is Stats before it (Syscalls counts "send system calls made for packets"). Close used to
+// add its marker sends (up to five rounds per engine) to Syscalls.
+func TestCloseMarkersNotCounted(t *testing.T) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer pc.Close()
+	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 2, Batch: 1})
+	require.NoError(t, err)
+	for e := range 2 {
+		require.NoError(t, s.Deliver(e, [][]byte{{1, 2, 3}}))
+	}
+	before := s.Stats()
+	require.NoError(t, s.Close())
+	assert.Equal(t, before, s.Stats())
+	assert.EqualValues(t, 2, s.Stats().Syscalls)
+}
