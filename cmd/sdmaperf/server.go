@@ -12,7 +12,8 @@ import (
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
-// errReceiverSaw is returned when the receiver saw duplicated, reordered or corrupted packets.
+// errReceiverSaw is returned when the receiver saw duplicated, reordered or corrupted packets, or
+// packets numbered past the count the sender's end marker gives.
 // Loss alone is reported, not an error: loopback UDP drops datagrams when the receiver's buffer
 // is full, which a bandwidth run can cause.
 var errReceiverSaw = errors.New("receiver saw duplicated, reordered or corrupted packets")
@@ -20,7 +21,7 @@ var errReceiverSaw = errors.New("receiver saw duplicated, reordered or corrupted
 // checkReceiver turns a receiver's report into the tool's verdict: an error for corruption, a
 // warning on stderr for loss.
 func checkReceiver(rep *udpsink.Report, stderr io.Writer) error {
-	if rep.Dups != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
+	if rep.Dups != 0 || rep.Beyond != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
 		return fmt.Errorf("%w: %s", errReceiverSaw, rep)
 	}
 	if rep.Lost != 0 {

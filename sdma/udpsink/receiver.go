@@ -45,7 +45,8 @@ type EngineReport struct {
 	Packets     uint64 `json:"packets"`      // data frames received, duplicates and bad checksums included
 	Bytes       uint64 `json:"bytes"`        // payload bytes of those frames
 	Sent        uint64 `json:"sent"`         // packets the sender says it sent (end marker), or highest seq+1
-	Lost        uint64 `json:"lost"`         // Sent less the distinct frames received
+	Lost        uint64 `json:"lost"`         // sequence numbers below max(Sent, highest seq+1) never received
+	Beyond      uint64 `json:"beyond"`       // sequence numbers at or past Sent that arrived (highest seq+1 less Sent, with an end marker)
 	Dups        uint64 `json:"dups"`         // frames whose seq was below one already seen (late or duplicate)
 	BadChecksum uint64 `json:"bad_checksum"` // frames whose payload CRC-32C did not match
 	Ended       bool   `json:"ended"`        // the end-of-run marker arrived
@@ -56,6 +57,7 @@ type Report struct {
 	Packets     uint64         `json:"packets"`
 	Bytes       uint64         `json:"bytes"`
 	Lost        uint64         `json:"lost"`
+	Beyond      uint64         `json:"beyond"` // frames numbered past an engine's end-marker count
 	Dups        uint64         `json:"dups"`
 	BadChecksum uint64         `json:"bad_checksum"`
 	BadFrames   uint64         `json:"bad_frames"` // datagrams too short or with a wrong magic
@@ -67,7 +69,7 @@ type Report struct {
 
 // OK reports whether the run ended cleanly with nothing lost, duplicated or corrupted.
 func (r *Report) OK() bool {
-	return r.Ended && r.Lost == 0 && r.Dups == 0 && r.BadChecksum == 0 && r.BadFrames == 0
+	return r.Ended && r.Lost == 0 && r.Beyond == 0 && r.Dups == 0 && r.BadChecksum == 0 && r.BadFrames == 0
 }
 
 // String summarises the report on one line.
@@ -79,8 +81,12 @@ func (r *Report) String() string {
 			end = "idle timeout"
 		}
 	}
-	return fmt.Sprintf("received %d packets, %d bytes from %d engine(s) in %v: lost %d, dups %d, bad checksum %d, bad frames %d (%s)",
-		r.Packets, r.Bytes, len(r.Engines), r.Elapsed.Round(time.Microsecond), r.Lost, r.Dups, r.BadChecksum, r.BadFrames, end)
+	beyond := ""
+	if r.Beyond != 0 {
+		beyond = fmt.Sprintf(", %d past the end count", r.Beyond)
+	}
+	return fmt.Sprintf("received %d packets, %d bytes from %d engine(s) in %v: lost %d%s, dups %d, bad checksum %d, bad frames %d (%s)",
+		r.Packets, r.Bytes, len(r.Engines), r.Elapsed.Round(time.Microsecond), r.Lost, beyond, r.Dups, r.BadChecksum, r.BadFrames, end)
 }
 
 // Listen opens a receiver on a loopback address. It refuses other addresses with an error
@@ -278,12 +284,18 @@ func (st *runState) finish() {
 		if !t.rep.Ended {
 			t.rep.Sent = t.next
 		}
-		if t.rep.Sent > t.distinct {
-			t.rep.Lost = t.rep.Sent - t.distinct
+		// Every distinct frame moved next past its own seq and past the seqs it skipped: the
+		// numbers below next that never arrived are next - distinct, and those from next up to
+		// the end marker's count are lost too. Frames numbered at or past that count were never
+		// sent, says the sender: they are Beyond, and they cannot hide a hole below it.
+		t.rep.Lost = max(t.rep.Sent, t.next) - t.distinct
+		if t.next > t.rep.Sent {
+			t.rep.Beyond = t.next - t.rep.Sent
 		}
 		rep.Packets += t.rep.Packets
 		rep.Bytes += t.rep.Bytes
 		rep.Lost += t.rep.Lost
+		rep.Beyond += t.rep.Beyond
 		rep.Dups += t.rep.Dups
 		rep.BadChecksum += t.rep.BadChecksum
 		rep.Engines = append(rep.Engines, t.rep)

@@ -141,10 +141,10 @@ func TestReceiverCountsLossDupsAndCorruption(t *testing.T) {
 // TestReceiverSeqBeyondEndCount: an engine whose frames skip a sequence number and go one past
 // the count its end marker gives (seqs 0, 1, 3 with "sent 3": frame 2 lost, and a frame the
 // sender says it never sent) is not a clean run. The receiver counts distinct frames only, so
-// the extra frame hides the lost one and the report says OK: the hole a sink that failed to
-// renumber after a failed frame (failFrames) would leave goes unseen.
+// the extra frame hid the lost one and the report said OK: the hole a sink that failed to
+// renumber after a failed frame (failFrames) would leave went unseen. Lost now counts the
+// numbers never received below max(Sent, highest+1), and Beyond the numbers past Sent.
 func TestReceiverSeqBeyondEndCount(t *testing.T) {
-	t.Skip("bug: Lost is Sent less the distinct frames, so a frame numbered at or past the end marker's count hides a lost one; count holes (h.Seq - next when a frame skips ahead, plus Sent - next at the end) and flag frames at or past Sent (a new Report/EngineReport field, or BadFrames), making OK false")
 	p := []byte("payload!")
 	good := crc32.Checksum(p, castagnoli)
 	st := &runState{want: -1}
@@ -155,4 +155,16 @@ func TestReceiverSeqBeyondEndCount(t *testing.T) {
 	st.finish()
 	assert.False(t, st.rep.OK(), "frame 2 lost, frame 3 never sent: %s", st.rep.String())
 	assert.EqualValues(t, 1, st.rep.Lost)
+	assert.EqualValues(t, 1, st.rep.Beyond)
+	// No hole, one frame past the count: not clean either.
+	st = &runState{want: -1}
+	for seq := range uint64(4) {
+		require.False(t, st.frame(frame(0, 0, seq, p, good)))
+	}
+	require.True(t, st.frame(endFrame(0, 3, 1)))
+	st.finish()
+	assert.False(t, st.rep.OK(), "frame 3 never sent: %s", st.rep.String())
+	assert.EqualValues(t, 0, st.rep.Lost)
+	assert.EqualValues(t, 1, st.rep.Beyond)
+	assert.Contains(t, st.rep.String(), "1 past the end count")
 }
