@@ -20,7 +20,8 @@
 // defer_packet_queue sleeper, with the 2019 sleep-window fix) and Submit waits until the
 // completion pass makes it ACTIVE again, retrying every Config.Timeout (SDMA_IOWAIT_TIMEOUT).
 // Each packet's completion frees its txreq; the last one releases the pins and writes the slot
-// COMPLETE, or ERROR with the first error's errcode, exactly once.
+// COMPLETE, or ERROR, exactly once: with the errno of the error that stopped sending if packets
+// were left unsent (the kernel's free_req), else with the aborted packets' errcode.
 //
 // # Completion ring
 //

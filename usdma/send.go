@@ -31,9 +31,10 @@ type request struct {
 	// seqcomp/seqsubmitted pair). Whoever brings it to 0 ends the request, exactly once: the
 	// last completion callback, or Submit if no packet is in flight by then.
 	pending atomic.Int32
-	// fail is the first error (hfi1: has_error, and the errcode set_comp_state writes): set
-	// once by CAS from nil, by a completion callback (aborted) or by the submitter; read by
-	// the submitter between packets and by whoever ends the request.
+	// fail is the request's error (hfi1: has_error, and the errcode set_comp_state writes): set
+	// by CAS from nil, by a completion callback (aborted) or by the submitter; stored over by
+	// stop when sending stopped with packets unsent (free_req's errno wins); read by the
+	// submitter between packets and by whoever ends the request.
 	fail atomic.Pointer[reqFail]
 
 	// Send side: the submitter's.
@@ -54,7 +55,7 @@ type request struct {
 	txps      sdma.TxList // packets built and not yet taken by the engine (hfi1: req->txps)
 }
 
-// reqFail is a request's first error: the errcode its completion entry gets and the cause.
+// reqFail is a request's error: the errcode its completion entry gets and the cause.
 type reqFail struct {
 	errcode uint32
 	cause   error
@@ -77,7 +78,7 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // ring; when the ring is full the queue goes DEFERRED on the engine's wait list until room
 // comes (or the timeout passes, and it tries again). Like the kernel it returns once every
 // packet is in the ring, without waiting for completions; the slot becomes COMPLETE, or ERROR
-// with the first error, exactly once, when the last packet completes: poll Comp or call Wait.
+// exactly once, when the last packet completes: poll Comp or call Wait.
 // The vectors must not change until then.
 //
 // If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
@@ -219,7 +220,11 @@ func (pq *PktQ) sendAll(ctx context.Context, r *request) error {
 }
 
 // stop ends sending early: the packets built but not taken by the engine are cleaned and freed
-// (hfi1: user_sdma_free_request's txps loop), and the first error is recorded.
+// (hfi1: user_sdma_free_request's txps loop), and the error is recorded as the kernel's
+// free_req does: with packets left unsent (seqsubmitted < npkts) the slot ends ERROR with this
+// error's errno, whatever the packets handed over complete with (set_comp_state(ERROR, ret)
+// after they did; their callbacks return early); with every packet taken (the last ones flushed
+// by an engine that stopped) the completions decide, as user_sdma_txreq_cb does for the last one.
 func (pq *PktQ) stop(r *request, err error) error {
 	for stx := r.txps.PopFront(); stx != nil; stx = r.txps.PopFront() {
 		_ = stx.Clean()
@@ -240,7 +245,9 @@ func (pq *PktQ) stop(r *request, err error) error {
 	case errors.Is(err, sdma.ErrInvalid):
 		f.errcode = EINVAL
 	}
-	r.setFail(f)
+	if r.submitted < r.info.NPkts {
+		r.fail.Store(f) // overrides an aborted packet's errcode: the submitter holds r until it ends
+	}
 	if re := (*ReqError)(nil); errors.As(err, &re) {
 		return err
 	}
@@ -498,7 +505,7 @@ func (r *request) done() {
 }
 
 // end ends r exactly once (hfi1: user_sdma_free_request, set_comp_state, pq_update): the pins
-// are released, the slot gets COMPLETE or ERROR with the first error's errcode, is released for
+// are released, the slot gets COMPLETE or ERROR with the request's errcode (see stop), is released for
 // a new request, and the waiters wake.
 func (pq *PktQ) end(r *request) {
 	for i := range r.nvecs {
