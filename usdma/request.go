@@ -82,8 +82,13 @@ func firstLen(hdr *Header, dataLen int) int {
 	if dataLen < 4 {
 		return dataLen
 	}
-	return max(0, min(hdr.PktLen()<<2-lrhToICRC, dataLen))
+	return max(0, min(templateLRH(hdr)-lrhToICRC, dataLen))
 }
+
+// templateLRH is the first packet's LRH length in bytes as compute_data_length reads it: all 16
+// bits of lrh[2] (be16_to_cpu(req->hdr.lrh[2]) << 2), the reserved bits 15:12 included, so
+// that a template with one of them set asks for more than a fragment and is refused.
+func templateLRH(hdr *Header) int { return int(hdr.lrh(2)) << 2 }
 
 // validate runs every check hfi1_user_sdma_process_request and check_header_template make,
 // before anything changes. It returns the total data length.
@@ -159,7 +164,9 @@ func validateData(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 		n += len(v)
 	}
 	frag := int(info.FragSize)
-	if lrh := hdr.PktLen() << 2; lrh > lrhLen(frag) || (n >= 4 && lrh < lrhToICRC) {
+	// With less than a dword of data the template's length is not used (compute_data_length
+	// takes data_len; check_header_template checks the length computed from it).
+	if lrh := templateLRH(hdr); n >= 4 && (lrh > lrhLen(frag) || lrh < lrhToICRC) {
 		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(frag))+" (header, ICRC and at most fragsize)")
 	}
 	first := firstLen(hdr, n)

@@ -57,3 +57,34 @@ func TestStoppedAfterAbortErrcodeEFAULT(t *testing.T) {
 	end()
 	assert.Equal(t, CompEntry{Status: Error, Errcode: EFAULT}, pq.Comp(0), "free_req's set_comp_state(ERROR, -EFAULT)")
 }
+
+// TestTemplateLRHLengthAll16Bits: compute_data_length reads the first packet's length from all
+// 16 bits of the template's lrh[2] ((be16_to_cpu(req->hdr.lrh[2]) << 2) - 60), so a template
+// with a bit of lrh[2] 15:12 set asks for more than a fragment and check_header_template fails
+// the request (-EINVAL); and with less than a dword of data the template's length is not used
+// at all (compute_data_length takes data_len, check_header_template checks the computed length).
+func TestTemplateLRHLengthAll16Bits(t *testing.T) {
+	sink := &recSink{}
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: sink})
+	pq := testQueue(t, Config{Device: dev, Slots: 2})
+	data := pattern(10000, 1)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	bad := withH(hdr, func(h *Header) { h.setLRH(2, h.lrh(2)|0x1000) })
+	err := pq.Submit(context.Background(), info, &bad, data)
+	require.ErrorIs(t, err, ErrInvalid, "lrh[2] 0x%04x: the kernel's first packet is longer than fragsize", bad.lrh(2))
+	assert.Equal(t, CompEntry{}, pq.Comp(0))
+
+	small := data[:3]
+	info, _ = Message(1, 4096, testTemplate, small)
+	long := testTemplate.Header(8192) // a template length over the fragment: unused for 3 bytes
+	require.NoError(t, pq.Submit(context.Background(), info, &long, small))
+	_, err = dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 1))
+	pkts, _ := sink.packets()
+	require.Len(t, pkts, 1)
+	var h Header
+	copy(h[:], pkts[0])
+	assert.Equal(t, 64+4, len(pkts[0]))
+	assert.Equal(t, (lrhToICRC+4)/4, h.PktLen(), "the packet's own length")
+}
