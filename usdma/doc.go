@@ -35,9 +35,15 @@
 // user_sdma.h defines it; the kernel's process_request passes initial_pkt_count (8) instead.
 // EXPECTED (TID) requests are refused with ErrExpected: they need the receive side's TID
 // entries, which gosdma does not model. The P_Key check and the SC-to-VL table are reduced to
-// "VL below Config.NumVLs and SC equal to VL". The template checks of check_header_template run
-// before the slot is claimed, so a bad template changes nothing (the kernel fails the request
-// after marking it QUEUED). A one-packet message of a length that is not a multiple of 4 is sent
+// "VL below Config.NumVLs and SC equal to VL". The checks the kernel makes after it claimed the
+// slot run before the claim here, so a bad request changes nothing (the kernel ends the slot
+// ERROR with -EINVAL: at once for the packet and vector counts and the template's opcode, SC/VL
+// and LNH, after marking it QUEUED for check_header_template's); a busy slot is still found
+// first (ErrSlotInUse), as the kernel's claim comes before those checks. Submit also refuses
+// what the kernel lets through: an opcode other than EXPECTED and EAGER (sent as EAGER), an
+// info.NPkts that does not split the data exactly (the kernel sends NPkts packets, failing with
+// -EFAULT if the data runs out first), and a fragment size over the MTU or MAX_SDMA_PKT_SIZE
+// less the header (sdma_txinit fails such packets with -EMSGSIZE). A one-packet message of a length that is not a multiple of 4 is sent
 // padded (the kernel leaves such a packet unclosed). Submit returns as soon as its packets are
 // in the ring, also after an error: the slot ends ERROR when the packets already handed over
 // complete (the kernel waits for them). Pinning is registering the vector with the device

@@ -90,13 +90,30 @@ func firstLen(hdr *Header, dataLen int) int {
 // that a template with one of them set asks for more than a fragment and is refused.
 func templateLRH(hdr *Header) int { return int(hdr.lrh(2)) << 2 }
 
-// validate runs every check hfi1_user_sdma_process_request and check_header_template make,
-// before anything changes. It returns the total data length.
+// validateClaim runs the checks hfi1_user_sdma_process_request makes before it claims the slot
+// (test_and_set_bit on req_in_use, -EBADSLT): the completion index, the io vector count and a
+// zero fragsize.
+func (pq *PktQ) validateClaim(info ReqInfo, hdr *Header, nvecs int) error {
+	slot := int(info.CompIdx)
+	fail := func(reason string) error { return reqErr(slot, ErrInvalid, reason) }
+	switch {
+	case hdr == nil:
+		return fail("nil header template")
+	case slot >= len(pq.comps):
+		return fail("completion index " + itoa(slot) + " out of 0.." + itoa(len(pq.comps)-1))
+	case info.IOVCnt() < 1 || info.IOVCnt() != nvecs+1:
+		return fail("io vector count " + itoa(info.IOVCnt()) + " in Ctrl, want 1 + " + itoa(nvecs) + " data vectors")
+	case info.FragSize == 0:
+		return fail("request does not specify fragsize")
+	}
+	return nil
+}
+
+// validate runs every check hfi1_user_sdma_process_request and check_header_template make
+// after the slot claim, before anything changes (validateClaim ran). It returns the total data
+// length.
 func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 	slot := int(info.CompIdx)
-	if hdr == nil {
-		return 0, reqErr(slot, ErrInvalid, "nil header template")
-	}
 	if err := pq.validateInfo(info, len(vecs)); err != nil {
 		return 0, err
 	}
@@ -106,18 +123,12 @@ func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) 
 	return validateData(info, hdr, vecs)
 }
 
-// validateInfo checks the request descriptor (hfi1_user_sdma_process_request's checks, and the
-// fragment size ones of check_header_template).
+// validateInfo checks the request descriptor (hfi1_user_sdma_process_request's checks after the
+// slot claim, and the fragment size ones of check_header_template).
 func (pq *PktQ) validateInfo(info ReqInfo, nvecs int) error {
 	slot := int(info.CompIdx)
 	fail := func(sentinel error, reason string) error { return reqErr(slot, sentinel, reason) }
 	switch {
-	case slot >= len(pq.comps):
-		return fail(ErrInvalid, "completion index "+itoa(slot)+" out of 0.."+itoa(len(pq.comps)-1))
-	case info.IOVCnt() < 1 || info.IOVCnt() != nvecs+1:
-		return fail(ErrInvalid, "io vector count "+itoa(info.IOVCnt())+" in Ctrl, want 1 + "+itoa(nvecs)+" data vectors")
-	case info.FragSize == 0:
-		return fail(ErrInvalid, "request does not specify fragsize")
 	case info.Opcode() == Expected:
 		return fail(ErrExpected, "EXPECTED (TID) requests need receive-side TID entries, which gosdma does not model; send EAGER")
 	case info.Opcode() != Eager:

@@ -88,3 +88,36 @@ func TestTemplateLRHLengthAll16Bits(t *testing.T) {
 	assert.Equal(t, 64+4, len(pkts[0]))
 	assert.Equal(t, (lrhToICRC+4)/4, h.PktLen(), "the packet's own length")
 }
+
+// TestSlotInUseBeforeLaterChecks: hfi1_user_sdma_process_request checks the completion index,
+// the io vector count and fragsize == 0, then claims the slot (-EBADSLT if in use), and only then
+// checks the rest (npkts, the vector count against MAX_VECTORS_PER_REQ, the template). So a
+// request on a busy slot that would fail a later check is -EBADSLT, and one that fails an
+// earlier check is -EINVAL.
+func TestSlotInUseBeforeLaterChecks(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true})
+	pq := testQueue(t, Config{Device: dev, Slots: 2})
+	data := pattern(10000, 1)
+	good, hdr := Message(1, 4096, testTemplate, data)
+	require.NoError(t, pq.Submit(context.Background(), good, &hdr, data))
+	for name, tc := range map[string]struct {
+		info ReqInfo
+		hdr  Header
+		want error
+	}{
+		"npkts 0":       {info: with(good, func(i *ReqInfo) { i.NPkts = 0 }), hdr: hdr, want: ErrSlotInUse},
+		"npkts wrong":   {info: with(good, func(i *ReqInfo) { i.NPkts = 9 }), hdr: hdr, want: ErrSlotInUse},
+		"fragsize 4000": {info: with(good, func(i *ReqInfo) { i.FragSize = 4000 }), hdr: hdr, want: ErrSlotInUse},
+		"verbs opcode":  {info: good, hdr: withH(hdr, func(h *Header) { h.setBTH(0, 0x04<<24) }), want: ErrSlotInUse},
+		"GRH":           {info: good, hdr: withH(hdr, func(h *Header) { h.setLRH(0, 3) }), want: ErrSlotInUse},
+		"fragsize 0":    {info: with(good, func(i *ReqInfo) { i.FragSize = 0 }), hdr: hdr, want: ErrInvalid},
+		"iovcnt 0":      {info: with(good, func(i *ReqInfo) { i.Ctrl = Ctrl(Eager, -1) }), hdr: hdr, want: ErrInvalid},
+	} {
+		err := pq.Submit(context.Background(), tc.info, &tc.hdr, data)
+		assert.ErrorIs(t, err, tc.want, name)
+		assert.Equal(t, CompEntry{Status: Queued}, pq.Comp(1), name)
+	}
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 1))
+}

@@ -66,10 +66,11 @@ var failAborted = &reqFail{errcode: ErrcodeAborted, cause: errors.New("usdma: a 
 func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 
 // Submit sends one request: the data vectors vecs, split into info.NPkts packets of the header
-// template hdr (hfi1: hfi1_user_sdma_process_request). It validates the request first, as the
-// kernel does (completion index, vector count, fragment size against 64-byte blocks, the MTU
-// and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length, the packet count, a slot
-// in use): any failure is a *ReqError and changes nothing. EXPECTED requests are refused with
+// template hdr (hfi1: hfi1_user_sdma_process_request). It validates the request first, in the
+// kernel's order (completion index, vector count, a zero fragment size; then a slot in use,
+// ErrSlotInUse; then the rest: the packet count, fragment size against 64-byte blocks, the MTU
+// and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length): any failure is a
+// *ReqError and changes nothing. EXPECTED requests are refused with
 // ErrExpected: they need receive-side TID entries, which gosdma does not model.
 //
 // An accepted request claims its slot and sets its completion entry QUEUED. Submit pins the
@@ -89,8 +90,7 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // while a request larger than the free ring waits, as the chip and its interrupts do for the
 // kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
-	dataLen, err := pq.validate(info, hdr, vecs)
-	if err != nil {
+	if err := pq.validateClaim(info, hdr, len(vecs)); err != nil {
 		return err
 	}
 	pq.sendMu.Lock()
@@ -99,6 +99,16 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 		return reqErr(int(info.CompIdx), ErrClosed, "the queue is closed")
 	}
 	r := &pq.reqs[info.CompIdx]
+	// The slot is checked before the later checks, as the kernel claims it before them: a busy
+	// slot is -EBADSLT whatever else is wrong. Only Submit claims, under sendMu, so a slot free
+	// here is still free at the claim.
+	if pq.inUse(r) {
+		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
+	}
+	dataLen, err := pq.validate(info, hdr, vecs)
+	if err != nil {
+		return err
+	}
 	if !pq.claim(r) {
 		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
 	}
@@ -120,6 +130,13 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	}
 	r.done()
 	return err
+}
+
+// inUse reports whether slot r holds a request that has not ended.
+func (pq *PktQ) inUse(r *request) bool {
+	pq.compMu.Lock()
+	defer pq.compMu.Unlock()
+	return r.inUse
 }
 
 // claim takes slot r for a new request and sets it QUEUED (hfi1: test_and_set_bit on
