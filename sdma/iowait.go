@@ -281,6 +281,9 @@ func (e *Engine) ParkOrRetry(w *IOWait, tx *TxReq, seq uint32, pktsSent bool) er
 
 // DeferOrRetry is the user_sdma sleeper (hfi1: defer_packet_queue): as ParkOrRetry, but tx
 // stays where the caller has it (for SendList: at the head of its list). Use it with SendList.
+// With nothing on w's TxHead, w is queued needing no descriptors (sdma_desc_avail's
+// iowait_get_all_desc of the packet queue's iowait is 0): the next completion pass wakes it,
+// whatever room it made, and goes on to the waiters behind it.
 func (e *Engine) DeferOrRetry(w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
 	return e.sleepPark(w, tx, seq, pktsSent, false)
 }
@@ -299,10 +302,17 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 	if !e.lockUnlessProgress(seq, tx) {
 		return ErrAgain
 	}
-	need := tx.NumDesc()
+	// need is iowait_get_all_desc's: the first txreq on w's TxHead, or 0 if there is none. So
+	// ParkOrRetry's w needs its first parked txreq (tx if it is the first), and DeferOrRetry's,
+	// whose tx is not on TxHead (user_sdma keeps it on req->txps), needs nothing: every completion
+	// pass wakes it and none stops at it.
+	need := 0
+	if front := w.txHead.Front(); front != nil {
+		need = front.NumDesc()
+	}
 	if keep {
-		if front := w.txHead.Front(); front != nil {
-			need = front.NumDesc()
+		if need == 0 {
+			need = tx.NumDesc()
 		}
 		w.txHead.PushBack(tx)
 	}

@@ -121,3 +121,75 @@ func TestSlotInUseBeforeLaterChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, waitSlot(t, pq, 1))
 }
+
+// TestDeferredQueueNeedsNoDescriptors: defer_packet_queue queues pq->busy on sde->dmawait with
+// no txreq on its tx_head lists (the packet stays on req->txps), so sdma_desc_avail's
+// iowait_get_all_desc counts 0 descriptors for it: a completion pass always wakes the deferred
+// queue, and never stops at it, whatever room the pass made. A waiter queued behind it that
+// fits is woken too.
+func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll, RingSize: 64})
+	e := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Slots: 1, DisableAHG: true, Timeout: time.Hour})
+	small := make([]byte, 64)
+	send := func() {
+		tx := new(sdma.TxReq)
+		require.NoError(t, tx.Init(0, len(small), nil))
+		require.NoError(t, tx.AddKVAddr(dev, small))
+		require.NoError(t, e.Send(nil, tx, true))
+	}
+	send() // A: the hardware moves past it now, its completion pass comes later
+	_, err := e.Process()
+	require.NoError(t, err)
+	for range 61 { // the ring is full but for one slot (capacity 63: A and 61 more)
+		send()
+	}
+	// A request whose first packet needs 3 descriptors (a header and two page pieces): deferred.
+	backing := make([]byte, 3*4096)
+	data := backing[4096-100 : 4096-100+4000]
+	if addrOf(data)/4096 == (addrOf(data)+3999)/4096 {
+		data = backing[8192-100 : 8192-100+4000]
+	}
+	info, hdr := Message(0, 4096, testTemplate, data)
+	errc := make(chan error, 1)
+	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Waiting(&pq.busy) {
+		require.True(t, time.Now().Before(deadline), "the queue never deferred")
+		time.Sleep(50 * time.Microsecond)
+	}
+	var w2 sdma.IOWait
+	woken := make(chan struct{}, 1)
+	w2.Init(nil, func(*sdma.IOWait, int) { woken <- struct{}{} }, nil)
+	queued, err := e.QueueWait(&w2, 1, true) // behind the queue: needs one descriptor
+	require.NoError(t, err)
+	require.True(t, queued)
+
+	require.Equal(t, 1, e.Poll(), "the pass completes A: 2 descriptors free, fewer than the packet's 3")
+	select {
+	case <-woken:
+	default:
+		t.Error("the waiter behind the deferred queue was not woken: the pass stopped at the queue")
+	}
+	assert.False(t, e.Waiting(&pq.busy) && pq.Stats().Deferrals == 1, "the deferred queue was not woken")
+
+	// Let it finish: the chip sends and completes everything.
+	stop, driven := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(driven)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = e.Process()
+			e.Poll()
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	require.NoError(t, <-errc)
+	require.NoError(t, waitSlot(t, pq, 0))
+	close(stop)
+	<-driven
+}
