@@ -189,7 +189,9 @@ func (pq *PktQ) pin(r *request, vecs [][]byte) error {
 
 // selectEngine picks the engine from the destination LID, the context and the VL (hfi1:
 // dlid_to_selector + ctxt + subctxt, sdma_select_user_engine) and an AHG entry for a
-// multi-packet request (hfi1: sdma_ahg_alloc; none free means full headers).
+// multi-packet request (hfi1: sdma_ahg_alloc; none free means full headers). Unlike the kernel,
+// the selector is the DLID hash itself: dlid_to_selector maps each hash, when first seen, to
+// the next number of 0..127 (TestSelectorFromDLIDTable, skipped).
 func (pq *PktQ) selectEngine(r *request) error {
 	dlid := r.hdr.DLID()
 	selector := uint32((dlid>>8)^dlid)&0xff + uint32(pq.ctxt) + uint32(pq.subctxt)
