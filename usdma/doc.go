@@ -47,7 +47,9 @@
 // padded (the kernel leaves such a packet unclosed). Submit returns as soon as its packets are
 // in the ring, also after an error: the slot ends ERROR when the packets already handed over
 // complete (the kernel waits for them). A request whose packets were all handed over ends ERROR
-// if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status). Pinning is registering the vector with the device
+// if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status).
+// A request that stopped sending early gives its AHG entry back too (the kernel frees it only
+// once seqsubmitted reaches npkts, so its error path keeps the entry). Pinning is registering the vector with the device
 // (sdma.Device.Register): page pieces are added with AddKVAddr, which finds the registration and
 // maps nothing, rather than mapped per packet (sdma_txadd_page's dma_map_page); a vector that
 // cannot be registered is mapped per packet instead.
