@@ -193,3 +193,23 @@ func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
 	close(stop)
 	<-driven
 }
+
+// TestAllFlushedErrcodeAborted: the engine stops while the request's last packets are handed
+// over, so sdma_send_txlist flushes them (-ECOMM) with every packet counted as taken
+// (seqsubmitted == npkts). process_request's free_req then leaves the slot alone: the writev
+// returns -ECOMM and the slot ends ERROR from the last packet's callback, errcode -ABORTED.
+func TestAllFlushedErrcodeAborted(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true})
+	e := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Slots: 1})
+	testHooks(pq).onSend = func(int) { require.NoError(t, e.Stop()) }
+	data := pattern(5*4096, 4)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	err := pq.Submit(context.Background(), info, &hdr, data)
+	require.ErrorIs(t, err, ErrNotRunning, "sdma_send_txlist's -ECOMM")
+	e.Poll() // the flush
+	var ce *CompError
+	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
+	assert.Equal(t, CompEntry{Status: Error, Errcode: ErrcodeAborted}, pq.Comp(0))
+	require.NoError(t, e.Start())
+}
