@@ -113,6 +113,32 @@ func (e *Engine) Waiting(w *IOWait) bool {
 	return w.on.Load() == e
 }
 
+// Unqueue takes w off the wait list of the engine it is parked on, if any (hfi1:
+// flush_pq_iowait: list_del_init under that engine's wait lock), and reports whether it did. A
+// sender that gave up waiting for its wakeup (a timeout, a cancelled context, a close) unqueues
+// w so that its next no-room path queues it anew, on the engine it then sends to, at the place
+// and with the starved count the kernel's iowait_queue gives it. Its wakeup will not run for the
+// wait it gave up (unless the pass that wakes it already took it off the list: then Unqueue
+// reports false). A nil w, or one parked nowhere, reports false.
+func (w *IOWait) Unqueue() bool {
+	if w == nil {
+		return false
+	}
+	for {
+		e := w.on.Load()
+		if e == nil {
+			return false
+		}
+		e.waitMu.Lock()
+		if w.on.Load() == e { // still parked there: on changes only under that engine's lock
+			e.dmawait.remove(w)
+			e.waitMu.Unlock()
+			return true
+		}
+		e.waitMu.Unlock() // woken, or moved to another engine meanwhile: look again
+	}
+}
+
 // sdmaDec drops the busy count; at zero it wakes drainers and reports true: the caller then
 // calls drained (iowait_sdma_dec + iowait_drain_wakeup).
 func (w *IOWait) sdmaDec() bool {

@@ -15,11 +15,11 @@ import (
 // TestTimeoutFlushesIOWait: when the deferred wait runs out (wait_event_interruptible_timeout
 // returns <= 0), hfi1_user_sdma_process_request calls flush_pq_iowait, which takes pq->busy off
 // the engine's dmawait list; the retry that follows, finding no room, queues it anew
-// (iowait_queue: starved_cnt + 1 with no packet sent, at the list's head). Submit leaves the
-// queue where it was: after k timeouts the kernel's starved count is 1 + k, Submit's 1, and a
-// queue parked on one engine stays there while the next request defers on another.
+// (iowait_queue: starved_cnt + 1 with no packet sent, at the list's head). Submit does the same
+// (IOWait.Unqueue). It used to leave the queue where it was: after k timeouts the kernel's starved
+// count is 1 + k, Submit's was 1, and a queue parked on one engine stayed there while the next
+// request deferred on another.
 func TestTimeoutFlushesIOWait(t *testing.T) {
-	t.Skip("bug: waitActive's timeout does not take pq.busy off the engine's wait list (flush_pq_iowait); sdma has no exported way to unqueue an IOWait. Suggested fix: an sdma (*Engine).Unqueue(w) (under waitMu: dmawait.remove if w.on == e) called by waitActive on timeout and ctx end, and by Close")
 	dev := testDevice(t, sdma.Config{Manual: true, Completion: sdma.CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	pq := testQueue(t, Config{Device: dev, Timeout: 2 * time.Millisecond})

@@ -287,7 +287,8 @@ func (pq *PktQ) activate(*sdma.IOWait, int) {
 }
 
 // waitActive waits until the queue is ACTIVE again, the timeout passes (hfi1:
-// wait_event_interruptible_timeout on pq->busy.wait_dma), or ctx ends.
+// wait_event_interruptible_timeout on pq->busy.wait_dma), or ctx ends; in the last two cases the
+// queue's iowait leaves the wait list it was parked on (flush_pq_iowait).
 func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 	t.Reset(pq.timeout)
 	defer t.Stop()
@@ -296,8 +297,13 @@ func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 		case <-pq.activeCh:
 		case <-t.C:
 			pq.stats.timeouts.Add(1)
+			// hfi1: flush_pq_iowait: off the wait list, so that the retry, finding no room,
+			// queues the queue anew (its starved count grown, at the list's head), on the engine
+			// it then sends to.
+			pq.busy.Unqueue()
 			return nil // try again; the engine's answer decides
 		case <-ctx.Done():
+			pq.busy.Unqueue()
 			return ctx.Err()
 		}
 	}
@@ -315,6 +321,7 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	pq.activate(nil, 0) // a deferred Submit stops waiting and sees the close
 	pq.sendMu.Lock()    // no Submit runs from here on
 	defer pq.sendMu.Unlock()
+	pq.busy.Unqueue()                          // hfi1_user_sdma_free_queues' flush_pq_iowait: nothing is left parked
 	if err := pq.busy.Drain(ctx); err != nil { // hfi1: iowait_sdma_drain
 		return err
 	}
