@@ -148,6 +148,15 @@ type Device struct {
 	state     atomic.Int32
 	closeOnce sync.Once // Close's body runs once
 	closeErr  error     // written inside closeOnce, read after it
+
+	// dlidSel is DLIDSelector's table (hfi1: dlid_to_selector's function-static mapping and
+	// next): mapping[hash] is the hash's selector + 1, 0 while the hash is unseen; next is the
+	// selector the next unseen hash gets. Written and read under mu, by DLIDSelector only.
+	dlidSel struct {
+		mu      sync.Mutex
+		mapping [256]uint8
+		next    uint8
+	}
 }
 
 // NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
@@ -323,6 +332,26 @@ func (dev *Device) Engine(i int) *Engine {
 		return nil
 	}
 	return dev.engines[i]
+}
+
+// DLIDSelector returns the engine selector of a destination LID for user SDMA (hfi1:
+// dlid_to_selector): the first time the device sees the LID's hash ((dlid>>8 ^ dlid) & 0xff) it
+// gives it the next number of 0..127 (after 127, 0 again), and the hash keeps that number. So the
+// destinations spread over the engines in the order they first appear, whatever their LIDs. The
+// kernel's table is one for the whole driver; here each Device has its own, so that one device's
+// traffic does not move another's. Safe for concurrent use.
+func (dev *Device) DLIDSelector(dlid uint16) uint8 {
+	h := uint8(dlid>>8 ^ dlid)
+	t := &dev.dlidSel
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.mapping[h]; m != 0 {
+		return m - 1
+	}
+	sel := t.next
+	t.mapping[h] = sel + 1
+	t.next = (sel + 1) & 0x7f
+	return sel
 }
 
 // SelectEngine picks the engine for a selector (a QP number, a hash, a CPU) on virtual lane vl

@@ -14,11 +14,10 @@ import (
 // ((dlid >> 8) ^ dlid) & 0xff as the selector: it maps each hash, the first time it is seen,
 // to the next of 0..127 (mapping[hash] = next; next = (next + 1) & 0x7F), and the selector is
 // that number + ctxt + subctxt. So on a fresh table the first two DLIDs of distinct hashes get
-// selectors 0 and 1 and, with one engine per selector value, engines 0 and 1; Submit's
-// selectEngine uses the hash itself (0x26 for DLID 0x1234 and 0x5b for 0x0a51: engines 2 and 3
-// of 4).
+// selectors 0 and 1 and, with one engine per selector value, engines 0 and 1. Submit's
+// selectEngine used the hash itself (0x26 for DLID 0x1234 and 0x5b for 0x0a51: engines 2 and 3
+// of 4); it asks the device's table now (sdma.Device.DLIDSelector).
 func TestSelectorFromDLIDTable(t *testing.T) {
-	t.Skip("bug: selectEngine uses the DLID hash as the selector; the kernel's dlid_to_selector maps each hash to a first-come number 0..127 (a function-static table shared by every context): a design call where the table lives (per Device, or package-level as the kernel's)")
 	dev := testDevice(t, sdma.Config{Manual: true, Engines: 4, NumVLs: 1})
 	pq := testQueue(t, Config{Device: dev, Slots: 2})
 	data := pattern(100, 1)

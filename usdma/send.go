@@ -189,12 +189,11 @@ func (pq *PktQ) pin(r *request, vecs [][]byte) error {
 
 // selectEngine picks the engine from the destination LID, the context and the VL (hfi1:
 // dlid_to_selector + ctxt + subctxt, sdma_select_user_engine) and an AHG entry for a
-// multi-packet request (hfi1: sdma_ahg_alloc; none free means full headers). Unlike the kernel,
-// the selector is the DLID hash itself: dlid_to_selector maps each hash, when first seen, to
-// the next number of 0..127 (TestSelectorFromDLIDTable, skipped).
+// multi-packet request (hfi1: sdma_ahg_alloc; none free means full headers). The selector is the
+// device's first-come number of the DLID's hash (sdma.Device.DLIDSelector) plus the context and
+// subcontext.
 func (pq *PktQ) selectEngine(r *request) error {
-	dlid := r.hdr.DLID()
-	selector := uint32((dlid>>8)^dlid)&0xff + uint32(pq.ctxt) + uint32(pq.subctxt)
+	selector := uint32(pq.dev.DLIDSelector(r.hdr.DLID())) + uint32(pq.ctxt) + uint32(pq.subctxt)
 	r.eng = pq.engine
 	if r.eng == nil {
 		r.eng = pq.dev.SelectEngine(selector, uint8(r.hdr.VL()))
