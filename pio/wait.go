@@ -29,8 +29,13 @@ func newChanWaiter() *Waiter {
 // retries (the sleep window: credits that came back between the failed allocation and the
 // parking are never missed). Parking the first waiter asks the chip for a credit return (hfi1:
 // pio_wait's hfi1_sc_wantpiobuf_intr(sc, 1)); while waiters are queued the chip model returns
-// credits after every packet. A waiter already queued stays where it is.
+// credits after every packet. A waiter already queued stays where it is. A nil w is a programmer
+// error: QueueWait panics with a message saying so, before it takes the wait lock (there is nothing
+// to park, and no answer would be right: false asks for a retry, true for a wake-up).
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
+	if w == nil {
+		panic("pio: QueueWait of a nil Waiter")
+	}
 	sc.waitMu.Lock()
 	if w.queued {
 		sc.waitMu.Unlock()
@@ -63,8 +68,11 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	return true
 }
 
-// CancelWait takes w off the wait list; it reports whether w was queued.
+// CancelWait takes w off the wait list; it reports whether w was queued (never, for a nil w).
 func (sc *SendContext) CancelWait(w *Waiter) bool {
+	if w == nil {
+		return false
+	}
 	sc.waitMu.Lock()
 	defer sc.waitMu.Unlock()
 	if !w.queued {

@@ -1,0 +1,121 @@
+package pio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The bad-input census of package pio: every exported entry point given a bad value returns an
+// error matching the right sentinel (or panics with a documented message before it takes a lock),
+// and the context stays usable.
+
+// TestBadInputsContext: refused calls on a context, each followed by a good send that must still
+// go through.
+func TestBadInputsContext(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(sc *SendContext) error
+		want error
+	}{
+		{"BufferAlloc -1 dwords", func(sc *SendContext) error { _, err := sc.BufferAlloc(-1, nil); return err }, ErrMsgSize},
+		{"BufferAlloc 1 dword", func(sc *SendContext) error { _, err := sc.BufferAlloc(1, nil); return err }, ErrMsgSize},
+		{"BufferAlloc MaxInt dwords", func(sc *SendContext) error { _, err := sc.BufferAlloc(math.MaxInt, nil); return err }, ErrMsgSize},
+		{"BufferAlloc MinInt dwords", func(sc *SendContext) error { _, err := sc.BufferAlloc(math.MinInt, nil); return err }, ErrMsgSize},
+		{"BufferAllocWait -1 dwords", func(sc *SendContext) error {
+			_, err := sc.BufferAllocWait(context.Background(), -1, nil)
+			return err
+		}, ErrMsgSize},
+		{"SetThreshold 0", func(sc *SendContext) error { return sc.SetThreshold(0) }, ErrInvalid},
+		{"SetThreshold -1", func(sc *SendContext) error { return sc.SetThreshold(-1) }, ErrInvalid},
+		{"SetThreshold past credits", func(sc *SendContext) error { return sc.SetThreshold(sc.Credits() + 1) }, ErrInvalid},
+		{"SendWait past the buffer", func(sc *SendContext) error {
+			return sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 1<<20)}, nil)
+		}, ErrMsgSize},
+		{"Restart of a running context", func(sc *SendContext) error { return sc.Restart() }, ErrInvalid},
+		{"CopyMid before CopyStart", func(sc *SendContext) error {
+			b, err := sc.BufferAlloc(4, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)) }()
+			return b.CopyMid(make([]byte, 8))
+		}, ErrState},
+		{"Copy of part dwords", func(sc *SendContext) error {
+			b, err := sc.BufferAlloc(4, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)) }()
+			return b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 7))
+		}, ErrInvalid},
+		{"Copy past the blocks", func(sc *SendContext) error {
+			b, err := sc.BufferAlloc(4, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)) }()
+			return b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 1024))
+		}, ErrMsgSize},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := &captureSink{}
+			sc := newManual(t, 32, cs)
+			before := sc.Stats()
+			err := c.call(sc)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			if err.Error() == "" || !strings.HasPrefix(err.Error(), "pio: ") {
+				t.Errorf("unclear error %q", err)
+			}
+			sc.Process()
+			if got := sc.Stats(); got.Halts != before.Halts {
+				t.Errorf("the refused call halted the context: %+v -> %+v", before, got)
+			}
+			if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, nil); err != nil {
+				t.Fatalf("the context is not usable after the refused call: %v", err)
+			}
+		})
+	}
+}
+
+// TestQueueWaitNilLeavesNoLockHeld: a nil Waiter is a programmer error that panics, as documented,
+// before the wait lock is taken: the context's waits, releases and Close go on afterwards (it used
+// to panic holding waitMu, and every later QueueWait, release pass and Close hung). CancelWait of a
+// nil Waiter reports false (it was not queued).
+func TestQueueWaitNilLeavesNoLockHeld(t *testing.T) {
+	sc := newManual(t, 32, nil)
+	func() {
+		defer func() {
+			r := recover()
+			if r == nil || !strings.Contains(fmt.Sprint(r), "nil Waiter") {
+				t.Errorf("QueueWait(nil): recovered %v, want the documented panic", r)
+			}
+		}()
+		sc.QueueWait(nil, sc.ReleaseSeq())
+	}()
+	if sc.CancelWait(nil) {
+		t.Error("CancelWait(nil) reported a queued waiter")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var w Waiter
+		w.Init(func(*Waiter) {})
+		if !sc.QueueWait(&w, sc.ReleaseSeq()) {
+			t.Error("QueueWait of a good waiter refused")
+		}
+		sc.CancelWait(&w)
+		sc.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a hang, not a timing assertion
+		t.Fatal("the wait lock is still held after QueueWait(nil)")
+	}
+}
