@@ -119,3 +119,32 @@ func TestQueueWaitNilLeavesNoLockHeld(t *testing.T) {
 		t.Fatal("the wait lock is still held after QueueWait(nil)")
 	}
 }
+
+// TestNewBadMTU: an MTU outside 1..10240 is refused (it was taken, and a negative or huge one
+// made a default threshold from an overflowed sum).
+func TestNewBadMTU(t *testing.T) {
+	for _, mtu := range []int{-1, 10241, math.MaxInt} {
+		if _, err := New(Config{MTU: mtu, Manual: true}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "MTU") {
+			t.Errorf("MTU %d: %v", mtu, err)
+		}
+	}
+}
+
+// TestNewSmallestContext: Credits 1 is documented valid with the default threshold (0), whose
+// kernel formula gives 0 for one credit (50 % of 1); New used to refuse it, naming a threshold
+// the caller had not set. The default is at least 1 now.
+func TestNewSmallestContext(t *testing.T) {
+	for _, typ := range []Type{Kernel, VL15, ACK, User} {
+		sc, err := New(Config{Type: typ, Credits: 1, Manual: true})
+		if err != nil {
+			t.Fatalf("%v Credits 1: %v", typ, err)
+		}
+		if sc.Threshold() != 1 {
+			t.Errorf("%v Credits 1: threshold %d, want 1", typ, sc.Threshold())
+		}
+		if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, nil); err != nil {
+			t.Errorf("%v Credits 1: %v", typ, err)
+		}
+		sc.Close()
+	}
+}

@@ -42,9 +42,10 @@ type Config struct {
 	Credits int
 	// Threshold is the credit-return threshold in blocks: the chip writes the free counter back
 	// once this many consumed credits are unreturned. 0: DefaultCreditThreshold(Type, Credits,
-	// MTU, 32).
+	// MTU, 32), at least 1.
 	Threshold int
-	// MTU is the MTU in bytes the default threshold is computed for; 0: 10240 (hfi1_max_mtu).
+	// MTU is the MTU in bytes the default threshold is computed for, 1..10240; 0: 10240
+	// (hfi1_max_mtu).
 	MTU int
 	// Index is the context's software index, handed to the sink with each packet.
 	Index int
@@ -241,8 +242,13 @@ func New(cfg Config) (*SendContext, error) {
 	if cfg.MTU == 0 {
 		cfg.MTU = 10240
 	}
+	if cfg.MTU < 0 || cfg.MTU > 10240 {
+		return nil, errf("New", ErrInvalid, "MTU "+itoa(cfg.MTU)+" outside 1..10240 (hfi1_max_mtu)")
+	}
 	if cfg.Threshold == 0 {
-		cfg.Threshold = DefaultCreditThreshold(cfg.Type, cfg.Credits, cfg.MTU, 32)
+		// At least 1: the kernel's formula gives 0 for a context of one credit (50 % of 1), a
+		// threshold the chip model refuses; the kernel never sizes a context that small.
+		cfg.Threshold = max(1, DefaultCreditThreshold(cfg.Type, cfg.Credits, cfg.MTU, 32))
 	}
 	if cfg.Threshold < 1 || cfg.Threshold > cfg.Credits {
 		return nil, errf("New", ErrInvalid, "threshold "+itoa(cfg.Threshold)+" outside 1..credits ("+itoa(cfg.Credits)+")")
