@@ -124,8 +124,13 @@ func (d *Device) PIOThreshold() int { return d.threshold }
 // SDMA returns the SDMA device.
 func (d *Device) SDMA() *sdma.Device { return d.sdma }
 
-// Context returns PIO send context i.
-func (d *Device) Context(i int) *pio.SendContext { return d.pio[i] }
+// Context returns PIO send context i, or nil if i is out of range (as sdma.Device.Engine).
+func (d *Device) Context(i int) *pio.SendContext {
+	if i < 0 || i >= len(d.pio) {
+		return nil
+	}
+	return d.pio[i]
+}
 
 // NumContexts returns the number of PIO send contexts.
 func (d *Device) NumContexts() int { return len(d.pio) }
