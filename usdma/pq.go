@@ -3,6 +3,7 @@ package usdma
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +59,9 @@ type Config struct {
 	// Ctxt and Subctxt name the queue's context; they feed the engine selector as in the kernel.
 	Ctxt, Subctxt uint16
 	// Alloc is the queue's txreq allocator (the kernel's per-queue kmem_cache): any of package
-	// alloc's. nil means a Slab of 256-object slabs. Allocators must not reset objects by
-	// assignment (a TxReq must not be copied once initialised): use no reset hook.
+	// alloc's. nil means a Slab of 256-object slabs; a nil pointer in a non-nil interface is
+	// refused. Allocators must not reset objects by assignment (a TxReq must not be copied once
+	// initialised): use no reset hook.
 	Alloc alloc.Allocator[TxReq]
 	// MTU bounds the fragment size, 64..10240; 0 means 10240.
 	MTU int
@@ -185,6 +187,8 @@ func New(cfg Config) (*PktQ, error) {
 		return bad("NumVLs " + itoa(cfg.NumVLs) + " out of 1..8")
 	case cfg.PinLimit < 0 || cfg.Timeout < 0:
 		return bad("negative PinLimit or Timeout")
+	case cfg.Alloc != nil && reflect.ValueOf(cfg.Alloc).Kind() == reflect.Pointer && reflect.ValueOf(cfg.Alloc).IsNil():
+		return bad("Alloc is a nil pointer in a non-nil interface (use a nil Alloc for the default Slab)")
 	}
 	pq := &PktQ{
 		dev:      cfg.Device,
