@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"net"
 	"path/filepath"
@@ -347,8 +348,14 @@ type seconds time.Duration
 func (s *seconds) String() string { return time.Duration(*s).String() }
 
 func (s *seconds) Set(v string) error {
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
-		*s = seconds(x * float64(time.Second))
+	if x, err := strconv.ParseFloat(v, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// NaN, the infinities and anything past ±292 years do not fit a time.Duration: the
+		// conversion would wrap to a value nobody typed.
+		ns := x * float64(time.Second)
+		if err != nil || math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
+			return errors.New("want seconds (5) or a duration (500ms), at most 292 years")
+		}
+		*s = seconds(ns)
 		return nil
 	}
 	d, err := time.ParseDuration(v)

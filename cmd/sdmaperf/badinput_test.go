@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBadDurations: a -D of seconds that no time.Duration holds (NaN, an infinity, more than
+// 292 years) is refused naming the value given. It used to wrap around: "-D NaN" and
+// "-D 9999999999999" were reported as "-D -2562047h47m16.854775808s: want a positive duration",
+// a value nobody typed.
+func TestBadDurations(t *testing.T) {
+	for _, v := range []string{"NaN", "Inf", "-Inf", "+Inf", "9999999999999", "1e300", "-1e300"} {
+		t.Run(v, func(t *testing.T) {
+			_, err := parseConfig([]string{"-D", v}, new(bytes.Buffer))
+			var ue *usageError
+			require.ErrorAs(t, err, &ue)
+			assert.Contains(t, err.Error(), `invalid value "`+v+`" for flag -D`)
+			assert.False(t, strings.Contains(err.Error(), "2562047h"), "error names a wrapped duration: %v", err)
+		})
+	}
+	// The largest duration still parses, as seconds and as a Go duration.
+	for _, v := range []string{"9223372036", "2562047h"} {
+		cfg, err := parseConfig([]string{"-D", v}, new(bytes.Buffer))
+		require.NoError(t, err, v)
+		assert.Positive(t, cfg.Duration, v)
+	}
+}
