@@ -244,6 +244,146 @@ func TestBadInputs(t *testing.T) {
 			require.NoError(t, s.Put(x))
 			return func() error { return s.Put(x) }
 		}, alloc.ErrDoublePut},
+		// More lengths, offsets and indices: negative, zero and huge values.
+		{"Init tlen -1", func(_ *testing.T, r *badRig) func() error {
+			return func() error { var tx TxReq; return tx.Init(0, -1, nil) }
+		}, ErrInvalid},
+		{"InitAHG entry -1", func(_ *testing.T, r *badRig) func() error {
+			return func() error {
+				var tx TxReq
+				return tx.InitAHG(FlagUseAHG, 8, AHG{Entry: -1, Words: []uint32{1}, HeaderLen: 8}, nil)
+			}
+		}, ErrInvalid},
+		{"AddDAddr length 0", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddDAddr(r.dev, dma.Addr(0x1000), 0) }
+		}, ErrInvalid},
+		{"AddDAddr length -1", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddDAddr(r.dev, dma.Addr(0x1000), -1) }
+		}, ErrInvalid},
+		{"AddDAddr ending past 48 bits", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddDAddr(r.dev, dma.Addr(desc.MaxAddr-3), 8) }
+		}, ErrInvalid},
+		{"AddDAddr nil device", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddDAddr(nil, dma.Addr(0x1000), 8) }
+		}, ErrInvalid},
+		{"AddBytes beyond tlen", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddBytes(r.dev, big) }
+		}, ErrInvalid},
+		{"AddBytes nil device", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddBytes(nil, big[:8]) }
+		}, ErrInvalid},
+		{"AddPage negative offset", func(t *testing.T, r *badRig) func() error {
+			p := badPage(t)
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPage(r.dev, p, -1, 8) }
+		}, ErrInvalid},
+		{"AddPage length -1", func(t *testing.T, r *badRig) func() error {
+			p := badPage(t)
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPage(r.dev, p, 0, -1) }
+		}, ErrInvalid},
+		{"AddPage zero Page", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPage(r.dev, dma.Page{}, 0, 8) }
+		}, ErrInvalid},
+		{"AddPages nil region", func(t *testing.T, r *badRig) func() error {
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPages(r.dev, nil, 0, 8) }
+		}, ErrInvalid},
+		{"AddPages past the region", func(t *testing.T, r *badRig) func() error {
+			reg, err := dma.AllocPages(1)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = reg.Close() })
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPages(r.dev, reg, dma.PageSize-4, 8) }
+		}, ErrInvalid},
+		{"AddPages negative offset", func(t *testing.T, r *badRig) func() error {
+			reg, err := dma.AllocPages(1)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = reg.Close() })
+			tx := badFresh(t, 8)
+			return func() error { return tx.AddPages(r.dev, reg, -1, 8) }
+		}, ErrInvalid},
+		// Nil txreqs, lists and iowaits.
+		{"Send nil", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.e.Send(nil, nil, false) }
+		}, ErrInvalid},
+		{"SendList nil", func(_ *testing.T, r *badRig) func() error {
+			return func() error { _, err := r.e.SendList(nil, nil); return err }
+		}, ErrInvalid},
+		{"SendWait nil", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.e.SendWait(context.Background(), nil) }
+		}, ErrInvalid},
+		{"QueueWait nil", func(_ *testing.T, r *badRig) func() error {
+			return func() error { _, err := r.e.QueueWait(nil, 1, false); return err }
+		}, ErrInvalid},
+		{"QueueWait without a wakeup", func(_ *testing.T, r *badRig) func() error {
+			return func() error { var w IOWait; w.Init(nil, nil, nil); _, err := r.e.QueueWait(&w, 1, false); return err }
+		}, ErrInvalid},
+		{"QueueWait need past the ring", func(_ *testing.T, r *badRig) func() error {
+			return func() error {
+				var w IOWait
+				w.Init(nil, func(*IOWait, int) {}, nil)
+				_, err := r.e.QueueWait(&w, r.e.ring.Size(), false)
+				return err
+			}
+		}, ErrInvalid},
+		{"QueueWait need -1", func(_ *testing.T, r *badRig) func() error {
+			return func() error {
+				var w IOWait
+				w.Init(nil, func(*IOWait, int) {}, nil)
+				_, err := r.e.QueueWait(&w, -1, false)
+				return err
+			}
+		}, ErrInvalid},
+		{"ParkOrRetry nil txreq", func(_ *testing.T, r *badRig) func() error {
+			return func() error {
+				var w IOWait
+				w.Init(nil, func(*IOWait, int) {}, nil)
+				return r.e.ParkOrRetry(&w, nil, r.e.HeadSeq(), false)
+			}
+		}, ErrInvalid},
+		{"DeferOrRetry nil iowait", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.e.DeferOrRetry(nil, &r.good, r.e.HeadSeq(), false) }
+		}, ErrInvalid},
+		// AHG entries.
+		{"AHGFree -1", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.e.AHGFree(-1) }
+		}, ErrInvalid},
+		{"AHGFree 32", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.e.AHGFree(32) }
+		}, ErrInvalid},
+		{"AHGFree twice", func(t *testing.T, r *badRig) func() error {
+			i, err := r.e.AHGAlloc()
+			require.NoError(t, err)
+			require.NoError(t, r.e.AHGFree(i))
+			return func() error { return r.e.AHGFree(i) }
+		}, ErrInvalid},
+		// Registrations.
+		{"Register empty", func(_ *testing.T, r *badRig) func() error {
+			return func() error { _, err := r.dev.Register(nil); return err }
+		}, dma.ErrInvalid},
+		{"Deregister twice", func(t *testing.T, r *badRig) func() error {
+			reg, err := r.dev.Register(make([]byte, 64))
+			require.NoError(t, err)
+			require.NoError(t, r.dev.Deregister(context.Background(), reg))
+			return func() error { return r.dev.Deregister(context.Background(), reg) }
+		}, dma.ErrNotMapped},
+		{"Deregister of another device's registration", func(t *testing.T, r *badRig) func() error {
+			other, _ := engTestDevice(t, Config{Manual: true, Mapper: engTestIOMMU(t)})
+			reg, err := other.Register(make([]byte, 64))
+			require.NoError(t, err)
+			return func() error { return r.dev.Deregister(context.Background(), reg) }
+		}, dma.ErrNotMapped},
+		{"Deregister nil", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.dev.Deregister(context.Background(), nil) }
+		}, dma.ErrNotMapped},
 		// Use after Close.
 		{"Send after Close", func(t *testing.T, r *badRig) func() error {
 			var tx TxReq
@@ -283,6 +423,24 @@ func TestBadInputs(t *testing.T) {
 			assert.NotPanics(t, func() { _ = err.Error() })
 		})
 	}
+}
+
+// badFresh is a txreq initialised for tlen bytes, cleaned when the test ends.
+func badFresh(t *testing.T, tlen int) *TxReq {
+	tx := new(TxReq)
+	require.NoError(t, tx.Init(0, tlen, nil))
+	t.Cleanup(func() { _ = tx.Clean() })
+	return tx
+}
+
+// badPage is page 0 of a fresh one-page region, closed when the test ends.
+func badPage(t *testing.T) dma.Page {
+	reg, err := dma.AllocPages(1)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close() })
+	p, err := reg.Page(0)
+	require.NoError(t, err)
+	return p
 }
 
 // TestBadConfigs: every Config field's bad values are refused, naming the field, and start no

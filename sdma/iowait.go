@@ -235,9 +235,9 @@ func (l *waitList) remove(w *IOWait) {
 //
 // A need the ring can never meet (more descriptors than it holds) is refused with ErrInvalid and
 // nothing changes: such a waiter would stop every completion pass's wakeups at itself, starving
-// everyone queued behind it. A nil w, or one without a wakeup callback (nothing would wake it), is
-// ErrInvalid too. Once the device is closing (Close), QueueWait refuses with ErrClosed: Close
-// wakes the waiters parked before it, and nothing would wake one parked after.
+// everyone queued behind it. A negative need, a nil w, or one without a wakeup callback (nothing
+// would wake it), is ErrInvalid too. Once the device is closing (Close), QueueWait refuses with
+// ErrClosed: Close wakes the waiters parked before it, and nothing would wake one parked after.
 //
 // QueueWait alone does not close the sleep window: a completion pass between a caller's Progress
 // check and QueueWait would be missed. A sleeper that checks progress first uses ParkOrRetry or
@@ -250,7 +250,10 @@ func (e *Engine) QueueWait(w *IOWait, need int, pktsSent bool) (bool, error) {
 	if w.wakeup == nil {
 		return false, errNoWakeup("QueueWait")
 	}
-	if need <= 0 {
+	if need < 0 {
+		return false, txErr("QueueWait", ErrInvalid, "negative need of "+itoa(need)+" descriptors")
+	}
+	if need == 0 {
 		if tx := w.txHead.Front(); tx != nil {
 			need = tx.NumDesc()
 		}
