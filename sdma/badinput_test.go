@@ -484,3 +484,14 @@ func (panicLimitSink) Deliver(int, [][]byte) error { return nil }
 func (panicLimitSink) BatchLimit() (int, int)      { panic("BatchLimit: on purpose") }
 func (panicLimitSink) Queue(int, [][]byte) error   { return nil }
 func (panicLimitSink) Flush(int, []error)          {}
+
+// TestTxListNextNil: Next of nil is nil, the end of an iteration, as Front of an empty list is (it
+// dereferenced nil). The list is unchanged.
+func TestTxListNextNil(t *testing.T) {
+	var l TxList
+	var tx TxReq
+	l.PushBack(&tx)
+	assert.NotPanics(t, func() { assert.Nil(t, l.Next(nil)) })
+	assert.Equal(t, 1, l.Len())
+	assert.Same(t, &tx, l.Front())
+}

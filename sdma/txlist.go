@@ -74,7 +74,12 @@ func (l *TxList) pushBackList(other *TxList) {
 	*other = TxList{}
 }
 
-// Next returns the txreq after tx on its list, or nil; for iteration:
+// Next returns the txreq after tx on its list, or nil (also for a nil tx); for iteration:
 //
 //	for tx := l.Front(); tx != nil; tx = l.Next(tx) { … }
-func (l *TxList) Next(tx *TxReq) *TxReq { return tx.next }
+func (l *TxList) Next(tx *TxReq) *TxReq {
+	if tx == nil {
+		return nil
+	}
+	return tx.next
+}
