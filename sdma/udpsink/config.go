@@ -8,8 +8,8 @@ type Config struct {
 	// Engines is the number of engines that will deliver (engine numbers 0..Engines-1).
 	// 0 means 1; at most MaxEngines.
 	Engines int
-	// WriteBuffer is the socket send buffer (SO_SNDBUF) in bytes; 0 means 4 MiB. The kernel may
-	// cap it (net.core.wmem_max).
+	// WriteBuffer is the socket send buffer (SO_SNDBUF) in bytes; 0 means 4 MiB, a negative size is
+	// ErrInvalid. The kernel may cap it (net.core.wmem_max).
 	WriteBuffer int
 
 	// Batch is the most packets an engine holds before the sink sends them with one

@@ -32,6 +32,7 @@ var (
 	ErrTooLarge     = errors.New("udpsink: packet larger than one UDP datagram")
 	ErrBadFrame     = errors.New("udpsink: malformed frame")
 	ErrReceiverIdle = errors.New("udpsink: receiver idle timeout")
+	ErrInvalid      = errors.New("udpsink: invalid configuration") // a bad Config or ReceiverConfig field
 )
 
 // castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64).
@@ -84,18 +85,18 @@ func Checksum(segs [][]byte) uint32 {
 
 // ResolveLoopback resolves a UDP address and checks that it is a loopback address. An empty
 // host means 127.0.0.1. The error names the address and matches ErrNotLoopback when it resolves
-// elsewhere.
+// elsewhere, ErrInvalid when it does not parse or resolve.
 func ResolveLoopback(addr string) (*net.UDPAddr, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("udpsink: address %q: %w", addr, err)
+		return nil, fmt.Errorf("%w: address %q: %w", ErrInvalid, addr, err)
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
 	ua, err := net.ResolveUDPAddr("udp", net.JoinHostPort(host, port))
 	if err != nil {
-		return nil, fmt.Errorf("udpsink: address %q: %w", addr, err)
+		return nil, fmt.Errorf("%w: address %q: %w", ErrInvalid, addr, err)
 	}
 	if !ua.IP.IsLoopback() {
 		return nil, fmt.Errorf("%w: %q resolves to %s; only 127.0.0.0/8 and ::1 are allowed", ErrNotLoopback, addr, ua.IP)

@@ -21,10 +21,11 @@ type ReceiverConfig struct {
 	Addr string
 	// Idle stops Run when no datagram arrived for this long; 0 means 5s.
 	Idle time.Duration
-	// ReadBuffer is the socket receive buffer in bytes; 0 means 32 MiB. A full receive buffer
-	// is where loopback UDP loses packets, and a batching sender fills it in bursts. On Linux a
-	// process allowed to (CAP_NET_ADMIN) sets it with SO_RCVBUFFORCE, past net.core.rmem_max;
-	// otherwise SO_RCVBUF, which the kernel caps at rmem_max.
+	// ReadBuffer is the socket receive buffer in bytes; 0 means 32 MiB, a negative size is
+	// ErrInvalid. A full receive buffer is where loopback UDP loses packets, and a batching sender
+	// fills it in bursts. On Linux a process allowed to (CAP_NET_ADMIN) sets it with
+	// SO_RCVBUFFORCE, past net.core.rmem_max; otherwise SO_RCVBUF, which the kernel caps at
+	// rmem_max.
 	ReadBuffer int
 }
 
@@ -99,10 +100,13 @@ func Listen(cfg ReceiverConfig) (*Receiver, error) {
 		cfg.Idle = 5 * time.Second
 	}
 	if cfg.Idle < 0 {
-		return nil, fmt.Errorf("udpsink: negative idle timeout %v", cfg.Idle)
+		return nil, fmt.Errorf("%w: negative idle timeout %v", ErrInvalid, cfg.Idle)
 	}
 	if cfg.ReadBuffer == 0 {
 		cfg.ReadBuffer = 32 << 20
+	}
+	if cfg.ReadBuffer < 0 {
+		return nil, fmt.Errorf("%w: ReadBuffer %d bytes, want a positive size (0: 32 MiB)", ErrInvalid, cfg.ReadBuffer)
 	}
 	ua, err := ResolveLoopback(cfg.Addr)
 	if err != nil {

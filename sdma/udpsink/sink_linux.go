@@ -85,11 +85,14 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.WriteBuffer == 0 {
 		cfg.WriteBuffer = 4 << 20
 	}
+	if cfg.WriteBuffer < 0 {
+		return nil, fmt.Errorf("%w: WriteBuffer %d bytes, want a positive size (0: 4 MiB)", ErrInvalid, cfg.WriteBuffer)
+	}
 	switch {
 	case cfg.Batch == 0:
 		cfg.Batch = DefaultBatch
 	case cfg.Batch < 0 || cfg.Batch > iovMax:
-		return nil, fmt.Errorf("udpsink: batch of %d packets, want 1..%d (0: %d)", cfg.Batch, iovMax, DefaultBatch)
+		return nil, fmt.Errorf("%w: batch of %d packets, want 1..%d (0: %d)", ErrInvalid, cfg.Batch, iovMax, DefaultBatch)
 	}
 	switch {
 	case cfg.BatchBytes == 0:

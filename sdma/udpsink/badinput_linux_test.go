@@ -1,0 +1,94 @@
+//go:build linux
+
+package udpsink
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadConfigsMatchSentinels: every refused Config and ReceiverConfig matches a sentinel of the
+// package and names the field. A bad Batch and a negative Idle used to match none (plain
+// fmt.Errorf), nor did a malformed address, and a negative WriteBuffer or ReadBuffer was taken and ignored.
+func TestBadConfigsMatchSentinels(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want error
+		name string
+	}{
+		{Config{Addr: "127.0.0.1:9", Engines: -1}, ErrEngine, "engines"},
+		{Config{Addr: "127.0.0.1:9", Engines: MaxEngines + 1}, ErrEngine, "engines"},
+		{Config{Addr: "127.0.0.1:9", Batch: -1}, ErrInvalid, "batch"},
+		{Config{Addr: "127.0.0.1:9", Batch: 1025}, ErrInvalid, "batch"},
+		{Config{Addr: "127.0.0.1:9", WriteBuffer: -1}, ErrInvalid, "WriteBuffer"},
+		{Config{Addr: "127.0.0.1:9", WriteBuffer: math.MinInt}, ErrInvalid, "WriteBuffer"},
+		{Config{Addr: "192.0.2.1:9"}, ErrNotLoopback, "loopback"},
+		{Config{Addr: "nonsense"}, ErrInvalid, "nonsense"},
+		{Config{Addr: "127.0.0.1:99999"}, ErrInvalid, "99999"},
+	} {
+		s, err := New(c.cfg)
+		if s != nil || !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("New(%+v): %v; want %v naming %s", c.cfg, err, c.want, c.name)
+		}
+	}
+	for _, c := range []struct {
+		cfg  ReceiverConfig
+		want error
+		name string
+	}{
+		{ReceiverConfig{Idle: -time.Second}, ErrInvalid, "idle"},
+		{ReceiverConfig{ReadBuffer: -1}, ErrInvalid, "ReadBuffer"},
+		{ReceiverConfig{Addr: "192.0.2.1:0"}, ErrNotLoopback, "loopback"},
+	} {
+		r, err := Listen(c.cfg)
+		if r != nil || !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("Listen(%+v): %v; want %v naming %s", c.cfg, err, c.want, c.name)
+		}
+	}
+}
+
+// TestBadCallsSink: engine numbers out of range, packets past a datagram and calls after Close
+// are refused with the package's sentinels and send nothing.
+func TestBadCallsSink(t *testing.T) {
+	s, err := New(Config{Addr: "127.0.0.1:9", Engines: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int{-1, 2, math.MaxInt} {
+		if err := s.Deliver(e, [][]byte{make([]byte, 8)}); !errors.Is(err, ErrEngine) {
+			t.Errorf("Deliver(engine %d): %v", e, err)
+		}
+		if err := s.Queue(e, [][]byte{make([]byte, 8)}); !errors.Is(err, ErrEngine) {
+			t.Errorf("Queue(engine %d): %v", e, err)
+		}
+		s.Flush(e, nil) // nothing queued there: nothing to do, no panic
+	}
+	if err := s.Deliver(0, [][]byte{make([]byte, MaxPayload+1)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Deliver past a datagram: %v", err)
+	}
+	if err := s.Queue(0, [][]byte{make([]byte, MaxPayload+1)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Queue past a datagram: %v", err)
+	}
+	if st := s.Stats(); st.Packets != 0 {
+		t.Errorf("refused calls sent %d packets", st.Packets)
+	}
+	_ = s.Close()
+	if err := s.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Deliver(0, [][]byte{make([]byte, 8)}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Deliver after Close: %v", err)
+	}
+	if err := s.Queue(0, [][]byte{make([]byte, 8)}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Queue after Close: %v", err)
+	}
+	if _, err := ParseHeader(make([]byte, HeaderLen-1)); !errors.Is(err, ErrBadFrame) {
+		t.Errorf("ParseHeader of a short frame: %v", err)
+	}
+	if _, err := ResolveLoopback(""); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ResolveLoopback(\"\"): %v", err)
+	}
+}
