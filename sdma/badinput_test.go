@@ -3,6 +3,7 @@ package sdma
 import (
 	"context"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -352,6 +353,9 @@ func TestBadInputs(t *testing.T) {
 		{"DeferOrRetry nil iowait", func(_ *testing.T, r *badRig) func() error {
 			return func() error { return r.e.DeferOrRetry(nil, &r.good, r.e.HeadSeq(), false) }
 		}, ErrInvalid},
+		{"Clean in flight", func(_ *testing.T, r *badRig) func() error {
+			return func() error { return r.good.Clean() }
+		}, ErrInvalid},
 		// AHG entries.
 		{"AHGFree -1", func(_ *testing.T, r *badRig) func() error {
 			return func() error { return r.e.AHGFree(-1) }
@@ -459,6 +463,12 @@ func TestBadConfigs(t *testing.T) {
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{1}}},
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{2, 1}}},
 		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{0, 1}}},
+		{"Engines", Config{Engines: math.MinInt}}, {"RingSize", Config{RingSize: -64}},
+		{"DescIntr", Config{DescIntr: math.MaxInt}}, {"Wait", Config{Wait: -1}},
+		{"Completion", Config{Completion: -1}}, {"NumVLs", Config{NumVLs: -1}},
+		{"VLEngines", Config{Engines: 2, NumVLs: 2, VLEngines: []int{-1, 3}}},
+		{"Mapper", Config{Mapper: (*dma.IOMMU)(nil)}}, {"Mapper", Config{Mapper: (*dma.Direct)(nil)}},
+		{"Sink", Config{Sink: SinkFunc(nil)}},
 		{"Faults.HaltRate", Config{faults: faultPlan{HaltRate: 1.5}}},
 		{"Faults.HaltAt", Config{faults: faultPlan{HaltAt: -3}}},
 		{"Faults.HaltCause", Config{faults: faultPlan{HaltCause: -1}}},
