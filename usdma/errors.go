@@ -31,8 +31,12 @@ const (
 	ErrcodeAborted = 0xfffffffe
 )
 
-// ReqError reports a request that Submit refused, with the check that failed. Nothing changed:
-// the slot is as it was, nothing was sent or pinned.
+// ReqError reports a request that Submit refused, with the check that failed. A request refused
+// by the checks made before its slot is claimed (the validation Submit documents, a slot in use)
+// changed nothing: the slot is as it was, nothing was sent or pinned. One refused after the claim
+// (its engine not running, ErrNotRunning; a vector that could not be pinned, ErrNoMem) sent
+// nothing either, but its slot has ended ERROR with the errno (ECOMM, ENOSPC), exactly once, as
+// the kernel's free_req path sets it.
 type ReqError struct {
 	Slot   int    // the request's completion slot (info.CompIdx)
 	Reason string // what was wrong
