@@ -794,7 +794,9 @@ func (sc *SendContext) halted(h *HaltError) {
 
 // InjectHalt halts the context now, as a send context error would: allocations stop, the
 // pending packets are released with PRCSCDisable and the context is restarted before it
-// returns. A context that is not enabled gives ErrNotRunning.
+// returns. A context that is not enabled gives ErrNotRunning. Like Restart, it waits for every
+// allocated buffer's copy to end: the caller must not hold an unfinished buffer of this context
+// (it would wait for itself forever).
 func (sc *SendContext) InjectHalt() error {
 	sc.hwMu.Lock()
 	if sc.hwHalted || sc.hwStopped {
