@@ -30,3 +30,18 @@ func TestBadDurations(t *testing.T) {
 		assert.Positive(t, cfg.Duration, v)
 	}
 }
+
+// TestPathRefusesMsgMode: -mode msg sends whole messages through a usdma packet queue, an SDMA
+// path; with -path pio or auto it used to be ignored without a word (the run measured packets
+// by the path, under a header that said "mode msg"). It is a usage error now, like the other
+// flags that apply to -path sdma only.
+func TestPathRefusesMsgMode(t *testing.T) {
+	for _, p := range []string{"pio", "auto"} {
+		_, err := parseConfig([]string{"-path", p, "-mode", "msg"}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, p)
+		assert.Contains(t, err.Error(), "-mode msg applies to -path sdma only", p)
+	}
+	_, err := parseConfig([]string{"-path", "sdma", "-mode", "msg"}, new(bytes.Buffer))
+	require.NoError(t, err)
+}

@@ -47,6 +47,9 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 	default:
 		return usagef("-path %q: want sdma, pio or auto", cfg.Path)
 	}
+	if cfg.Mode == ModeMsg {
+		return usagef("-mode msg applies to -path sdma only (its messages go through a usdma packet queue); -path %s measures packets", cfg.Path)
+	}
 	for _, name := range []string{"sink", "mem", "send", "alloc", "ring", "depth", "shared", "completion"} {
 		if set[name] {
 			return usagef("-%s applies to -path sdma only (-path %s sends through verbs.Flow.Send)", name, cfg.Path)
