@@ -45,3 +45,16 @@ func TestPathRefusesMsgMode(t *testing.T) {
 	_, err := parseConfig([]string{"-path", "sdma", "-mode", "msg"}, new(bytes.Buffer))
 	require.NoError(t, err)
 }
+
+// TestMsgModeRefusesPacketFlags: -frags and -send shape a packet run (Adds per packet, what a
+// producer does when the ring is full); -mode msg sends each message as one vector through a
+// packet queue that waits for room itself, so they used to be ignored without a word. They are
+// usage errors now, as -mem and -shared already were.
+func TestMsgModeRefusesPacketFlags(t *testing.T) {
+	for _, args := range [][]string{{"-frags", "5"}, {"-send", "sleep"}, {"-send", "spin"}} {
+		_, err := parseConfig(append([]string{"-mode", "msg"}, args...), new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, "%v", args)
+		assert.Contains(t, err.Error(), args[0]+" does not apply", "%v", args)
+	}
+}

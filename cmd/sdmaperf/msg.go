@@ -48,6 +48,12 @@ func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
 	if cfg.Shared {
 		return usagef("-mode msg sends each slot's own message; -shared does not apply")
 	}
+	if set["frags"] {
+		return usagef("-mode msg sends each message as one data vector, cut into -mtu packets by the packet queue; -frags does not apply")
+	}
+	if set["send"] {
+		return usagef("-mode msg: the packet queue waits for ring room itself (usdma's deferral); -send does not apply")
+	}
 	if cfg.Depth > 1<<16 {
 		return usagef("-depth %d: a packet queue has at most 65536 request slots", cfg.Depth)
 	}
