@@ -227,7 +227,10 @@ func (r *Registration) acquireAtomic(s *regShard) bool {
 }
 
 // Release ends a use recorded by Acquire. It counts on the calling P's shard, which may differ
-// from the Acquire's.
+// from the Acquire's. Call it exactly once per Acquire that returned true, and never otherwise:
+// the uses are a sum over the shards with no owner per use, so an unpaired Release is not
+// detected; it cancels another holder's use, and Deregister may then unmap memory that holder is
+// still using.
 func (r *Registration) Release() {
 	if r.plain {
 		id := pcpu.Pin()
