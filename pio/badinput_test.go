@@ -148,3 +148,35 @@ func TestNewSmallestContext(t *testing.T) {
 		sc.Close()
 	}
 }
+
+// TestContextSizesBadFields: a negative SizeConfig field, or more than 8 data VLs (hfi1's num_vls
+// is 1..8), is refused with ErrInvalid naming the field. They used to be taken: SendContexts -1
+// gave a kernel context count of -1, NumVLs -1 no kernel contexts, NumVLs 100 every one of the
+// 160 contexts to the kernel and none to VL15 or ACK, all without an error.
+func TestContextSizesBadFields(t *testing.T) {
+	for _, c := range []struct {
+		cfg   SizeConfig
+		field string
+	}{
+		{SizeConfig{MemSize: -1}, "MemSize"},
+		{SizeConfig{SendContexts: -1}, "SendContexts"},
+		{SizeConfig{NumVLs: -1}, "NumVLs"},
+		{SizeConfig{NumVLs: 9}, "NumVLs"},
+		{SizeConfig{KrcvQueues: -1}, "KrcvQueues"},
+		{SizeConfig{RcvContexts: -1}, "RcvContexts"},
+		{SizeConfig{PIOThreshold: -1}, "PIOThreshold"},
+	} {
+		sz, err := ContextSizes(c.cfg)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%+v: %v (%+v), want ErrInvalid naming %s", c.cfg, err, sz, c.field)
+		}
+		for _, ts := range sz {
+			if ts.Count < 0 || ts.Blocks < 0 {
+				t.Errorf("%+v: negative size %+v", c.cfg, sz)
+			}
+		}
+	}
+	if _, err := ContextSizes(SizeConfig{NumVLs: 8, SDMA: true}); err != nil {
+		t.Errorf("8 VLs: %v", err)
+	}
+}

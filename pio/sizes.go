@@ -53,7 +53,7 @@ func (t Type) String() string {
 type SizeConfig struct {
 	MemSize      int  // PIO send memory in bytes (chip_pio_mem_size); 0: DefaultMemSize
 	SendContexts int  // contexts the chip has (chip_send_contexts); 0: 160
-	NumVLs       int  // data VLs (num_vls); 0: 8
+	NumVLs       int  // data VLs (num_vls), 1..8; 0: 8
 	KrcvQueues   int  // kernel receive queues (n_krcv_queues): the ACK context count; 0: 1
 	RcvContexts  int  // receive contexts (num_rcv_contexts): user contexts = this - KrcvQueues; 0: KrcvQueues
 	SDMA         bool // SDMA enabled (HFI1_CAP_SDMA): kernel contexts get the fixed 3-deep size
@@ -75,10 +75,25 @@ type TypeSize struct {
 // even share of pool 0. VL15: one of 102 blocks. ACK: one per kernel receive queue, 32 blocks.
 // User: one per remaining receive context, an even share of pool 0. Counts are clipped to the
 // chip's contexts in type order, sizes to MaxBlocks. The memory is (MemSize / 64) − 1 blocks (block
-// 0 is not used). An over-committed configuration is an error matching ErrInvalid.
+// 0 is not used). An over-committed configuration, a negative field or more than 8 data VLs is an
+// error matching ErrInvalid.
 func ContextSizes(cfg SizeConfig) ([NumTypes]TypeSize, error) {
 	var out [NumTypes]TypeSize
 	cfg = cfg.withDefaults()
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"MemSize", cfg.MemSize}, {"SendContexts", cfg.SendContexts}, {"NumVLs", cfg.NumVLs},
+		{"KrcvQueues", cfg.KrcvQueues}, {"RcvContexts", cfg.RcvContexts}, {"PIOThreshold", cfg.PIOThreshold},
+	} {
+		if f.v < 0 {
+			return out, &Error{Op: "ContextSizes", Msg: "negative " + f.name + " " + strconv.Itoa(f.v), Err: ErrInvalid}
+		}
+	}
+	if cfg.NumVLs > 8 {
+		return out, &Error{Op: "ContextSizes", Msg: "NumVLs " + strconv.Itoa(cfg.NumVLs) + " outside 1..8 (num_vls)", Err: ErrInvalid}
+	}
 	total := cfg.MemSize/BlockSize - 1
 	const pool0 = -1 // SCS_POOL_0
 	size := [NumTypes]int{Kernel: pool0, VL15: VL15Credits, ACK: ACKCredits, User: pool0}
