@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gosdma/gosdma/pio"
@@ -92,5 +93,41 @@ func TestBadSends(t *testing.T) {
 	}
 	if _, err := f.Send(context.Background(), [][]byte{make([]byte, 8)}, nil); err != nil {
 		t.Fatalf("the flow is not usable after the refused sends: %v", err)
+	}
+}
+
+// TestCreditsBelowThreshold: a context too small for a packet of PIOThreshold bytes (PBC
+// included) is refused by New. It used to be taken, and every packet between what the context
+// holds and the threshold, which Send routes to PIO, failed with pio.ErrMsgSize where SDMA would
+// have carried it.
+func TestCreditsBelowThreshold(t *testing.T) {
+	sd, err := sdma.NewDevice(sdma.Config{Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	for _, c := range []Config{{Credits: 2}, {Credits: 4, PIOThreshold: 249}, {Credits: 64, PIOThreshold: 4096}} {
+		c.SDMA, c.ManualPIO = sd, true
+		if d, err := New(c); d != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Credits") {
+			t.Errorf("%+v: %v", c, err)
+			if d != nil {
+				d.Close()
+			}
+		}
+	}
+	for _, c := range []Config{{Credits: 4, PIOThreshold: 248}, {Credits: 2, DisablePIO: true}, {Credits: 65, PIOThreshold: 4096}} {
+		c.SDMA, c.ManualPIO = sd, true
+		d, err := New(c)
+		if err != nil {
+			t.Errorf("%+v: %v", c, err)
+			continue
+		}
+		f := d.NewFlow(0, 0)
+		if n := d.PIOThreshold(); n > 0 {
+			if p, err := f.Send(context.Background(), [][]byte{make([]byte, n)}, nil); err != nil || p != PathPIO {
+				t.Errorf("%+v: a packet of the threshold: %v by %v", c, err, p)
+			}
+		}
+		d.Close()
 	}
 }

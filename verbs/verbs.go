@@ -56,7 +56,8 @@ type Config struct {
 	// over them by selector, as pio_select_send_context_vl spreads QPs.
 	Contexts int
 	// Credits is each context's size in blocks; 0 means the kernel's 3-deep size for the
-	// threshold, 3 × (min(threshold, 4096) + 128) / 64.
+	// threshold, 3 × (min(threshold, 4096) + 128) / 64. Unless DisablePIO, it must hold a packet
+	// of PIOThreshold bytes and its 8-byte PBC (ErrInvalid otherwise).
 	Credits int
 	// ManualPIO runs the PIO chips without goroutines: the caller calls Process (a blocking
 	// send drives them itself). Set it when the SDMA device is Manual too: Drain then drives the
@@ -101,6 +102,11 @@ func New(cfg Config) (*Device, error) {
 	credits := cfg.Credits
 	if credits == 0 {
 		credits = 3 * (min(thr, pio.ThresholdCeiling) + 128) / pio.BlockSize
+	}
+	if need := ((thr+3)&^3 + 8 + pio.BlockSize - 1) / pio.BlockSize; !cfg.DisablePIO && credits > 0 && credits < need {
+		// Send routes every packet up to the threshold to PIO: each must fit a context (PBC
+		// included), or the ones past the context fail where SDMA would carry them.
+		return nil, errors.Join(ErrInvalid, errors.New("verbs: Credits "+strconv.Itoa(credits)+" blocks hold no packet of PIOThreshold "+strconv.Itoa(thr)+" bytes (PBC included, "+strconv.Itoa(need)+" blocks)"))
 	}
 	d := &Device{sdma: cfg.SDMA, threshold: thr, manual: cfg.ManualPIO}
 	if cfg.DisablePIO {
