@@ -26,8 +26,17 @@ type Counts struct {
 	Errors                                                     int // calls of any kind that failed
 }
 
-// NewCounting wraps m.
-func NewCounting(m Mapper) *Counting { return &Counting{m: m} }
+// NewCounting wraps m; a nil m wraps a new Direct (as a nil sdma.Config.Mapper is one), where it
+// used to be taken and every call through the wrapper panicked on it.
+func NewCounting(m Mapper) *Counting { return &Counting{m: orDirect(m)} }
+
+// orDirect is m, or a new Direct if m is nil: the wrappers' constructors.
+func orDirect(m Mapper) Mapper {
+	if m == nil {
+		return NewDirect()
+	}
+	return m
+}
 
 // Unwrap returns the wrapped mapper.
 func (c *Counting) Unwrap() Mapper { return c.m }
@@ -138,8 +147,9 @@ type FaultInjector struct {
 	faults atomic.Uint64
 }
 
-// NewFaultInjector wraps m, initially injecting nothing.
-func NewFaultInjector(m Mapper) *FaultInjector { return &FaultInjector{m: m} }
+// NewFaultInjector wraps m, initially injecting nothing; a nil m wraps a new Direct (see
+// NewCounting).
+func NewFaultInjector(m Mapper) *FaultInjector { return &FaultInjector{m: orDirect(m)} }
 
 // Unwrap returns the wrapped mapper.
 func (f *FaultInjector) Unwrap() Mapper { return f.m }
