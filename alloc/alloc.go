@@ -85,6 +85,9 @@ var (
 	ErrForeign = errors.New("alloc: object not from this allocator")
 	// ErrClosed: the allocator was closed.
 	ErrClosed = errors.New("alloc: allocator closed")
+	// ErrNotMade: the allocator is a zero value, not made by its constructor (NewList, NewSlab,
+	// NewPool); it hands out nothing and takes nothing back.
+	ErrNotMade = errors.New("alloc: allocator not made by its constructor")
 )
 
 // PutError reports a Put the allocator refused. It matches its Err with [errors.Is].

@@ -19,7 +19,8 @@ import (
 // once per magazine. The capacity is never lost in them: before it reports ErrEmpty, a Get takes
 // the objects cached on every other P.
 //
-// List is safe for concurrent use.
+// List is safe for concurrent use. Make one with NewList: the zero value has no objects, and its
+// Get returns ErrNotMade (its Put ErrForeign).
 type List[T any] struct {
 	s stack[T] // the free list; its fields document their own writers
 	n int      // written by NewList, read-only after
@@ -81,6 +82,9 @@ func (l *List[T]) Get() (*T, error) {
 // get is Get's general case: the P's magazines, the depot and the free stack, then every P's
 // magazines.
 func (l *List[T]) get() (*T, error) {
+	if l.s.tab.Load() == nil { // the zero value: never made (a made stack has a table)
+		return nil, ErrNotMade
+	}
 	c, placed := l.s.get()
 	if c == nil {
 		var p bool

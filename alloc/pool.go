@@ -53,7 +53,9 @@ type chunkRef[T any] struct {
 // shared word. Use a Slab or a List where those counts matter.
 //
 // Pool is safe for concurrent use. Get and Put are lock-free (as sync.Pool is) except when Get
-// allocates a chunk.
+// allocates a chunk. Its zero value is an empty Pool without a reset hook, ready to use (as a
+// sync.Pool's is); the zero values of List and Slab are not (they have no size): their Get
+// returns ErrNotMade and their Put ErrForeign.
 type Pool[T any] struct {
 	free  sync.Pool // idle *poolCell[T], state free: Put by Put and newChunk, Get by Get
 	reset func(*T)  // written by NewPool, read-only after
@@ -99,7 +101,10 @@ func (p *Pool[T]) newChunk() *poolCell[T] {
 	if v := p.free.Get(); v != nil {
 		return v.(*poolCell[T])
 	}
-	old := *p.reg.Load()
+	var old []chunkRef[T]
+	if r := p.reg.Load(); r != nil { // nil: the zero value's first chunk
+		old = *r
+	}
 	live := make([]chunkRef[T], 0, len(old))
 	for _, r := range old {
 		if r.w.Value() != nil {
@@ -169,7 +174,11 @@ func (p *Pool[T]) find(x *T) *poolCell[T] {
 		return nil
 	}
 	a := addrOf(x)
-	reg := *p.reg.Load()
+	rp := p.reg.Load()
+	if rp == nil { // the zero value, before its first chunk: nothing is its own
+		return nil
+	}
+	reg := *rp
 	lo, hi := 0, len(reg)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)

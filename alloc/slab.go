@@ -40,7 +40,9 @@ type SlabConfig[T any] struct {
 // them. A Slab grows only once every P's cached objects are handed out.
 //
 // Slab is safe for concurrent use. Get and Put are lock-free while a free object exists; growing
-// takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs.
+// takes a lock. Get on an empty Slab grows it, or returns ErrEmpty at MaxSlabs. Make one with
+// NewSlab: the zero value has no configuration, and its Get returns ErrNotMade (its Put
+// ErrForeign).
 type Slab[T any] struct {
 	s     stack[T]      // the free list; its fields document their own writers
 	cfg   SlabConfig[T] // written by NewSlab, read-only after
@@ -86,6 +88,9 @@ func (sl *Slab[T]) Get() (*T, error) {
 // get is Get's general case: the P's magazines, the depot and the free stack, then every P's
 // magazines, then a new slab.
 func (sl *Slab[T]) get() (*T, error) {
+	if sl.s.tab.Load() == nil { // the zero value: never made (a made stack has a table)
+		return nil, ErrNotMade
+	}
 	if c, _ := sl.s.get(); c != nil {
 		return &c.obj, nil
 	}

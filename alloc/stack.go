@@ -245,6 +245,9 @@ func (s *stack[T]) pop(touchedOnly bool) *cell[T] {
 func (s *stack[T]) put(p *T) error {
 	if s.reset == nil {
 		t := s.tab.Load()
+		if t == nil { // the zero value of List or Slab: nothing of it was handed out
+			return s.putError(p, ErrForeign)
+		}
 		if q := s.lay.quot(addrOf(p) - t.lastObj); q < uint64(t.lastRun.n) { // find's common case
 			c, i := cellOf(p), t.lastFirst+uint32(q)
 			id := pcpu.Pin()
@@ -384,11 +387,11 @@ func runReset[T any](reset func(*T), obj *T, undo func()) {
 
 // find returns the cell whose object p points to, and its index, or nil if p is not one.
 func (s *stack[T]) find(p *T) (*cell[T], uint32) {
-	if p == nil {
+	t := s.tab.Load()
+	if p == nil || t == nil { // t: the zero value of List or Slab, which owns nothing
 		return nil, 0
 	}
 	a := addrOf(p)
-	t := s.tab.Load()
 	if q := s.lay.quot(a - t.lastObj); q < uint64(t.lastRun.n) { // an object of the newest region
 		return cellOf(p), t.lastFirst + uint32(q)
 	}
@@ -499,6 +502,9 @@ func (s *stack[T]) objects() int64 {
 // above) by reading every cell's link: O(Objects), with no counter on the Get and Put paths.
 func (s *stack[T]) stats() Stats {
 	t := s.tab.Load()
+	if t == nil { // the zero value of List or Slab: nothing
+		return Stats{}
+	}
 	var inUse, touched int64
 	for _, sl := range t.byIndex {
 		for k := range sl.cells.n {
