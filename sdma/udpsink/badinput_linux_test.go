@@ -92,3 +92,18 @@ func TestBadCallsSink(t *testing.T) {
 		t.Errorf("ResolveLoopback(\"\"): %v", err)
 	}
 }
+
+// TestReceiverCloseTwice: a second Close of a Receiver returns nil and changes nothing (it used
+// to return the socket's "use of closed network connection").
+func TestReceiverCloseTwice(t *testing.T) {
+	r, err := Listen(ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v, want nil", err)
+	}
+}

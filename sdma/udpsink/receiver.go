@@ -38,6 +38,8 @@ type Receiver struct {
 	// received counts the datagrams Run has taken in: atomic add by Run (one per batch read),
 	// load by Received.
 	received atomic.Uint64
+	// closed is set by the first Close (CAS), which alone closes the socket.
+	closed atomic.Bool
 }
 
 // EngineReport is what a Receiver saw from one engine.
@@ -135,8 +137,14 @@ func (r *Receiver) Addr() *net.UDPAddr { return r.conn.LocalAddr().(*net.UDPAddr
 // frame): a sender may pace itself on it. Safe for concurrent use.
 func (r *Receiver) Received() uint64 { return r.received.Load() }
 
-// Close closes the socket; a Run in progress returns.
-func (r *Receiver) Close() error { return r.conn.Close() }
+// Close closes the socket; a Run in progress returns. Closing a closed Receiver does nothing and
+// returns nil (it used to return the socket's "use of closed network connection").
+func (r *Receiver) Close() error {
+	if !r.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return r.conn.Close()
+}
 
 // engineTrack is the receiver's per-engine state.
 type engineTrack struct {
