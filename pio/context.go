@@ -497,7 +497,8 @@ func (sc *SendContext) stop(flag uint32) {
 
 // Disable disables the context (hfi1: sc_disable): allocations stop, it waits for the buffers
 // being written to be finished (Copy or CopyEnd; the caller must not hold an unfinished buffer of
-// this context), lets the chip send what was fully written unless it halted, stops the chip, and
+// this context), lets the chip send what was fully written unless it halted (a packet that halts
+// it then is recorded as any halt: LastHalt, Stats.Halts, Halted until Enable), stops the chip, and
 // runs every release callback still pending with PRCSCDisable, in order, exactly once. Then it
 // wakes every waiter (they find the context disabled). Disabling a disabled context does it all
 // again, harmlessly.
@@ -510,7 +511,14 @@ func (sc *SendContext) Disable() {
 	}
 	sc.hwMu.Lock()
 	if !sc.hwHalted && !sc.hwStopped {
-		sc.consume() // sc_wait_for_packet_egress: what was launched goes out
+		// sc_wait_for_packet_egress: what was launched goes out. A packet that halts the chip
+		// meanwhile is a halt like any other (the error interrupt's sc_stop(sc, SCF_HALTED)):
+		// recorded, and Halted until Enable; the flush below releases it.
+		if _, h, _ := sc.consume(); h != nil {
+			sc.lastHalt.Store(h)
+			sc.stats.halts.Add(1)
+			sc.flags.Store(sc.flags.Load() | scfHalted)
+		}
 	}
 	sc.hwStopped = true
 	sc.chipOff.Store(true)
