@@ -751,6 +751,12 @@ func (sc *SendContext) check(b *Buf) *HaltError {
 	if dwordsToBlocks(dw) != int(b.blocks) {
 		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords in " + itoa(int(b.blocks)) + " blocks"}
 	}
+	// The copy pads only the block it ends in (pio_copy, seg_pio_copy_end: "fill in rest of
+	// block"), so a copy shorter than the allocation leaves whole blocks unwritten; the chip,
+	// which sends the blocks the PBC counts, would take them from an earlier packet.
+	if w := b.qwWritten / blockQWs; w != b.blocks {
+		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords but " + itoa(int(w)) + " of " + itoa(int(b.blocks)) + " blocks written"}
+	}
 	nb := dw*4 - pbcBytes
 	off := int(b.start) + pbcBytes // the PBC is in the first block: no wrap before the data
 	segs := &sc.segs

@@ -83,8 +83,9 @@ func (b *Buf) checkStart(op string) error {
 
 // Copy writes a whole packet: the PBC, then src, which holds whole dwords (len(src) a multiple
 // of 4), then zeros to the end of the block, and hands the blocks to the chip (hfi1: pio_copy).
-// The PBC's length is the chip's business: one that does not match the blocks halts the context
-// (CausePBCLength), as a bad PBC halts the real chip. A src that is not whole dwords or does not
+// The PBC's length is the chip's business: one that does not match the blocks, or a src that
+// leaves allocated blocks unwritten (only the block the copy ends in is padded), halts the
+// context (CausePBCLength), as a bad PBC halts the real chip. A src that is not whole dwords or does not
 // fit the allocated blocks is an error (ErrInvalid, ErrMsgSize) that writes nothing; the buffer
 // is still the caller's to fill.
 func (b *Buf) Copy(pbc PBC, src []byte) error {

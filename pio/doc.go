@@ -49,7 +49,8 @@
 //
 // # Halts and recovery
 //
-// A packet whose PBC length does not match its blocks, a FaultPlan or InjectHalt halts the chip:
+// A packet whose PBC length does not match its blocks, or whose copy left some of them unwritten,
+// a FaultPlan or InjectHalt halts the chip:
 // allocations stop (sc_stop), the context waits for the copies in progress, disables itself
 // (sc_disable: every packet still in the shadow ring is released with PRCSCDisable, exactly once,
 // whether the chip had sent it or not, and every waiter is woken) and enables itself again

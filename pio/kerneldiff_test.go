@@ -60,3 +60,59 @@ func TestHaltDuringDisableRecorded(t *testing.T) {
 		})
 	}
 }
+
+// A copy shorter than its allocation (a PBC that matches the blocks allocated, data that fills
+// fewer) leaves whole blocks unwritten: pio_copy and seg_pio_copy_end pad only the block they
+// end in. The chip sends the blocks the PBC counts, so the model must not hand the sink the
+// unwritten ones, which still hold an earlier packet's bytes: it halts (CausePBCLength, "the
+// PBC's length does not match the blocks written"). It used to deliver them.
+func TestShortCopyHalts(t *testing.T) {
+	for _, seg := range []bool{false, true} {
+		sink := &captureSink{}
+		sc := newManual(t, 3, sink)
+		old := make([]byte, 46*4)
+		for i := range old {
+			old[i] = 0xaa
+		}
+		b, err := sc.BufferAlloc(48, nil) // 3 blocks
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 48), old); err != nil {
+			t.Fatal(err)
+		}
+		sc.Process()
+		sc.ReturnCredits()
+		sc.Process()
+		if n := len(sink.take()); n != 1 {
+			t.Fatalf("first packet: %d delivered", n)
+		}
+		var rel []ReleaseCode
+		b, err = sc.BufferAlloc(40, ReleaseFunc(func(c ReleaseCode) { rel = append(rel, c) })) // 3 blocks again, over the first
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seg {
+			err = b.CopySegs(CreatePBC(0, 0, 0, 40), [][]byte{make([]byte, 5), make([]byte, 3)})
+		} else {
+			err = b.Copy(CreatePBC(0, 0, 0, 40), make([]byte, 8))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Process()
+		for _, p := range sink.take() {
+			t.Errorf("seg=%v: delivered %d bytes with unwritten blocks (bytes 64..72 %x)", seg, len(p), p[64:72])
+		}
+		h := sc.LastHalt()
+		if h == nil || h.Cause != CausePBCLength || h.Packet != 1 {
+			t.Fatalf("seg=%v: LastHalt %v, want pbc-length at packet 2", seg, h)
+		}
+		if len(rel) != 1 || rel[0] != PRCSCDisable {
+			t.Fatalf("seg=%v: release codes %v, want one sc-disable", seg, rel)
+		}
+		if !sc.Enabled() {
+			t.Fatalf("seg=%v: not restarted", seg)
+		}
+	}
+}
