@@ -364,16 +364,20 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 		}
 		return nil, ErrNotRunning
 	}
+	wake := false
 	if blocks > sc.credits-(sc.fill-sc.allocFree) {
 		// Copy from the releaser's cache line and recalculate; still no room: run a release
-		// pass now (the kernel's one retry).
+		// pass now (the kernel's one retry). Its wake-ups wait until the allocation lock is
+		// let go (the kernel runs them under alloc_lock; Waiter promises no locks held).
 		sc.allocFree = sc.free.Load()
 		if blocks > sc.credits-(sc.fill-sc.allocFree) {
-			sc.releaseUpdate()
+			sc.releasePass()
+			wake = true
 			sc.allocFree = sc.free.Load()
 			if blocks > sc.credits-(sc.fill-sc.allocFree) {
 				sc.allocMu.Unlock()
 				sc.stats.noCredits.Add(1)
+				sc.piobufavail()
 				return nil, ErrNoCredits
 			}
 		}
@@ -403,6 +407,9 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 	// before they see the new head (smp_wmb; sc->sr_head = next).
 	sc.srHead.Store(next)
 	sc.allocMu.Unlock()
+	if wake {
+		sc.piobufavail()
+	}
 	return b, nil
 }
 
@@ -418,6 +425,13 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate() }
 
 func (sc *SendContext) releaseUpdate() {
+	sc.releasePass()
+	sc.piobufavail()
+}
+
+// releasePass is the release pass without its wake-ups (sc_release_update up to
+// sc_piobufavail): the caller runs piobufavail once it holds no lock.
+func (sc *SendContext) releasePass() {
 	sc.releaseMu.Lock()
 	hw := sc.hwFree.Load()
 	old := sc.free.Load()
@@ -451,7 +465,6 @@ func (sc *SendContext) releaseUpdate() {
 		sc.releaseSeq.Add(1) // credits came back: a producer about to park retries instead
 	}
 	sc.releaseMu.Unlock()
-	sc.piobufavail()
 }
 
 func (sc *SendContext) callRelease(r Releaser, code ReleaseCode) {
@@ -540,9 +553,11 @@ func (sc *SendContext) Disable() {
 	}
 	sc.releaseSeq.Add(1)
 	sc.releaseMu.Unlock()
-
-	sc.wakeAll()
 	sc.allocMu.Unlock()
+
+	// The kernel flushes piowait under alloc_lock; Waiter promises wake-ups without locks held.
+	// The context is disabled by now: the woken find it so (or enabled again, after Restart).
+	sc.wakeAll()
 }
 
 // Enable enables the context (hfi1: sc_enable). If the hardware is already enabled it does

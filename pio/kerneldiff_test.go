@@ -116,3 +116,90 @@ func TestShortCopyHalts(t *testing.T) {
 		}
 	}
 }
+
+// lockProbe is a Waiter whose wake-up records whether any of the context's locks was held when
+// it ran: the Waiter doc promises wake-ups run "without locks held", so one may call back into
+// the context (retry BufferAlloc, say) without deadlocking.
+func lockProbe(sc *SendContext, held *[]string) *Waiter {
+	w := &Waiter{}
+	w.Init(func(*Waiter) {
+		for _, m := range []struct {
+			name string
+			mu   interface {
+				TryLock() bool
+				Unlock()
+			}
+		}{{"alloc", &sc.allocMu}, {"hw", &sc.hwMu}, {"release", &sc.releaseMu}, {"wait", &sc.waitMu}} {
+			if m.mu.TryLock() {
+				m.mu.Unlock()
+			} else {
+				*held = append(*held, m.name)
+			}
+		}
+	})
+	return w
+}
+
+// The kernel's sc_buffer_alloc runs sc_release_update, and with it sc_piobufavail's wake-ups,
+// under alloc_lock, and sc_disable flushes piowait under it too; the Waiter doc promises wake-ups
+// without locks held, so the Go port wakes after it lets the allocation lock go. It used to wake
+// with it held (a wake-up that retried BufferAlloc on the context deadlocked).
+func TestWakeupsWithoutLocksHeld(t *testing.T) {
+	t.Run("BufferAlloc's pass", func(t *testing.T) {
+		sc := newManual(t, 2, nil)
+		var held []string
+		w := lockProbe(sc, &held)
+		b, err := sc.BufferAlloc(32, nil) // both blocks
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 32), make([]byte, 120)); err != nil {
+			t.Fatal(err)
+		}
+		seq := sc.ReleaseSeq()
+		if _, err := sc.BufferAlloc(2, nil); err != ErrNoCredits {
+			t.Fatalf("want ErrNoCredits, got %v", err)
+		}
+		if !sc.QueueWait(w, seq) {
+			t.Fatal("not queued")
+		}
+		sc.hwMu.Lock()
+		sc.consume() // the chip sends it and writes the free counter back; no pass yet
+		sc.hwMu.Unlock()
+		b, err = sc.BufferAlloc(2, nil) // its own pass returns the credits and wakes w
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Waiting() != 0 || sc.Stats().Wakeups != 1 {
+			t.Fatalf("waiting %d wakeups %d", sc.Waiting(), sc.Stats().Wakeups)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != 0 {
+			t.Fatalf("wake-up ran with locks held: %v", held)
+		}
+	})
+	t.Run("Disable", func(t *testing.T) {
+		sc := newManual(t, 1, nil)
+		var held []string
+		w := lockProbe(sc, &held)
+		b, err := sc.BufferAlloc(16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 16), make([]byte, 56)); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.QueueWait(w, sc.ReleaseSeq()) {
+			t.Fatal("not queued")
+		}
+		sc.Disable()
+		if sc.Waiting() != 0 || sc.Stats().Wakeups != 1 {
+			t.Fatalf("waiting %d wakeups %d", sc.Waiting(), sc.Stats().Wakeups)
+		}
+		if len(held) != 0 {
+			t.Fatalf("wake-up ran with locks held: %v", held)
+		}
+	})
+}

@@ -2,7 +2,9 @@ package pio
 
 // Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
-// release pass, on that pass's goroutine, without locks held; it must not block.
+// release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
+// when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
+// until the lock is let go), so it may retry BufferAlloc on the context; it must not block.
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -140,14 +142,16 @@ func (sc *SendContext) piobufavail() {
 	sc.wakeBatch(batch[:n])
 }
 
-// wakeAll wakes every waiter (sc_disable's flush of piowait).
+// wakeAll wakes every waiter (sc_disable's flush of piowait): those queued when it starts, so
+// that waiters woken and queued again (after a Restart's Enable) cannot keep it going.
 func (sc *SendContext) wakeAll() {
-	for sc.waitCount.Load() != 0 {
+	for left := sc.waitCount.Load(); left > 0 && sc.waitCount.Load() != 0; {
 		var batch [WaitBatchSize]*Waiter
 		sc.waitMu.Lock()
-		n := sc.popLocked(batch[:])
+		n := sc.popLocked(batch[:min(int(left), WaitBatchSize)])
 		sc.waitMu.Unlock()
 		sc.wakeBatch(batch[:n])
+		left -= int32(n)
 	}
 }
 
