@@ -497,7 +497,9 @@ func (sc *SendContext) kick() {
 
 // Stop stops allocations (hfi1: sc_stop(sc, SCF_FROZEN)): new BufferAlloc calls get
 // ErrNotRunning; the chip goes on sending what was written. Enable does not undo a Stop alone
-// (the hardware is still enabled); Restart or Disable then Enable does.
+// (the hardware is still enabled), nor does Restart (ErrInvalid: a stopped context is not
+// halted; sc_restart bounces off too); Disable then Enable does (pio_freeze's sc_disable, then
+// pio_kernel_unfreeze's sc_enable).
 func (sc *SendContext) Stop() {
 	sc.stop(scfFrozen)
 }
