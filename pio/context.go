@@ -477,8 +477,9 @@ func (sc *SendContext) callRelease(r Releaser, code ReleaseCode) {
 }
 
 // ReturnCredits asks the chip for a credit return now (hfi1: sc_return_credits, a write of
-// SendCtxtCreditForce): it writes the free counter back with the force reason (released packets
-// get PRCSCDisable, as fill_code maps it) and runs a release pass.
+// SendCtxtCreditForce) and returns: the chip then writes the free counter back with the force
+// reason (released packets get PRCSCDisable, as fill_code maps it) and runs a release pass, on
+// the chip goroutine or, with a manual chip, at the next Process.
 func (sc *SendContext) ReturnCredits() {
 	sc.force.Store(true)
 	sc.kick()

@@ -203,3 +203,31 @@ func TestWakeupsWithoutLocksHeld(t *testing.T) {
 		}
 	})
 }
+
+// ReturnCredits only asks (sc_return_credits writes SendCtxtCreditForce and returns): the chip
+// writes the free counter back and the pass runs later, on the chip goroutine, or with a manual
+// chip at the next Process, as its doc says.
+func TestReturnCreditsManualWaitsForProcess(t *testing.T) {
+	sc, err := New(Config{Type: Kernel, Credits: 8, Threshold: 8, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var codes []ReleaseCode
+	b, err := sc.BufferAlloc(16, ReleaseFunc(func(c ReleaseCode) { codes = append(codes, c) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Copy(CreatePBC(0, 0, 0, 16), make([]byte, 56)); err != nil {
+		t.Fatal(err)
+	}
+	sc.Process() // sent, below the threshold: no write-back
+	sc.ReturnCredits()
+	if len(codes) != 0 || sc.Avail() != 7 {
+		t.Fatalf("ReturnCredits alone: releases %v, avail %d", codes, sc.Avail())
+	}
+	sc.Process()
+	if len(codes) != 1 || codes[0] != PRCSCDisable || sc.Avail() != 8 {
+		t.Fatalf("after Process: releases %v, avail %d", codes, sc.Avail())
+	}
+}
