@@ -2,6 +2,7 @@ package pio
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -229,5 +230,21 @@ func TestReturnCreditsManualWaitsForProcess(t *testing.T) {
 	sc.Process()
 	if len(codes) != 1 || codes[0] != PRCSCDisable || sc.Avail() != 8 {
 		t.Fatalf("after Process: releases %v, avail %d", codes, sc.Avail())
+	}
+}
+
+// Pool 0 with fewer blocks than contexts: the kernel's init_sc_pools_and_sizes refuses only a
+// pool of no blocks ("has %u contexts, but no blocks") and would hand out contexts of 0 credits
+// here; ContextSizes refuses this too (a context of 0 credits sends nothing), and its error must
+// say how many blocks there are, not that there are none.
+func TestContextSizesPoolTooSmallSaysBlocks(t *testing.T) {
+	// SDMA on: kernel 16×18 + VL15 102 + ACK 32 = 422 fixed blocks; 425 in all leaves 3 for
+	// 10 user contexts.
+	_, err := ContextSizes(SizeConfig{MemSize: 426 * BlockSize, SDMA: true, RcvContexts: 11})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("want ErrInvalid, got %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "3 blocks") || strings.Contains(msg, "no blocks") {
+		t.Fatalf("error %q does not say the pool's 3 blocks", msg)
 	}
 }

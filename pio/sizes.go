@@ -126,8 +126,8 @@ func ContextSizes(cfg SizeConfig) ([NumTypes]TypeSize, error) {
 	poolSize := 0
 	if poolCount > 0 {
 		poolSize = (total - fixed) / poolCount
-		if poolSize == 0 {
-			return out, &Error{Op: "ContextSizes", Msg: "pool 0 has " + strconv.Itoa(poolCount) + " contexts but no blocks", Err: ErrInvalid}
+		if poolSize == 0 { // the kernel refuses only total-fixed == 0 and sizes the rest 0 credits
+			return out, &Error{Op: "ContextSizes", Msg: "pool 0 has " + strconv.Itoa(poolCount) + " contexts but " + strconv.Itoa(total-fixed) + " blocks (0 credits each)", Err: ErrInvalid}
 		}
 	}
 	for t := range NumTypes {
