@@ -171,7 +171,6 @@ type SendContext struct {
 	chipIdx    uint32 // next shadow-ring slot the chip consumes
 	chipFree   uint64 // blocks consumed: the chip's free counter
 	returned   uint64 // chipFree at the last credit return
-	chipPkts   uint64 // packets consumed since the last Enable
 	hwHalted   bool   // the chip halted: it consumes nothing until Enable
 	hwStopped  bool   // Disable stopped the chip
 	faults     FaultPlan
@@ -587,7 +586,7 @@ func (sc *SendContext) Enable() error {
 		sc.sr[i].rel = nil
 		sc.sr[i].state.Store(bufFree)
 	}
-	sc.chipIdx, sc.chipFree, sc.returned, sc.chipPkts = 0, 0, 0, 0
+	sc.chipIdx, sc.chipFree, sc.returned = 0, 0, 0
 	sc.chipAt.Store(0)
 	sc.hwHalted, sc.hwStopped = false, false
 	sc.chipOff.Store(false)
@@ -727,7 +726,6 @@ func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
 			return n, h, wb
 		}
 		sc.chipFree += uint64(b.blocks)
-		sc.chipPkts++
 		n++
 		b.state.Store(bufFree)
 		sc.chipIdx++
@@ -757,23 +755,24 @@ func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
 // check validates the packet's PBC and sends it (hwMu held); it returns a halt instead when the
 // fault plan or the PBC says so.
 func (sc *SendContext) check(b *Buf) *HaltError {
-	sc.faultCount++ // counts attempts, so a halted packet is not numbered again after the restart
+	n := sc.faultCount // packets taken up before this one over the life: HaltError.Packet
+	sc.faultCount++    // counts attempts, so a halted packet is not numbered again after the restart
 	if sc.faults.haltNow(sc.faultCount) {
-		return &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.chipPkts}
+		return &HaltError{Context: sc.index, Cause: CauseInjected, Packet: n}
 	}
 	pbc := PBC(le64(sc.buf[b.start:]))
 	dw := pbc.LengthDWs()
 	if dw < 2 {
-		return &HaltError{Context: sc.index, Cause: CauseBadPBC, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords"}
+		return &HaltError{Context: sc.index, Cause: CauseBadPBC, Packet: n, Detail: "PBC length " + itoa(dw) + " dwords"}
 	}
 	if dwordsToBlocks(dw) != int(b.blocks) {
-		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords in " + itoa(int(b.blocks)) + " blocks"}
+		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: n, Detail: "PBC length " + itoa(dw) + " dwords in " + itoa(int(b.blocks)) + " blocks"}
 	}
 	// The copy pads only the block it ends in (pio_copy, seg_pio_copy_end: "fill in rest of
 	// block"), so a copy shorter than the allocation leaves whole blocks unwritten; the chip,
 	// which sends the blocks the PBC counts, would take them from an earlier packet.
 	if w := b.qwWritten / blockQWs; w != b.blocks {
-		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: sc.chipPkts, Detail: "PBC length " + itoa(dw) + " dwords but " + itoa(int(w)) + " of " + itoa(int(b.blocks)) + " blocks written"}
+		return &HaltError{Context: sc.index, Cause: CausePBCLength, Packet: n, Detail: "PBC length " + itoa(dw) + " dwords but " + itoa(int(w)) + " of " + itoa(int(b.blocks)) + " blocks written"}
 	}
 	nb := dw*4 - pbcBytes
 	off := int(b.start) + pbcBytes // the PBC is in the first block: no wrap before the data
@@ -837,7 +836,7 @@ func (sc *SendContext) InjectHalt() error {
 	}
 	sc.hwHalted = true
 	sc.chipOff.Store(true)
-	h := &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.chipPkts, Detail: "InjectHalt"}
+	h := &HaltError{Context: sc.index, Cause: CauseInjected, Packet: sc.faultCount, Detail: "InjectHalt"}
 	sc.hwMu.Unlock()
 	sc.halted(h)
 	return nil

@@ -73,7 +73,7 @@ func (c HaltCause) String() string {
 type HaltError struct {
 	Context int       // the context's software index
 	Cause   HaltCause // why
-	Packet  uint64    // the chip's packet count at the halt (the halted packet is Packet+1)
+	Packet  uint64    // packets the chip took up before the halt, over the context's life as FaultPlan counts them (the halted packet is Packet+1)
 	Detail  string
 }
 

@@ -248,3 +248,38 @@ func TestContextSizesPoolTooSmallSaysBlocks(t *testing.T) {
 		t.Fatalf("error %q does not say the pool's 3 blocks", msg)
 	}
 }
+
+// HaltError.Packet numbers the halted packet as FaultPlan does, over the context's life: with
+// HaltEvery 3 the halts are at packets 3, 6 and 9. It used to count from the last restart, so
+// every halt after the first said "at packet 3" too.
+func TestHaltPacketOverLife(t *testing.T) {
+	sc, err := New(Config{Type: Kernel, Credits: 8, Threshold: 1, Manual: true, Faults: FaultPlan{HaltEvery: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var at []uint64
+	for range 9 {
+		b, err := sc.BufferAlloc(4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		before := sc.Stats().Halts
+		sc.Process()
+		if sc.Stats().Halts != before {
+			at = append(at, sc.LastHalt().Packet+1)
+		}
+	}
+	if len(at) != 3 || at[0] != 3 || at[1] != 6 || at[2] != 9 {
+		t.Fatalf("halted packets %v, want [3 6 9]", at)
+	}
+	if err := sc.InjectHalt(); err != nil {
+		t.Fatal(err)
+	}
+	if h := sc.LastHalt(); h.Packet != 9 {
+		t.Fatalf("InjectHalt after 9 packets: Packet %d, want 9", h.Packet)
+	}
+}
