@@ -53,7 +53,8 @@ type Config struct {
 	PIOThreshold int
 	DisablePIO   bool
 	// Contexts is the number of kernel PIO send contexts, 1..160; 0 means 1. Flows are spread
-	// over them by selector, as pio_select_send_context_vl spreads QPs.
+	// over them by selector, as pio_select_send_context_vl spreads a VL's QPs over its contexts;
+	// unlike the kernel, every VL shares them all.
 	Contexts int
 	// Credits is each context's size in blocks; 0 means the kernel's 3-deep size for the
 	// threshold, 3 × (min(threshold, 4096) + 128) / 64. Unless DisablePIO, it must hold a packet
@@ -185,11 +186,12 @@ type Flow struct {
 }
 
 // NewFlow returns a flow whose packets go to the PIO context and SDMA engine the selector and VL
-// pick.
+// pick. The PIO context is pio_select_send_context_vl's pick within one VL (all the contexts
+// serve every VL here): ksc[selector & mask] of a power-of-two table filled round-robin.
 func (d *Device) NewFlow(selector uint32, vl uint8) *Flow {
 	return &Flow{
 		dev:     d,
-		sc:      d.pio[int(selector%uint32(len(d.pio)))],
+		sc:      d.pio[pioIndex(selector, len(d.pio))],
 		engine:  d.sdma.SelectEngine(selector, vl),
 		vl:      vl,
 		drained: make(chan struct{}, 1),
@@ -214,6 +216,17 @@ func (f *Flow) signal() {
 	case f.drained <- struct{}{}:
 	default:
 	}
+}
+
+// pioIndex is pio_select_send_context_vl within one VL's pio_map_elem: pio_map_init rounds the
+// VL's n contexts up to a power of two and fills the table round-robin (ksc[j] is context j % n),
+// and the selector indexes it through the mask.
+func pioIndex(selector uint32, n int) int {
+	sz := uint32(1)
+	for sz < uint32(n) {
+		sz <<= 1
+	}
+	return int(selector&(sz-1)) % n
 }
 
 // choose is get_send_routine: PIO for a packet up to the threshold, unless the flow still has
