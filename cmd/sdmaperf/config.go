@@ -606,6 +606,7 @@ var clientChecks = []check{
 	checkFaults,
 	checkOutputs,
 	checkPath,
+	checkPathOutputs,
 }
 
 // notApplicableWhy says why perftest's flag name does not apply.

@@ -76,6 +76,23 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 	return nil
 }
 
+// pathOutputs are the output flags of a packet run (runClient) that -path pio and auto, which
+// print their own table or -json, do not implement.
+var pathOutputs = []string{"output", "csv", "report_gbits", "H", "hist", "plot", "run_infinitely", "http"}
+
+// checkPathOutputs refuses the output flags -path pio and auto would ignore (a clientChecks step).
+func checkPathOutputs(cfg *Config, _ rawFlags, set flagSet) error {
+	if cfg.Path != pathPIO && cfg.Path != pathAuto {
+		return nil
+	}
+	for _, name := range pathOutputs {
+		if set[name] {
+			return usagef("-%s applies to -path sdma only (-path %s prints its path table, or -json)", name, cfg.Path)
+		}
+	}
+	return nil
+}
+
 // sweepRounds is how many times a -sweep runs each path at each size, interleaved; the table
 // keeps the best round of each (as bench/compare.sh does).
 const sweepRounds = 3

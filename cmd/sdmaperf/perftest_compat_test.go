@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestPathRefusesOutputFlags: -path pio and auto print their own path table (or -json), so the
+// output flags of the packet run (--output, -csv, --report_gbits, -H, -hist, -plot,
+// --run_infinitely, -http) would be ignored without a word; -plot then wrote no file and the run
+// exited 0. Each is refused with a usage error naming the flag.
+func TestPathRefusesOutputFlags(t *testing.T) {
+	for _, path := range []string{"pio", "auto"} {
+		for _, extra := range [][]string{
+			{"--output=bandwidth"}, {"-csv"}, {"--report_gbits"}, {"-H"}, {"-hist", "x.hgrm"},
+			{"-plot", "x.svg"}, {"--run_infinitely"}, {"-http", "localhost:0"},
+		} {
+			args := append([]string{"-path", path, "-size", "64"}, extra...)
+			_, err := parseConfig(args, new(bytes.Buffer))
+			var ue *usageError
+			if assert.ErrorAs(t, err, &ue, "%v", args) {
+				name := strings.TrimLeft(strings.SplitN(extra[0], "=", 2)[0], "-")
+				assert.Contains(t, ue.Error(), "-"+name, "%v: the error names the flag", args)
+			}
+		}
+	}
+	_, err := parseConfig([]string{"-path", "pio", "-size", "64", "-json"}, new(bytes.Buffer))
+	assert.NoError(t, err, "-json has a -path report")
+}
