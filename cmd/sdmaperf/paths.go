@@ -345,14 +345,16 @@ func warmPaths(ctx context.Context, cfg Config, ps []*pathProducer) error {
 
 // measurePaths runs the producers for -n packets or -D and waits for every flow to drain.
 func measurePaths(ctx context.Context, cfg Config, ps []*pathProducer) (time.Duration, error) {
-	quota, deadline := 0, time.Time{}
-	if cfg.Iterations > 0 {
-		quota = max(1, cfg.Iterations/cfg.Producers)
+	quota, deadline := map[*pathProducer]int{}, time.Time{}
+	if cfg.Iterations > 0 { // -n over all producers (at least one each: checkLength)
+		for i, n := range split(cfg.Iterations, len(ps)) {
+			quota[ps[i]] = n
+		}
 	} else {
 		deadline = time.Now().Add(cfg.Duration)
 	}
 	start := time.Now()
-	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota, deadline) }); err != nil {
+	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota[p], deadline) }); err != nil {
 		return 0, err
 	}
 	for _, p := range ps {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -29,4 +30,19 @@ func TestPathRefusesOutputFlags(t *testing.T) {
 	}
 	_, err := parseConfig([]string{"-path", "pio", "-size", "64", "-json"}, new(bytes.Buffer))
 	assert.NoError(t, err, "-json has a -path report")
+}
+
+// TestPathIterationsOverAllProducers: -n is "packets per size, over all producers" with -path pio
+// and auto too. The path producers each sent -n / producers, so -n 7 over 2 producers sent 6.
+func TestPathIterationsOverAllProducers(t *testing.T) {
+	for _, path := range []string{"pio", "auto"} {
+		code, out, errOut := runTool(t, "-path", path, "-json", "-n", "7", "-q", "2", "-size", "64", "-warmup", "0")
+		if !assert.Equal(t, exitOK, code, errOut) {
+			continue
+		}
+		var rep pathReport
+		if assert.NoError(t, json.Unmarshal([]byte(out), &rep)) && assert.Len(t, rep.Results, 1) {
+			assert.EqualValues(t, 7, rep.Results[0].Packets, "-path %s -n 7 -q 2", path)
+		}
+	}
 }
