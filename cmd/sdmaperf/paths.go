@@ -113,6 +113,8 @@ type pathResult struct {
 	Refused  uint64  `json:"refused,omitempty"` // sends refused while a halted PIO context recovered
 	Flushed  uint64  `json:"flushed,omitempty"` // sent but released by a halt before the chip sent them
 	Halts    uint64  `json:"pio_halts,omitempty"`
+	// Interrupted: Ctrl-C cut the run short; the figures are of the part that ran.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // pathReport is the -json output of a -path pio|auto run.
@@ -121,6 +123,8 @@ type pathReport struct {
 	Config    Config       `json:"config"`
 	Results   []pathResult `json:"results"`
 	Crossover int          `json:"crossover_bytes,omitempty"` // the largest size PIO beat SDMA at (with -sweep)
+	// Interrupted: Ctrl-C ended the run; Results are what ran, the last one partial.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // runPaths is the client for -path pio|auto.
@@ -137,6 +141,7 @@ func runPaths(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if len(paths) > 1 {
 		rounds = sweepRounds
 	}
+sizes:
 	for _, size := range cfg.Sizes {
 		best := map[string]pathResult{}
 		for range rounds { // the paths interleaved, best of the rounds: a shared machine's noise
@@ -145,6 +150,14 @@ func runPaths(ctx context.Context, cfg Config, stdout io.Writer) error {
 					continue
 				}
 				r, err := runPath(ctx, cfg, p, size)
+				if ctx.Err() != nil { // Ctrl-C: the results so far, this one partial if measured
+					rep.Interrupted = true
+					if err == nil {
+						r.Interrupted = true
+						rep.Results = append(rep.Results, r)
+					}
+					break sizes
+				}
 				if err != nil {
 					return fmt.Errorf("-path %s, %d bytes: %w", p, size, err)
 				}
@@ -163,9 +176,15 @@ func runPaths(ctx context.Context, cfg Config, stdout io.Writer) error {
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		writePathTable(stdout, cfg, rep)
 	}
-	writePathTable(stdout, cfg, rep)
+	if rep.Interrupted {
+		return errInterrupted
+	}
 	return nil
 }
 
@@ -237,9 +256,16 @@ func writePathTable(w io.Writer, cfg Config, rep pathReport) {
 		if cfg.Mode == ModeLat {
 			a, b = r.P50, r.P99
 		}
-		fmt.Fprintf(w, " %-5s %8d %12d %10.3f %10.1f %10.1f %8d %8d %6d %8d\n", r.Path, r.Bytes, r.Packets, r.Mpps, a, b, r.ByPIO, r.BySDMA, r.Halts, r.Flushed)
+		mark := ""
+		if r.Interrupted {
+			mark = " (interrupted)"
+		}
+		fmt.Fprintf(w, " %-5s %8d %12d %10.3f %10.1f %10.1f %8d %8d %6d %8d%s\n", r.Path, r.Bytes, r.Packets, r.Mpps, a, b, r.ByPIO, r.BySDMA, r.Halts, r.Flushed, mark)
 	}
 	fmt.Fprintln(w, rule)
+	if rep.Interrupted {
+		fmt.Fprintln(w, " interrupted: the results so far")
+	}
 	if len(cfg.Sizes) > 1 {
 		what := "ns/pkt"
 		if cfg.Mode == ModeLat {
@@ -357,8 +383,8 @@ func measurePaths(ctx context.Context, cfg Config, ps []*pathProducer) (time.Dur
 	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota[p], deadline) }); err != nil {
 		return 0, err
 	}
-	for _, p := range ps {
-		if err := p.flow.Drain(ctx); err != nil {
+	for _, p := range ps { // also after Ctrl-C, as the packet run's drain: the partial result
+		if err := p.flow.Drain(context.WithoutCancel(ctx)); err != nil {
 			return 0, err
 		}
 	}
@@ -464,6 +490,9 @@ func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) e
 			continue
 		}
 		if err != nil {
+			if ctx.Err() != nil { // Ctrl-C while Send waited for room: stop, as above
+				return nil
+			}
 			return err
 		}
 		p.sent++

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -44,5 +46,21 @@ func TestPathIterationsOverAllProducers(t *testing.T) {
 		if assert.NoError(t, json.Unmarshal([]byte(out), &rep)) && assert.Len(t, rep.Results, 1) {
 			assert.EqualValues(t, 7, rep.Results[0].Packets, "-path %s -n 7 -q 2", path)
 		}
+	}
+}
+
+// TestPathInterruptPrintsResultsSoFar: Ctrl-C in a -path run prints the results so far, the cut
+// size's row marked (interrupted), and exits 130, as the packet run does. It used to exit 0 with
+// the cut size's row looking like a whole run's, or 130 with nothing when the drain saw it.
+func TestPathInterruptPrintsResultsSoFar(t *testing.T) {
+	for _, tc := range []struct{ path, size string }{{"pio", "64"}, {"auto", "64"}, {"auto", "4096"}} { // 4096: by SDMA, packets in flight at Ctrl-C
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout, stderr bytes.Buffer
+		time.AfterFunc(300*time.Millisecond, cancel)
+		code := run(ctx, []string{"-path", tc.path, "-D", "60", "-warmup", "0", "-size", tc.size}, &stdout, &stderr)
+		cancel()
+		assert.Equal(t, exitInterrupted, code, "%v: %s", tc, stderr.String())
+		assert.Regexp(t, `(?m)^ `+tc.path+` +`+tc.size+` +[1-9][0-9]* .* \(interrupted\)$`, stdout.String(), "%v: the partial row", tc)
+		assert.Contains(t, stdout.String(), "interrupted: the results so far")
 	}
 }
