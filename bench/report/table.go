@@ -70,27 +70,45 @@ func rows(s *suite) []row {
 			})
 		}
 	}
-	// Payload bandwidth through a copying sink against a copy, for each size in the run.
+	// Payload bandwidth through a copying sink against a copy, for each size in the run, from
+	// each kind of memory (impl=sdma, and its mem=registered twin).
 	for _, name := range s.order {
-		size, ok := strings.CutPrefix(name, "BenchmarkPayload/impl=sdma/size=")
-		if !ok {
+		rest, ok := strings.CutPrefix(name, "BenchmarkPayload/")
+		k := keys(rest)
+		if !ok || k["impl"] != "sdma" || k["size"] == "" {
 			continue
 		}
 		rs = append(rs, row{
-			what: fmt.Sprintf("Payload bandwidth, %s B", size),
-			ours: figure{"sdma", name, "MB/s"},
-			base: figure{"copy", "BenchmarkPayload/impl=copy/size=" + size, "MB/s"},
+			what: fmt.Sprintf("Payload bandwidth, %s B", k["size"]),
+			ours: figure{memLabel("sdma", k), name, "MB/s"},
+			base: figure{"copy", "BenchmarkPayload/impl=copy/size=" + k["size"], "MB/s"},
 		})
 	}
-	// Submit-to-completion latency against a cache-line ping-pong.
+	// Submit-to-completion latency against a cache-line ping-pong, from each kind of memory.
+	lat := []string{"BenchmarkLatency/impl=sdma"}
+	for _, name := range s.order {
+		if strings.HasPrefix(name, "BenchmarkLatency/impl=sdma/") {
+			lat = append(lat, name)
+		}
+	}
 	for _, q := range []string{"p50", "p99"} {
-		rs = append(rs, row{
-			what: "Latency, " + q,
-			ours: figure{"sdma", "BenchmarkLatency/impl=sdma", q + "-ns"},
-			base: figure{"ping-pong", "BenchmarkLatency/impl=pingpong", q + "-ns"},
-		})
+		for _, name := range lat {
+			rs = append(rs, row{
+				what: "Latency, " + q,
+				ours: figure{memLabel("sdma", keys(strings.TrimPrefix(name, "BenchmarkLatency/"))), name, q + "-ns"},
+				base: figure{"ping-pong", "BenchmarkLatency/impl=pingpong", q + "-ns"},
+			})
+		}
 	}
 	return rs
+}
+
+// memLabel is label with the name's mem= kind when it has one: "sdma, registered".
+func memLabel(label string, k map[string]string) string {
+	if m := k["mem"]; m != "" {
+		return label + ", " + m
+	}
+	return label
 }
 
 // keys splits a benchstat-style name, "alloc=slab/mapper=iommu", into its keys and values.
