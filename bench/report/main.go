@@ -11,6 +11,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -27,7 +28,9 @@ func main() {
 	bench := flag.String("bench", ".", "go test -bench")
 	in := flag.String("in", "", "read `go test -bench` output from this file (- for stdin) instead of running the suite")
 	flag.Parse()
-	if err := checkFlags(*count, *benchtime, flag.Args()); err != nil {
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := cmp.Or(checkFlags(*count, *benchtime, flag.Args()), checkInFlags(*in, set)); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
 	}
@@ -49,6 +52,20 @@ func checkFlags(count int, benchtime string, args []string) error {
 	}
 	if benchtime == "" {
 		return fmt.Errorf(`-benchtime "": want a duration (100ms) or an iteration count (1000x)`)
+	}
+	return nil
+}
+
+// checkInFlags refuses the flags of a suite run (-benchtime, -count, -bench) beside -in, which
+// reads a run's output instead: they would be ignored.
+func checkInFlags(in string, set map[string]bool) error {
+	if in == "" {
+		return nil
+	}
+	for _, f := range []string{"benchtime", "count", "bench"} {
+		if set[f] {
+			return fmt.Errorf("-%s with -in: -in reads a run's output, it runs nothing (give -%s to the go test that made it)", f, f)
+		}
 	}
 	return nil
 }
