@@ -604,6 +604,7 @@ var clientChecks = []check{
 	checkRing,
 	checkSink,
 	checkFaults,
+	checkMsgFaults,
 	checkOutputs,
 	checkPath,
 	checkPathOutputs,

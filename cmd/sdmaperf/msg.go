@@ -145,3 +145,13 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 func msgBanner(cfg Config) string {
 	return fmt.Sprintf("%d-byte packets through a usdma packet queue (AHG); a row's figures are per message; -frags and ring-full do not apply", cfg.MTU)
 }
+
+// checkMsgFaults refuses -faults sinkfail with -mode msg: the sink fails packet deliveries, and
+// a failed delivery still completes its request OK, so a row that counts messages cannot tell
+// which messages lost a packet (accepted() would take packets from messages).
+func checkMsgFaults(cfg *Config, _ rawFlags, _ flagSet) error {
+	if cfg.Mode == ModeMsg && cfg.Faults.SinkFail > 0 {
+		return usagef("-faults sinkfail=%v fails packet deliveries; -mode msg counts messages and cannot tell which lost a packet: use -mode bw", cfg.Faults.SinkFail)
+	}
+	return nil
+}
