@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +78,18 @@ func TestMsgModeRefusesSinkFail(t *testing.T) {
 	}
 	_, err = parseConfig([]string{"-mode", "msg", "-size", "65536", "-faults", "sinkstall=0.1,halt=0.01"}, new(bytes.Buffer))
 	assert.NoError(t, err, "stalls and halts are counted per message")
+}
+
+// TestLatencyTableCountsItsSamples: the latency table's #iterations is Result.Iterations, the
+// packets the sink accepted, while its percentiles are over every completion, the deliveries the
+// sink refused included (-faults sinkfail=0.5: #iterations ~1000 beside percentiles of 2000
+// samples). Design call (which count the column shows; the golden files change): print
+// Latency.Count there, or leave refused deliveries out of the histogram.
+func TestLatencyTableCountsItsSamples(t *testing.T) {
+	t.Skip("bug: the latency table's #iterations is not the number of latency samples under -faults sinkfail")
+	rep := runJSON(t, "-n", "2000", "-warmup", "0", "-faults", "sinkfail=0.5,seed=1", "-size", "1024")
+	var out bytes.Buffer
+	latencyTable.row(&out, rep.Config, rep.Results[0])
+	f := strings.Fields(out.String())
+	assert.Equal(t, strconv.FormatInt(rep.Results[0].Latency.Count, 10), f[1], "the samples the percentiles are of")
 }
