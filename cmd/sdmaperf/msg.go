@@ -131,11 +131,11 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 	if p.pq.Stats().Requests == before { // refused before it claimed the slot: Done will not run
 		p.slots <- slot
 	}
+	if ctx.Err() != nil { // Ctrl-C: its cut Submit fails matching ErrFault too; stop, not go on
+		return false
+	}
 	if errors.Is(err, usdma.ErrNotRunning) || errors.Is(err, usdma.ErrFault) || errors.Is(err, usdma.ErrNoMem) {
 		return true // a halt or a mapping fault (-faults): the slot ends ERROR and counts as aborted
-	}
-	if ctx.Err() != nil {
-		return false
 	}
 	p.err = fmt.Errorf("producer %d: %w", p.id, err)
 	return false

@@ -93,3 +93,29 @@ func TestLatencyTableCountsItsSamples(t *testing.T) {
 	f := strings.Fields(out.String())
 	assert.Equal(t, strconv.FormatInt(rep.Results[0].Latency.Count, 10), f[1], "the samples the percentiles are of")
 }
+
+// TestMsgModeStopsAtInterrupt: Ctrl-C stops a -mode msg run at once, as the packet run. A Submit
+// cut by the cancel fails with a *ReqError matching ErrFault, which sendMsg took for an injected
+// fault and went on: the run went to the end of -D, every message after the Ctrl-C counted as
+// aborted (-D 5 cut at 1 s: 5 s, 188238 aborted).
+func TestMsgModeStopsAtInterrupt(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-mode", "msg", "-size", "65536", "-D", "60", "-warmup", "0", "-json"}, &stdout, &stderr)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, exitInterrupted, code, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("-mode msg did not stop at Ctrl-C")
+	}
+	var rep Report
+	if assert.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep)) && assert.Len(t, rep.Results, 1) {
+		assert.LessOrEqual(t, rep.Results[0].Aborted, uint64(1), "only the message the Ctrl-C cut, per producer")
+	}
+}
