@@ -158,7 +158,9 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 		addr = cs.recv.Addr().String()
 		go func() {
 			defer close(cs.recvDone)
-			cs.recvRep, cs.recvErr = cs.recv.Run(ctx)
+			// Not ctx: at Ctrl-C the sending stops and drains, and the receiver takes that up
+			// to the end markers cs.close sends (or stops after close's wait).
+			cs.recvRep, cs.recvErr = cs.recv.Run(context.WithoutCancel(ctx))
 			cs.recv.Close() // the sink's repeated end markers then fail fast (ECONNREFUSED)
 		}()
 	}
