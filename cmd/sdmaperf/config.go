@@ -458,7 +458,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
 	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer, mapped per add), page (AddPage of dma.AllocPages memory, mapped per add) or registered (AddKVAddr of a Go buffer registered with the device once: no per-packet mapping)")
 	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
-	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (0: run for -D instead)")
+	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (with -q: per queue pair, as perftest's); 0: run for -D instead")
 	cfg.Duration = 2 * time.Second
 	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in `seconds` as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
@@ -486,7 +486,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")
 	fs.DurationVar(&cfg.Idle, "idle", 5*time.Second, "with -server: stop after this long without a packet")
-	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given")
+	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given, and -n counts per queue pair, as perftest's does")
 	for _, a := range aliases {
 		fs.Var(fs.Lookup(a.flag).Value, a.alias, "perftest's spelling of -"+a.flag)
 	}
@@ -841,7 +841,9 @@ func checkFaults(cfg *Config, _ rawFlags, _ flagSet) error {
 	return nil
 }
 
-// checkQPs applies perftest's -q: N producers (queue pairs) over up to 16 engines.
+// checkQPs applies perftest's -q: N producers (queue pairs) over up to 16 engines, and, as
+// perftest counts -n per queue pair (tot_iters = iters * num_of_qps), -n packets each: N times -n
+// in all (with -producers, sdmaperf's own spelling, -n is the total).
 func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
 	if !set["q"] {
 		return nil
@@ -855,6 +857,12 @@ func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
 	cfg.Producers = raw.qps
 	if !set["engines"] {
 		cfg.Engines = min(raw.qps, maxEngines)
+	}
+	if cfg.Iterations > 0 {
+		if cfg.Iterations > math.MaxInt32/raw.qps {
+			return usagef("-n %d with -q %d: %d queue pairs of %d packets each is more than %d packets", cfg.Iterations, raw.qps, raw.qps, cfg.Iterations, math.MaxInt32)
+		}
+		cfg.Iterations *= raw.qps
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func TestRunLatencyTable(t *testing.T) {
 	code, out, errOut := runTool(t, "-mode", "lat", "-n", "300", "-warmup", "5", "-size", "64", "-frags", "1")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "Send Latency Test")
-	assert.Contains(t, out, "p99.9[us]")
+	assert.Contains(t, out, "99.9% percentile[usec]")
 	assert.Regexp(t, `(?m)^ 64 +300 `, out)
 	assert.Empty(t, errOut, "no progress line when stderr is not a terminal")
 }

@@ -185,13 +185,16 @@ var latencyTable = table{
 			fmt.Fprintf(w, " Latency in bw mode is submit to completion at depth %d: it is queueing, not the\n"+
 				" one-packet latency of -mode lat (ib_send_lat).\n", cfg.Depth)
 		}
-		fmt.Fprintf(w, " %-8s %-13s %-11s %-11s %-11s %-11s %-11s %-11s %s\n",
-			"#bytes", "#iterations", "t_min[us]", "p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "t_avg[us]")
+		// ib_send_lat's columns, in its order (t_typical is the median), then the 90th
+		// percentile, which perftest does not print.
+		fmt.Fprintf(w, " %-8s %-13s %-13s %-13s %-17s %-13s %-15s %-22s %-24s %s\n",
+			"#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]",
+			"t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]", "p90[usec]")
 	},
 	row: func(w io.Writer, _ Config, r Result) {
 		l := r.Latency
-		fmt.Fprintf(w, " %-8d %-13d %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %-11.2f %.2f%s\n",
-			r.Bytes, r.Iterations, l.Min, l.P50, l.P90, l.P99, l.P999, l.Max, l.Avg, interruptedMark(r))
+		fmt.Fprintf(w, " %-8d %-13d %-13.2f %-13.2f %-17.2f %-13.2f %-15.2f %-22.2f %-24.2f %.2f%s\n",
+			r.Bytes, r.Iterations, l.Min, l.Max, l.P50, l.Avg, l.Stdev, l.P99, l.P999, l.P90, interruptedMark(r))
 	},
 }
 

@@ -54,7 +54,8 @@ func TestTextOutput(t *testing.T) {
 	for _, want := range []string{
 		"Send BW Test", "Engine(s)", "Ring size       : 2048", "Mapper          : direct",
 		"#bytes", "#iterations", "BW peak[MiB/sec]", "BW average[MiB/sec]", "MsgRate[Mpps]",
-		"p50[us]", "p90[us]", "p99[us]", "p99.9[us]", "t_max[us]", "ring-full", "faults",
+		"t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
+		"99% percentile[usec]", "99.9% percentile[usec]", "p90[usec]", "ring-full", "faults",
 	} {
 		assert.Contains(t, text, want)
 	}
@@ -131,4 +132,25 @@ func TestStdev(t *testing.T) {
 	assert.Zero(t, stdevOf(nil))
 	assert.Zero(t, stdevOf([]float64{5}))
 	assert.InDelta(t, 2, stdevOf([]float64{2, 4, 4, 4, 5, 5, 7, 9}), 1e-12)
+}
+
+// TestLatencyTablePerftestColumns: the latency table's data row has ib_send_lat's columns in its
+// order, so that a script reading perftest's output by position reads the same figures: #bytes,
+// #iterations, t_min, t_max, t_typical (the median), t_avg, t_stdev, 99%, 99.9%; then p90.
+func TestLatencyTablePerftestColumns(t *testing.T) {
+	var out bytes.Buffer
+	r := Result{Bytes: 64, Iterations: 1000, Latency: Latency{Min: 1, P50: 2, P90: 3, P99: 4, P999: 5, Max: 6, Avg: 2.5, Stdev: 0.5}}
+	latencyTable.row(&out, Config{}, r)
+	assert.Equal(t, []string{"64", "1000", "1.00", "6.00", "2.00", "2.50", "0.50", "4.00", "5.00", "3.00"}, strings.Fields(out.String()))
+	out.Reset()
+	latencyTable.head(&out, Config{Mode: ModeLat})
+	head := out.String()
+	for i, col := range []string{"t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]"} {
+		j := strings.Index(head, col)
+		require.GreaterOrEqual(t, j, 0, col)
+		if i > 0 {
+			prev := []string{"t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]", "99% percentile[usec]"}[i-1]
+			assert.Greater(t, j, strings.Index(head, prev), "%s after %s", col, prev)
+		}
+	}
 }

@@ -39,13 +39,13 @@ func TestPathRefusesOutputFlags(t *testing.T) {
 // and auto too. The path producers each sent -n / producers, so -n 7 over 2 producers sent 6.
 func TestPathIterationsOverAllProducers(t *testing.T) {
 	for _, path := range []string{"pio", "auto"} {
-		code, out, errOut := runTool(t, "-path", path, "-json", "-n", "7", "-q", "2", "-size", "64", "-warmup", "0")
+		code, out, errOut := runTool(t, "-path", path, "-json", "-n", "7", "-producers", "2", "-size", "64", "-warmup", "0")
 		if !assert.Equal(t, exitOK, code, errOut) {
 			continue
 		}
 		var rep pathReport
 		if assert.NoError(t, json.Unmarshal([]byte(out), &rep)) && assert.Len(t, rep.Results, 1) {
-			assert.EqualValues(t, 7, rep.Results[0].Packets, "-path %s -n 7 -q 2", path)
+			assert.EqualValues(t, 7, rep.Results[0].Packets, "-path %s -n 7 -producers 2", path)
 		}
 	}
 }
@@ -144,11 +144,11 @@ func TestUDPInterruptKeepsTheReceiver(t *testing.T) {
 // TestPerftestItersPerQP: perftest's -n is per queue pair (send_bw: tot_iters = iters *
 // num_of_qps), so ib_send_bw -q 2 -n 100 sends 200; sdmaperf's -n is over all producers (its -h
 // says so) and -q 2 -n 100 sends 100, while the README offers -n and -q as perftest's spellings
-// and TestPerftestSpellings says they mean what they mean there. Design call (-n is sdmaperf's own
-// flag too): make -n per producer when -q is given, or say in the README's perftest section that
-// -n counts over all queue pairs.
+// and TestPerftestSpellings says they mean what they mean there. With -q, -n now counts per queue
+// pair, as perftest's; with -producers (sdmaperf's own spelling) it is the total.
 func TestPerftestItersPerQP(t *testing.T) {
-	t.Skip("bug: -q N -n M sends M packets where perftest sends M per queue pair")
 	rep := runJSON(t, "-q", "2", "-n", "100", "-warmup", "0", "-size", "64")
 	assert.EqualValues(t, 200, rep.Results[0].Iterations)
+	rep = runJSON(t, "-producers", "2", "-n", "100", "-warmup", "0", "-size", "64")
+	assert.EqualValues(t, 100, rep.Results[0].Iterations, "-producers: -n is the total")
 }

@@ -203,7 +203,7 @@ func TestInterruptPrintsResultsSoFar(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no streamed row: %q", stdout.String())
 		time.Sleep(10 * time.Millisecond)
 	}
-	require.NotContains(t, stdout.String(), "t_min[us]", "the other tables come at the end")
+	require.NotContains(t, stdout.String(), "t_min[usec]", "the other tables come at the end")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	var code int
 	select {
@@ -213,7 +213,7 @@ func TestInterruptPrintsResultsSoFar(t *testing.T) {
 	}
 	assert.Equal(t, exitInterrupted, code)
 	out := stdout.String()
-	assert.Contains(t, out, "t_min[us]")
+	assert.Contains(t, out, "t_min[usec]")
 	assert.Contains(t, out, "interrupted: the results so far")
 	assert.NotContains(t, out, "\n 1024 ", "the sweep stopped")
 	assert.Equal(t, "sdmaperf: interrupted\n", stderr.String())
