@@ -186,7 +186,9 @@ var latencyTable = table{
 				" one-packet latency of -mode lat (ib_send_lat).\n", cfg.Depth)
 		}
 		// ib_send_lat's columns, in its order (t_typical is the median), then the 90th
-		// percentile, which perftest does not print.
+		// percentile, which perftest does not print. #iterations is the latency samples the
+		// figures are of: every completion, a delivery the sink refused included (the bandwidth
+		// table's #iterations counts only those it accepted).
 		fmt.Fprintf(w, " %-8s %-13s %-13s %-13s %-17s %-13s %-15s %-22s %-24s %s\n",
 			"#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]",
 			"t_stdev[usec]", "99% percentile[usec]", "99.9% percentile[usec]", "p90[usec]")
@@ -194,7 +196,7 @@ var latencyTable = table{
 	row: func(w io.Writer, _ Config, r Result) {
 		l := r.Latency
 		fmt.Fprintf(w, " %-8d %-13d %-13.2f %-13.2f %-17.2f %-13.2f %-15.2f %-22.2f %-24.2f %.2f%s\n",
-			r.Bytes, r.Iterations, l.Min, l.Max, l.P50, l.Avg, l.Stdev, l.P99, l.P999, l.P90, interruptedMark(r))
+			r.Bytes, l.Count, l.Min, l.Max, l.P50, l.Avg, l.Stdev, l.P99, l.P999, l.P90, interruptedMark(r))
 	},
 }
 
