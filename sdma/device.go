@@ -150,13 +150,8 @@ type Device struct {
 	closeErr  error     // written inside closeOnce, read after it
 
 	// dlidSel is DLIDSelector's table (hfi1: dlid_to_selector's function-static mapping and
-	// next): mapping[hash] is the hash's selector + 1, 0 while the hash is unseen; next is the
-	// selector the next unseen hash gets. Written and read under mu, by DLIDSelector only.
-	dlidSel struct {
-		mu      sync.Mutex
-		mapping [256]uint8
-		next    uint8
-	}
+	// next), made by its first use; see dlidTable.
+	dlidSel atomic.Pointer[dlidTable]
 }
 
 // NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
@@ -342,7 +337,11 @@ func (dev *Device) Engine(i int) *Engine {
 // traffic does not move another's. Safe for concurrent use.
 func (dev *Device) DLIDSelector(dlid uint16) uint8 {
 	h := uint8(dlid>>8 ^ dlid)
-	t := &dev.dlidSel
+	t := dev.dlidSel.Load()
+	if t == nil {
+		dev.dlidSel.CompareAndSwap(nil, new(dlidTable))
+		t = dev.dlidSel.Load()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if m := t.mapping[h]; m != 0 {
@@ -352,6 +351,20 @@ func (dev *Device) DLIDSelector(dlid uint16) uint8 {
 	t.mapping[h] = sel + 1
 	t.next = (sel + 1) & 0x7f
 	return sel
+}
+
+// NumVLs returns the number of virtual lanes the device maps to engines (Config.NumVLs, or its
+// default).
+func (dev *Device) NumVLs() int { return dev.vlMap.actualVLs }
+
+// dlidTable is DLIDSelector's table: mapping[hash] is the hash's selector + 1, 0 while the hash
+// is unseen; next is the selector the next unseen hash gets. Written and read under mu, by
+// DLIDSelector only. Out of the Device (behind a pointer): the Device's hot fields keep their
+// size class and lines.
+type dlidTable struct {
+	mu      sync.Mutex
+	mapping [256]uint8
+	next    uint8
 }
 
 // SelectEngine picks the engine for a selector (a QP number, a hash, a CPU) on virtual lane vl
