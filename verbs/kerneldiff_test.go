@@ -32,12 +32,9 @@ func TestPIOContextSelectionAsKernel(t *testing.T) {
 
 // The VL half of pio_select_send_context_vl: the kernel gives each VL its own contexts
 // (pio_map_init: num_kernel_send_contexts / num_vls each, extras from the last VL down) and picks
-// map[vl & mask] first; NewFlow lets every VL share all the contexts. With 4 contexts on 2 VLs
-// the kernel puts VL 0 on contexts 0 and 1 and VL 1 on 2 and 3. The fix is a design call (the
-// Device would lay its contexts out per VL from the SDMA device's NumVLs, as sdma.Device's VL
-// map does, and Contexts would have to be at least NumVLs).
+// map[vl & mask] first. NewFlow used to let every VL share all the contexts. With 4 contexts on
+// 2 VLs the kernel puts VL 0 on contexts 0 and 1 and VL 1 on 2 and 3; so does NewFlow now.
 func TestPIOContextPerVLAsKernel(t *testing.T) {
-	t.Skip("bug: NewFlow ignores the VL when it picks the PIO context; pio_select_send_context_vl gives each VL its own contexts (see the comment)")
 	sd, err := sdma.NewDevice(sdma.Config{Sink: newOrderSink(), Engines: 2, NumVLs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +50,36 @@ func TestPIOContextPerVLAsKernel(t *testing.T) {
 			if got := d.NewFlow(uint32(sel), uint8(vl)).sc; got != d.Context(w) {
 				t.Errorf("vl %d selector %d: context %d, kernel's %d", vl, sel, got.Index(), w)
 			}
+		}
+	}
+}
+
+// TestPIOMapLayout: pio_map_init's layout without vl_scontexts, and pio_select_send_context_vl
+// on it: n / numVLs contexts a VL, the extras from the last VL down, each VL's table a power of
+// two filled round robin over its own run; a VL past the actual ones, or with no context, gets
+// context 0 (vld[0].sc).
+func TestPIOMapLayout(t *testing.T) {
+	for _, c := range []struct {
+		n, vls int
+		want   [][]int // per VL: the context of selectors 0..7
+	}{
+		{1, 1, [][]int{{0, 0, 0, 0, 0, 0, 0, 0}}},
+		{3, 1, [][]int{{0, 1, 2, 0, 0, 1, 2, 0}}},
+		{4, 2, [][]int{{0, 1, 0, 1, 0, 1, 0, 1}, {2, 3, 2, 3, 2, 3, 2, 3}}},
+		{5, 2, [][]int{{0, 1, 0, 1, 0, 1, 0, 1}, {2, 3, 4, 2, 2, 3, 4, 2}}},
+		{4, 3, [][]int{{0, 0, 0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}, {2, 3, 2, 3, 2, 3, 2, 3}}},
+		{1, 2, [][]int{{0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}}}, // VL 0 has none: context 0
+	} {
+		m := buildPIOMap(c.n, c.vls)
+		for vl, want := range c.want {
+			for sel, w := range want {
+				if got := m.index(uint32(sel), uint8(vl)); got != w {
+					t.Errorf("%d contexts on %d VLs: vl %d selector %d: context %d, kernel's %d", c.n, c.vls, vl, sel, got, w)
+				}
+			}
+		}
+		if got := m.index(5, uint8(c.vls)); got != 0 {
+			t.Errorf("%d contexts on %d VLs: a VL past them got context %d, want 0", c.n, c.vls, got)
 		}
 	}
 }

@@ -52,9 +52,11 @@ type Config struct {
 	// kernel sizes send contexts for. DisablePIO sends everything by SDMA (piothreshold=0).
 	PIOThreshold int
 	DisablePIO   bool
-	// Contexts is the number of kernel PIO send contexts, 1..160; 0 means 1. Flows are spread
-	// over them by selector, as pio_select_send_context_vl spreads a VL's QPs over its contexts;
-	// unlike the kernel, every VL shares them all.
+	// Contexts is the number of kernel PIO send contexts, 1..160; 0 means 1. As pio_map_init
+	// does, each of the SDMA device's VLs gets its own share of them (Contexts / NumVLs, the
+	// extras from the last VL down), and a flow's selector picks one of its VL's
+	// (pio_select_send_context_vl). A VL left with none (fewer contexts than VLs), and a VL past
+	// the mapped ones, use context 0 (the kernel's vld[0].sc).
 	Contexts int
 	// Credits is each context's size in blocks; 0 means the kernel's 3-deep size for the
 	// threshold, 3 × (min(threshold, 4096) + 128) / 64. Unless DisablePIO, it must hold a packet
@@ -74,6 +76,7 @@ type Config struct {
 type Device struct {
 	sdma      *sdma.Device
 	pio       []*pio.SendContext // read-only after New
+	pioMap    pioVLMap           // read-only after New (dd->pio_map)
 	threshold int                // 0 when PIO is disabled
 	manual    bool               // ManualPIO: waits drive the chips and engines instead of blocking
 	pool      sync.Pool          // *sdmaPacket
@@ -122,6 +125,7 @@ func New(cfg Config) (*Device, error) {
 		}
 		d.pio = append(d.pio, sc)
 	}
+	d.pioMap = buildPIOMap(n, cfg.SDMA.NumVLs())
 	return d, nil
 }
 
@@ -186,12 +190,12 @@ type Flow struct {
 }
 
 // NewFlow returns a flow whose packets go to the PIO context and SDMA engine the selector and VL
-// pick. The PIO context is pio_select_send_context_vl's pick within one VL (all the contexts
-// serve every VL here): ksc[selector & mask] of a power-of-two table filled round-robin.
+// pick. The PIO context is pio_select_send_context_vl's pick: the VL's table, then
+// ksc[selector & mask] in it (see Config.Contexts).
 func (d *Device) NewFlow(selector uint32, vl uint8) *Flow {
 	return &Flow{
 		dev:     d,
-		sc:      d.pio[pioIndex(selector, len(d.pio))],
+		sc:      d.pio[d.pioMap.index(selector, vl)],
 		engine:  d.sdma.SelectEngine(selector, vl),
 		vl:      vl,
 		drained: make(chan struct{}, 1),
@@ -218,15 +222,66 @@ func (f *Flow) signal() {
 	}
 }
 
-// pioIndex is pio_select_send_context_vl within one VL's pio_map_elem: pio_map_init rounds the
-// VL's n contexts up to a power of two and fills the table round-robin (ksc[j] is context j % n),
-// and the selector indexes it through the mask.
-func pioIndex(selector uint32, n int) int {
-	sz := uint32(1)
-	for sz < uint32(n) {
-		sz <<= 1
+// pioVLMap is struct pio_vl_map: a power-of-two table of VLs (the ones past the actual VLs
+// repeat them), each a power-of-two table of context indices filled round robin over the VL's
+// own contexts (struct pio_map_elem's ksc); a VL with no context has an empty table.
+type pioVLMap struct {
+	actualVLs int
+	mask      uint32
+	elems     [][]int
+}
+
+// buildPIOMap lays out n contexts over numVLs VLs as pio_map_init does with no vl_scontexts: n /
+// numVLs each, the extras from the last VL down, each VL's run after the previous one's.
+func buildPIOMap(n, numVLs int) pioVLMap {
+	numVLs = max(numVLs, 1)
+	count := make([]int, numVLs)
+	per, extra := n/numVLs, n%numVLs
+	for i := numVLs - 1; i >= 0; i, extra = i-1, extra-1 {
+		count[i] = per
+		if extra > 0 {
+			count[i]++
+		}
 	}
-	return int(selector&(sz-1)) % n
+	vls := 1
+	for vls < numVLs {
+		vls <<= 1
+	}
+	m := pioVLMap{actualVLs: numVLs, mask: uint32(vls - 1), elems: make([][]int, vls)}
+	first := 0
+	for i := range vls {
+		if i >= numVLs {
+			m.elems[i] = m.elems[i%numVLs] // re-use without allocating
+			continue
+		}
+		if c := count[i]; c > 0 {
+			sz := 1
+			for sz < c {
+				sz <<= 1
+			}
+			ksc := make([]int, sz)
+			for j := range ksc {
+				ksc[j] = first + j%c // wraps back to the VL's first context
+			}
+			m.elems[i] = ksc
+		}
+		first += count[i]
+	}
+	return m
+}
+
+// index is pio_select_send_context_vl: the VL's table (a VL past the actual ones gets context 0,
+// the kernel's vld[0].sc), then ksc[selector & mask]; a VL without contexts gets context 0 too
+// (the kernel's NULL ksc entry falls back to vld[0].sc).
+func (m *pioVLMap) index(selector uint32, vl uint8) int {
+	if int(vl) >= m.actualVLs {
+		return 0
+	}
+	ksc := m.elems[uint32(vl)&m.mask]
+	if len(ksc) == 0 {
+		return 0
+	}
+	return ksc[selector&uint32(len(ksc)-1)]
 }
 
 // choose is get_send_routine: PIO for a packet up to the threshold, unless the flow still has
