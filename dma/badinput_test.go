@@ -16,7 +16,10 @@ func TestWrapNilMapper(t *testing.T) {
 	for name, m := range map[string]interface {
 		Mapper
 		Unwrap() Mapper
-	}{"counting": NewCounting(nil), "inject": NewFaultInjector(nil)} {
+	}{
+		"counting": NewCounting(nil), "inject": NewFaultInjector(nil),
+		"counting typed nil": NewCounting((*IOMMU)(nil)), "inject typed nil": NewFaultInjector((*Direct)(nil)),
+	} {
 		_, ok := m.Unwrap().(*Direct)
 		assert.True(t, ok, "%s wraps a Direct", name)
 		buf := make([]byte, 8)

@@ -2,6 +2,7 @@ package dma
 
 import (
 	"fmt"
+	"reflect"
 	"sync/atomic"
 )
 
@@ -26,13 +27,18 @@ type Counts struct {
 	Errors                                                     int // calls of any kind that failed
 }
 
-// NewCounting wraps m; a nil m wraps a new Direct (as a nil sdma.Config.Mapper is one), where it
-// used to be taken and every call through the wrapper panicked on it.
+// NewCounting wraps m; a nil m (or a nil pointer of a mapper type) wraps a new Direct (as a nil
+// sdma.Config.Mapper is one), where it used to be taken and every call through the wrapper
+// panicked on it.
 func NewCounting(m Mapper) *Counting { return &Counting{m: orDirect(m)} }
 
-// orDirect is m, or a new Direct if m is nil: the wrappers' constructors.
+// orDirect is m, or a new Direct if m is nil or a nil pointer in the interface (a typed nil,
+// such as a nil *IOMMU, whose every method would panic): the wrappers' constructors.
 func orDirect(m Mapper) Mapper {
 	if m == nil {
+		return NewDirect()
+	}
+	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
 		return NewDirect()
 	}
 	return m
