@@ -48,8 +48,8 @@ type EngineReport struct {
 	Packets     uint64 `json:"packets"`      // data frames received, duplicates and bad checksums included
 	Bytes       uint64 `json:"bytes"`        // payload bytes of those frames
 	Sent        uint64 `json:"sent"`         // packets the sender says it sent (end marker), or highest seq+1
-	Lost        uint64 `json:"lost"`         // sequence numbers below max(Sent, highest seq+1) never received
-	Beyond      uint64 `json:"beyond"`       // sequence numbers at or past Sent that arrived (highest seq+1 less Sent, with an end marker)
+	Lost        uint64 `json:"lost"`         // sequence numbers below max(Sent, highest seq+1) that never arrived
+	Beyond      uint64 `json:"beyond"`       // how far past Sent the numbering went: highest seq+1 less Sent, with an end marker (numbers, not frames)
 	Dups        uint64 `json:"dups"`         // frames whose seq was below one already seen (late or duplicate)
 	BadChecksum uint64 `json:"bad_checksum"` // frames whose payload CRC-32C did not match
 	Ended       bool   `json:"ended"`        // the end-of-run marker arrived
@@ -60,7 +60,7 @@ type Report struct {
 	Packets     uint64         `json:"packets"`
 	Bytes       uint64         `json:"bytes"`
 	Lost        uint64         `json:"lost"`
-	Beyond      uint64         `json:"beyond"` // frames numbered past an engine's end-marker count
+	Beyond      uint64         `json:"beyond"` // sequence numbers past the engines' end-marker counts, up to the highest received (EngineReport.Beyond)
 	Dups        uint64         `json:"dups"`
 	BadChecksum uint64         `json:"bad_checksum"`
 	BadFrames   uint64         `json:"bad_frames"` // datagrams too short or with a wrong magic
@@ -86,7 +86,7 @@ func (r *Report) String() string {
 	}
 	beyond := ""
 	if r.Beyond != 0 {
-		beyond = fmt.Sprintf(", %d past the end count", r.Beyond)
+		beyond = fmt.Sprintf(", numbered %d past the end count", r.Beyond)
 	}
 	return fmt.Sprintf("received %d packets, %d bytes from %d engine(s) in %v: lost %d%s, dups %d, bad checksum %d, bad frames %d (%s)",
 		r.Packets, r.Bytes, len(r.Engines), r.Elapsed.Round(time.Microsecond), r.Lost, beyond, r.Dups, r.BadChecksum, r.BadFrames, end)
@@ -298,8 +298,10 @@ func (st *runState) finish() {
 		}
 		// Every distinct frame moved next past its own seq and past the seqs it skipped: the
 		// numbers below next that never arrived are next - distinct, and those from next up to
-		// the end marker's count are lost too. Frames numbered at or past that count were never
-		// sent, says the sender: they are Beyond, and they cannot hide a hole below it.
+		// the end marker's count are lost too. Numbers at or past that count were never sent,
+		// says the sender: how far the numbering went past it is Beyond (counted in numbers: the
+		// receiver keeps no list of the frames), and a frame there cannot hide a hole below it.
+		// So a stray frame 5 after 0..2 with "sent 3" reads lost 2 (3 and 4), beyond 3.
 		t.rep.Lost = max(t.rep.Sent, t.next) - t.distinct
 		if t.next > t.rep.Sent {
 			t.rep.Beyond = t.next - t.rep.Sent

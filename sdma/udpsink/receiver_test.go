@@ -166,5 +166,5 @@ func TestReceiverSeqBeyondEndCount(t *testing.T) {
 	assert.False(t, st.rep.OK(), "frame 3 never sent: %s", st.rep.String())
 	assert.EqualValues(t, 0, st.rep.Lost)
 	assert.EqualValues(t, 1, st.rep.Beyond)
-	assert.Contains(t, st.rep.String(), "1 past the end count")
+	assert.Contains(t, st.rep.String(), "numbered 1 past the end count")
 }
