@@ -31,6 +31,14 @@ func TestIOWaitUnqueue(t *testing.T) {
 	assert.True(t, e1.Waiting(&other), "the other waiter stays")
 	assert.False(t, w.Unqueue(), "already off")
 
+	// Woken (an event in s99 wakes the waiters that fit): off the list already, Unqueue says so.
+	require.True(t, must(e0.QueueWait(&w, 1, false)))
+	require.NoError(t, e0.Start()) // e30 on a running engine: sdma_desc_avail's wake
+	assert.Equal(t, 1, woken)
+	assert.False(t, e0.Waiting(&w))
+	assert.False(t, w.Unqueue(), "already woken")
+	woken = 0
+
 	// Queued anew elsewhere, then woken by that engine's Close-time wake: not by e1's.
 	require.True(t, must(e0.QueueWait(&w, 1, false)))
 	assert.True(t, e0.Waiting(&w))
