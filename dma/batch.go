@@ -52,6 +52,14 @@ func (c *core) UnmapBatch(us []Unmap) error {
 			u := &chunk[i] // not moved yet: the swaps below only move entries before it
 			var reg *Region
 			var ok bool
+			if c := kindCode(u.Kind); c == codeCoherent || c == codeRegistered {
+				// Not a kind an Unmap names: FreeCoherent and Deregister end those, and a
+				// batch entry must not free their IOVA range behind them.
+				if bad < 0 {
+					bad, badU = i, *u
+				}
+				continue
+			}
 			if u.Sole != 0 {
 				code := uint64(0) // a sole handle of another kind matches no entry
 				if u.Kind == KindSingle {
