@@ -218,6 +218,9 @@ func TestRegistrationBoundsRev8(t *testing.T) {
 					require.Nil(t, rg.Registered(k.b), "case %d", i)
 				}
 			}
+			if round > 0 {
+				continue // the second registration may lie right after r in bus addresses
+			}
 			// Translate at the bus ends.
 			_, err := m.Translate(r.Addr()+1023, 1, ToDevice)
 			require.NoError(t, err)
