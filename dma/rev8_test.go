@@ -236,3 +236,18 @@ func TestRegistrationBoundsRev8(t *testing.T) {
 		}
 	})
 }
+
+// TestUnmapBatchCoherentKind: a batch entry of Kind KindCoherent does not unmap coherent memory
+// behind FreeCoherent: ErrNotMapped, the memory stays mapped, and FreeCoherent still frees it.
+func TestUnmapBatchCoherentKind(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		c, err := m.AllocCoherent(64)
+		require.NoError(t, err)
+		err = m.(BatchUnmapper).UnmapBatch([]Unmap{{Addr: c.Addr(), Size: 64, Dir: Bidirectional, Kind: KindCoherent}})
+		assert.ErrorIs(t, err, ErrNotMapped)
+		_, err = m.Translate(c.Addr(), 64, FromDevice)
+		assert.NoError(t, err, "coherent memory is mapped until FreeCoherent")
+		assert.NoError(t, m.FreeCoherent(c))
+		assert.Equal(t, 0, m.LiveCount())
+	})
+}
