@@ -47,7 +47,10 @@ func TestTranslateEdgesRev8(t *testing.T) {
 		buf := make([]byte, 64)
 		a, h, err := sm.MapSingleSole(buf, ToDevice)
 		require.NoError(t, err)
-		check := func() {
+		// strict: nothing but buf is mapped, so every other range must fault. With registrations
+		// live (their bus ranges may lie right after buf's: an IOMMU of 256-byte granules hands
+		// out the next granule), only Translate and TranslateSole agreeing is checked.
+		check := func(strict bool) {
 			addrs := []Addr{0, 1, a - 1, a, a + 63, a + 64, 1<<48 - 1, 1 << 48, 1<<63 - 1, 1 << 63, ^Addr(0), ^Addr(0) - 63}
 			sizes := []int{-1, 0, 1, 2, 64, 65, 1 << 20, 1<<62 + 1, int(^uint(0) >> 1)}
 			hs := []Sole{0, h, h + 1, h - 1, h ^ (1 << soleBits), ^Sole(0), 1<<soleBits - 1, 1 << soleBits}
@@ -59,7 +62,7 @@ func TestTranslateEdgesRev8(t *testing.T) {
 						if ok {
 							require.NoError(t, err, "%#x+%d %v", x, n, d)
 							require.Len(t, b, n)
-						} else if err == nil {
+						} else if err == nil && strict {
 							t.Fatalf("Translate(%#x, %d, %v) = %d bytes, want a fault", uint64(x), n, d, len(b))
 						}
 						for _, hh := range hs {
@@ -73,15 +76,15 @@ func TestTranslateEdgesRev8(t *testing.T) {
 				}
 			}
 		}
-		check()
+		check(true)
 		rg := registrar(t, m)
 		rbuf := make([]byte, 128)
 		r, err := rg.Register(rbuf, FromDevice)
 		require.NoError(t, err)
-		check()
+		check(false)
 		r2, err := rg.Register(make([]byte, 4096), Bidirectional)
 		require.NoError(t, err)
-		check()
+		check(false)
 		require.NoError(t, rg.Deregister(context.Background(), r))
 		require.NoError(t, rg.Deregister(context.Background(), r2))
 		require.NoError(t, sm.UnmapSingleSole(a, 64, ToDevice, h))
