@@ -307,7 +307,7 @@ func step(t *testing.T, e *env, tx *sdma.TxReq, m *model, kind, n, v int) {
 	case kindPage:
 		off = int(v) >> 4 % (dma.PageSize + 1)
 		if v&1 != 0 {
-			off = dma.PageSize - n // flush against the page's end
+			off = dma.PageSize - n + v>>1&1 // flush against the page's end, or one byte past it
 		}
 		pg, perr := e.region.Page(v % regionPages)
 		require.NoError(t, perr)
