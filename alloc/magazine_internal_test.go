@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime"
@@ -51,7 +52,9 @@ func freeCells[T any](t *testing.T, s *stack[T]) map[uint32]string {
 		}
 	}
 	for k := range s.mags {
-		chain(s.mags[k].cur.Load()&^magPlain, fmt.Sprintf("P%d.cur", k)) // its mode aside
+		c := s.mags[k].cur.Load() &^ magPlain // its mode aside
+		require.LessOrEqual(t, c>>32, uint64(magSize), "P%d.cur holds more than magSize cells", k)
+		chain(c, fmt.Sprintf("P%d.cur", k))
 		p := s.mags[k].prev.Load()
 		require.True(t, p == 0 || p>>32 == magSize, "P%d.prev holds %d cells: full or empty only", k, p>>32)
 		chain(p, fmt.Sprintf("P%d.prev", k))
@@ -150,6 +153,8 @@ func FuzzMagazines(f *testing.F) {
 	f.Add([]byte{0, 40, 0, 4, 8, 0, 0, 0, 1, 5, 9, 13, 3, 0, 4, 8})
 	f.Add([]byte{1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4})
 	f.Add([]byte{0, 3, 0, 0, 0, 1, 17, 33, 4, 8, 12, 2, 6, 0, 4})
+	// A List of 40: 20 gets, then 20 puts on P0, which fill its cur past magSize and move it to prev.
+	f.Add(append(append([]byte{0, 39}, make([]byte, 20)...), bytes.Repeat([]byte{1}, 20)...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 {
 			return
