@@ -17,6 +17,8 @@ import (
 type wire struct {
 	script []byte
 	dgrams [][]byte
+	calls  int // WriteBatch calls
+	gso    int // GSO messages sent
 }
 
 func (w *wire) send(m ipv4.Message) {
@@ -25,6 +27,7 @@ func (w *wire) send(m ipv4.Message) {
 		w.dgrams = append(w.dgrams, b)
 		return
 	}
+	w.gso++
 	size := int(binary.NativeEndian.Uint16(m.OOB[unix.CmsgLen(0):]))
 	for len(b) > 0 {
 		k := min(size, len(b))
@@ -37,6 +40,7 @@ func (w *wire) send(m ipv4.Message) {
 // short count (the high bits pick how many), 5 ENOBUFS, 6 ECONNREFUSED, 7 EAGAIN, or EIO
 // when the first message is a GSO one and bit 3 is set. Past the script, everything is sent.
 func (w *wire) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
+	w.calls++
 	if len(w.script) == 0 {
 		for _, m := range ms {
 			w.send(m)
@@ -72,7 +76,8 @@ func (w *wire) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 // ECONNREFUSED, EAGAIN, GSO refusals) over batches of frames of fuzzed sizes, GSO on or off, and
 // checks the promises against the simplest model: every frame is sent or failed, exactly once;
 // the frames sent arrive in order with their own bytes, numbered 0, 1, 2, ... without a hole
-// (a failed frame gives its number back); and the counters agree.
+// (a failed frame gives its number back); and the counters (packets, errors, bytes, syscalls,
+// batches, GSO messages) agree with what the wire saw.
 func FuzzBatchOutcomes(f *testing.F) {
 	f.Add([]byte{3, 3, 3, 40, 40, 40, 8}, []byte{4 | 2<<4, 5, 6, 0}, true)
 	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9}, []byte{6, 6, 4 | 3<<4, 7, 5, 5}, false)
@@ -90,7 +95,7 @@ func FuzzBatchOutcomes(f *testing.F) {
 		s.retryBase = 0
 		w := &wire{script: script}
 		s.w = w
-		var seq uint64
+		var seq, payload uint64
 		for round := 0; round < 2; round++ { // a second batch goes on with the numbering
 			var pkts [][]byte
 			for i, sz := range sizes {
@@ -123,11 +128,15 @@ func FuzzBatchOutcomes(f *testing.F) {
 					t.Fatalf("round %d: datagram %d: seq %d (want %d), payload or checksum wrong", round, i, h.Seq, seq)
 				}
 				seq++
+				payload += uint64(len(sent[i]))
 			}
 		}
 		st := s.Stats()
 		if st.Packets != seq || st.Packets+st.Errors != uint64(2*len(sizes)) {
 			t.Fatalf("counters %+v for %d frames, %d sent", st, 2*len(sizes), seq)
+		}
+		if st.Bytes != payload || st.Syscalls != uint64(w.calls) || st.Batches != 2 || st.GSOMsgs != uint64(w.gso) {
+			t.Fatalf("counters %+v; the wire saw %d payload bytes, %d calls, %d GSO messages in 2 batches", st, payload, w.calls, w.gso)
 		}
 	})
 }
