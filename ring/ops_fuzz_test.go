@@ -161,6 +161,8 @@ func FuzzRingOps(f *testing.F) {
 			require.Equal(t, m.sw, r.SwHead(), "op %d swHead", op)
 			require.Equal(t, int(size-1-(m.res-m.sw)), r.FreeCnt(), "op %d free", op)
 			require.Equal(t, int(m.res-m.sw), r.Used())
+			require.Equal(t, int(m.res-m.sw)+1, r.InProcess(), "op %d: InProcess is one more than in use (the kernel's)", op)
+			require.Equal(t, m.res, r.Reserved(), "op %d reserved", op)
 			require.Equal(t, m.res == m.sw, r.Empty())
 			require.Zero(t, r.Seq().Count()%2, "no write section left open")
 		}
