@@ -115,6 +115,22 @@ func FuzzDescRoundTrip(f *testing.F) {
 		r.SetIntReq(d.IntReq())
 		r.SetHeadToHost(d.HeadToHost())
 		require.Equal(t, d, r)
+
+		// Make: the address, the length and the mapping type in the generation bits, all else
+		// clear; any field out of range refuses it with a zero descriptor.
+		md, err := Make(addr, n, MapType(gen))
+		if addr <= 0xffff_ffff_ffff && inRange(n, 16383) && inRange(int(uint8(gen)), 3) {
+			require.NoError(t, err)
+			require.Equal(t, Desc{Qw0: addr | uint64(n)<<48, Qw1: uint64(uint8(gen)) << 2}, md)
+			require.Equal(t, MapType(uint8(gen)), md.MapType())
+		} else {
+			require.ErrorIs(t, err, ErrRange)
+			require.Zero(t, md)
+		}
+
+		// WithGeneration: only bits 3:2 change, to gen&3, unchecked.
+		g := d.WithGeneration(Generation(gen))
+		require.Equal(t, Desc{Qw0: d.Qw0, Qw1: d.Qw1&^(3<<2) | uint64(uint8(gen)&3)<<2}, g)
 	})
 }
 
