@@ -1,7 +1,9 @@
 package fuzz
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +17,7 @@ const (
 	splitHeapBytes   = iota // AddBytes of Go heap memory (any alignment)
 	splitRegionBytes        // AddBytes of page-backed memory
 	splitRegionPages        // AddPages
+	splitRegistered         // AddBytes of page-backed memory registered with the device
 	numSplitTargets
 )
 
@@ -43,6 +46,16 @@ func FuzzTxAddSplit(f *testing.F) {
 			mem = make([]byte, 5*dma.PageSize+desc.MaxPktSize)
 			fill(mem, byte(off))
 			o %= 5 * dma.PageSize
+		case splitRegistered:
+			reg, err := e.dev.Register(e.region.Bytes())
+			require.NoError(t, err)
+			t.Cleanup(func() { // bounded: a failed check leaves tx holding the registration
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				require.NoError(t, e.dev.Deregister(ctx, reg))
+			})
+			e.base = e.iommu.LiveCount() // the registration stays live until the cleanup
+			fallthrough
 		case splitRegionBytes:
 			mem = e.region.Bytes()
 			o %= regionSize - desc.MaxPktSize
@@ -100,6 +113,12 @@ func FuzzTxAddSplit(f *testing.F) {
 		want := append(append([]byte(nil), e.heap[:pre]...), mem[o:o+length]...)
 		for len(want)%4 != 0 {
 			want = append(want, 0)
+		}
+		if tgt == splitRegistered && pre < desc.MaxDesc-1 {
+			// Registered memory is not split at pages (and length <= MaxByteCount): one
+			// descriptor, no mapping.
+			require.Equal(t, desc.MapNone, ds[pre].MapType())
+			require.Equal(t, length, ds[pre].Len())
 		}
 		require.Equal(t, (pre+length+3)&^3, sum)
 		require.Equal(t, want, got)
