@@ -52,7 +52,7 @@ func TestTranslateEdgesRev8(t *testing.T) {
 		// out the next granule), only Translate and TranslateSole agreeing is checked.
 		check := func(strict bool) {
 			addrs := []Addr{0, 1, a - 1, a, a + 63, a + 64, 1<<48 - 1, 1 << 48, 1<<63 - 1, 1 << 63, ^Addr(0), ^Addr(0) - 63}
-			sizes := []int{-1, 0, 1, 2, 64, 65, 1 << 20, 1<<62 + 1, int(^uint(0) >> 1)}
+			sizes := []int{-1, 0, 1, 2, 64, 65, 1 << 20, int(^uint(0)>>2) + 2, int(^uint(0) >> 1)}
 			hs := []Sole{0, h, h + 1, h - 1, h ^ (1 << soleBits), ^Sole(0), 1<<soleBits - 1, 1 << soleBits}
 			for _, x := range addrs {
 				for _, n := range sizes {
