@@ -454,10 +454,7 @@ func (e *Engine) runFlushHW() {
 // on it, and so that a Send that sets it again after a sw clean emptied the ring gets its flush.
 func (e *Engine) flushDeferred() bool {
 	e.flushPending.Store(false)
-	if e.gate.Load()&gateRunning != 0 || e.ring.Empty() {
-		return false
-	}
-	return true
+	return e.gate.Load()&gateRunning == 0 && !e.ring.Empty()
 }
 
 // flushSection is the flush inside a head write section. Head lock held.
