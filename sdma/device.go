@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"github.com/gosdma/gosdma/internal/vlmap"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"reflect"
 	"sync"
@@ -391,47 +392,23 @@ type mapElem struct {
 	sde  []*Engine
 }
 
-// buildVLMap lays out the VL map as sdma_map_init does.
+// buildVLMap lays out the VL map as sdma_map_init does (hfi1: sdma_map_init): vlEngines engines
+// a VL, or without them len(engines) / numVLs each with the extras from the last VL down; the
+// layout itself is internal/vlmap's, shared with verbs' pio_map_init.
 func buildVLMap(engines []*Engine, numVLs int, vlEngines []int) vlMap {
 	if vlEngines == nil {
-		vlEngines = make([]int, numVLs)
-		per, extra := len(engines)/numVLs, len(engines)%numVLs
-		for i := numVLs - 1; i >= 0; i, extra = i-1, extra-1 {
-			vlEngines[i] = per
-			if extra > 0 {
-				vlEngines[i]++
-			}
-		}
+		vlEngines = vlmap.Split(len(engines), numVLs)
 	}
-	vls := roundPow2(numVLs)
-	m := vlMap{actualVLs: numVLs, mask: uint32(vls - 1), elems: make([]*mapElem, vls)}
-	engine := 0
-	for i := 0; i < vls; i++ {
+	tables := vlmap.Layout(vlEngines, func(i int) *Engine { return engines[i] })
+	m := vlMap{actualVLs: numVLs, mask: uint32(len(tables) - 1), elems: make([]*mapElem, len(tables))}
+	for i, sde := range tables {
 		if i >= numVLs {
 			m.elems[i] = m.elems[i%numVLs] // re-use without allocating
 			continue
 		}
-		first := engine
-		sz := roundPow2(vlEngines[i])
-		el := &mapElem{mask: uint32(sz - 1), sde: make([]*Engine, sz)}
-		for j := range el.sde {
-			el.sde[j] = engines[engine]
-			if engine++; engine >= first+vlEngines[i] {
-				engine = first // wrap back to the VL's first engine
-			}
-		}
-		m.elems[i] = el
-		engine = first + vlEngines[i]
+		m.elems[i] = &mapElem{mask: uint32(len(sde) - 1), sde: sde}
 	}
 	return m
-}
-
-func roundPow2(n int) int {
-	p := 1
-	for p < n {
-		p <<= 1
-	}
-	return p
 }
 
 // freezeNotify tells every engine that the chip is freezing (hfi1: sdma_freeze_notify), freeze

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gosdma/gosdma/internal/vlmap"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
 )
@@ -231,43 +232,13 @@ type pioVLMap struct {
 	elems     [][]int
 }
 
-// buildPIOMap lays out n contexts over numVLs VLs as pio_map_init does with no vl_scontexts: n /
-// numVLs each, the extras from the last VL down, each VL's run after the previous one's.
+// buildPIOMap lays out n contexts over numVLs VLs as pio_map_init does with no vl_scontexts
+// (hfi1: pio_map_init): n / numVLs each, the extras from the last VL down, each VL's run after the
+// previous one's; the layout itself is internal/vlmap's, shared with sdma's sdma_map_init.
 func buildPIOMap(n, numVLs int) pioVLMap {
 	numVLs = max(numVLs, 1)
-	count := make([]int, numVLs)
-	per, extra := n/numVLs, n%numVLs
-	for i := numVLs - 1; i >= 0; i, extra = i-1, extra-1 {
-		count[i] = per
-		if extra > 0 {
-			count[i]++
-		}
-	}
-	vls := 1
-	for vls < numVLs {
-		vls <<= 1
-	}
-	m := pioVLMap{actualVLs: numVLs, mask: uint32(vls - 1), elems: make([][]int, vls)}
-	first := 0
-	for i := range vls {
-		if i >= numVLs {
-			m.elems[i] = m.elems[i%numVLs] // re-use without allocating
-			continue
-		}
-		if c := count[i]; c > 0 {
-			sz := 1
-			for sz < c {
-				sz <<= 1
-			}
-			ksc := make([]int, sz)
-			for j := range ksc {
-				ksc[j] = first + j%c // wraps back to the VL's first context
-			}
-			m.elems[i] = ksc
-		}
-		first += count[i]
-	}
-	return m
+	elems := vlmap.Layout(vlmap.Split(n, numVLs), func(i int) int { return i })
+	return pioVLMap{actualVLs: numVLs, mask: uint32(len(elems) - 1), elems: elems}
 }
 
 // index is pio_select_send_context_vl: the VL's table (a VL past the actual ones gets context 0,
