@@ -20,9 +20,11 @@ import (
 // anything, it wakes parked waiters in order while the freed room lasts (sdma_desc_avail).
 //
 // Callbacks, wakeups and drained callbacks run on the pass's goroutine (the hardware goroutine
-// in CompleteInterrupt mode, the caller of Poll or Process otherwise) with headMu held: they must
-// not block, and must not call Poll, Process, ProgressSchedule, Device.Close, Shutdown or Event
-// (on the engine's goroutine the last three refuse with ErrInvalid). They may Send.
+// in CompleteInterrupt mode, the caller of Poll, Process or another call that runs a pass
+// otherwise) with headMu held: they must not block, and must not call Poll, Process or
+// ProgressSchedule. Device.Close, Shutdown and Event refuse with ErrInvalid when called from them
+// on the engine's goroutine or on a host's (host.go: every call that runs a pass but Process and
+// Poll). They may Send.
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
@@ -418,9 +420,16 @@ func (e *Engine) ProgressSchedule() bool {
 	if !e.tryLockHead() {
 		return false // a pass is running: it does what the forced one would
 	}
-	e.progressLocked()
+	e.progressHosted()
 	e.unlockHead()
 	return true
+}
+
+// progressHosted is ProgressSchedule's pass, with the caller registered as a host (host.go) while
+// its callbacks run. Head lock held.
+func (e *Engine) progressHosted() {
+	defer e.hosts.remove(e.hosts.add())
+	e.progressLocked()
 }
 
 // runFlush completes the flush list aborted (hfi1: sdma_field_flush → sdma_flush's flushlist

@@ -453,15 +453,17 @@ func (dev *Device) Sink() Sink { return dev.sink }
 // returns the same error each time (from freeing the pad). (hfi1: sdma_exit, with the sw clean's
 // sdma_flush)
 //
-// Close waits for every engine's goroutine, so it cannot run on one: called from a Sink, a
-// completion callback, a drained callback or a wakeup that an engine's goroutine runs, it returns
-// ErrInvalid and changes nothing (close from another goroutine). Callbacks also run on the
-// goroutine of any call that completes txreqs or runs the hardware model: Process, Poll,
-// ProgressSchedule, SendWait on a Manual or polled engine, Stop, Start and the other events (their
-// sw clean), Shutdown and Close. Called from a Sink or callback that such a call runs, Close would
-// wait for that call (it holds the engine's locks): do not.
+// Close waits for every engine's goroutine and takes every engine's locks, so it cannot run where
+// one of those is waiting for it: called from a Sink, a completion callback, a drained callback or
+// a wakeup that an engine's goroutine runs, or that a call runs on its own goroutine with an
+// engine's locks held (Stop, Start and the other events, InjectHalt, ProgressSchedule, SendWait,
+// Shutdown, Close itself: their sw clean, flush or pass), it returns ErrInvalid and changes
+// nothing (close from another goroutine). Process and Poll run callbacks on their caller's
+// goroutine too, and are the exception: they do not record their caller (they are the packet
+// path of a Manual or polled engine), so a Close from a Sink or callback that they run would wait
+// for them: do not.
 func (dev *Device) Close() error {
-	if err := dev.ownGoroutine("Close"); err != nil {
+	if err := dev.ownPass("Close"); err != nil {
 		return err
 	}
 	dev.closeOnce.Do(func() {
@@ -473,14 +475,21 @@ func (dev *Device) Close() error {
 			e.stopGoroutine()
 		}
 		for _, e := range dev.engines {
-			e.hwMu.Lock()
-			e.raise(sm.E00GoHwDown, "Close", nil)
-			e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list
-			e.hwMu.Unlock()
+			e.closeEngine()
 		}
 		dev.closeErr = dev.mapper.FreeCoherent(dev.pad)
 	})
 	return dev.closeErr
+}
+
+// closeEngine is Close's clean of e, with the caller registered as e's host (host.go) while its
+// callbacks run.
+func (e *Engine) closeEngine() {
+	defer e.hosts.remove(e.hosts.add())
+	e.hwMu.Lock()
+	e.raise(sm.E00GoHwDown, "Close", nil)
+	e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list
+	e.hwMu.Unlock()
 }
 
 // Shutdown is the graceful Close: new sends get ErrClosed at once, the engines go on sending and
@@ -489,10 +498,11 @@ func (dev *Device) Close() error {
 // until it is unfrozen: Shutdown does not wait for its ring. It returns only after Close finished: nil, ctx's error if the
 // deadline cut the drain short, or Close's error. Manual and polled engines are driven by
 // Shutdown itself while it waits. Shutdowns that run at once all drain, each bounded by its own
-// ctx (the first to give up runs Close for all). Like Close, it is refused (ErrInvalid, nothing changed) on an
-// engine's own goroutine.
+// ctx (the first to give up runs Close for all). Like Close, it is refused (ErrInvalid, nothing
+// changed) on an engine's own goroutine and from a callback that a call runs on its own goroutine
+// (see Close).
 func (dev *Device) Shutdown(ctx context.Context) error {
-	if err := dev.ownGoroutine("Shutdown"); err != nil {
+	if err := dev.ownPass("Shutdown"); err != nil {
 		return err
 	}
 	var drainErr error
@@ -506,7 +516,7 @@ func (dev *Device) Shutdown(ctx context.Context) error {
 			busy := false
 			for _, e := range dev.engines {
 				if e.selfDriven() {
-					e.drive()
+					e.driveHosted()
 				}
 				if !e.idleForShutdown() {
 					busy = true

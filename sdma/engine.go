@@ -154,6 +154,10 @@ type Engine struct {
 	// ahgBits is the AHG entry allocation map (hfi1: sde->ahg_bits): bit i set means entry i
 	// is taken. Written by AHGAlloc and AHGFree (CAS), read by them; see ahg.go.
 	ahgBits atomic.Uint32
+	// hosts are the goroutines that run this engine's passes in a call of their own (Stop,
+	// SendWait, ...), for Close and the events to refuse a call from a callback such a pass runs
+	// (host.go). Written by those calls (add, remove); read by Close, Shutdown and the events.
+	hosts hostSet
 
 	_ [lineSize]byte
 
@@ -766,9 +770,13 @@ func (e *Engine) flushFront(w *IOWait, src *txSource) error {
 // engine itself while it waits (Process and Poll). The fast path does not allocate.
 func (e *Engine) SendWait(ctx context.Context, tx *TxReq) error {
 	var bw *blockWaiter
+	var host uint64 // the registration as a host (host.go) while SendWait drives e or gives back a wakeup
 	defer func() {
 		if bw != nil {
 			blockWaiters.Put(bw)
+		}
+		if host != 0 {
+			e.hosts.remove(host)
 		}
 	}()
 	for {
@@ -779,6 +787,9 @@ func (e *Engine) SendWait(ctx context.Context, tx *TxReq) error {
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if host == 0 {
+			host = e.hosts.add() // the passes below run callbacks on this goroutine
 		}
 		if e.selfDriven() {
 			if e.drive() == 0 {
@@ -809,6 +820,13 @@ func (e *Engine) drive() int {
 		n += e.Poll()
 	}
 	return n
+}
+
+// driveHosted is drive with the caller registered as e's host (host.go) while the passes run
+// (Shutdown's drain).
+func (e *Engine) driveHosted() int {
+	defer e.hosts.remove(e.hosts.add())
+	return e.drive()
 }
 
 // idleForShutdown reports whether the engine holds nothing more that it will send: ring and

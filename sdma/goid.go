@@ -4,8 +4,9 @@ import "runtime"
 
 // goid returns the calling goroutine's id, read from the header runtime.Stack writes
 // ("goroutine 42 [running]:"). It costs microseconds, so it runs only where a call from the wrong
-// goroutine would deadlock (Close, Shutdown, Event: see ownGoroutine) and once when an engine's
-// goroutine starts, never per packet. Goroutine ids are never reused.
+// goroutine would deadlock (Close, Shutdown, Event: see ownGoroutine; a host's registration where
+// the build has no getg: gid) and once when an engine's goroutine starts, never per packet.
+// Goroutine ids are never reused.
 func goid() uint64 {
 	var buf [32]byte
 	b := buf[:runtime.Stack(buf[:], false)]
@@ -25,9 +26,10 @@ func goid() uint64 {
 
 // ownGoroutine refuses op when called on e's hardware-model goroutine (from a Sink, a completion
 // callback, a drained callback or a wakeup that it runs): op would wait for that goroutine, which
-// is waiting in op. nil elsewhere, and always on a Manual engine (its Process runs on the
-// caller's goroutine: a Close from a Sink or callback that Process or Poll runs deadlocks, and is
-// documented as forbidden).
+// is waiting in op. nil elsewhere, and always on a Manual engine (its passes run on callers'
+// goroutines: ownPass, host.go, refuses the calls from those of them that register as hosts; a
+// Close from a Sink or callback that Process or Poll runs deadlocks, and is documented as
+// forbidden).
 func (e *Engine) ownGoroutine(op string) error {
 	if id := e.hwGoid.Load(); id != 0 && id == goid() {
 		return ownGoroutineErr(op, e.idx)

@@ -190,17 +190,18 @@ func (e *Engine) history() []stateChange {
 // event raises ev on the engine, with cause recorded in the history (hfi1: sdma_process_event),
 // and returns once the engine rests again (sdmatest.RaiseEvent documents it for its callers).
 // ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a Sink, a
-// completion callback or a wakeup it runs: it would wait for itself); ErrClosed once the device
-// is closing. It waits for a hardware pass in progress; from a callback or Sink that runs on
-// the caller's goroutine of another call (Process, Poll, an event's sw clean, Close: see
-// Device.Close) it would deadlock.
+// completion callback or a wakeup it runs: it would wait for itself) or from a callback that
+// another call runs for this engine on the caller's goroutine (an event's sw clean, Close's; see
+// host.go); ErrClosed once the device is closing. It waits for a hardware pass in progress; from
+// a callback or Sink that Process or Poll runs it would deadlock (see Device.Close).
 func (e *Engine) event(ev sm.Event, cause string) error {
 	if ev >= sm.NumEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
 	}
-	if err := e.ownGoroutine("Event"); err != nil {
+	if err := e.ownPass("Event"); err != nil {
 		return err
 	}
+	defer e.hosts.remove(e.hosts.add())
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()
 	if e.gate.Load()&gateDown != 0 {
@@ -212,9 +213,10 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 
 // Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
 // aborted, waiters are woken, and sends get ErrNotRunning until Start. ErrInvalid on the engine's
-// own goroutine (from a Sink or a callback it runs), ErrClosed once the device is closing. Not
-// from a Sink or callback that another call runs on its caller's goroutine (see Device.Close):
-// it would wait for that call.
+// own goroutine (from a Sink or a callback it runs) and from a callback that another call (an
+// event, Close, SendWait, ...) runs for this engine on its caller's goroutine, ErrClosed once the
+// device is closing. Not from a Sink or callback that Process or Poll runs (see Device.Close): it
+// would wait for that call.
 func (e *Engine) Stop() error { return e.event(sm.E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,
@@ -229,9 +231,10 @@ func (e *Engine) injectHalt(c HaltCause) error {
 	if c <= CauseNone || c >= NumHaltCauses {
 		return txErr("InjectHalt", ErrInvalid, "unknown halt cause "+c.String())
 	}
-	if err := e.ownGoroutine("InjectHalt"); err != nil {
+	if err := e.ownPass("InjectHalt"); err != nil {
 		return err
 	}
+	defer e.hosts.remove(e.hosts.add())
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()
 	if e.gate.Load()&gateDown != 0 {

@@ -49,10 +49,13 @@ func (s Status) String() string {
 }
 
 // Completer is told once when a txreq completes, after its mappings are undone
-// (hfi1: callback_t). Complete runs on the completion pass and must not block (so not call
-// Device.Close, Shutdown, Poll, Process or an event such as Stop: see Device.Close). A Complete that
-// panics cannot wedge the engine: the panic is recovered and recorded (Engine.CallbackError) and
-// the pass goes on.
+// (hfi1: callback_t). Complete runs on the completion pass, with the engine's locks held, and must
+// not block. Device.Close, Shutdown and the events (Stop, Start, ...) of its engine called from it
+// return ErrInvalid and change nothing, wherever the pass runs (the engine's goroutine, or the
+// goroutine of a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close), except
+// in a pass that Process or Poll runs, where they would wait for that call: see Device.Close. Poll
+// and Process must not be called from it either. A Complete that panics cannot wedge the engine:
+// the panic is recovered and recorded (Engine.CallbackError) and the pass goes on.
 //
 // Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
 // pointer in an interface does not allocate, so

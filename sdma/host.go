@@ -1,0 +1,118 @@
+package sdma
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Hosts: the goroutines that run an engine's passes in a call of their own.
+//
+// Callbacks and wakeups run on whichever goroutine runs the pass that completes their txreq, with
+// the engine's locks held: the engine's goroutine (refused by ownGoroutine), or the caller of a
+// call that runs a pass on its own goroutine. A Close (or Shutdown, or an event on the same
+// engine) from such a callback would wait for the locks its own goroutine holds. The calls that
+// are not on the packet path register their goroutine as a host of the engine for as long as they
+// may run a pass (Stop, Start and the other events, InjectHalt, ProgressSchedule, SendWait while it
+// drives the engine or gives back a wakeup, Shutdown's drain, Close's sw clean), so that Close,
+// Shutdown and the events can refuse such a call with ErrInvalid instead of deadlocking. Process
+// and Poll do not register (a registration costs a lock hold, and they are the packet path of a
+// Manual or polled engine): from a Sink or callback they run, such a call still deadlocks, as
+// their docs say.
+
+// gid identifies the calling goroutine among the running ones: its runtime g (getg, one load)
+// where the build has it, else its id (goid, microseconds). A host's entry is removed (deferred)
+// before its goroutine ends, so a g the runtime reuses never matches a stale entry.
+func gid() uint64 {
+	if canBias {
+		return uint64(getg())
+	}
+	return goid()
+}
+
+// hostSet is the hosts of one engine (see above). The zero value is empty.
+type hostSet struct {
+	// n is the number of entries. Written (atomic add) under mu by add and remove; read by has,
+	// which skips the lock (and the caller's gid) when it is 0, the common case of a Close.
+	n  atomic.Int32
+	mu sync.Mutex
+	// gs holds the hosts' gids, one entry per registration (a goroutine may host twice: an event
+	// from a callback that another engine's event runs). Guarded by mu.
+	gs []uint64
+}
+
+// add registers the calling goroutine as a host and returns its gid for remove.
+func (s *hostSet) add() uint64 {
+	g := gid()
+	s.mu.Lock()
+	s.gs = append(s.gs, g)
+	s.n.Add(1)
+	s.mu.Unlock()
+	return g
+}
+
+// remove drops one registration of g (add's answer).
+func (s *hostSet) remove(g uint64) {
+	s.mu.Lock()
+	for i := len(s.gs) - 1; i >= 0; i-- {
+		if s.gs[i] == g {
+			last := len(s.gs) - 1
+			s.gs[i] = s.gs[last]
+			s.gs = s.gs[:last]
+			s.n.Add(-1)
+			break
+		}
+	}
+	s.mu.Unlock()
+}
+
+// has reports whether g hosts the engine now; *me is the caller's gid, computed on first need (0:
+// not yet).
+func (s *hostSet) has(me *uint64) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	if *me == 0 {
+		*me = gid()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gs {
+		if g == *me {
+			return true
+		}
+	}
+	return false
+}
+
+// hostedErr is the refusal of op called from a callback, wakeup or Sink that a pass on the
+// caller's own goroutine runs for engine engine.
+func hostedErr(op string, engine int) error {
+	return txErr(op, ErrInvalid, "called from a callback that a pass of engine "+itoa(engine)+" runs on this goroutine (in a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close): it would wait for itself")
+}
+
+// ownPass refuses op when the caller's goroutine is e's goroutine or one of its hosts (see
+// above): op would wait for e's locks, which that goroutine holds. nil otherwise.
+func (e *Engine) ownPass(op string) error {
+	if err := e.ownGoroutine(op); err != nil {
+		return err
+	}
+	var me uint64
+	if e.hosts.has(&me) {
+		return hostedErr(op, e.idx)
+	}
+	return nil
+}
+
+// ownPass is Engine.ownPass for every engine of dev (Close, Shutdown).
+func (dev *Device) ownPass(op string) error {
+	if err := dev.ownGoroutine(op); err != nil {
+		return err
+	}
+	var me uint64
+	for _, e := range dev.engines {
+		if e.hosts.has(&me) {
+			return hostedErr(op, e.idx)
+		}
+	}
+	return nil
+}
