@@ -142,7 +142,12 @@ const unmapChunkBatch = 64
 // unmap but the chunk's lone mapped txreq, if it has only one (hfi1: the sdma_txclean part of
 // complete_tx, for a batch). headMu held.
 //
-// A chunk in which only one txreq mapped anything (a pass over one packet: a Manual engine, an
+// Only txreqs with a public mapping (npub: one without a Sole handle, which the mapper's table
+// undoes under its locks) join a batch. A txreq whose mappings are all sole ones (AddKVAddr on
+// Direct or the IOMMU, the common case) is left to its clean, which frees each with a store: no
+// lock to share, and the batch's general path would cost it more (TestCompletionBatchesOnlyPublicMappings).
+//
+// A chunk in which only one txreq has a public mapping (a pass over one packet: a Manual engine, an
 // engine that keeps up) builds no batch: that txreq keeps its descriptors, and its clean in
 // completeTx unmaps them, one Unmap call each, before its callback runs, as complete_tx does. The
 // batch pays only where it saves stripe-lock holds.
@@ -152,8 +157,8 @@ func (e *Engine) unmapChunkLocked(sw, to uint64) uint64 {
 	for sw != to && len(us) < unmapChunkBatch {
 		tx := e.txRing[sw&e.mask]
 		sw++
-		if tx == nil || tx.nmaps == 0 {
-			continue
+		if tx == nil || tx.npub == 0 {
+			continue // nothing to unmap, or only sole mappings: its clean frees each with a store
 		}
 		if lone == nil {
 			lone = tx
@@ -193,7 +198,7 @@ func (tx *TxReq) takeUnmaps(us []dma.Unmap) []dma.Unmap {
 	for i := 1 + desc.EditDescs(ds[0].HeaderMode()); i < len(ds); i++ {
 		us = appendUnmap(us, ds[i], tx.soleOf(i))
 	}
-	tx.numDesc, tx.nmaps = 0, 0
+	tx.numDesc, tx.nmaps, tx.npub = 0, 0, 0
 	return us
 }
 
