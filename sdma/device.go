@@ -5,6 +5,7 @@ import (
 	"github.com/gosdma/gosdma/internal/vlmap"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,7 +157,9 @@ type Device struct {
 }
 
 // NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
-// naming it), and starts one hardware-model goroutine per engine unless cfg.Manual.
+// naming it), and starts one hardware-model goroutine per engine unless cfg.Manual. The shared pad
+// that pad descriptors point at is allocated from the mapper (AllocCoherent); a mapper that puts
+// it beyond the descriptor's 48-bit bus address gets a *TxError matching ErrMapping, the pad freed.
 // (hfi1: sdma_init, sdma_map_init)
 func NewDevice(cfg Config) (*Device, error) {
 	if err := cfg.normalize(); err != nil {
@@ -182,6 +185,13 @@ func NewDevice(cfg Config) (*Device, error) {
 	pad, err := m.AllocCoherent(4)
 	if err != nil {
 		return nil, err
+	}
+	if a := uint64(pad.Addr()); a > desc.MaxAddr-3 {
+		// Every pad descriptor points here: masked to 48 bits (as make_tx_sdma_desc would), it
+		// would read another address. Refused like an add's mapping beyond 48 bits.
+		_ = m.FreeCoherent(pad)
+		return nil, &TxError{Op: "NewDevice", Reason: "the mapper put the pad at bus address 0x" +
+			strconv.FormatUint(a, 16) + ", beyond 48 bits", Err: ErrMapping}
 	}
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink, name: deviceName(cfg.Name)}
 	dev.regs, _ = m.(dma.Registrar)
