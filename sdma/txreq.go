@@ -246,7 +246,8 @@ type AHG struct {
 // (hfi1: sdma_txinit_ahg).
 //
 // With FlagAHGCopy the chip stores this packet's header in AHG entry ahg.Entry (0..31);
-// ahg.Words and ahg.HeaderLen are ignored, as in the kernel (FlagAHGCopy wins over FlagUseAHG).
+// ahg.HeaderLen is ignored, and so are ahg.Words if FlagUseAHG is set too (FlagAHGCopy wins over
+// FlagUseAHG, as in the kernel); words with FlagAHGCopy alone are refused, as below.
 //
 // With FlagUseAHG the header comes from entry ahg.Entry, ahg.HeaderLen bytes long (a multiple of
 // 4, 8..64), patched by ahg.Words (1..9 update words built with desc.AHGUpdate). The first
