@@ -12,7 +12,9 @@ import (
 // adds it, mapped with MapSingle, so a long buffer may take several descriptors, and past 63 its
 // pieces are coalesced. If all of buf lies in memory registered with the device (Device.Register),
 // whose bus addresses are contiguous, it is split only at the 16383 byte count and nothing is
-// mapped. buf must not be modified until tx completes.
+// mapped, unless tx cannot use that registration (it holds two others already, or the memory is
+// being deregistered): then it is split and mapped as memory that is not registered. buf must not
+// be modified until tx completes.
 //
 // len(buf) is checked against the bytes left before anything is mapped. Errors and the cleaning
 // on failure are as for AddPage: if a piece fails, every mapping tx made, including the earlier
@@ -23,7 +25,7 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 		return err
 	}
 	base := addrOf(buf)
-	registered := dev.lookupRegs() && dev.regs.Registered(buf) != nil
+	registered := dev.lookupRegs() && tx.useRegistered(dev, buf)
 	for len(buf) > 0 {
 		n := min(len(buf), desc.MaxByteCount)
 		if !registered {
@@ -36,6 +38,16 @@ func (tx *TxReq) AddBytes(dev *Device, buf []byte) error {
 		base += uintptr(n)
 	}
 	return nil
+}
+
+// useRegistered reports whether AddBytes may cut buf only at the byte count: all of buf lies in
+// one registration of dev's mapper that lets the device read, and tx holds a use of it (taken
+// here if it holds none yet; clean releases it), so that each piece's add takes the registered
+// path. Otherwise (no registration, one for the device to write, a third registration past the
+// two a txreq holds, one being deregistered) the pieces are mapped, and must be cut at pages.
+func (tx *TxReq) useRegistered(dev *Device, buf []byte) bool {
+	r := dev.regs.Registered(buf)
+	return r != nil && r.Dir().Allows(dma.ToDevice) && tx.holdReg(r)
 }
 
 // AddPages adds n bytes at byte offset off of region, page-backed memory from dma.AllocPages, to
