@@ -365,7 +365,8 @@ func (f *Flow) wait(ctx context.Context) error {
 	}
 }
 
-// Drain waits until every packet of the flow has completed on both paths (iowait_drain).
+// Drain waits until every packet of the flow has completed on both paths, its Completion told
+// (iowait_drain).
 func (f *Flow) Drain(ctx context.Context) error {
 	if err := f.drainPIO(ctx); err != nil {
 		return err
@@ -393,20 +394,28 @@ type sdmaPacket struct {
 	c    Completion
 }
 
-// Complete is the SDMA completion (verbs_sdma_complete).
+// Complete is the SDMA completion (verbs_sdma_complete). The flow's busy count drops after Done
+// was told, as complete_tx calls the callback before iowait_sdma_dec and the drain wakeup: a
+// Drain that returns has every Done behind it. Deferred, so that a Done that panics (the engine
+// recovers it) still leaves the count right.
 func (p *sdmaPacket) Complete(_ *sdma.TxReq, st sdma.Status) {
 	f, c := p.flow, p.c
 	p.flow, p.c = nil, nil
 	p.dev.pool.Put(p)
-	var err error
-	if st != sdma.StatusOK {
-		err = ErrAborted
+	defer f.sdmaDone()
+	if c != nil {
+		var err error
+		if st != sdma.StatusOK {
+			err = ErrAborted
+		}
+		c.Done(PathSDMA, err)
 	}
+}
+
+// sdmaDone is iowait_sdma_dec with its drain wakeup: one fewer SDMA packet in flight.
+func (f *Flow) sdmaDone() {
 	if f.sdmaBusy.Add(-1) == 0 {
 		f.signal()
-	}
-	if c != nil {
-		c.Done(PathSDMA, err)
 	}
 }
 
@@ -440,8 +449,6 @@ func (f *Flow) sendSDMA(ctx context.Context, segs [][]byte, n int, c Completion)
 	p.tx.Clean()
 	p.flow, p.c = nil, nil
 	f.dev.pool.Put(p)
-	if f.sdmaBusy.Add(-1) == 0 {
-		f.signal()
-	}
+	f.sdmaDone()
 	return err
 }
