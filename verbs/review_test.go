@@ -39,3 +39,27 @@ func TestDrainAfterSDMACompletions(t *testing.T) {
 		}
 	}
 }
+
+// Sent of a value that is not a path is 0. It used to index its counters modulo 3, so that
+// Path(4) read the PIO count and Path(5) the SDMA count.
+func TestSentOfNoPath(t *testing.T) {
+	d := newDevice(t, newOrderSink(), nil, Config{})
+	f := d.NewFlow(0, 0)
+	ctx := context.Background()
+	for i, n := range []int{64, 1024} {
+		if _, err := f.Send(ctx, [][]byte{packet(1, uint64(i), n)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.Sent(PathPIO) != 1 || f.Sent(PathSDMA) != 1 {
+		t.Fatalf("sent pio %d sdma %d, want 1 and 1", f.Sent(PathPIO), f.Sent(PathSDMA))
+	}
+	for _, p := range []Path{0, 3, 4, 5, 255} {
+		if n := f.Sent(p); n != 0 {
+			t.Errorf("Sent(%v) = %d, want 0", p, n)
+		}
+	}
+}

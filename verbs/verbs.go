@@ -184,10 +184,10 @@ type Flow struct {
 	sc       *pio.SendContext // pio_select_send_context_vl(selector)
 	engine   *sdma.Engine     // sdma_select_engine_vl(selector, vl)
 	vl       uint8
-	pioBusy  atomic.Int32  // PIO packets copied whose credits have not come back (iowait_pio_inc/dec)
-	sdmaBusy atomic.Int32  // SDMA txreqs sent and not completed (iowait_sdma_inc/dec)
-	drained  chan struct{} // a token when a busy count reaches zero (iowait_drain_wakeup)
-	stats    [3]atomic.Uint64
+	pioBusy  atomic.Int32     // PIO packets copied whose credits have not come back (iowait_pio_inc/dec)
+	sdmaBusy atomic.Int32     // SDMA txreqs sent and not completed (iowait_sdma_inc/dec)
+	drained  chan struct{}    // a token when a busy count reaches zero (iowait_drain_wakeup)
+	stats    [3]atomic.Uint64 // packets sent, by Path (index 0 unused)
 }
 
 // NewFlow returns a flow whose packets go to the PIO context and SDMA engine the selector and VL
@@ -203,8 +203,13 @@ func (d *Device) NewFlow(selector uint32, vl uint8) *Flow {
 	}
 }
 
-// Sent returns the packets the flow sent by each path.
-func (f *Flow) Sent(p Path) uint64 { return f.stats[p%3].Load() }
+// Sent returns the packets the flow sent by path p (PathPIO or PathSDMA); 0 for any other value.
+func (f *Flow) Sent(p Path) uint64 {
+	if p != PathPIO && p != PathSDMA {
+		return 0
+	}
+	return f.stats[p].Load()
+}
 
 // Busy returns the flow's packets in flight on each path.
 func (f *Flow) Busy() (pio, sdma int) { return int(f.pioBusy.Load()), int(f.sdmaBusy.Load()) }
