@@ -325,9 +325,29 @@ func (pq *PktQ) sendList(r *request) error {
 	r.pending.Add(int32(n))
 	took, err := r.eng.SendList(&pq.busy, &r.txps)
 	r.pending.Add(-int32(n - took)) // never 0 here: the submitter holds one
+	pq.countTaken(r, took)
 	r.submitted += uint16(took)
-	pq.stats.packets.Add(uint64(took))
 	return err
+}
+
+// countTaken counts the took packets the engine just took from r (the ones after r.submitted),
+// by kind: with an AHG entry packet 0 carries the full header (AHG_COPY) and every later one is
+// USE_AHG; without one every packet carries a full header. Counted here, not when built, so that
+// packets built and then freed unsent (stop) are not counted.
+func (pq *PktQ) countTaken(r *request, took int) {
+	if took == 0 {
+		return
+	}
+	full := took
+	if r.ahgIdx >= 0 {
+		full = 0
+		if r.submitted == 0 {
+			full = 1
+		}
+		pq.stats.ahgPackets.Add(uint64(took - full))
+	}
+	pq.stats.fullHeaders.Add(uint64(full))
+	pq.stats.packets.Add(uint64(took))
 }
 
 // buildPkt builds r's next packet onto r.txps: a txreq from the queue's allocator, its header
@@ -387,7 +407,6 @@ func (pq *PktQ) txaddAHG(r *request, tx *TxReq, datalen int) error {
 	if err := tx.InitAHG(sdma.FlagAHGCopy, HeaderSize+datalen, sdma.AHG{Entry: r.ahgIdx}, tx); err != nil {
 		return err
 	}
-	pq.stats.fullHeaders.Add(1)
 	return tx.AddKVAddr(pq.dev, tx.hdr[:])
 }
 
@@ -420,7 +439,6 @@ func (pq *PktQ) setHeader(r *request, tx *TxReq, datalen int) error {
 		h.setBTH(2, psn)
 		h.setOffset(r.koffset)
 	}
-	pq.stats.fullHeaders.Add(1)
 	return tx.AddKVAddr(pq.dev, h[:])
 }
 
@@ -450,7 +468,6 @@ func (pq *PktQ) setHeaderAHG(r *request, tx *TxReq, datalen int) error {
 	if err := tx.InitAHG(sdma.FlagUseAHG, datalen, sdma.AHG{Entry: r.ahgIdx, Words: ahg[:n], HeaderLen: HeaderSize}, tx); err != nil {
 		return err
 	}
-	pq.stats.ahgPackets.Add(1)
 	return nil
 }
 
