@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gosdma/gosdma/sdma"
 )
 
 // slowDone is a Completion that takes its time before it counts (it still does not block on
@@ -61,5 +63,36 @@ func TestSentOfNoPath(t *testing.T) {
 		if n := f.Sent(p); n != 0 {
 			t.Errorf("Sent(%v) = %d, want 0", p, n)
 		}
+	}
+}
+
+// Drain returns on an SDMA device in sdma.CompletePoll mode, whose txreqs complete only when
+// someone calls Poll: it polls while it waits, as sdma.Engine.SendWait and Device.Shutdown drive
+// such an engine. It used to wait for a completion that nobody would run, until ctx ended.
+func TestDrainPolledEngine(t *testing.T) {
+	sd, err := sdma.NewDevice(sdma.Config{Completion: sdma.CompletePoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	d, err := New(Config{SDMA: sd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f := d.NewFlow(0, 0)
+	var c done
+	for i := range 4 {
+		if _, err := f.Send(context.Background(), [][]byte{packet(1, uint64(i), 64+i*400)}, &c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.Drain(ctx); err != nil {
+		t.Fatalf("Drain on a polled engine: %v", err)
+	}
+	if p, s := f.Busy(); p != 0 || s != 0 || c.n.Load() != 4 {
+		t.Fatalf("after Drain: %d PIO, %d SDMA busy, %d of 4 completions", p, s, c.n.Load())
 	}
 }

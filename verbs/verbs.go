@@ -333,24 +333,33 @@ func (f *Flow) drainPIO(ctx context.Context) error {
 		// The chip goroutine may consume the flow's last packets after the forced return above
 		// and, below its credit-return threshold, write nothing back: no release would come to
 		// wake this wait. Force the return again after a short wait instead of waiting for it.
-		if retry == nil {
-			retry = time.NewTimer(pioDrainRetry)
-		} else {
-			retry.Reset(pioDrainRetry)
-		}
-		select {
-		case <-f.drained:
-		case <-retry.C:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := f.waitRetry(ctx, &retry); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // pioDrainRetry is how long drainPIO waits for a release before it forces a credit return
-// again.
+// again, and Drain for a completion before it polls the engine again.
 const pioDrainRetry = 200 * time.Microsecond
+
+// waitRetry waits for the drained token, at most pioDrainRetry (the caller then drives again),
+// or until ctx ends. *retry is the caller's timer, made on first use; the caller stops it.
+func (f *Flow) waitRetry(ctx context.Context, retry **time.Timer) error {
+	if *retry == nil {
+		*retry = time.NewTimer(pioDrainRetry)
+	} else {
+		(*retry).Reset(pioDrainRetry)
+	}
+	select {
+	case <-f.drained:
+	case <-(*retry).C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
 
 // wait waits for a busy count to reach zero: on the drained token, or, with manual chips, by
 // yielding (another goroutine's unfinished copy may hold the chip back; the caller drives).
@@ -371,20 +380,34 @@ func (f *Flow) wait(ctx context.Context) error {
 }
 
 // Drain waits until every packet of the flow has completed on both paths, its Completion told
-// (iowait_drain).
+// (iowait_drain). It runs the engine's completion pass itself while it waits (Poll, and Process
+// with ManualPIO), so that it also returns on an engine in sdma.CompletePoll mode, whose
+// txreqs complete only when someone polls; on other engines the poll is harmless.
 func (f *Flow) Drain(ctx context.Context) error {
 	if err := f.drainPIO(ctx); err != nil {
 		return err
 	}
+	var retry *time.Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	for f.sdmaBusy.Load() != 0 {
 		if f.dev.manual {
 			f.engine.Process()
-			f.engine.Poll()
 		}
+		f.engine.Poll()
 		if f.sdmaBusy.Load() == 0 {
 			break
 		}
-		if err := f.wait(ctx); err != nil {
+		var err error
+		if f.dev.manual {
+			err = f.wait(ctx)
+		} else {
+			err = f.waitRetry(ctx, &retry) // a polled engine completes nothing unless polled again
+		}
+		if err != nil {
 			return err
 		}
 	}
