@@ -48,7 +48,8 @@ type IOWait struct {
 	need       int // descriptors w needs to resume (iowait_get_all_desc), set when queued
 	priority   int // iowait priority at queueing time (iowait_get_priority)
 
-	// starved is the starved count (starved_cnt). Written by QueueWait (under the wait lock) and
+	// starved is the starved count (starved_cnt, a u8 in the kernel: kept in 0..255, wrapping).
+	// Written by QueueWait (under the wait lock) and
 	// SendList (iowait_starve_clear); read by the wake ordering. Atomic: the two do not share a lock.
 	starved atomic.Int32
 	// basePrio is the priority set by SetPriority; read when w is queued.
@@ -94,14 +95,18 @@ func (w *IOWait) TxHead() *TxList { return &w.txHead }
 
 // SetPriority sets the priority w queues with (iowait's init_priority result); a txreq with
 // FlagVIP adds one when ParkOrRetry queues it. A waiter with priority > 0 is queued at the head
-// of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first.
+// of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first,
+// that key taken in the kernel's u8 arithmetic (iowait_priority_update_top: a key of 256 or more
+// wraps, so a priority of 16 ranks as 0).
 func (w *IOWait) SetPriority(p int) { w.basePrio.Store(int32(p)) }
 
-// Starved returns the starved count (iowait starved_cnt).
+// Starved returns the starved count (iowait starved_cnt), 0..255: like the kernel's u8 it wraps
+// from 255 to 0.
 func (w *IOWait) Starved() int { return int(w.starved.Load()) }
 
-// rank is the wake-order key (iowait_priority_update_top).
-func (w *IOWait) rank() int { return w.priority<<4 + int(w.starved.Load()) }
+// rank is the wake-order key (iowait_priority_update_top): priority<<4 + starved count, in the
+// kernel's u8 arithmetic (a key of 256 or more wraps).
+func (w *IOWait) rank() int { return int(uint8(w.priority<<4 + int(w.starved.Load()))) }
 
 // Waiting reports whether w is parked on this engine's wait list.
 func (e *Engine) Waiting(w *IOWait) bool {
@@ -288,7 +293,12 @@ func (e *Engine) queueLocked(w *IOWait, need, prio int, pktsSent bool) bool {
 	if pktsSent {
 		w.starved.Store(0)
 	} else {
-		w.starved.Add(1)
+		for { // starved_cnt++ on the kernel's u8: 255 wraps to 0
+			old := w.starved.Load()
+			if w.starved.CompareAndSwap(old, int32(uint8(old+1))) {
+				break
+			}
+		}
 	}
 	if prio > 0 || !pktsSent {
 		e.dmawait.pushFront(w)
