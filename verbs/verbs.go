@@ -380,9 +380,10 @@ func (f *Flow) wait(ctx context.Context) error {
 }
 
 // Drain waits until every packet of the flow has completed on both paths, its Completion told
-// (iowait_drain). It runs the engine's completion pass itself while it waits (Poll, and Process
-// with ManualPIO), so that it also returns on an engine in sdma.CompletePoll mode, whose
-// txreqs complete only when someone polls; on other engines the poll is harmless.
+// (iowait_drain). It runs the engine's completion pass itself while it waits (Process and Poll
+// with ManualPIO; otherwise Poll every 200 µs once it has waited that long), so that it also
+// returns on an engine in sdma.CompletePoll mode, whose txreqs complete only when someone polls;
+// on other engines the poll is harmless. Completions may then run on the caller's goroutine.
 func (f *Flow) Drain(ctx context.Context) error {
 	if err := f.drainPIO(ctx); err != nil {
 		return err
@@ -396,8 +397,10 @@ func (f *Flow) Drain(ctx context.Context) error {
 	for f.sdmaBusy.Load() != 0 {
 		if f.dev.manual {
 			f.engine.Process()
+			f.engine.Poll()
+		} else if retry != nil {
+			f.engine.Poll() // waited once already: the engine may be one nobody else polls
 		}
-		f.engine.Poll()
 		if f.sdmaBusy.Load() == 0 {
 			break
 		}
