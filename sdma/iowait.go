@@ -93,9 +93,10 @@ func (w *IOWait) Busy() int { return int(w.busy.Load()) }
 // the owner resends from it after its wakeup. The owner guards it.
 func (w *IOWait) TxHead() *TxList { return &w.txHead }
 
-// SetPriority sets the priority w queues with (iowait's init_priority result); a txreq with
-// FlagVIP adds one when ParkOrRetry queues it. A waiter with priority > 0 is queued at the head
-// of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first,
+// SetPriority sets the priority w queues with (iowait's init_priority result); when ParkOrRetry
+// queues w, one more if the first txreq on its TxHead has FlagVIP (iowait_get_priority: a
+// DeferOrRetry's txreq is not on TxHead and adds nothing). A waiter with priority > 0 is queued
+// at the head of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first,
 // that key taken in the kernel's u8 arithmetic (iowait_priority_update_top: a key of 256 or more
 // wraps, so a priority of 16 ranks as 0).
 func (w *IOWait) SetPriority(p int) { w.basePrio.Store(int32(p)) }
@@ -355,8 +356,12 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 		}
 		w.txHead.PushBack(tx)
 	}
+	// iowait_get_priority: the base priority, plus one if the first txreq on w's TxHead (after
+	// the park: iowait_sleep adds tx before it asks) is a VIP one. Not tx's own flag: a
+	// DeferOrRetry's tx is not on TxHead (defer_packet_queue's pq->busy has no tx_head entries),
+	// and a ParkOrRetry's tx behind others ranks as the first of them does.
 	prio := int(w.basePrio.Load())
-	if tx.flags&FlagVIP != 0 {
+	if front := w.txHead.Front(); front != nil && front.flags&FlagVIP != 0 {
 		prio++
 	}
 	e.queueLocked(w, need, prio, pktsSent) // no-op if w is parked already (if not queued)

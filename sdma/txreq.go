@@ -16,7 +16,7 @@ const (
 	FlagUrgent  Flags = 0x0001 // SDMA_TXREQ_F_URGENT: HEAD_TO_HOST and INT_REQ on the last descriptor
 	FlagAHGCopy Flags = 0x0002 // SDMA_TXREQ_F_AHG_COPY: the chip stores this packet's header in an AHG entry
 	FlagUseAHG  Flags = 0x0004 // SDMA_TXREQ_F_USE_AHG: the header is built by the chip from an AHG entry
-	FlagVIP     Flags = 0x0010 // SDMA_TXREQ_F_VIP: raises the iowait priority only
+	FlagVIP     Flags = 0x0010 // SDMA_TXREQ_F_VIP: raises the iowait priority, as the first txreq parked on it (IOWait.SetPriority)
 
 	flagsValid = FlagUrgent | FlagAHGCopy | FlagUseAHG | FlagVIP
 )
