@@ -2,9 +2,8 @@ package sdma
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,81 +21,42 @@ func TestCloseCoalescedConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &tortRig{t: t, dev: dev, buf: engTestPattern(4096, 3)}
-		var stop atomic.Bool
-		var wg sync.WaitGroup
 		var coalesced atomic.Int64
 		for s := 0; s < 3; s++ {
-			wg.Add(1)
-			go func(s int) {
-				defer wg.Done()
-				rng := rand.New(rand.NewPCG(seed, uint64(s)))
-				e := dev.Engine(s % 2)
-				for !stop.Load() {
-					rec := &tortRec{}
-					frags := 1 + rng.IntN(120)
-					sz := 4 + rng.IntN(12)
-					n := frags * sz
-					if err := rec.tx.Init(0, n, CompleterFunc(func(tx *TxReq, st Status) { r.complete(rec, st) })); err != nil {
-						r.fail("Init: %v", err)
-						return
-					}
-					ok := true
-					for k := 0; k < frags; k++ {
-						off := rng.IntN(len(r.buf) - sz)
-						if err := rec.tx.AddKVAddr(dev, r.buf[off:off+sz]); err != nil {
-							if !errors.Is(err, ErrClosed) {
-								r.fail("AddKVAddr frag %d of %d: %v", k, frags, err)
-							}
-							ok = false
-							break
+			rng := rand.New(rand.NewPCG(seed, uint64(s)))
+			r.spinSender(dev.Engine(s%2), func() *tortRec {
+				rec := &tortRec{}
+				frags := 1 + rng.IntN(120)
+				sz := 4 + rng.IntN(12)
+				n := frags * sz
+				if err := rec.tx.Init(0, n, CompleterFunc(func(tx *TxReq, st Status) { r.complete(rec, st) })); err != nil {
+					r.fail("Init: %v", err)
+					return nil
+				}
+				for k := 0; k < frags; k++ {
+					off := rng.IntN(len(r.buf) - sz)
+					if err := rec.tx.AddKVAddr(dev, r.buf[off:off+sz]); err != nil {
+						if !errors.Is(err, ErrClosed) {
+							r.fail("AddKVAddr frag %d of %d: %v", k, frags, err)
 						}
-					}
-					if !ok {
-						return
-					}
-					if rec.tx.coalescing || rec.tx.NumDesc() < frags {
-						coalesced.Add(1)
-					}
-					r.mu.Lock()
-					r.recs = append(r.recs, rec)
-					r.mu.Unlock()
-					for {
-						err := e.Send(nil, &rec.tx, false)
-						if errors.Is(err, ErrBusy) && !stop.Load() {
-							runtime.Gosched()
-							continue
-						}
-						r.result(rec, err)
-						break
+						return nil
 					}
 				}
-			}(s)
+				if rec.tx.coalescing || rec.tx.NumDesc() < frags {
+					coalesced.Add(1)
+				}
+				r.mu.Lock()
+				r.recs = append(r.recs, rec)
+				r.mu.Unlock()
+				return rec
+			})
 		}
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 		if err := dev.Close(); err != nil {
 			t.Fatal(err)
 		}
-		r.closed.Store(true)
-		stop.Store(true)
-		wg.Wait()
-		if msg := r.errs.Load(); msg != nil {
-			t.Fatal(msg)
-		}
-		for i, rec := range r.recs {
-			want := int32(0)
-			if rec.accepted.Load() {
-				want = 1
-			}
-			if got := rec.done.Load(); got != want {
-				t.Fatalf("txreq %d accepted %v: %d completions", i, want == 1, got)
-			}
-		}
-		if n := iommu.LiveCount(); n != 0 {
-			t.Fatalf("%d mappings left: %v", n, iommu.Live())
-		}
-		if n := dev.UnmapErrors(); n != 0 {
-			t.Fatalf("%d unmap errors", n)
-		}
+		r.end()
+		r.check(fmt.Sprintf("round %d seed %d", round, seed), iommu)
 		if round == 0 {
 			t.Logf("%d txreqs, %d coalesced", len(r.recs), coalesced.Load())
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/dma"
 )
 
 // Close against everything at once: engines with every wait strategy (and Manual ones driven by
@@ -71,6 +73,10 @@ func (s tortBatchSink) Flush(e int, errs []error) {
 	}
 }
 
+// tortRig is one round of a close test: the device, the txreqs built (recs), what their
+// callbacks saw, and the round's goroutines: senders (wg) run until stop, which end sets once
+// the device closed; background goroutines (dwg: drivers, registrars, halters) until dstop,
+// which end sets once the senders are done.
 type tortRig struct {
 	t        *testing.T
 	dev      *Device
@@ -85,6 +91,108 @@ type tortRig struct {
 	errs     atomic.Value
 	statuses [2]atomic.Int64
 	regUses  atomic.Int64 // txreqs built holding a registration
+	stop     atomic.Bool  // senders: return (set by end)
+	dstop    atomic.Bool  // background goroutines: return (set by end, after the senders returned)
+	wg, dwg  sync.WaitGroup
+}
+
+// sender runs f on a sender goroutine (it returns at r.stop).
+func (r *tortRig) sender(f func()) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+}
+
+// background runs f on a background goroutine (it returns at r.dstop).
+func (r *tortRig) background(f func()) {
+	r.dwg.Add(1)
+	go func() {
+		defer r.dwg.Done()
+		f()
+	}()
+}
+
+// drive drives every engine of the device from a background goroutine of its own (Process for
+// a Manual engine, Poll for a CompletePoll one), yielding when a pass found nothing.
+func (r *tortRig) drive() {
+	for i := 0; i < r.dev.NumEngines(); i++ {
+		e := r.dev.Engine(i)
+		r.background(func() {
+			for !r.dstop.Load() {
+				if e.drive() == 0 {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+}
+
+// spinSender is a sender that builds txreqs with build (nil: refused, the device is closing,
+// and the sender returns) and sends each on e without an iowait, spinning on ErrBusy.
+func (r *tortRig) spinSender(e *Engine, build func() *tortRec) {
+	r.sender(func() {
+		for !r.stop.Load() {
+			rec := build()
+			if rec == nil {
+				return
+			}
+			for {
+				err := e.Send(nil, &rec.tx, false)
+				if errors.Is(err, ErrBusy) && !r.stop.Load() {
+					runtime.Gosched()
+					continue
+				}
+				r.result(rec, err)
+				break
+			}
+		}
+	})
+}
+
+// end is called when Close (or Shutdown) returned: completions from now on are late; the
+// senders stop, then the background goroutines.
+func (r *tortRig) end() {
+	r.closed.Store(true)
+	r.stop.Store(true)
+	r.wg.Wait()
+	r.dstop.Store(true)
+	r.dwg.Wait()
+}
+
+// check is the end of every close round, desc starting each message: no goroutine recorded a
+// failure, every accepted txreq completed exactly once and no refused one completed, nothing
+// completed after Close returned, nothing stays mapped in iommu and no unmap failed. It returns
+// the number of txreqs accepted.
+func (r *tortRig) check(desc string, iommu *dma.IOMMU) (accepted int64) {
+	t := r.t
+	t.Helper()
+	if msg := r.errs.Load(); msg != nil {
+		t.Fatalf("%s: %v", desc, msg)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, rec := range r.recs {
+		want := int32(0)
+		if rec.accepted.Load() {
+			want = 1
+			accepted++
+		}
+		if got := rec.done.Load(); got != want {
+			t.Fatalf("%s: txreq %d of %d accepted %v: %d completions", desc, i, len(r.recs), want == 1, got)
+		}
+	}
+	if n := r.late.Load(); n != 0 {
+		t.Fatalf("%s: %d completions after Close returned", desc, n)
+	}
+	if n := iommu.LiveCount(); n != 0 {
+		t.Fatalf("%s: %d mappings left: %v", desc, n, iommu.Live())
+	}
+	if n := r.dev.UnmapErrors(); n != 0 {
+		t.Fatalf("%s: %d unmap errors", desc, n)
+	}
+	return accepted
 }
 
 func (r *tortRig) fail(format string, args ...any) {
@@ -223,40 +331,21 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-
-	// Drivers of self-driven engines.
-	var dwg sync.WaitGroup
-	var driversStop atomic.Bool
 	if cfg.Manual || cfg.Completion == CompletePoll {
-		for i := 0; i < engines; i++ {
-			dwg.Add(1)
-			go func(e *Engine) {
-				defer dwg.Done()
-				for !driversStop.Load() {
-					if e.drive() == 0 {
-						runtime.Gosched()
-					}
-				}
-			}(dev.Engine(i))
-		}
+		r.drive()
 	}
-
 	const senders = 6
 	for s := 0; s < senders; s++ {
-		wg.Add(1)
-		go func(s int, seed uint64) {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(s)))
-			e := dev.Engine(s % engines)
-			switch s % 4 {
-			case 0: // Send with a ParkOrRetry iowait; resend TxHead on the wakeup
-				r.parkSender(ctx, e, rng, &stop)
-			case 1: // SendList with DeferOrRetry
-				r.deferSender(ctx, e, rng, &stop)
-			case 2: // SendWait
-				for !stop.Load() {
+		rng := rand.New(rand.NewPCG(rng.Uint64(), uint64(s)))
+		e := dev.Engine(s % engines)
+		switch s % 4 {
+		case 0: // Send with a ParkOrRetry iowait; resend TxHead on the wakeup
+			r.sender(func() { r.parkSender(ctx, e, rng, &r.stop) })
+		case 1: // SendList with DeferOrRetry
+			r.sender(func() { r.deferSender(ctx, e, rng, &r.stop) })
+		case 2: // SendWait
+			r.sender(func() {
+				for !r.stop.Load() {
 					rec := r.build(rng)
 					if rec == nil {
 						return
@@ -266,32 +355,16 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 						return
 					}
 				}
-			case 3: // Send without iowait, spinning on ErrBusy
-				for !stop.Load() {
-					rec := r.build(rng)
-					if rec == nil {
-						return
-					}
-					for {
-						err := e.Send(nil, &rec.tx, false)
-						if errors.Is(err, ErrBusy) && !stop.Load() {
-							runtime.Gosched()
-							continue
-						}
-						r.result(rec, err)
-						break
-					}
-				}
-			}
-		}(s, rng.Uint64())
+			})
+		case 3: // Send without iowait, spinning on ErrBusy
+			r.spinSender(e, func() *tortRec { return r.build(rng) })
+		}
 	}
 	// Chaos: stop/start, halts, idle, racing the Close.
-	chaos := rng.IntN(2) == 0
-	if chaos {
-		wg.Add(1)
-		go func(rng *rand.Rand) {
-			defer wg.Done()
-			for !stop.Load() {
+	if rng.IntN(2) == 0 {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		r.sender(func() {
+			for !r.stop.Load() {
 				e := dev.Engine(rng.IntN(engines))
 				var err error
 				switch rng.IntN(5) {
@@ -317,7 +390,7 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 				}
 				time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond)
 			}
-		}(rand.New(rand.NewPCG(seed, 77)))
+		})
 	}
 
 	time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
@@ -339,29 +412,8 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 		}(rng.IntN(3) == 0, time.Duration(rng.IntN(500))*time.Microsecond)
 	}
 	cwg.Wait()
-	r.closed.Store(true)
-	stop.Store(true)
-	wg.Wait()
-	driversStop.Store(true)
-	dwg.Wait()
-	if msg := r.errs.Load(); msg != nil {
-		t.Fatalf("%s: %v", desc, msg)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i, rec := range r.recs {
-		want := int32(0)
-		if rec.accepted.Load() {
-			want = 1
-			accepted++
-		}
-		if got := rec.done.Load(); got != want {
-			t.Fatalf("%s: txreq %d of %d accepted %v: %d completions", desc, i, len(r.recs), want == 1, got)
-		}
-	}
-	if n := r.late.Load(); n != 0 {
-		t.Fatalf("%s: %d completions after Close returned", desc, n)
-	}
+	r.end()
+	accepted = r.check(desc, iommu)
 	var okN, abN uint64
 	for i := 0; i < engines; i++ {
 		st := dev.Engine(i).Stats()
@@ -371,28 +423,27 @@ func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {
 	if okN != uint64(r.statuses[0].Load()) || abN != uint64(r.statuses[1].Load()) {
 		t.Fatalf("%s: stats say %d completed, %d aborted; the callbacks saw %d, %d", desc, okN, abN, r.statuses[0].Load(), r.statuses[1].Load())
 	}
-	if n := iommu.LiveCount(); n != 0 {
-		t.Fatalf("%s: %d mappings left: %v", desc, n, iommu.Live())
-	}
-	if n := dev.UnmapErrors(); n != 0 {
-		t.Fatalf("%s: %d unmap errors", desc, n)
-	}
 	return accepted, r.statuses[0].Load(), r.statuses[1].Load()
+}
+
+// initWoken initialises w with the sleeper sleep and a wakeup that signals the channel it
+// returns (buffered: a wakeup while nobody waits is kept).
+func initWoken(w *IOWait, sleep SleepFunc) <-chan struct{} {
+	woke := make(chan struct{}, 1)
+	w.Init(sleep, func(*IOWait, int) {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	}, nil)
+	return woke
 }
 
 // parkSender sends with an iowait whose sleeper is ParkOrRetry; a parked txreq waits on TxHead
 // for the wakeup and is resent then.
 func (r *tortRig) parkSender(ctx context.Context, e *Engine, rng *rand.Rand, stop *atomic.Bool) {
 	var w IOWait
-	woke := make(chan struct{}, 1)
-	w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
-		return e.ParkOrRetry(w, tx, seq, pktsSent)
-	}, func(*IOWait, int) {
-		select {
-		case woke <- struct{}{}:
-		default:
-		}
-	}, nil)
+	woke := initWoken(&w, (*Engine).ParkOrRetry)
 	recOf := map[*TxReq]*tortRec{}
 	defer func() {
 		// Whatever is still parked is the caller's.
@@ -442,15 +493,7 @@ func (r *tortRig) parkSender(ctx context.Context, e *Engine, rng *rand.Rand, sto
 // when the ring is full.
 func (r *tortRig) deferSender(ctx context.Context, e *Engine, rng *rand.Rand, stop *atomic.Bool) {
 	var w IOWait
-	woke := make(chan struct{}, 1)
-	w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
-		return e.DeferOrRetry(w, tx, seq, pktsSent)
-	}, func(*IOWait, int) {
-		select {
-		case woke <- struct{}{}:
-		default:
-		}
-	}, nil)
+	woke := initWoken(&w, (*Engine).DeferOrRetry)
 	for !stop.Load() {
 		var l TxList
 		var recs []*tortRec

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
 
 type onceDone struct {
@@ -28,83 +29,49 @@ func TestFlowsAcrossSDMACloseConcurrent(t *testing.T) {
 	if testing.Short() {
 		rounds = 10
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	for round := 0; round < rounds && !t.Failed(); round++ {
-		s := rng.Uint64()
-		manual := rng.IntN(3) == 0
-		sd, err := sdma.NewDevice(sdma.Config{Engines: 2, RingSize: 64, Manual: manual})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := New(Config{SDMA: sd, ManualPIO: manual})
+	sdmatest.CloseRaces(t, rounds, func(round int, race *sdmatest.CloseRace, rng *rand.Rand) {
+		sd, s := race.Dev, race.Seed
+		d, err := New(Config{SDMA: sd, ManualPIO: race.Manual})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex
 		var recs []*onceDone
-		var stop, dstop atomic.Bool
-		var wg, dwg sync.WaitGroup
-		if manual {
-			dwg.Add(1)
-			go func() {
-				defer dwg.Done()
-				for !dstop.Load() {
-					d.Process()
-					for i := 0; i < sd.NumEngines(); i++ {
-						sd.Engine(i).Process()
-						sd.Engine(i).Poll()
-					}
+		race.Workers, race.Pause = 4, 100*time.Microsecond
+		race.Before, race.After = 3*time.Millisecond, 200*time.Microsecond // flows go on: SDMA refuses, PIO sends
+		if race.Manual {
+			race.Drive = func() {
+				d.Process()
+				for i := 0; i < sd.NumEngines(); i++ {
+					sd.Engine(i).Process()
+					sd.Engine(i).Poll()
 				}
-			}()
-		}
-		for fl := 0; fl < 4; fl++ {
-			wg.Add(1)
-			go func(fl int) {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(s, uint64(fl)))
-				f := d.NewFlow(uint32(fl), 0)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				for seq := 0; !stop.Load(); seq++ {
-					c := &onceDone{}
-					n := 16 + r.IntN(600)
-					p, err := f.Send(ctx, [][]byte{packet(uint64(fl), uint64(seq), n)}, c)
-					c.path = p
-					if err == nil || (p == PathSDMA && errors.Is(err, sdma.ErrNotRunning)) {
-						c.accepted.Store(true)
-					} else if !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, sdma.ErrNotRunning) {
-						t.Errorf("flow %d: Send: %v (path %v)", fl, err, p)
-						return
-					}
-					mu.Lock()
-					recs = append(recs, c)
-					mu.Unlock()
-				}
-			}(fl)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(s, 99))
-			for !stop.Load() {
-				e := sd.Engine(r.IntN(2))
-				if err := e.Stop(); err == nil {
-					_ = e.Start()
-				}
-				time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
 			}
-		}()
-		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
-		if err := sd.Close(); err != nil {
+		}
+		race.Work = func(fl int, stop *atomic.Bool) {
+			r := rand.New(rand.NewPCG(s, uint64(fl)))
+			f := d.NewFlow(uint32(fl), 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for seq := 0; !stop.Load(); seq++ {
+				c := &onceDone{}
+				n := 16 + r.IntN(600)
+				p, err := f.Send(ctx, [][]byte{packet(uint64(fl), uint64(seq), n)}, c)
+				c.path = p
+				if err == nil || (p == PathSDMA && errors.Is(err, sdma.ErrNotRunning)) {
+					c.accepted.Store(true)
+				} else if !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, sdma.ErrNotRunning) {
+					t.Errorf("flow %d: Send: %v (path %v)", fl, err, p)
+					return
+				}
+				mu.Lock()
+				recs = append(recs, c)
+				mu.Unlock()
+			}
+		}
+		if err := race.Run(rng); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Microsecond) // flows go on: SDMA refuses, PIO sends
-		stop.Store(true)
-		wg.Wait()
-		dstop.Store(true)
-		dwg.Wait()
 		if err := d.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -115,9 +82,9 @@ func TestFlowsAcrossSDMACloseConcurrent(t *testing.T) {
 				want = 1
 			}
 			if got := c.n.Load(); got != want {
-				t.Fatalf("seed %d round %d manual %v: packet %d (path %v, accepted %v): %d Done calls", s, round, manual, i, c.path, want == 1, got)
+				t.Fatalf("seed %d round %d manual %v: packet %d (path %v, accepted %v): %d Done calls", s, round, race.Manual, i, c.path, want == 1, got)
 			}
 		}
 		mu.Unlock()
-	}
+	})
 }

@@ -1,7 +1,7 @@
 // Package sdmatest is the part of the sdma API that tests, benchmarks and tools such as sdmaperf
 // need and senders do not: sinks that count, capture, fail or stall packets; fault plans and
 // injected halts; the hfi1 state machine's events, its transition history, and the chip's
-// freeze.
+// freeze; and CloseRace, the device closing under traffic, for the tests of the layers above.
 //
 // Why a package of its own rather than a section of package sdma: go doc lists a package's types
 // and methods alphabetically, so no "section" survives it (FaultPlan would sit between Engine and
