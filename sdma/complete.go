@@ -28,6 +28,8 @@ import (
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
+// One that calls runtime.Goexit on the engine's goroutine ends it: goexit.go releases the
+// pass's locks and halts the engine.
 
 // makeProgressHW runs one completion pass (Poll's) for a caller that holds hwMu (an interrupt, the
 // state machine).
@@ -72,7 +74,7 @@ func (e *Engine) progressPass(intr bool) int {
 			tx.clean()
 			e.stats.completed.Add(1)
 			if c != nil {
-				e.callComplete(c, tx, StatusOK)
+				e.callComplete(c, tx, StatusOK, w)
 			}
 			if w != nil { // nested: w != nil && sdmaDec() would materialise a bool for the test
 				if w.sdmaDec() && w.drained != nil {
@@ -226,7 +228,7 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 		e.stats.aborted.Add(1)
 	}
 	if c != nil {
-		e.callComplete(c, tx, st)
+		e.callComplete(c, tx, st, w)
 	}
 	if w != nil { // nested, as in progressPass
 		if w.sdmaDec() && w.drained != nil {
@@ -238,15 +240,18 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 // callComplete, callDrained and callWakeup call the caller's completion-side callbacks so that
 // a panic cannot leave the pass's locks held (headMu, the head seqcount's write section): it is
 // recovered, recorded (CallbackError) and counted, and the pass goes on as if the callback had
-// returned. The deferred recover costs a few nanoseconds and no allocation.
+// returned. The deferred recover costs a few nanoseconds and no allocation. A callback that
+// calls runtime.Goexit ends the goroutine: callbackExited (goexit.go) finishes its step, and on
+// the engine's goroutine run's handler releases the locks.
 //
-// callComplete, once per txreq, calls recover only if the callback did not return (see
-// Engine.packet): a recover that finds no panic is still a call into the runtime.
-func (e *Engine) callComplete(c Completer, tx *TxReq, st Status) {
+// Each calls recover only if the callback did not return (see Engine.packet): a recover that
+// finds no panic is still a call into the runtime. w is the completion's iowait (nil: none), for
+// a Goexit's handler: the completion drops its count after the callback.
+func (e *Engine) callComplete(c Completer, tx *TxReq, st Status, w *IOWait) {
 	returned := false
 	defer func() {
 		if !returned {
-			e.callbackPanicked("completion", recover())
+			e.callbackUnwound("completion", recover(), w)
 		}
 	}()
 	c.Complete(tx, st)
@@ -254,13 +259,35 @@ func (e *Engine) callComplete(c Completer, tx *TxReq, st Status) {
 }
 
 func (e *Engine) callDrained(w *IOWait) {
-	defer e.recoverCallback("drained")
+	returned := false
+	defer func() {
+		if !returned {
+			e.callbackUnwound("drained", recover(), nil)
+		}
+	}()
 	w.drained(w)
+	returned = true
 }
 
 func (e *Engine) callWakeup(w *IOWait) {
-	defer e.recoverCallback("wakeup")
+	returned := false
+	defer func() {
+		if !returned {
+			e.callbackUnwound("wakeup", recover(), nil)
+		}
+	}()
 	w.wakeup(w, WakeAvail)
+	returned = true
+}
+
+// callbackUnwound handles a callback named what that did not return: it panicked with p, or
+// called runtime.Goexit (p nil). w: callComplete's.
+func (e *Engine) callbackUnwound(what string, p any, w *IOWait) {
+	if p != nil {
+		e.callbackPanicked(what, p)
+		return
+	}
+	e.callbackExited(what, w)
 }
 
 // recoverCallback records a panic of the callback named what (deferred by the call helpers).
@@ -365,13 +392,17 @@ func (e *Engine) wakeBatchLocked(n int) {
 		}
 	}
 	e.stats.wakeups.Add(uint64(n))
-	e.callWakeup(e.wakeBatch[top])
+	// Each entry is cleared before its wakeup runs: the ones left are the waiters a wakeup's
+	// runtime.Goexit kept from being woken (callbackExited).
+	w := e.wakeBatch[top]
+	e.wakeBatch[top] = nil
+	e.callWakeup(w)
 	for i := 0; i < n; i++ {
-		if i != top {
-			e.callWakeup(e.wakeBatch[i])
+		if w := e.wakeBatch[i]; w != nil {
+			e.wakeBatch[i] = nil
+			e.callWakeup(w)
 		}
 	}
-	clear(e.wakeBatch[:n])
 }
 
 // wakeAllLocked takes every waiter off dmawait and wakes it (hfi1: sdma_flush's wakeup loop).
@@ -479,7 +510,8 @@ func (e *Engine) flushSection() {
 }
 
 // flushLocked completes every txreq on the flush list with StatusAborted: the ones on it when it
-// takes the list (hfi1: sdma_flush's list_splice_init of the flushlist). A txreq sent to the
+// takes the list (hfi1: sdma_flush's list_splice_init of the flushlist), after any that an
+// earlier flush took and did not complete (its callback's runtime.Goexit, goexit.go). A txreq sent to the
 // flush list meanwhile (by a callback of this flush, say, that resends what was aborted) sets
 // flushPending and waits for the next flush (the hardware goroutine's next pass, a Process or
 // Poll, a sw clean): a flush that took it too would run for as long as such a callback resends,
@@ -488,7 +520,7 @@ func (e *Engine) flushSection() {
 func (e *Engine) flushLocked() {
 	e.flushPending.Store(false)
 	e.flushMu.Lock()
-	var l TxList
+	l := &e.flushing // the engine's, not a local: what a callback's Goexit left in it, the next flush completes first
 	l.pushBackList(&e.flush)
 	e.flushMu.Unlock()
 	for tx := l.PopFront(); tx != nil; tx = l.PopFront() {

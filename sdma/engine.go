@@ -154,6 +154,13 @@ type Engine struct {
 	// ahgBits is the AHG entry allocation map (hfi1: sde->ahg_bits): bit i set means entry i
 	// is taken. Written by AHGAlloc and AHGFree (CAS), read by them; see ahg.go.
 	ahgBits atomic.Uint32
+	// hwGone is set when a Sink or callback ended the engine's goroutine with runtime.Goexit
+	// (goexit.go): the engine stays halted. Written once by the goroutine's release, under hwMu;
+	// read by the events (under hwMu) and Shutdown.
+	hwGone atomic.Bool
+	// flushing holds the txreqs a flush took off the flush list and has not completed yet
+	// (flushLocked); guarded by the head lock.
+	flushing TxList
 	// hosts are the goroutines that run this engine's passes in a call of their own (Stop,
 	// SendWait, ...), for Close and the events to refuse a call from a callback such a pass runs
 	// (host.go). Written by those calls (add, remove); read by Close, Shutdown and the events.
@@ -834,7 +841,7 @@ func (e *Engine) driveHosted() int {
 // hardware model consumes nothing until an unfreeze, so the ring cannot drain, and the flush
 // list waits for the sw clean behind it, see flushDeferred; Close aborts both).
 func (e *Engine) idleForShutdown() bool {
-	if e.state() == sm.S80HwFreeze {
+	if e.hwGone.Load() || e.state() == sm.S80HwFreeze {
 		return true
 	}
 	if !e.ring.Empty() {

@@ -1,41 +1,336 @@
 package sdma
 
 import (
+	"context"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// hangGuard waits for ch (a hang guard, not a timing assumption) or fails with what.
+func hangGuard[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+	panic("unreachable")
+}
+
+// closeGuarded closes dev on another goroutine and requires it to return nil.
+func closeGuarded(t *testing.T, dev *Device) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- dev.Close() }()
+	require.NoError(t, hangGuard(t, closed, "Close did not return: a lock left held by the exited goroutine"))
+}
+
+// requireGoexitHalt checks the engine's record of a Goexit: a *HaltError that names it, and the
+// engine not running.
+func requireGoexitHalt(t *testing.T, e *Engine, what string) {
+	t.Helper()
+	h := e.HaltCause()
+	require.ErrorIs(t, h, ErrHalted)
+	require.ErrorContains(t, h, what)
+	require.ErrorContains(t, h, "runtime.Goexit")
+	require.False(t, e.Running())
+}
+
+// goexitTxs sends n txreqs of 64 bytes to e, packet i's first byte i; each must be accepted
+// (nil) or flushed (ErrNotRunning: the engine halted meanwhile). cb completes them.
+func goexitTxs(t *testing.T, dev *Device, e *Engine, w *IOWait, n int, cb Completer) []*TxReq {
+	t.Helper()
+	txs := make([]*TxReq, n)
+	for i := range txs {
+		txs[i] = new(TxReq)
+		buf := engTestPattern(64, 0)
+		buf[0] = byte(i)
+		engTestBuild(t, dev, txs[i], 0, buf, cb)
+		if err := e.Send(w, txs[i], false); err != nil {
+			require.ErrorIs(t, err, ErrNotRunning)
+		}
+	}
+	return txs
+}
+
 // TestSinkGoexitDoesNotWedgeClose: a Sink that calls runtime.Goexit (t.FailNow or require in a
-// test's sink does) on the engine's goroutine. recover cannot stop a Goexit: the engine's
-// goroutine ends with hwMu held and Close then waits for hwMu forever (a completion callback's
-// Goexit leaves headMu and the head seqcount's write section too). Skipped: the fix is a design
-// call (run's deferred handler would have to know which of hwMu, headMu and the write section
-// the goroutine holds, release them and leave the engine for Close's sw clean; or the library
-// documents the restriction, as Sink now does).
+// test's sink does) on the engine's goroutine ends it in the middle of a pass, with hwMu held.
+// The engine halts with a recorded cause, the lock is released, and Close returns; every txreq
+// completes exactly once: StatusOK for the packets the sink returned from, StatusAborted for the
+// one it exited in and the rest (in the ring, or flushed after the halt).
 func TestSinkGoexitDoesNotWedgeClose(t *testing.T) {
-	t.Skip("bug: a Sink or callback that calls runtime.Goexit ends the engine's goroutine with hwMu (and, from a callback, headMu and the head seqcount's write section) held; Close never returns")
-	sink := SinkFunc(func(int, [][]byte) error {
-		runtime.Goexit()
+	const n, k = 8, 3 // the sink exits in packet k
+	sink := SinkFunc(func(_ int, segs [][]byte) error {
+		if segs[0][0] == k {
+			runtime.Goexit()
+		}
 		return nil
 	})
 	dev, err := NewDevice(Config{Sink: sink})
 	require.NoError(t, err)
 	e := dev.Engine(0)
-	var tx TxReq
 	c := &completions{}
-	engTestBuild(t, dev, &tx, 0, engTestPattern(64, 1), c)
-	require.NoError(t, e.Send(nil, &tx, false))
-	<-e.done // the goroutine is gone
-	closed := make(chan error, 1)
-	go func() { closed <- dev.Close() }()
-	select {
-	case err := <-closed:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second): // a hang guard, not a timing assumption
-		t.Fatal("Close did not return: hwMu left held by the exited engine goroutine")
+	txs := goexitTxs(t, dev, e, nil, n, c)
+	hangGuard(t, e.done, "the engine's goroutine did not end")
+	requireGoexitHalt(t, e, "the Sink's Deliver")
+	require.ErrorIs(t, e.Start(), ErrHalted, "no goroutine: the engine does not run again")
+	var late TxReq
+	engTestBuild(t, dev, &late, 0, engTestPattern(64, 1), c)
+	require.ErrorIs(t, e.Send(nil, &late, false), ErrNotRunning, "flushed: completes aborted at Close")
+	closeGuarded(t, dev)
+	require.EqualValues(t, n+1, c.n.Load(), "every txreq completes")
+	require.Zero(t, c.dup.Load(), "none twice")
+	for i, tx := range txs {
+		want := StatusOK
+		if i >= k {
+			want = StatusAborted
+		}
+		require.Equal(t, want, c.seen[tx], "txreq %d", i)
 	}
+	require.Equal(t, StatusAborted, c.seen[&late])
+}
+
+// goexitBatchSink is a BatchSink that calls runtime.Goexit in the method named exit on its call
+// number at (counting that method's calls), and records the packets it finished with: Deliver
+// returned, or a Flush returned for the queued ones.
+type goexitBatchSink struct {
+	exit   string
+	at     int
+	calls  map[string]int
+	queued []byte
+	sent   map[byte]bool
+}
+
+func (s *goexitBatchSink) BatchLimit() (int, int) { return 4, 0 }
+
+func (s *goexitBatchSink) call(m string) {
+	if s.calls == nil {
+		s.calls, s.sent = map[string]int{}, map[byte]bool{}
+	}
+	s.calls[m]++
+	if m == s.exit && s.calls[m] == s.at {
+		runtime.Goexit()
+	}
+}
+
+func (s *goexitBatchSink) Deliver(_ int, segs [][]byte) error {
+	s.call("Deliver")
+	s.sent[segs[0][0]] = true
+	return nil
+}
+
+func (s *goexitBatchSink) Queue(_ int, segs [][]byte) error {
+	s.call("Queue")
+	s.queued = append(s.queued, segs[0][0])
+	return nil
+}
+
+func (s *goexitBatchSink) Flush(_ int, _ []error) {
+	s.call("Flush")
+	for _, p := range s.queued {
+		s.sent[p] = true
+	}
+	s.queued = s.queued[:0]
+}
+
+// TestProcessSinkGoexit: a Sink called by a caller's Process that calls runtime.Goexit ends the
+// caller's goroutine; hwMu is not left held: the engine halts with a recorded cause (Process says
+// ErrNotRunning), Stop cleans it and Start runs it again, and Close returns. Every txreq completes
+// once, StatusOK exactly when the sink finished with its packet (Deliver returned, or the Flush
+// of its batch). Deliver, and a BatchSink's Queue and Flush.
+func TestProcessSinkGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sink *goexitBatchSink
+		lim  bool // batching on
+	}{
+		{"Deliver", &goexitBatchSink{exit: "Deliver", at: 3}, false},
+		{"Queue", &goexitBatchSink{exit: "Queue", at: 6}, true},
+		{"Flush", &goexitBatchSink{exit: "Flush", at: 2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sink Sink = tc.sink
+			if !tc.lim {
+				sink = SinkFunc(tc.sink.Deliver) // no BatchSink: every packet goes to Deliver
+			}
+			dev, err := NewDevice(Config{Manual: true, Sink: sink})
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			c := &completions{}
+			txs := goexitTxs(t, dev, e, nil, 12, c)
+			ended := make(chan bool, 1)
+			go func() {
+				returned := false
+				defer func() { ended <- returned }()
+				_, _ = e.Process()
+				returned = true
+			}()
+			require.False(t, hangGuard(t, ended, "Process's goroutine did not end"), "Process returned: the sink did not exit")
+			requireGoexitHalt(t, e, "the Sink's "+tc.name)
+			_, err = e.Process()
+			require.ErrorIs(t, err, ErrNotRunning, "halted: hwMu is free and the pass refuses")
+			stopped := make(chan error, 1)
+			go func() { stopped <- e.Stop() }()
+			require.NoError(t, hangGuard(t, stopped, "Stop did not return"))
+			require.EqualValues(t, len(txs), c.n.Load(), "Stop completed every txreq")
+			for i, tx := range txs {
+				want := StatusAborted
+				if tc.sink.sent[byte(i)] {
+					want = StatusOK
+				}
+				require.Equal(t, want, c.seen[tx], "txreq %d", i)
+			}
+			require.NotEmpty(t, tc.sink.sent, "some packets went out before the exit")
+			tc.sink.exit = "" // the engine runs again
+			require.NoError(t, e.Start())
+			more := goexitTxs(t, dev, e, nil, 2, c)
+			_, err = e.Process()
+			require.NoError(t, err)
+			closeGuarded(t, dev)
+			require.EqualValues(t, len(txs)+len(more), c.n.Load())
+			require.Zero(t, c.dup.Load())
+			for _, tx := range more {
+				require.Equal(t, StatusOK, c.seen[tx])
+			}
+		})
+	}
+}
+
+// TestCallbackGoexitDoesNotWedgeClose: a completion, drained or wakeup callback that calls
+// runtime.Goexit on the engine's goroutine ends it in a completion pass, holding hwMu, headMu and
+// (completion, drained) the head seqcount's write section. All are released, the engine halts
+// with a recorded cause, and Close returns; every txreq completes exactly once, the iowait's
+// count drops (Drain returns), and a wakeup the exit kept from running still runs.
+func TestCallbackGoexitDoesNotWedgeClose(t *testing.T) {
+	t.Run("completion", func(t *testing.T) {
+		dev, err := NewDevice(Config{})
+		require.NoError(t, err)
+		e := dev.Engine(0)
+		var w IOWait
+		var drained atomic.Int32
+		w.Init(nil, nil, func(*IOWait) { drained.Add(1) })
+		c := &completions{}
+		const n, k = 6, 2
+		var exitTx atomic.Pointer[TxReq]
+		cb := CompleterFunc(func(tx *TxReq, st Status) {
+			c.Complete(tx, st)
+			if tx == exitTx.Load() {
+				runtime.Goexit()
+			}
+		})
+		txs := make([]*TxReq, n)
+		for i := range txs {
+			txs[i] = new(TxReq)
+			engTestBuild(t, dev, txs[i], 0, engTestPattern(64, byte(i)), cb)
+		}
+		exitTx.Store(txs[k])
+		for _, tx := range txs {
+			if err := e.Send(&w, tx, false); err != nil {
+				require.ErrorIs(t, err, ErrNotRunning)
+			}
+		}
+		hangGuard(t, e.done, "the engine's goroutine did not end")
+		requireGoexitHalt(t, e, "a completion callback")
+		require.Equal(t, StatusOK, c.seen[txs[k]], "its callback ran, with StatusOK")
+		closeGuarded(t, dev)
+		require.EqualValues(t, n, c.n.Load(), "every txreq completes")
+		require.Zero(t, c.dup.Load(), "none twice")
+		for i, tx := range txs {
+			if i <= k {
+				require.Equal(t, StatusOK, c.seen[tx], "txreq %d", i)
+			}
+		}
+		drainErr := make(chan error, 1)
+		go func() { drainErr <- w.Drain(context.Background()) }()
+		require.NoError(t, hangGuard(t, drainErr, "Drain did not return: the exited completion's count was not dropped"))
+		require.Positive(t, drained.Load())
+	})
+	t.Run("drained", func(t *testing.T) {
+		dev, err := NewDevice(Config{})
+		require.NoError(t, err)
+		e := dev.Engine(0)
+		var w IOWait
+		w.Init(nil, nil, func(*IOWait) { runtime.Goexit() })
+		c := &completions{}
+		txs := goexitTxs(t, dev, e, &w, 1, c)
+		hangGuard(t, e.done, "the engine's goroutine did not end")
+		requireGoexitHalt(t, e, "a drained callback")
+		closeGuarded(t, dev)
+		require.EqualValues(t, 1, c.n.Load())
+		require.Equal(t, StatusOK, c.seen[txs[0]])
+	})
+}
+
+// TestCallbackGoexitInFlush: a completion callback that calls runtime.Goexit in the engine
+// goroutine's flush of the flush list: the txreqs the flush had taken and not completed go back
+// to the list, and Close completes them (aborted), each once.
+func TestCallbackGoexitInFlush(t *testing.T) {
+	dev, err := NewDevice(Config{})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	require.NoError(t, e.Stop())
+	c := &completions{}
+	var first atomic.Bool
+	cb := CompleterFunc(func(tx *TxReq, st Status) {
+		c.Complete(tx, st)
+		if first.CompareAndSwap(false, true) {
+			runtime.Goexit()
+		}
+	})
+	e.hwMu.Lock() // the goroutine's pass waits: the flush takes all four at once
+	txs := goexitTxs(t, dev, e, nil, 4, cb)
+	e.hwMu.Unlock()
+	hangGuard(t, e.done, "the engine's goroutine did not end")
+	require.ErrorContains(t, e.HaltCause(), "a completion callback")
+	require.EqualValues(t, 1, c.n.Load(), "the flush stopped at the first")
+	closeGuarded(t, dev)
+	require.EqualValues(t, len(txs), c.n.Load(), "every txreq completes")
+	require.Zero(t, c.dup.Load(), "none twice")
+	for i, tx := range txs {
+		require.Equal(t, StatusAborted, c.seen[tx], "txreq %d", i)
+	}
+}
+
+// TestCallbackGoexitWakeupOnEngineGoroutine: a wakeup that calls runtime.Goexit on the engine's
+// goroutine: the engine halts, Close returns, and the other waiter of the batch is still woken
+// (late, with no lock held, before the goroutine ends).
+func TestCallbackGoexitWakeupOnEngineGoroutine(t *testing.T) {
+	dev, err := NewDevice(Config{})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var w1, w2 IOWait
+	var mu sync.Mutex
+	var order []int
+	w1.Init(nil, func(*IOWait, int) {
+		mu.Lock()
+		order = append(order, 1)
+		mu.Unlock()
+		runtime.Goexit()
+	}, nil)
+	w2.Init(nil, func(*IOWait, int) {
+		mu.Lock()
+		order = append(order, 2)
+		mu.Unlock()
+	}, nil)
+	for _, w := range []*IOWait{&w1, &w2} {
+		ok, err := e.QueueWait(w, 1, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	c := &completions{}
+	goexitTxs(t, dev, e, nil, 1, c) // its completion pass wakes both
+	hangGuard(t, e.done, "the engine's goroutine did not end")
+	requireGoexitHalt(t, e, "a wakeup callback")
+	mu.Lock()
+	assert.Equal(t, []int{1, 2}, order, "w2 woken after w1's exit")
+	mu.Unlock()
+	closeGuarded(t, dev)
 	require.EqualValues(t, 1, c.n.Load())
 }

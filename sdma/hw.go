@@ -78,6 +78,9 @@ type hwState struct {
 	batch batchState
 	ahg   [desc.NumAHGEntries]ahgEntry
 	hdr   [ahgEntryBytes]byte // scratch header of an APPLY_UPDATE packet
+	// exit is what a runtime.Goexit in a Sink or callback left held and to do, recorded by the
+	// handler that saw it for the release (goexit.go); zero otherwise.
+	exit hwExit
 }
 
 // ahgEntry is one AHG header entry: n bytes of b are valid; n == 0 means never written.
@@ -335,17 +338,25 @@ func (e *Engine) flushBatch() {
 	e.finished(flags)
 }
 
-// flushSink calls the sink's Flush; a panic fails every packet of the batch.
+// flushSink calls the sink's Flush; a panic fails every packet of the batch, a runtime.Goexit
+// drops it (sinkExited).
 func (e *Engine) flushSink(s BatchSink, errs []error) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if p := recover(); p != nil {
 			err := &SinkError{Engine: e.idx, Panic: p}
 			for i := range errs {
 				errs[i] = err
 			}
+			return
 		}
+		e.sinkExited("Flush", e.hw.batch.held)
 	}()
 	s.Flush(e.idx, errs)
+	returned = true
 }
 
 // interrupt is an SDMA interrupt: the head is written back, and the completion pass runs in
@@ -448,8 +459,8 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	e.stats.bytes.Add(uint64(total))
 	// deliver, without its call: the deferred function calls recover only if the sink did not
 	// return, and then drops the segments' references itself and, for a panic, lets packet
-	// return n and flags, as if the sink had returned. A runtime.Goexit cannot be stopped: it
-	// ends the goroutine with hwMu held (see Sink: a sink must not call it).
+	// return n and flags, as if the sink had returned. A runtime.Goexit cannot be stopped: the
+	// engine halts and hwMu is released (sinkPanicked, sinkExited).
 	returned := false
 	defer func() {
 		if !returned {
@@ -702,12 +713,19 @@ func (e *Engine) queue(b *batchState, segs [][]byte) error {
 	return err
 }
 
-// sinkPanicked records the value a sink panicked with; nil (no panic: a runtime.Goexit, which
-// goes on unwinding) is not recorded.
+// sinkPanicked records the value a sink panicked with (packet's deferred handler, the sink did
+// not return); nil is no panic: the sink called runtime.Goexit, which goes on unwinding
+// (sinkExited, goexit.go): Queue if a batch is held (queue counted the packet), else Deliver.
 func (e *Engine) sinkPanicked(p any) {
 	if p != nil {
 		e.sinkFailed(nil, p)
+		return
 	}
+	if held := e.hw.batch.held; held > 0 {
+		e.sinkExited("Queue", held-1)
+		return
+	}
+	e.sinkExited("Deliver", 0)
 }
 
 // sinkFailed records a failed packet: the sink's error, or the value it panicked with.
@@ -738,9 +756,11 @@ func (e *Engine) halt(h *HaltError) {
 }
 
 // run is the hardware-model goroutine of a non-manual engine: a pass under hwMu, and when it
-// delivered nothing, the wait its strategy says (idle).
+// delivered nothing, the wait its strategy says (idle). A Sink or callback that ends the
+// goroutine with runtime.Goexit leaves it to runDone (goexit.go).
 func (e *Engine) run() {
-	defer close(e.done)
+	returned := false
+	defer e.runDone(&returned)
 	e.hwGoid.Store(goid())
 	for !e.stopping.Load() {
 		n, waitTail, _ := e.process()
@@ -760,6 +780,7 @@ func (e *Engine) run() {
 			e.park(waitTail)
 		}
 	}
+	returned = true
 }
 
 // spinLimit is how many empty polls WaitSpinPark makes before it parks (a few microseconds).

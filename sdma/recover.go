@@ -207,6 +207,9 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 	if e.gate.Load()&gateDown != 0 {
 		return ErrClosed
 	}
+	if e.hwGone.Load() {
+		return e.goneEvent(ev, cause)
+	}
 	e.raise(ev, cause, nil)
 	return nil
 }

@@ -9,9 +9,19 @@ package sdma
 // a panic in Deliver is recovered and recorded the same way. Deliver must not call Process,
 // Poll, Device.Close, Shutdown or Event (nor Stop, Start, FreezeNotify, …): on the engine's
 // goroutine Close, Shutdown and Event refuse with ErrInvalid; under the caller's own Process they
-// would wait for themselves. Nor may it call runtime.Goexit (a test's t.FailNow, require): unlike
-// a panic it cannot be recovered, and the engine's goroutine would end holding the engine's lock,
-// so that Close never returns. The same holds for completion, wakeup and drained callbacks.
+// would wait for themselves.
+//
+// A Deliver (Queue, Flush) that calls runtime.Goexit (a test's t.FailNow, require) ends the
+// goroutine that called it; unlike a panic it cannot be recovered, but it leaves no lock held:
+// the engine halts, its HaltCause a *HaltError (CauseHalt) that names the Goexit, and Close
+// returns. The packets the sink finished with complete StatusOK, the one it exited in and the
+// rest StatusAborted, each once, when the ring is cleaned: by Close, or by a Stop. An engine
+// whose own goroutine ended so stays halted until Close (sends are flushed, events other than
+// Stop return its HaltError); one driven by Process, whose caller's goroutine ended, runs again
+// after Stop and Start. The same holds for a completion, wakeup or drained callback that the
+// engine's goroutine runs (the locks of the completion pass are released too, the iowait's count
+// dropped, a batch's other wakeups still run); from a callback that a caller's Process, Poll or
+// another call runs, a Goexit still leaves the engine's locks held.
 type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }

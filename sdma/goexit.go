@@ -1,0 +1,207 @@
+package sdma
+
+import "github.com/gosdma/gosdma/sdma/internal/sm"
+
+// Goexit: a Sink, or a completion, drained or wakeup callback, that calls runtime.Goexit (a test's
+// t.FailNow or require does) ends the goroutine that called it. Unlike a panic it cannot be
+// recovered, and the goroutine ends in the middle of a pass, holding the engine's locks: hwMu
+// (a Sink's call), and from a callback the head lock and, in a completion pass or a flush, the
+// head seqcount's write section.
+//
+// The call helpers (packet's delivery, flushSink, callComplete, callDrained, callWakeup) defer a
+// handler that runs only if the user's code did not return; with no panic to recover, the code
+// called Goexit. The handler finishes the step the user's code interrupted (a completion's iowait
+// count, a wakeup batch's remaining waiters) and records in e.hw.exit
+// what the goroutine holds, which each helper knows from where it is called:
+//
+//   - a Sink runs only in a hardware pass (process: hwMu held, and nothing else);
+//   - a callback runs only in a completion pass, a flush, a sw clean or a wakeup, all under the
+//     head lock; its write section is open if the head seqcount is odd (only the head lock's
+//     holder writes it). On the engine's goroutine, that is always inside a hardware pass, so
+//     hwMu is held too (headMu is then a lock of its own: the engine is not Manual).
+//
+// On the engine's goroutine, run's deferred handler (runDone) releases them, exactly those, and
+// the goroutine is gone: the engine halts (s99 -> s50_hw_halt_wait, its halt cause a *HaltError
+// that names the Goexit, CauseHalt), and stays halted: the ring and the flush list wait for
+// Close's sw clean (or a Stop's, which takes it down for good), which completes each txreq once,
+// StatusOK if the Sink had returned for its packet, else StatusAborted; sends get ErrNotRunning
+// (flushed) meanwhile, and the other events its *HaltError. The callbacks the Goexit kept from
+// running (a drained callback due, the wakeups of the interrupted batch) run last, with no lock
+// held, before the goroutine ends.
+//
+// On another goroutine (a caller's Process), a Sink's Goexit releases hwMu in the handler itself
+// (no deferred call of the library's is below it) and halts the engine the same way, which then
+// recovers with Stop and Start. A callback's Goexit on a caller's goroutine (Poll, Process,
+// ProgressSchedule, an event's sw clean) is not handled: what that goroutine holds depends on the
+// call, which does not record it (Process and Poll are the packet path), so the locks stay held.
+
+// hwExit is what a Goexit in a Sink or callback left to do, recorded by the call helper that saw
+// it for the release (exitRelease). Guarded by hwMu (e.hw.exit): written by the handler of a
+// Goexit on a goroutine that holds hwMu, read by its release.
+type hwExit struct {
+	what string // the user's code that called Goexit: "the Sink's Deliver", "a completion callback", …
+	// head: a callback's Goexit: the head lock is held too, and the head seqcount's write section
+	// is open if the count is odd.
+	head bool
+	// drained is an iowait whose busy count the interrupted completion dropped to 0: its drained
+	// callback is due. wakes are the waiters that the interrupted wakeup batch took off the wait
+	// list and had not woken.
+	drained *IOWait
+	wakes   []*IOWait
+}
+
+// onOwnGoroutine reports whether the caller runs on e's hardware-model goroutine. It costs a goid
+// (microseconds): only for a Goexit's handler.
+func (e *Engine) onOwnGoroutine() bool {
+	id := e.hwGoid.Load()
+	return id != 0 && id == goid()
+}
+
+// sinkExited is the handler of a Goexit in the Sink's method what (Deliver, Queue, Flush): hwMu
+// held, nothing else. held is how many packets behind the chip's head the sink holds unsent (a
+// BatchSink's batch, but for a packet whose Queue exited: its head was not advanced). The head is
+// written back up to the packets the sink finished with (their write-back may be pending: the
+// pass coalesces it), so that the clean completes them StatusOK, and the held ones and the one
+// that exited StatusAborted; the batch is dropped. On a caller's goroutine (Process) it releases
+// hwMu now; on the engine's, runDone does.
+func (e *Engine) sinkExited(what string, held int) {
+	if sent, r := e.heldStart(held), e.ring; sent != r.HWHead() {
+		r.StoreHWHead(sent)
+	}
+	e.hw.headToHost = false
+	b := &e.hw.batch
+	b.held, b.queued, b.bytes, b.flags = 0, 0, 0, 0
+	clear(b.errs)
+	clear(e.hw.segs[:])
+	e.hw.exit.what = "the Sink's " + what
+	if !e.onOwnGoroutine() {
+		e.exitRelease(false)
+	}
+}
+
+// heldStart returns the ring index where the last k packets before the chip's head begin: a
+// txreq is one packet, recorded in txRing at its last descriptor, so the scan back from the head
+// passes k entries and stops at the next one (or at the written-back head, which a completion
+// pass may be walking up to: nothing below it is read). hwMu held.
+func (e *Engine) heldStart(k int) uint64 {
+	lo, i := e.ring.HWHead(), e.hw.head
+	for ; i != lo; i-- {
+		if e.txRing[(i-1)&e.mask] != nil {
+			if k == 0 {
+				break
+			}
+			k--
+		}
+	}
+	return i
+}
+
+// callbackExited is the handler of a Goexit in a completion-side callback named what: the head
+// lock held; the write section open if the count is odd. It finishes what the pass owed the
+// interrupted step: w is the completion's iowait (its count is dropped; a drained callback due is
+// run by runDone), and a wakeup batch's waiters not yet woken go to runDone too. (A flush's
+// txreqs not yet completed need nothing: they stay in e.flushing, which the next flush, Close's
+// sw clean at the latest, completes first.) On a caller's goroutine that is all (see above).
+func (e *Engine) callbackExited(what string, w *IOWait) {
+	var x hwExit
+	if w != nil && w.sdmaDec() && w.drained != nil {
+		x.drained = w
+	}
+	for i := range e.wakeBatch {
+		if wb := e.wakeBatch[i]; wb != nil {
+			x.wakes = append(x.wakes, wb)
+			e.wakeBatch[i] = nil
+		}
+	}
+	if !e.onOwnGoroutine() {
+		return
+	}
+	x.what, x.head = "a "+what+" callback", true
+	e.hw.exit = x
+}
+
+// runDone is run's deferred handler: it closes done, and if run did not return, the goroutine is
+// ending in a Goexit of a Sink or callback (a panic there was recovered by its helper; one of the
+// library's own goes on to end the program), and it releases what the helper recorded as held
+// (exitRelease). A Goexit elsewhere (a Mapper's, say) left no record and is not handled.
+func (e *Engine) runDone(returned *bool) {
+	defer close(e.done)
+	if *returned {
+		return
+	}
+	if p := recover(); p != nil {
+		panic(p)
+	}
+	if e.hw.exit.what != "" { // hwMu held: the record is this goroutine's
+		e.exitRelease(true)
+	}
+}
+
+// exitRelease halts the engine on the Goexit that e.hw.exit records and releases, exactly, what
+// the exiting goroutine holds: the write section if open, the head lock if a callback exited,
+// and hwMu; then it runs the callbacks the Goexit kept from running, each deferred, so that one
+// that calls Goexit again does not keep the next from running. gone: the goroutine is the
+// engine's own, which is then gone for good. hwMu held.
+func (e *Engine) exitRelease(gone bool) {
+	x := e.hw.exit
+	e.hw.exit = hwExit{}
+	e.exitHalt(x.what, gone)
+	if x.head {
+		if r := e.ring; r.Seq().Count()&1 != 0 {
+			r.EndWrite()
+		}
+		e.unlockHeadHW()
+	}
+	e.hwMu.Unlock()
+	for i := len(x.wakes) - 1; i >= 0; i-- {
+		defer e.lateWakeup(x.wakes[i]) // in batch order: deferred calls run last first
+	}
+	if x.drained != nil {
+		defer e.lateDrained(x.drained)
+	}
+}
+
+// exitHalt records the Goexit of what as the engine's halt cause and halts it: a running engine
+// goes to s50_hw_halt_wait without its halt worker (nothing confirms the halt: it waits for Stop
+// or Close), and producers stop at the gate. gone marks the engine's goroutine gone (hwGone).
+// hwMu held.
+func (e *Engine) exitHalt(what string, gone bool) {
+	where := "a caller's goroutine (Process)"
+	if gone {
+		where = "the engine's goroutine"
+		e.hwGone.Store(true)
+	}
+	h := &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head, Desc: e.headDesc(),
+		Detail: what + " called runtime.Goexit on " + where + ": the engine stays halted until Stop or Close"}
+	e.stMu.Lock()
+	if e.sm.cur == sm.S99Running {
+		e.sm.step(sm.E90SwHalted, "runtime.Goexit") // its halt worker never runs: see exitHalt
+		e.gate.And(^gateRunning)
+	}
+	e.stMu.Unlock()
+	e.recordHalt(evItem{ev: sm.E90SwHalted, halt: h})
+}
+
+// lateWakeup and lateDrained call a callback that a Goexit kept from running, with no lock held
+// (exitRelease). A panic is recovered and recorded, as on the pass.
+func (e *Engine) lateWakeup(w *IOWait) {
+	defer e.recoverCallback("wakeup")
+	w.wakeup(w, WakeAvail)
+}
+
+func (e *Engine) lateDrained(w *IOWait) {
+	defer e.recoverCallback("drained")
+	w.drained(w)
+}
+
+// goneEvent is event for an engine whose goroutine a Goexit ended (hwGone): E00 (Stop) takes it
+// down and cleans it (the sw clean, also of a clean the Goexit interrupted); any other event is
+// refused with the recorded *HaltError: with no goroutine the engine cannot run again. hwMu held.
+func (e *Engine) goneEvent(ev sm.Event, cause string) error {
+	if ev != sm.E00GoHwDown {
+		return e.HaltCause()
+	}
+	e.raise(ev, cause, nil)
+	e.swCleanLocked()
+	return nil
+}
