@@ -334,3 +334,117 @@ func TestCallbackGoexitWakeupOnEngineGoroutine(t *testing.T) {
 	closeGuarded(t, dev)
 	require.EqualValues(t, 1, c.n.Load())
 }
+
+// TestSinkGoexitConcurrentSenders: four producers send while the engine's Sink calls
+// runtime.Goexit at its 300th packet. Every txreq is seen exactly once: StatusOK exactly when the
+// sink returned for its packet, StatusAborted otherwise (the packet it exited in, the ring behind
+// it, and what the producers sent after the halt, flushed), and Close returns.
+func TestSinkGoexitConcurrentSenders(t *testing.T) {
+	const producers, per, exitAt = 4, 200, 300
+	sent := map[uint16]bool{} // written by the sink (one packet at a time), read after the goroutine ended
+	calls := 0
+	sink := SinkFunc(func(_ int, segs [][]byte) error {
+		if calls++; calls == exitAt {
+			runtime.Goexit()
+		}
+		sent[uint16(segs[0][0])<<8|uint16(segs[0][1])] = true
+		return nil
+	})
+	dev, err := NewDevice(Config{Sink: sink, RingSize: 64})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	c := &completions{}
+	txs := make([][]*TxReq, producers)
+	var wg sync.WaitGroup
+	for p := range producers {
+		txs[p] = make([]*TxReq, per)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				tx := new(TxReq)
+				buf := engTestPattern(64, 0)
+				buf[0], buf[1] = byte(p), byte(i)
+				if err := tx.Init(0, len(buf), c); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := tx.AddKVAddr(dev, buf); err != nil {
+					t.Error(err)
+					return
+				}
+				for {
+					err := e.Send(nil, tx, false)
+					if err == ErrBusy {
+						runtime.Gosched() // ring full: the engine (or the halt) makes room
+						continue
+					}
+					if err != nil && err != ErrNotRunning {
+						t.Error(err)
+						return
+					}
+					break
+				}
+				txs[p][i] = tx
+			}
+		}()
+	}
+	wg.Wait()
+	hangGuard(t, e.done, "the engine's goroutine did not end")
+	requireGoexitHalt(t, e, "the Sink's Deliver")
+	closeGuarded(t, dev)
+	require.EqualValues(t, producers*per, c.n.Load(), "every txreq completes")
+	require.Zero(t, c.dup.Load(), "none twice")
+	require.Len(t, sent, exitAt-1)
+	for p := range producers {
+		for i, tx := range txs[p] {
+			want := StatusAborted
+			if sent[uint16(p)<<8|uint16(i)] {
+				want = StatusOK
+			}
+			require.Equal(t, want, c.seen[tx], "producer %d txreq %d", p, i)
+		}
+	}
+}
+
+// TestGoneEngineStopAndShutdown: after a Sink's Goexit ended the engine's goroutine, Stop cleans
+// the engine (every txreq completes once: the finished packets OK, the rest aborted) and takes it
+// down, Start is refused with the recorded *HaltError (no goroutine to run it), and Shutdown
+// does not wait for the engine to drain (it never will): it closes at once.
+func TestGoneEngineStopAndShutdown(t *testing.T) {
+	const n, k = 6, 2
+	sink := SinkFunc(func(_ int, segs [][]byte) error {
+		if segs[0][0] == k {
+			runtime.Goexit()
+		}
+		return nil
+	})
+	dev, err := NewDevice(Config{Sink: sink})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	c := &completions{}
+	txs := goexitTxs(t, dev, e, nil, n, c)
+	hangGuard(t, e.done, "the engine's goroutine did not end")
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop() }()
+	require.NoError(t, hangGuard(t, stopped, "Stop did not return"))
+	require.EqualValues(t, n, c.n.Load(), "Stop completed every txreq")
+	for i, tx := range txs {
+		want := StatusOK
+		if i >= k {
+			want = StatusAborted
+		}
+		require.Equal(t, want, c.seen[tx], "txreq %d", i)
+	}
+	require.ErrorIs(t, e.Start(), ErrHalted)
+	require.ErrorIs(t, e.injectHalt(CauseHalt), ErrNotRunning)
+	var late TxReq
+	engTestBuild(t, dev, &late, 0, engTestPattern(64, 1), c)
+	require.ErrorIs(t, e.Send(nil, &late, false), ErrNotRunning)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a hang guard
+	defer cancel()
+	require.NoError(t, dev.Shutdown(ctx), "Shutdown waited for the gone engine to drain")
+	require.EqualValues(t, n+1, c.n.Load())
+	require.Zero(t, c.dup.Load())
+	require.Equal(t, StatusAborted, c.seen[&late])
+}
