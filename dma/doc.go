@@ -72,6 +72,9 @@
 // Acquire and the engine goroutine's Release on another core write different cache lines);
 // Deregister stops new uses, waits until the counters sum to 0 (or gives up on its context,
 // changing nothing), then unmaps, so that no use in flight ever finds the memory gone.
+// Concurrent Deregisters of one registration wait for the outcome of the one that drains and
+// take over if it gives up: exactly one succeeds, the others are told it is deregistered
+// already (ErrNotMapped) or give up on their own contexts (TestDeregisterConcurrentRace).
 // TestDeregisterWaitsRace, TestDeregisterShardedCountRace, TestRegisterTranslateConcurrent and
 // FuzzRegister check it.
 //

@@ -29,8 +29,16 @@ type Registrar interface {
 	// Deregister undoes Register. It first stops new uses (Acquire fails from then on), then waits
 	// until every use in flight is released, then unmaps: Translate of the memory faults from
 	// then on. If ctx ends first it returns an error matching ctx's and changes nothing (the
-	// registration is usable again). A registration of another mapper, or one deregistered
-	// already, is ErrNotMapped.
+	// registration is usable again), unless another Deregister of r is waiting: that one takes
+	// over the wait under its own context, and r stays closed to new uses meanwhile.
+	//
+	// Concurrent Deregisters of one registration: one waits for the uses, the others wait for its
+	// outcome. If it deregisters r, each of them returns ErrNotMapped (deregistered already); if
+	// it gives up, one of them takes over (the same rules again). A waiting Deregister whose ctx
+	// ends first returns an error matching ctx's and leaves the outcome to the others. So exactly
+	// one of any number of Deregisters of r returns nil, once no use is in flight.
+	//
+	// A registration of another mapper, or one deregistered already, is ErrNotMapped.
 	Deregister(ctx context.Context, r *Registration) error
 	// Registered returns the live registration holding all of buf, or nil (not registered, only
 	// partly, or being deregistered). It takes no lock and does not allocate.
@@ -88,7 +96,7 @@ func newShards() (shards []regShard, spill *regShard) {
 // adds, below) every shard operation is an atomic add (on a line that is nearly always local). A
 // use may be acquired on one shard and released on another.
 //
-// Deregister stores regDying (a CAS, sequentially consistent like every sync/atomic operation)
+// Deregister stores regDying (sequentially consistent, like every sync/atomic operation)
 // and then sums the shards with one load each (inFlight); it unmaps only after a sum of 0. A
 // sum of 0 is never seen while a use is held:
 //
@@ -120,7 +128,7 @@ func newShards() (shards []regShard, spill *regShard) {
 // Register) adds atomically to spill instead, which no plain add touches. A plain add may wait in
 // its core's store buffer while the load of state that follows it is served, so the Dekker pair
 // above loses its sequentially consistent half; Deregister restores it with an asymmetric barrier
-// (the kernel's percpu_ref and rcu_sync trade the same way): after its CAS to regDying and before
+// (the kernel's percpu_ref and rcu_sync trade the same way): after its store of regDying and before
 // its first load of the sum it calls processBarrier, which runs a full memory barrier on every
 // thread of the process (a thread not running has passed through the scheduler, a barrier too).
 // Take any Acquire, its add W then its load L of state (program order; the compiler keeps the
@@ -129,7 +137,7 @@ func newShards() (shards []regShard, spill *regShard) {
 //
 //   - W before B: W is visible to every core once B has run, hence before processBarrier
 //     returns, hence to each load of the sum;
-//   - B before W: then B is before L too, and the CAS to regDying, a full barrier completed
+//   - B before W: then B is before L too, and the store of regDying, a full barrier completed
 //     before processBarrier began, is visible to L: Acquire sees regDying and backs out.
 //
 // So an Acquire that kept its use had W counted by every sum, as with the atomic adds, and the
@@ -152,12 +160,32 @@ type Registration struct {
 	// (see above) rather than atomic adds; set by Register, immutable.
 	plain bool
 
-	// state is regLive, regDying or regDead: stored by Deregister (CAS to regDying, then a store
-	// of regLive on cancellation or regDead when done), loaded by Acquire after its add (the
-	// Dekker pair with Deregister's store and inFlight's loads, above) and by Registered and Live.
-	// It is written once per Deregister, never per packet, and the shards live in their own
-	// allocation: per-packet reads of it (Registered) share no line with a written counter.
+	// state is regLive, regDying or regDead: stored only by the Deregister that drains (dmu's
+	// draining: the store of regDying under dmu, then regLive under dmu when it gives up with no
+	// Deregister waiting, or regDead when done), loaded by Acquire after its add (the Dekker pair
+	// with Deregister's store and inFlight's loads, above), by Registered and Live, and by
+	// Deregisters under dmu. It is written once per Deregister, never per packet, and the shards
+	// live in their own allocation: per-packet reads of it (Registered) share no line with a
+	// written counter.
 	state atomic.Uint32
+
+	// dereg coordinates concurrent Deregisters of the registration; no packet touches it.
+	dereg deregQueue
+}
+
+// deregQueue lets one Deregister of a registration drain at a time while the others wait for its
+// outcome (see Registrar.Deregister): the one that drains is the only writer of
+// Registration.state. Written and read by Deregisters only, under mu.
+type deregQueue struct {
+	mu sync.Mutex
+	// draining: a Deregister holds the drain (set when it begins, cleared when it ends).
+	draining bool
+	// waiters: how many Deregisters wait for the draining one's outcome. The drainer that gives
+	// up leaves state regDying for them when there are any (one takes over), else stores regLive.
+	waiters int
+	// wake is closed when the draining Deregister ends; made by the first waiter (nil while
+	// nobody waits, so that a lone Deregister allocates nothing here).
+	wake chan struct{}
 }
 
 // Bytes returns the registered memory. It is valid while the registration is live (for Go heap
@@ -490,15 +518,19 @@ func (c *core) Deregister(ctx context.Context, r *Registration) error {
 	if r == nil || r.owner != c {
 		return fmt.Errorf("dma: deregister of a registration of another mapper: %w", ErrNotMapped)
 	}
-	if !r.state.CompareAndSwap(regLive, regDying) {
-		return fmt.Errorf("dma: deregister [%#x,+%d): not registered: %w", uint64(r.addr), len(r.buf), ErrNotMapped)
+	takeover, err := r.beginDrain(ctx)
+	if err != nil {
+		return err
 	}
-	if r.plain {
-		processBarrier() // every plain add before it is counted; every Acquire after it sees regDying
+	if r.plain && !takeover {
+		// Every plain add before it is counted; every Acquire after it sees regDying. A takeover
+		// needs none: state has been regDying since the barrier of the Deregister that gave up.
+		processBarrier()
 	}
 	if err := r.drain(ctx); err != nil {
-		r.state.Store(regLive)
-		return fmt.Errorf("dma: deregister [%#x,+%d): %d uses in flight: %w", uint64(r.addr), len(r.buf), r.inFlight(), err)
+		n := r.inFlight()
+		r.endDrain(false)
+		return fmt.Errorf("dma: deregister [%#x,+%d): %d uses in flight: %w", uint64(r.addr), len(r.buf), n, err)
 	}
 	c.regMu.Lock()
 	cur := c.current()
@@ -517,7 +549,68 @@ func (c *core) Deregister(ctx context.Context, r *Registration) error {
 	if r.region != nil {
 		r.region.unpin()
 	}
+	r.endDrain(true)
 	return nil
+}
+
+// beginDrain makes the calling Deregister the one that drains r, after waiting for the outcome
+// of another that drains already (see Registrar.Deregister): it stores regDying, or finds it
+// left by a Deregister that gave up while this one waited (takeover: no barrier needed). It fails
+// with ErrNotMapped once r is deregistered, and with ctx's error if ctx ends while it waits.
+func (r *Registration) beginDrain(ctx context.Context) (takeover bool, err error) {
+	q := &r.dereg
+	q.mu.Lock()
+	for q.draining {
+		if q.wake == nil {
+			q.wake = make(chan struct{})
+		}
+		wake := q.wake
+		q.waiters++
+		q.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		q.mu.Lock()
+		q.waiters--
+		if err != nil {
+			if !q.draining && q.waiters == 0 && r.state.Load() == regDying {
+				r.state.Store(regLive) // left to the waiters by a Deregister that gave up: none is left
+			}
+			q.mu.Unlock()
+			return false, fmt.Errorf("dma: deregister [%#x,+%d): while another deregistered it: %w", uint64(r.addr), len(r.buf), err)
+		}
+	}
+	switch r.state.Load() {
+	case regDead:
+		q.mu.Unlock()
+		return false, fmt.Errorf("dma: deregister [%#x,+%d): deregistered already: %w", uint64(r.addr), len(r.buf), ErrNotMapped)
+	case regDying:
+		takeover = true
+	default:
+		r.state.Store(regDying) // seq-cst: the Dekker pair with Acquire (see Registration)
+	}
+	q.draining = true
+	q.mu.Unlock()
+	return takeover, nil
+}
+
+// endDrain ends the calling Deregister's drain and wakes the Deregisters waiting for its outcome:
+// done (r is regDead), or given up: then r stays regDying if one waits (it takes over), else it
+// is live again.
+func (r *Registration) endDrain(done bool) {
+	q := &r.dereg
+	q.mu.Lock()
+	if !done && q.waiters == 0 {
+		r.state.Store(regLive)
+	}
+	q.draining = false
+	if q.wake != nil {
+		close(q.wake)
+		q.wake = nil
+	}
+	q.mu.Unlock()
 }
 
 // drain waits until no use of r is in flight, polling with a backoff from 1µs to 1ms, or until

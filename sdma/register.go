@@ -42,7 +42,11 @@ func (dev *Device) Register(buf []byte) (*dma.Registration, error) {
 // from using the registration, then waits for the txreqs that do to be cleaned (completed,
 // aborted or cleaned by their owner; a txreq built but never sent holds its use until Clean or a
 // new Init), then unmaps (dma.Registrar.Deregister). If ctx ends first it returns an error
-// matching ctx's error and nothing changed.
+// matching ctx's error and nothing changed, unless another Deregister of r waits: that one takes
+// over the wait under its own context. Concurrent Deregisters of one registration wait for the
+// outcome of the one that waits for the packets: exactly one returns nil, the others
+// dma.ErrNotMapped (deregistered already) or, if their ctx ends first, an error matching it. A
+// registration deregistered already is dma.ErrNotMapped.
 func (dev *Device) Deregister(ctx context.Context, r *dma.Registration) error {
 	if dev.regs == nil {
 		return txErr("Deregister", ErrInvalid, "the mapper does not register memory")
