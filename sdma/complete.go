@@ -28,8 +28,8 @@ import (
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
-// One that calls runtime.Goexit on the engine's goroutine ends it: goexit.go releases the
-// pass's locks and halts the engine.
+// One that calls runtime.Goexit ends its goroutine: goexit.go releases the pass's locks (and on
+// the engine's goroutine halts the engine).
 
 // makeProgressHW runs one completion pass (Poll's) for a caller that holds hwMu (an interrupt, the
 // state machine).
@@ -464,7 +464,7 @@ func (e *Engine) ProgressSchedule() bool {
 // progressHosted is ProgressSchedule's pass, with the caller registered as a host (host.go) while
 // its callbacks run. Head lock held.
 func (e *Engine) progressHosted() {
-	defer e.hosts.remove(e.hosts.add())
+	defer e.hosts.remove(e.hosts.add(hostHead))
 	e.progressLocked()
 }
 

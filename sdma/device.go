@@ -495,7 +495,7 @@ func (dev *Device) Close() error {
 // closeEngine is Close's clean of e, with the caller registered as e's host (host.go) while its
 // callbacks run.
 func (e *Engine) closeEngine() {
-	defer e.hosts.remove(e.hosts.add())
+	defer e.hosts.remove(e.hosts.add(hostClose))
 	e.hwMu.Lock()
 	e.raise(sm.E00GoHwDown, "Close", nil)
 	e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list

@@ -796,7 +796,7 @@ func (e *Engine) SendWait(ctx context.Context, tx *TxReq) error {
 			return err
 		}
 		if host == 0 {
-			host = e.hosts.add() // the passes below run callbacks on this goroutine
+			host = e.hosts.add(hostHead) // the passes below run callbacks on this goroutine
 		}
 		if e.selfDriven() {
 			if e.drive() == 0 {
@@ -832,7 +832,7 @@ func (e *Engine) drive() int {
 // driveHosted is drive with the caller registered as e's host (host.go) while the passes run
 // (Shutdown's drain).
 func (e *Engine) driveHosted() int {
-	defer e.hosts.remove(e.hosts.add())
+	defer e.hosts.remove(e.hosts.add(hostHead))
 	return e.drive()
 }
 

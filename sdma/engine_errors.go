@@ -123,14 +123,22 @@ func (e *SinkError) Unwrap() []error { return sentinelAnd(ErrSink, e.Err) }
 // went on: the txreq counted as completed (its mappings were undone before the call), the
 // iowait's busy count dropped, the waiter was off the wait list. Engine.CallbackError returns the
 // last one; EngineStats.CallbackPanics counts them.
+//
+// A callback that called runtime.Goexit on a caller's goroutine (a Process, Poll or Stop that
+// ran it: that goroutine ended) is recorded too, with Goexit set: the pass's locks were released
+// and the engine goes on (see Sink for a Goexit on the engine's own goroutine, which halts it).
 type CallbackError struct {
 	Engine   int    // engine index
 	Callback string // "completion", "drained" or "wakeup"
 	Panic    any    // the value it panicked with
 	Stack    []byte // the goroutine's stack at the recovery (runtime/debug.Stack)
+	Goexit   bool   // it called runtime.Goexit instead (Panic and Stack nil)
 }
 
 func (e *CallbackError) Error() string {
+	if e.Goexit {
+		return fmt.Sprintf("sdma: engine %d: %s callback called runtime.Goexit", e.Engine, e.Callback)
+	}
 	return fmt.Sprintf("sdma: engine %d: %s callback panicked: %v", e.Engine, e.Callback, e.Panic)
 }
 

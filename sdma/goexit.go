@@ -31,9 +31,10 @@ import "github.com/gosdma/gosdma/sdma/internal/sm"
 //
 // On another goroutine (a caller's Process), a Sink's Goexit releases hwMu in the handler itself
 // (no deferred call of the library's is below it) and halts the engine the same way, which then
-// recovers with Stop and Start. A callback's Goexit on a caller's goroutine (Poll, Process,
-// ProgressSchedule, an event's sw clean) is not handled: what that goroutine holds depends on the
-// call, which does not record it (Process and Poll are the packet path), so the locks stay held.
+// recovers with Stop and Start. A callback's Goexit on a caller's goroutine is handled by
+// callerExited where the call is known (a host's registration, or a direct Process or Poll of a
+// Manual engine), and left holding the locks otherwise (a direct Process or Poll of an engine
+// with a goroutine, Close's clean).
 
 // hwExit is what a Goexit in a Sink or callback left to do, recorded by the call helper that saw
 // it for the release (exitRelease). Guarded by hwMu (e.hw.exit): written by the handler of a
@@ -98,10 +99,11 @@ func (e *Engine) heldStart(k int) uint64 {
 
 // callbackExited is the handler of a Goexit in a completion-side callback named what: the head
 // lock held; the write section open if the count is odd. It finishes what the pass owed the
-// interrupted step: w is the completion's iowait (its count is dropped; a drained callback due is
-// run by runDone), and a wakeup batch's waiters not yet woken go to runDone too. (A flush's
-// txreqs not yet completed need nothing: they stay in e.flushing, which the next flush, Close's
-// sw clean at the latest, completes first.) On a caller's goroutine that is all (see above).
+// interrupted step: w is the completion's iowait (its count is dropped; a drained callback due
+// runs late, after the release), and a wakeup batch's waiters not yet woken are woken late too.
+// (A flush's txreqs not yet completed need nothing: they stay in e.flushing, which the next
+// flush, Close's sw clean at the latest, completes first.) On the engine's goroutine runDone
+// releases the locks; on a caller's, callerExited.
 func (e *Engine) callbackExited(what string, w *IOWait) {
 	var x hwExit
 	if w != nil && w.sdmaDec() && w.drained != nil {
@@ -113,11 +115,52 @@ func (e *Engine) callbackExited(what string, w *IOWait) {
 			e.wakeBatch[i] = nil
 		}
 	}
+	x.what, x.head = "a "+what+" callback", true
 	if !e.onOwnGoroutine() {
+		e.callerExited(what, x)
 		return
 	}
-	x.what, x.head = "a "+what+" callback", true
 	e.hw.exit = x
+}
+
+// callerExited is callbackExited on a caller's goroutine, which ends in the pass of the call that
+// runs it: what the goroutine holds is known from that call's host registration (host.go:
+// hostKind), or, with none, the call is a direct Process or Poll, which on a Manual engine hold
+// the head lock only (hwMu there). It closes the write section if open and releases the head
+// lock (hwMu of a Process on a Manual engine included); an event's hwMu is its deferred unlock's.
+// The engine goes on (the pass stopped after a completed step: the next one finds the rest), or,
+// for a Goexit in an event's recovery or a Process's halt, is left in the state the chain reached,
+// which the next Stop and Start (or Close) cleans up; the Goexit is recorded as a CallbackError.
+// Not handled, the locks staying held: a direct Process or Poll of an engine with a goroutine
+// (which of hwMu and headMu the goroutine holds is not recorded on that path), and Close's clean
+// (the device's closeOnce would not run the rest of Close). Then it runs the callbacks the Goexit
+// kept from running, deferred (see exitRelease).
+func (e *Engine) callerExited(what string, x hwExit) {
+	var me uint64
+	kind, ok := e.hosts.kindOf(&me)
+	switch {
+	case !ok && !e.manual, ok && kind == hostClose:
+		return
+	case !ok:
+		kind = hostHead // a direct Process or Poll of a Manual engine: hwMu, its head lock
+	}
+	e.stats.callbackPanics.Add(1)
+	e.callbackErr.Store(&CallbackError{Engine: e.idx, Callback: what, Goexit: true})
+	if r := e.ring; r.Seq().Count()&1 != 0 {
+		r.EndWrite()
+	}
+	switch {
+	case kind == hostHead:
+		e.headLock().Unlock()
+	case !e.manual: // hostEvent: headMu; hwMu, the head lock of a Manual engine, is the event's defer's
+		e.headMu.Unlock()
+	}
+	for i := len(x.wakes) - 1; i >= 0; i-- {
+		defer e.lateWakeup(x.wakes[i])
+	}
+	if x.drained != nil {
+		defer e.lateDrained(x.drained)
+	}
 }
 
 // runDone is run's deferred handler: it closes done, and if run did not return, the goroutine is

@@ -448,3 +448,125 @@ func TestGoneEngineStopAndShutdown(t *testing.T) {
 	require.Zero(t, c.dup.Load())
 	require.Equal(t, StatusAborted, c.seen[&late])
 }
+
+// TestCallerCallbackGoexit: a completion callback that calls runtime.Goexit in a pass that a call
+// runs on its caller's goroutine (a direct Process or Poll of a Manual engine, Stop's sw clean,
+// ProgressSchedule, SendWait's drive) ends that goroutine; the pass's locks are released (the
+// call's deferred unlock, or the handler), the Goexit is recorded (a CallbackError with Goexit),
+// and the engine goes on: the next pass completes the rest, and Close returns. Every txreq
+// completes once.
+func TestCallerCallbackGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		run  func(e *Engine)
+	}{
+		{"Process", Config{Manual: true}, func(e *Engine) { _, _ = e.Process() }},
+		{"Poll", Config{Manual: true, Completion: CompletePoll}, func(e *Engine) {
+			_, _ = e.Process()
+			e.Poll()
+		}},
+		{"Stop", Config{Completion: CompletePoll}, func(e *Engine) { _ = e.Stop() }}, // the goroutine delivers, Stop completes
+		{"StopManual", Config{Manual: true}, func(e *Engine) { _ = e.Stop() }},
+		{"ProgressSchedule", Config{Manual: true, Completion: CompletePoll, RingSize: 64}, func(e *Engine) {
+			_, _ = e.Process()
+			e.ProgressSchedule()
+		}},
+		{"SendWait", Config{Manual: true}, func(e *Engine) {
+			var tx TxReq
+			_ = tx.Init(0, 64, nil)
+			_ = tx.AddKVAddr(e.Device(), engTestPattern(64, 9))
+			_ = e.SendWait(context.Background(), &tx) // the ring is full: it drives Process
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, err := NewDevice(tc.cfg)
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			var w IOWait
+			var drained atomic.Int32
+			w.Init(nil, nil, func(*IOWait) { drained.Add(1) })
+			c := &completions{}
+			var exited atomic.Bool
+			cb := CompleterFunc(func(tx *TxReq, st Status) {
+				c.Complete(tx, st)
+				if exited.CompareAndSwap(false, true) {
+					runtime.Goexit()
+				}
+			})
+			var txs []*TxReq
+			for {
+				tx := new(TxReq)
+				engTestBuild(t, dev, tx, 0, engTestPattern(64, byte(len(txs))), cb)
+				if err := e.Send(&w, tx, false); err == ErrBusy {
+					break
+				} else {
+					require.NoError(t, err)
+				}
+				if txs = append(txs, tx); len(txs) == 16 && tc.name != "SendWait" {
+					break // SendWait: fill the ring
+				}
+			}
+			ended := make(chan bool, 1)
+			go func() {
+				returned := false
+				defer func() { ended <- returned }()
+				tc.run(e)
+				returned = true
+			}()
+			require.False(t, hangGuard(t, ended, tc.name+"'s goroutine did not end"), "the callback did not exit")
+			var ce *CallbackError
+			require.ErrorAs(t, e.CallbackError(), &ce)
+			require.True(t, ce.Goexit)
+			require.Equal(t, "completion", ce.Callback)
+			require.EqualValues(t, 1, c.n.Load(), "the pass stopped at the first")
+			closeGuarded(t, dev)
+			require.EqualValues(t, len(txs), c.n.Load(), "every txreq completes")
+			require.Zero(t, c.dup.Load(), "none twice")
+			drainErr := make(chan error, 1)
+			go func() { drainErr <- w.Drain(context.Background()) }()
+			require.NoError(t, hangGuard(t, drainErr, "Drain did not return"))
+		})
+	}
+}
+
+// TestCallerWakeupGoexit: a wakeup that calls runtime.Goexit in a Manual engine's Process: the
+// other waiter of its batch is still woken (late, on the exiting goroutine), the locks are
+// released, and the engine goes on.
+func TestCallerWakeupGoexit(t *testing.T) {
+	dev, err := NewDevice(Config{Manual: true})
+	require.NoError(t, err)
+	e := dev.Engine(0)
+	var w1, w2 IOWait
+	woken := make(chan int, 4)
+	w1.Init(nil, func(*IOWait, int) { woken <- 1; runtime.Goexit() }, nil)
+	w2.Init(nil, func(*IOWait, int) { woken <- 2 }, nil)
+	for _, w := range []*IOWait{&w1, &w2} {
+		ok, err := e.QueueWait(w, 1, true)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	c := &completions{}
+	goexitTxs(t, dev, e, nil, 1, c)
+	ended := make(chan bool, 1)
+	go func() {
+		returned := false
+		defer func() { ended <- returned }()
+		_, _ = e.Process() // its completion pass wakes both: w1's wakeup exits
+		returned = true
+	}()
+	require.False(t, hangGuard(t, ended, "Process's goroutine did not end"))
+	require.Equal(t, 1, <-woken)
+	require.Equal(t, 2, <-woken, "w2 woken after w1's exit")
+	var ce *CallbackError
+	require.ErrorAs(t, e.CallbackError(), &ce)
+	require.True(t, ce.Goexit)
+	require.Equal(t, "wakeup", ce.Callback)
+	goexitTxs(t, dev, e, nil, 1, c)
+	n, err := e.Process()
+	require.NoError(t, err, "the engine goes on")
+	require.Equal(t, 1, n)
+	closeGuarded(t, dev)
+	require.EqualValues(t, 2, c.n.Load())
+	require.Zero(t, c.dup.Load())
+}

@@ -29,35 +29,56 @@ func gid() uint64 {
 	return goid()
 }
 
+// hostKind says what a host holds while a callback of its pass runs (for a callback's
+// runtime.Goexit, goexit.go: callerExited).
+type hostKind uint8
+
+const (
+	// hostHead: the head lock only (headMu; on a Manual engine hwMu): ProgressSchedule,
+	// SendWait (its drive is Poll, or Process on a Manual engine; its wakeup give-back),
+	// Shutdown's drive.
+	hostHead hostKind = iota
+	// hostEvent: hwMu, which the call's deferred unlock releases, and the head lock (hwMu on a
+	// Manual engine): an event, InjectHalt.
+	hostEvent
+	// hostClose: Close's clean of the engine (hwMu and the head lock, inside the device's
+	// closeOnce).
+	hostClose
+)
+
+// hostEntry is one registration.
+type hostEntry struct {
+	g    uint64
+	kind hostKind
+}
+
 // hostSet is the hosts of one engine (see above). The zero value is empty.
 type hostSet struct {
 	// n is the number of entries. Written (atomic add) under mu by add and remove; read by has,
 	// which skips the lock (and the caller's gid) when it is 0, the common case of a Close.
 	n  atomic.Int32
 	mu sync.Mutex
-	// gs holds the hosts' gids, one entry per registration (a goroutine may host twice: an event
-	// from a callback that another engine's event runs). Guarded by mu.
-	gs []uint64
+	// gs holds the registrations, the latest last (a goroutine may host twice: an event from a
+	// callback that another engine's event runs). Guarded by mu.
+	gs []hostEntry
 }
 
-// add registers the calling goroutine as a host and returns its gid for remove.
-func (s *hostSet) add() uint64 {
+// add registers the calling goroutine as a host of kind k and returns its gid for remove.
+func (s *hostSet) add(k hostKind) uint64 {
 	g := gid()
 	s.mu.Lock()
-	s.gs = append(s.gs, g)
+	s.gs = append(s.gs, hostEntry{g, k})
 	s.n.Add(1)
 	s.mu.Unlock()
 	return g
 }
 
-// remove drops one registration of g (add's answer).
+// remove drops g's latest registration (add's answer).
 func (s *hostSet) remove(g uint64) {
 	s.mu.Lock()
 	for i := len(s.gs) - 1; i >= 0; i-- {
-		if s.gs[i] == g {
-			last := len(s.gs) - 1
-			s.gs[i] = s.gs[last]
-			s.gs = s.gs[:last]
+		if s.gs[i].g == g {
+			s.gs = append(s.gs[:i], s.gs[i+1:]...) // keeps the order: the latest stays last
 			s.n.Add(-1)
 			break
 		}
@@ -65,23 +86,29 @@ func (s *hostSet) remove(g uint64) {
 	s.mu.Unlock()
 }
 
-// has reports whether g hosts the engine now; *me is the caller's gid, computed on first need (0:
-// not yet).
+// has reports whether the caller hosts the engine now; *me is the caller's gid, computed on first
+// need (0: not yet).
 func (s *hostSet) has(me *uint64) bool {
+	_, ok := s.kindOf(me)
+	return ok
+}
+
+// kindOf returns the kind of the caller's latest registration, if it has one; *me as has's.
+func (s *hostSet) kindOf(me *uint64) (hostKind, bool) {
 	if s.n.Load() == 0 {
-		return false
+		return 0, false
 	}
 	if *me == 0 {
 		*me = gid()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, g := range s.gs {
-		if g == *me {
-			return true
+	for i := len(s.gs) - 1; i >= 0; i-- {
+		if s.gs[i].g == *me {
+			return s.gs[i].kind, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // hostedErr is the refusal of op called from a callback, wakeup or Sink that a pass on the

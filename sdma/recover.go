@@ -201,7 +201,7 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 	if err := e.ownPass("Event"); err != nil {
 		return err
 	}
-	defer e.hosts.remove(e.hosts.add())
+	defer e.hosts.remove(e.hosts.add(hostEvent))
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()
 	if e.gate.Load()&gateDown != 0 {
@@ -237,7 +237,7 @@ func (e *Engine) injectHalt(c HaltCause) error {
 	if err := e.ownPass("InjectHalt"); err != nil {
 		return err
 	}
-	defer e.hosts.remove(e.hosts.add())
+	defer e.hosts.remove(e.hosts.add(hostEvent))
 	e.hwMu.Lock()
 	defer e.hwMu.Unlock()
 	if e.gate.Load()&gateDown != 0 {

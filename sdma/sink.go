@@ -20,8 +20,11 @@ package sdma
 // Stop return its HaltError); one driven by Process, whose caller's goroutine ended, runs again
 // after Stop and Start. The same holds for a completion, wakeup or drained callback that the
 // engine's goroutine runs (the locks of the completion pass are released too, the iowait's count
-// dropped, a batch's other wakeups still run); from a callback that a caller's Process, Poll or
-// another call runs, a Goexit still leaves the engine's locks held.
+// dropped, a batch's other wakeups still run). A callback's Goexit on a caller's goroutine (a
+// Process, Poll, Stop, ProgressSchedule, SendWait that ran it) releases the pass's locks and is
+// recorded (Engine.CallbackError, Goexit set); the engine goes on. Two calls do not record which
+// locks their goroutine holds, and a callback's Goexit in them still leaves the locks held: a
+// direct Process or Poll of an engine with its own goroutine (not Manual), and Close.
 type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }

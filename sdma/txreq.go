@@ -56,9 +56,8 @@ func (s Status) String() string {
 // in a pass that Process or Poll runs, where they would wait for that call: see Device.Close. Poll
 // and Process must not be called from it either. A Complete that panics cannot wedge the engine:
 // the panic is recovered and recorded (Engine.CallbackError) and the pass goes on. One that calls
-// runtime.Goexit on the engine's goroutine halts the engine and releases its locks (see Sink).
-// Goexit from a callback that a caller's Process, Poll or another call runs on that caller's
-// goroutine still leaves the engine's locks held: do not.
+// runtime.Goexit releases the pass's locks: on the engine's goroutine the engine halts; on a
+// caller's it goes on (see Sink, which names the two calls where the locks stay held).
 //
 // Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
 // pointer in an interface does not allocate, so
