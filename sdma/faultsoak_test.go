@@ -1,0 +1,647 @@
+package sdma_test
+
+// Fault-schedule soaks from the outside (review rv-faults): seeded random schedules of sends,
+// hardware passes, completion passes, planned and injected halts, Translate faults, map failures,
+// failing and panicking sinks, Stop/Start, idle, freeze and link down, on Manual engines checked
+// step by step against a model of the engine (which txreq completes when, with which status; the
+// state; every counter), and on goroutine engines with concurrent producers and sleepers checked
+// against a ledger at the end. Every run is deterministic in its seed (the Manual ones exactly).
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+// fsRec is one txreq of a fault soak and the model's view of it.
+type fsRec struct {
+	tx       sdma.TxReq
+	id       uint32
+	eng      int
+	n        int // payload bytes
+	nd       int // descriptors as built
+	payload  []byte
+	accepted bool // Send took it (nil or ErrNotRunning)
+
+	// What happened (written by the callback and the sink, on the test's goroutine for Manual
+	// engines).
+	done      int
+	st        sdma.Status
+	delivered int // Deliver calls that saw it (failed ones included)
+
+	// The model's expectation.
+	wantDone bool
+	wantSt   sdma.Status
+}
+
+// fsSink is a ledger sink: it checks every packet against its record, counts it, fails the ones
+// whose id says so (id%23 == 0: an error; id%97 == 0: a panic).
+type fsSink struct {
+	mu      sync.Mutex
+	recs    map[uint32]*fsRec
+	order   map[int][]uint32 // per engine: ids in delivery order
+	bad     []string
+	failed  int
+	panicks int
+}
+
+func (s *fsSink) Deliver(engine int, segs [][]byte) error {
+	var p []byte
+	for _, b := range segs {
+		p = append(p, b...)
+	}
+	s.mu.Lock()
+	if len(p) < 4 {
+		s.bad = append(s.bad, fmt.Sprintf("engine %d: runt of %d bytes", engine, len(p)))
+		s.mu.Unlock()
+		return nil
+	}
+	id := binary.LittleEndian.Uint32(p)
+	r := s.recs[id]
+	switch {
+	case r == nil:
+		s.bad = append(s.bad, fmt.Sprintf("engine %d: unknown packet %d", engine, id))
+	case r.eng != engine:
+		s.bad = append(s.bad, fmt.Sprintf("packet %d of engine %d on engine %d", id, r.eng, engine))
+	case string(p) != string(promPad(r.payload)):
+		s.bad = append(s.bad, fmt.Sprintf("packet %d: bytes differ", id))
+	}
+	if r != nil {
+		r.delivered++
+	}
+	s.order[engine] = append(s.order[engine], id)
+	fail, pan := id%23 == 0, id%97 == 0
+	if fail {
+		s.failed++
+	} else if pan {
+		s.panicks++
+	}
+	s.mu.Unlock()
+	if fail {
+		return errors.New("fsSink: failed on purpose")
+	}
+	if pan {
+		panic("fsSink: panicked on purpose")
+	}
+	return nil
+}
+
+// fsEngine is the model of one engine.
+type fsEngine struct {
+	e       *sdma.Engine
+	st      sdmatest.State
+	goRun   bool     // go_s99_running
+	ring    []*fsRec // accepted into the ring, not completed, in order
+	hw      int      // how many of ring the hardware delivered (their head was written back)
+	flush   []*fsRec // on the flush list
+	pending bool     // a flush is pending (a Send went to the flush list)
+	haltAt  int      // the plan's HaltAt still to come (0: none)
+	cause   sdma.HaltCause
+	seen    int // descriptors read since the plan was set
+	stats   sdma.EngineStats
+}
+
+// fsManual is the Manual-engine soak.
+type fsManual struct {
+	t      *testing.T
+	rng    *rand.Rand
+	dev    *sdma.Device
+	fi     *dma.FaultInjector
+	iommu  *dma.IOMMU
+	sink   *fsSink
+	poll   bool // CompletePoll
+	engs   []*fsEngine
+	recs   []*fsRec
+	nextID uint32
+	step   int
+	log    []string
+}
+
+func (m *fsManual) logf(format string, args ...any) {
+	m.log = append(m.log, fmt.Sprintf("%d: ", m.step)+fmt.Sprintf(format, args...))
+	if len(m.log) > 40 {
+		m.log = m.log[1:]
+	}
+}
+
+func (m *fsManual) fatalf(format string, args ...any) {
+	m.t.Helper()
+	for _, l := range m.log {
+		m.t.Log(l)
+	}
+	m.t.Fatalf("step %d: "+format, append([]any{m.step}, args...)...)
+}
+
+// complete marks r as expected complete with st.
+func (m *fsManual) complete(r *fsRec, st sdma.Status) {
+	if r.wantDone {
+		m.fatalf("model: txreq %d completes twice", r.id)
+	}
+	r.wantDone, r.wantSt = true, st
+	if st == sdma.StatusOK {
+		m.engs[r.eng].stats.Completed++
+	} else {
+		m.engs[r.eng].stats.Aborted++
+	}
+}
+
+// completeDelivered completes the ring's delivered txreqs OK (a completion pass).
+func (m *fsManual) completeDelivered(me *fsEngine) {
+	for _, r := range me.ring[:me.hw] {
+		m.complete(r, sdma.StatusOK)
+	}
+	me.ring = me.ring[me.hw:]
+	me.hw = 0
+}
+
+// flushList completes the flush list aborted.
+func (m *fsManual) flushList(me *fsEngine) {
+	for _, r := range me.flush {
+		m.complete(r, sdma.StatusAborted)
+	}
+	me.flush = nil
+	me.pending = false
+}
+
+// swClean is the sw clean: delivered OK, the rest of the ring and the flush list aborted.
+func (m *fsManual) swClean(me *fsEngine) {
+	m.completeDelivered(me)
+	for _, r := range me.ring {
+		m.complete(r, sdma.StatusAborted)
+	}
+	me.ring = nil
+	m.flushList(me)
+}
+
+// runFlush is a Process's or Poll's pending flush, deferred while the engine is not running and
+// its ring holds txreqs.
+func (m *fsManual) runFlush(me *fsEngine) {
+	if !me.pending {
+		return
+	}
+	me.pending = false
+	if me.st != sdmatest.S99Running && len(me.ring) > 0 {
+		return
+	}
+	m.flushList(me)
+}
+
+// enterRunning is entering s99 from another state: the flush list completes aborted.
+func (m *fsManual) enterRunning(me *fsEngine) {
+	me.st = sdmatest.S99Running
+	me.goRun = true
+	m.flushList(me)
+}
+
+// halt is a halt of a running engine with cause c: s50 … s99.
+func (m *fsManual) halt(me *fsEngine, c sdma.HaltCause) {
+	me.stats.Faults++
+	me.stats.Halts[c]++
+	me.stats.Recoveries++
+	m.swClean(me)
+	m.enterRunning(me)
+}
+
+func (m *fsManual) newRec(eng int) *fsRec {
+	m.nextID++
+	r := &fsRec{id: m.nextID, eng: eng}
+	m.recs = append(m.recs, r)
+	return r
+}
+
+// build makes a txreq of a random shape; false if an add failed (map failure injected).
+func (m *fsManual) build(r *fsRec) bool {
+	var frags []int
+	switch k := m.rng.IntN(10); {
+	case k < 5:
+		frags = []int{4 + m.rng.IntN(3000)}
+	case k < 9:
+		for j := 1 + m.rng.IntN(5); j > 0; j-- {
+			frags = append(frags, 1+m.rng.IntN(500))
+		}
+		frags[0] += 4
+	default:
+		for j := 64 + m.rng.IntN(12); j > 0; j-- {
+			frags = append(frags, 1+m.rng.IntN(9))
+		}
+		frags[0] += 4
+	}
+	for _, f := range frags {
+		r.n += f
+	}
+	r.payload = make([]byte, r.n)
+	binary.LittleEndian.PutUint32(r.payload, r.id)
+	for i := 4; i < r.n; i++ {
+		r.payload[i] = byte(int(r.id)*131 + i*7)
+	}
+	var flags sdma.Flags
+	if m.rng.IntN(6) == 0 {
+		flags = sdma.FlagUrgent
+	}
+	rec := r
+	require.NoError(m.t, r.tx.Init(flags, r.n, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
+		rec.done++
+		rec.st = st
+	})))
+	off := 0
+	for _, f := range frags {
+		if err := r.tx.AddKVAddr(m.dev, r.payload[off:off+f]); err != nil {
+			if !errors.Is(err, sdma.ErrMapping) {
+				m.fatalf("add: %v", err)
+			}
+			return false
+		}
+		off += f
+	}
+	r.nd = r.tx.NumDesc()
+	return true
+}
+
+// used is the descriptors in the model's ring.
+func (me *fsEngine) used() int {
+	n := 0
+	for _, r := range me.ring {
+		n += r.nd
+	}
+	return n
+}
+
+func (m *fsManual) doSend(me *fsEngine, idx int) {
+	k := 1 + m.rng.IntN(6)
+	useList := m.rng.IntN(3) == 0
+	var batch []*fsRec
+	for j := 0; j < k; j++ {
+		r := m.newRec(idx)
+		m.sink.mu.Lock()
+		m.sink.recs[r.id] = r
+		m.sink.mu.Unlock()
+		if !m.build(r) {
+			m.logf("e%d: add of %d failed (map fault)", idx, r.id)
+			continue
+		}
+		batch = append(batch, r)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	if !useList {
+		for _, r := range batch {
+			m.logf("e%d: Send %d (%d descs) free %d", idx, r.id, r.nd, me.e.DescqFreeCnt())
+			err := me.e.Send(nil, &r.tx, false)
+			m.sendResult(me, idx, r, err)
+		}
+		return
+	}
+	var l sdma.TxList
+	for _, r := range batch {
+		m.logf("e%d: list %d (%d descs) free %d", idx, r.id, r.nd, me.e.DescqFreeCnt())
+		l.PushBack(&r.tx)
+	}
+	n, err := me.e.SendList(nil, &l)
+	// The model: running, the txreqs go in while they fit; not running, all flushed.
+	for i, r := range batch {
+		switch {
+		case i < n && me.st == sdmatest.S99Running:
+			m.sendResult(me, idx, r, nil)
+		case i < n:
+			m.sendResult(me, idx, r, sdma.ErrNotRunning)
+		case i == n:
+			m.sendResult(me, idx, r, err)
+		default:
+			require.NoError(m.t, r.tx.Clean()) // still on the list, the caller's
+		}
+	}
+	m.logf("e%d: SendList of %d took %d: %v", idx, len(batch), n, err)
+}
+
+func (m *fsManual) sendResult(me *fsEngine, idx int, r *fsRec, err error) {
+	free := me.e.DescqFreeCnt()
+	switch {
+	case err == nil:
+		if me.st != sdmatest.S99Running {
+			m.fatalf("e%d: Send of %d accepted in %v", idx, r.id, me.st)
+		}
+		r.accepted = true
+		me.ring = append(me.ring, r)
+	case errors.Is(err, sdma.ErrNotRunning):
+		if me.st == sdmatest.S99Running {
+			m.fatalf("e%d: Send of %d: %v while running", idx, r.id, err)
+		}
+		r.accepted = true
+		me.flush = append(me.flush, r)
+		me.pending = true
+	case errors.Is(err, sdma.ErrInvalid) && r.nd > me.e.DescqFreeCnt()+me.used():
+		require.NoError(m.t, r.tx.Clean()) // more descriptors than the ring holds
+	case errors.Is(err, sdma.ErrBusy):
+		if me.st != sdmatest.S99Running || r.nd <= free {
+			m.fatalf("e%d: Send of %d (%d descs): ErrBusy with %d free in %v", idx, r.id, r.nd, free, me.st)
+		}
+		require.NoError(m.t, r.tx.Clean())
+	default:
+		m.fatalf("e%d: Send of %d: %v", idx, r.id, err)
+	}
+}
+
+// doProcess runs a hardware pass and predicts it.
+func (m *fsManual) doProcess(me *fsEngine, idx int, failTranslate bool) {
+	m.runFlush(me)
+	if me.st != sdmatest.S99Running {
+		n, err := me.e.Process()
+		if n != 0 || !errors.Is(err, sdma.ErrNotRunning) {
+			m.fatalf("e%d: Process in %v: %d, %v", idx, me.st, n, err)
+		}
+		return
+	}
+	if failTranslate {
+		m.fi.FailTranslate(true)
+	}
+	before := make(map[*fsRec]int)
+	for _, r := range me.ring[me.hw:] {
+		before[r] = r.delivered
+	}
+	n, err := me.e.Process()
+	m.fi.FailTranslate(false)
+	// Predict: packets in order until a planned halt or a Translate fault.
+	want, halted, cause := 0, false, sdma.CauseNone
+	for _, r := range me.ring[me.hw:] {
+		if me.haltAt > 0 && me.seen+1 >= me.haltAt {
+			halted, cause = true, me.cause
+			me.haltAt = 0
+			break
+		}
+		if failTranslate {
+			halted, cause = true, sdma.CauseMemRead
+			break
+		}
+		want++
+		me.seen += r.nd
+		me.stats.Packets++
+		me.stats.Descs += uint64(r.nd)
+		me.stats.Bytes += uint64(len(promPad(r.payload)))
+		if r.id%23 == 0 || r.id%97 == 0 {
+			me.stats.SinkErrors++
+		}
+	}
+	for i, r := range me.ring[me.hw:] {
+		d := r.delivered - before[r]
+		if (i < want) != (d == 1) || d > 1 {
+			m.fatalf("e%d: packet %d (pos %d, want %d delivered) delivered %d times by this pass", idx, r.id, i, want, d)
+		}
+	}
+	me.hw += want
+	m.logf("e%d: Process: %d, %v (want %d, halt %v %v)", idx, n, err, want, halted, cause)
+	if n != want {
+		m.fatalf("e%d: Process returned %d packets, want %d (err %v)", idx, n, want, err)
+	}
+	if !halted {
+		if err != nil {
+			m.fatalf("e%d: Process: %v, want no halt", idx, err)
+		}
+		if !m.poll {
+			m.completeDelivered(me) // the interrupts' completion passes
+		}
+		return
+	}
+	var h *sdma.HaltError
+	if !errors.As(err, &h) || h.Cause != cause || h.Engine != idx {
+		m.fatalf("e%d: Process: %v, want a halt with %v", idx, err, cause)
+	}
+	if failTranslate && cause == sdma.CauseMemRead && !errors.Is(err, dma.ErrFault) {
+		m.fatalf("e%d: a memory-read halt does not wrap the mapper's fault: %v", idx, err)
+	}
+	m.halt(me, cause)
+}
+
+func (m *fsManual) check() {
+	m.t.Helper()
+	for _, r := range m.recs {
+		if r.done > 1 {
+			m.fatalf("txreq %d (engine %d) completed %d times", r.id, r.eng, r.done)
+		}
+		if (r.done == 1) != r.wantDone {
+			m.fatalf("txreq %d (engine %d): completed %v, model says %v (status %v)", r.id, r.eng, r.done == 1, r.wantDone, r.wantSt)
+		}
+		if r.done == 1 && r.st != r.wantSt {
+			m.fatalf("txreq %d (engine %d): status %v, model says %v", r.id, r.eng, r.st, r.wantSt)
+		}
+		if r.done == 1 && r.st == sdma.StatusOK && r.delivered != 1 {
+			m.fatalf("txreq %d completed OK, delivered %d times", r.id, r.delivered)
+		}
+		if r.done == 1 && r.st == sdma.StatusAborted && r.delivered != 0 {
+			m.fatalf("txreq %d completed aborted, delivered %d times", r.id, r.delivered)
+		}
+	}
+	for i, me := range m.engs {
+		if s := sdmatest.EngineState(me.e); s != me.st {
+			m.fatalf("e%d: state %v, model %v", i, s, me.st)
+		}
+		if got := me.e.Running(); got != (me.st == sdmatest.S99Running) {
+			m.fatalf("e%d: Running %v in %v", i, got, me.st)
+		}
+		s := me.e.Stats()
+		w := me.stats
+		type pair struct {
+			name      string
+			got, want uint64
+		}
+		for _, p := range []pair{
+			{"Packets", s.Packets, w.Packets}, {"Descs", s.Descs, w.Descs}, {"Bytes", s.Bytes, w.Bytes},
+			{"Completed", s.Completed, w.Completed}, {"Aborted", s.Aborted, w.Aborted},
+			{"Faults", s.Faults, w.Faults}, {"Recoveries", s.Recoveries, w.Recoveries},
+			{"SinkErrors", s.SinkErrors, w.SinkErrors},
+		} {
+			if p.got != p.want {
+				m.fatalf("e%d: Stats.%s = %d, model %d", i, p.name, p.got, p.want)
+			}
+		}
+		if s.Halts != w.Halts {
+			m.fatalf("e%d: Stats.Halts = %v, model %v", i, s.Halts, w.Halts)
+		}
+	}
+}
+
+func runFaultSoakManual(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0xfa17))
+	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
+	require.NoError(t, err)
+	fi := dma.NewFaultInjector(iommu)
+	sink := &fsSink{recs: make(map[uint32]*fsRec), order: make(map[int][]uint32)}
+	engines := 1 + rng.IntN(3)
+	ringSize := 64 << rng.IntN(3)
+	poll := rng.IntN(3) == 0
+	mode := sdma.CompleteInterrupt
+	if poll {
+		mode = sdma.CompletePoll
+	}
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: fi, Engines: engines, RingSize: ringSize,
+		DescIntr: 1 + rng.IntN(ringSize), Manual: true, Completion: mode, Sink: sink})
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = dev.Close()
+		}
+	}()
+	m := &fsManual{t: t, rng: rng, dev: dev, fi: fi, iommu: iommu, sink: sink, poll: poll}
+	for i := 0; i < engines; i++ {
+		m.engs = append(m.engs, &fsEngine{e: dev.Engine(i), st: sdmatest.S99Running, goRun: true})
+	}
+	t.Logf("seed %d: %d engines, ring %d, poll %v", seed, engines, ringSize, poll)
+	causes := func() sdma.HaltCause { return sdma.CauseNone + 1 + sdma.HaltCause(rng.IntN(int(sdma.NumHaltCauses)-1)) }
+	for m.step = 0; m.step < steps; m.step++ {
+		idx := rng.IntN(engines)
+		me := m.engs[idx]
+		switch k := rng.IntN(100); {
+		case k < 35:
+			if rng.IntN(20) == 0 {
+				require.NoError(t, fi.FailFraction(0.2, int64(m.step)))
+			}
+			m.doSend(me, idx)
+			require.NoError(t, fi.FailFraction(0, 0))
+		case k < 60:
+			m.doProcess(me, idx, false)
+		case k < 63:
+			m.doProcess(me, idx, true)
+		case k < 70:
+			m.runFlush(me)
+			n := me.e.Poll()
+			_ = n
+			m.completeDelivered(me)
+		case k < 75:
+			c := causes()
+			err := sdmatest.InjectHalt(me.e, c)
+			m.logf("e%d: InjectHalt(%v): %v", idx, c, err)
+			if me.st != sdmatest.S99Running {
+				if !errors.Is(err, sdma.ErrNotRunning) {
+					m.fatalf("e%d: InjectHalt in %v: %v", idx, me.st, err)
+				}
+				break
+			}
+			require.NoError(t, err)
+			m.halt(me, c)
+			var h *sdma.HaltError
+			if !errors.As(me.e.HaltCause(), &h) || h.Cause != c {
+				m.fatalf("e%d: HaltCause %v after InjectHalt(%v)", idx, me.e.HaltCause(), c)
+			}
+		case k < 80:
+			p := sdmatest.FaultPlan{HaltAt: 1 + rng.IntN(40), HaltCause: sdma.HaltCause(rng.IntN(int(sdma.NumHaltCauses)))}
+			if rng.IntN(4) == 0 {
+				p = sdmatest.FaultPlan{}
+			}
+			require.NoError(t, sdmatest.SetFaults(me.e, p))
+			me.haltAt, me.cause, me.seen = p.HaltAt, p.HaltCause, 0
+			if me.cause == sdma.CauseNone {
+				me.cause = sdma.CauseHalt
+			}
+			m.logf("e%d: SetFaults %+v", idx, p)
+		case k < 84:
+			err := me.e.Stop()
+			m.logf("e%d: Stop: %v", idx, err)
+			require.NoError(t, err)
+			switch me.st {
+			case sdmatest.S99Running, sdmatest.S80HwFreeze, sdmatest.S82FreezeSwClean:
+				m.swClean(me) // e00 there: s00 with the sw clean; from s20 and s00 none
+			}
+			me.st, me.goRun = sdmatest.S00HwDown, false
+		case k < 89:
+			err := me.e.Start()
+			m.logf("e%d: Start in %v: %v", idx, me.st, err)
+			require.NoError(t, err)
+			switch me.st {
+			case sdmatest.S00HwDown, sdmatest.S20Idle:
+				m.enterRunning(me)
+			default:
+				me.goRun = true
+			}
+		case k < 92:
+			err := sdmatest.RaiseEvent(me.e, sdmatest.E70GoIdle, "soak")
+			m.logf("e%d: idle in %v: %v", idx, me.st, err)
+			require.NoError(t, err)
+			if me.st == sdmatest.S99Running {
+				m.swClean(me) // s60 → s30 (sw clean) → s40 → s20
+				me.st, me.goRun = sdmatest.S20Idle, false
+			} else if me.st != sdmatest.S00HwDown && me.st != sdmatest.S20Idle {
+				me.goRun = false
+			}
+		case k < 96:
+			linkDown := rng.IntN(2) == 0
+			err := sdmatest.FreezeNotify(dev, linkDown)
+			m.logf("FreezeNotify(%v): %v", linkDown, err)
+			require.NoError(t, err)
+			for _, e := range m.engs {
+				if e.st == sdmatest.S99Running || e.st == sdmatest.S20Idle {
+					if linkDown && e.st == sdmatest.S99Running {
+						e.goRun = false
+					}
+					e.st = sdmatest.S80HwFreeze
+				}
+			}
+		case k < 98:
+			err := sdmatest.Freeze(dev)
+			m.logf("Freeze: %v", err)
+			require.NoError(t, err)
+			for _, e := range m.engs {
+				if e.st == sdmatest.S80HwFreeze {
+					m.swClean(e)
+					e.st = sdmatest.S82FreezeSwClean
+				}
+			}
+		default:
+			err := sdmatest.Unfreeze(dev)
+			m.logf("Unfreeze: %v", err)
+			require.NoError(t, err)
+			for _, e := range m.engs {
+				if e.st == sdmatest.S82FreezeSwClean {
+					if e.goRun {
+						m.enterRunning(e)
+					} else {
+						e.st = sdmatest.S20Idle
+					}
+				}
+			}
+		}
+		m.check()
+	}
+	// Close: everything still in flight completes (delivered OK, the rest aborted).
+	require.NoError(t, dev.Close())
+	closed = true
+	for _, me := range m.engs {
+		m.swClean(me)
+		me.st = sdmatest.S00HwDown
+	}
+	m.check()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.Empty(t, sink.bad)
+	for i := 0; i < engines; i++ { // per engine, delivery order is id order (submission order)
+		o := sink.order[i]
+		for j := 1; j < len(o); j++ {
+			if o[j] <= o[j-1] {
+				t.Fatalf("engine %d delivered %d after %d", i, o[j], o[j-1])
+			}
+		}
+	}
+	require.Empty(t, iommu.Live(), "mappings left")
+	require.Zero(t, dev.UnmapErrors())
+}
+
+// TestFaultSoakManualModel: seeded fault schedules on Manual engines, every step checked against
+// the model (completion and status of every txreq, state, counters).
+func TestFaultSoakManualModel(t *testing.T) {
+	seeds, steps := 40, 400
+	if testing.Short() {
+		seeds, steps = 12, 300
+	}
+	for s := 0; s < seeds; s++ {
+		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakManual(t, uint64(s), steps) })
+	}
+}
