@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -643,5 +645,371 @@ func TestFaultSoakManualModel(t *testing.T) {
 	}
 	for s := 0; s < seeds; s++ {
 		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakManual(t, uint64(s), steps) })
+	}
+}
+
+// gsRec is one txreq of the goroutine soak.
+type gsRec struct {
+	tx        sdma.TxReq
+	id        uint32
+	eng       int
+	n         int
+	payload   []byte
+	accepted  atomic.Bool
+	done      atomic.Int32
+	st        atomic.Int32
+	delivered atomic.Int32
+}
+
+// gsSink checks each packet against its record and per-engine order.
+type gsSink struct {
+	mu   sync.Mutex
+	recs map[uint32]*gsRec
+	last map[int]uint32
+	bad  []string
+}
+
+func (s *gsSink) Deliver(engine int, segs [][]byte) error {
+	var p []byte
+	for _, b := range segs {
+		p = append(p, b...)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(p) < 4 {
+		s.bad = append(s.bad, "runt")
+		return nil
+	}
+	id := binary.LittleEndian.Uint32(p)
+	r := s.recs[id]
+	if r == nil {
+		s.bad = append(s.bad, fmt.Sprintf("unknown packet %d", id))
+		return nil
+	}
+	if r.eng != engine || string(p) != string(promPad(r.payload)) {
+		s.bad = append(s.bad, fmt.Sprintf("packet %d: wrong engine or bytes", id))
+	}
+	r.delivered.Add(1)
+	return nil
+}
+
+// gsRun brings e back to s99 from any resting state.
+func gsRun(e *sdma.Engine) error {
+	for i := 0; i < 4; i++ {
+		var err error
+		switch sdmatest.EngineState(e) {
+		case sdmatest.S99Running:
+			return nil
+		case sdmatest.S80HwFreeze:
+			err = sdmatest.RaiseEvent(e, sdmatest.E81HwFrozen, "soak: run")
+		case sdmatest.S82FreezeSwClean:
+			err = sdmatest.RaiseEvent(e, sdmatest.E82HwUnfreeze, "soak: run")
+		default:
+			err = e.Start()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("engine %d stuck in %v", e.Index(), sdmatest.EngineState(e))
+}
+
+// runFaultSoakGoroutines: producers with verbs-style sleepers (ParkOrRetry, one parked txreq at a
+// time, resent after the wakeup) and user_sdma-style ones (SendList with DeferOrRetry) on
+// goroutine engines, while a chaos goroutine raises every event, injects halts and Translate
+// faults and changes the fault plans. A sleeper that is never woken fails the test (it waits at
+// most 20 s, and only while it is still parked: a wakeup is lost if it is off the wait list and
+// was not woken).
+func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int) {
+	rng := rand.New(rand.NewPCG(seed, 0x9012))
+	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
+	require.NoError(t, err)
+	fi := dma.NewFaultInjector(iommu)
+	gs := &gsSink{recs: make(map[uint32]*gsRec), last: make(map[int]uint32)}
+	fs := &sdmatest.FaultSink{Sink: gs, FailRate: 0.01, StallRate: 0.001, Stall: 20 * time.Microsecond, Seed: seed}
+	waits := []sdma.WaitStrategy{sdma.WaitSpinPark, sdma.WaitPark, sdma.WaitBusyPoll}
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: fi, Engines: engines, RingSize: 64,
+		DescIntr: 1 + rng.IntN(32), Wait: waits[rng.IntN(len(waits))], Sink: fs})
+	require.NoError(t, err)
+	closed := false
+	defer func() {
+		if !closed {
+			_ = dev.Close()
+		}
+	}()
+	for i := 0; i < engines; i++ {
+		require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.002, Seed: seed}))
+	}
+	require.NoError(t, fi.FailFraction(0.005, int64(seed)))
+
+	var idMu sync.Mutex
+	nextID := uint32(0)
+	var all []*gsRec
+	newRec := func(eng int, prng *rand.Rand) *gsRec {
+		idMu.Lock()
+		nextID++
+		r := &gsRec{id: nextID, eng: eng}
+		all = append(all, r)
+		idMu.Unlock()
+		r.n = 4 + prng.IntN(2000)
+		r.payload = make([]byte, r.n)
+		binary.LittleEndian.PutUint32(r.payload, r.id)
+		for i := 4; i < r.n; i++ {
+			r.payload[i] = byte(int(r.id)*17 + i)
+		}
+		gs.mu.Lock()
+		gs.recs[r.id] = r
+		gs.mu.Unlock()
+		rec := r
+		if err := r.tx.Init(0, r.n, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
+			rec.st.Store(int32(st))
+			rec.done.Add(1)
+		})); err != nil {
+			panic(err)
+		}
+		// One to three fragments (split at random), some many enough to need the ring's room.
+		off := 0
+		for off < r.n {
+			f := r.n - off
+			if f > 8 && prng.IntN(2) == 0 {
+				f = 1 + prng.IntN(f-1)
+			}
+			if err := r.tx.AddKVAddr(dev, r.payload[off:off+f]); err != nil {
+				return nil // a map failure cleaned it
+			}
+			off += f
+		}
+		return r
+	}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	nprod := engines * 2
+	for pid := 0; pid < nprod; pid++ {
+		wg.Add(1)
+		go func(pid int) {
+			defer wg.Done()
+			prng := rand.New(rand.NewPCG(seed, uint64(pid)))
+			eng := pid % engines
+			e := dev.Engine(eng)
+			woken := make(chan struct{}, 1)
+			var w sdma.IOWait
+			list := pid%2 == 1 // user_sdma style: SendList with DeferOrRetry
+			sleeper := e.ParkOrRetry
+			if list {
+				sleeper = e.DeferOrRetry
+			}
+			w.Init(func(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
+				return sleeper(w, tx, seq, pktsSent)
+			}, func(*sdma.IOWait, int) {
+				select {
+				case woken <- struct{}{}:
+				default:
+				}
+			}, nil)
+			waitWake := func() bool {
+				for {
+					select {
+					case <-woken:
+						return true
+					case <-time.After(20 * time.Second):
+						if !e.Waiting(&w) {
+							report(fmt.Errorf("producer %d: not parked and never woken (state %v)", pid, sdmatest.EngineState(e)))
+							return false
+						}
+					}
+				}
+			}
+			for sent := 0; sent < perProducer; {
+				if !list {
+					r := newRec(eng, prng)
+					sent++
+					if r == nil {
+						continue
+					}
+					for {
+						err := e.Send(&w, &r.tx, true)
+						if err == nil || errors.Is(err, sdma.ErrNotRunning) {
+							r.accepted.Store(true)
+							break
+						}
+						if !errors.Is(err, sdma.ErrBusy) {
+							report(fmt.Errorf("producer %d: Send: %v", pid, err))
+							return
+						}
+						// Parked on w's TxHead: wait, then take it back and resend.
+						if !waitWake() {
+							return
+						}
+						if got := w.TxHead().PopFront(); got != &r.tx {
+							report(fmt.Errorf("producer %d: TxHead front %p, want the parked txreq", pid, got))
+							return
+						}
+					}
+					continue
+				}
+				var l sdma.TxList
+				var batch []*gsRec
+				for k := 1 + prng.IntN(8); k > 0; k-- {
+					r := newRec(eng, prng)
+					sent++
+					if r != nil {
+						batch = append(batch, r)
+						l.PushBack(&r.tx)
+					}
+				}
+				taken := 0
+				for l.Len() > 0 {
+					n, err := e.SendList(&w, &l)
+					for _, r := range batch[taken : taken+n] {
+						r.accepted.Store(true)
+					}
+					taken += n
+					switch {
+					case err == nil && l.Len() == 0, errors.Is(err, sdma.ErrNotRunning):
+					case errors.Is(err, sdma.ErrBusy):
+						if !waitWake() {
+							return
+						}
+					default:
+						report(fmt.Errorf("producer %d: SendList: %v (%d left)", pid, err, l.Len()))
+						return
+					}
+				}
+			}
+		}(pid)
+	}
+
+	stop := make(chan struct{})
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		crng := rand.New(rand.NewPCG(seed, 0xc4a05))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(20+crng.IntN(200)) * time.Microsecond):
+			}
+			e := dev.Engine(crng.IntN(engines))
+			var err error
+			switch k := crng.IntN(10); k {
+			case 0, 1:
+				err = sdmatest.InjectHalt(e, sdma.CauseNone+1+sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses)-1)))
+				if errors.Is(err, sdma.ErrNotRunning) {
+					err = nil
+				}
+			case 2, 3, 4:
+				err = sdmatest.RaiseEvent(e, sdmatest.Event(crng.IntN(14)), "chaos")
+			case 5:
+				err = sdmatest.FreezeNotify(dev, crng.IntN(2) == 0)
+				if err == nil && crng.IntN(2) == 0 {
+					err = sdmatest.Freeze(dev)
+				}
+			case 6:
+				fi.FailTranslate(true)
+				time.Sleep(50 * time.Microsecond)
+				fi.FailTranslate(false)
+			case 7:
+				err = sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1 + crng.IntN(50), HaltCause: sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses))), HaltRate: 0.002, Seed: seed})
+			default:
+				for i := 0; i < engines && err == nil; i++ {
+					err = gsRun(dev.Engine(i))
+				}
+			}
+			if err == nil && crng.IntN(4) != 0 {
+				// Mostly, the engines run again soon: the producers are mostly sending.
+				time.Sleep(time.Duration(crng.IntN(100)) * time.Microsecond)
+				for i := 0; i < engines && err == nil; i++ {
+					err = gsRun(dev.Engine(i))
+				}
+			}
+			if err != nil {
+				report(fmt.Errorf("chaos: %v", err))
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-chaosDone
+	fi.FailTranslate(false)
+	select {
+	case err := <-errc:
+		t.Fatal(err)
+	default:
+	}
+	for i := 0; i < engines; i++ {
+		require.NoError(t, gsRun(dev.Engine(i)))
+	}
+	// Everything accepted completes on its own once the engines run.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, r := range all {
+		for r.accepted.Load() && r.done.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	require.NoError(t, dev.Close())
+	closed = true
+	var ok, aborted, okLost int
+	for _, r := range all {
+		d := r.done.Load()
+		if !r.accepted.Load() {
+			require.Zero(t, d, "txreq %d not accepted but completed", r.id)
+			require.Zero(t, r.delivered.Load(), "txreq %d not accepted but delivered", r.id)
+			continue
+		}
+		require.EqualValues(t, 1, d, "txreq %d completions", r.id)
+		switch sdma.Status(r.st.Load()) {
+		case sdma.StatusOK:
+			ok++
+			require.LessOrEqual(t, r.delivered.Load(), int32(1), "txreq %d", r.id)
+			if r.delivered.Load() == 0 {
+				okLost++
+			}
+		case sdma.StatusAborted:
+			aborted++
+			require.Zero(t, r.delivered.Load(), "txreq %d aborted but delivered", r.id)
+		default:
+			t.Fatalf("txreq %d: status %v", r.id, r.st.Load())
+		}
+	}
+	require.EqualValues(t, fs.Failed(), okLost, "OK packets not delivered = the sink's failures")
+	gs.mu.Lock()
+	require.Empty(t, gs.bad)
+	gs.mu.Unlock()
+	require.Empty(t, iommu.Live())
+	var faults, rec, comp, abo uint64
+	for i := 0; i < engines; i++ {
+		s := dev.Engine(i).Stats()
+		var by uint64
+		for _, h := range s.Halts {
+			by += h
+		}
+		require.Equal(t, s.Faults, by, "halts by cause add up")
+		faults += s.Faults
+		rec += s.Recoveries
+		comp += s.Completed
+		abo += s.Aborted
+	}
+	require.EqualValues(t, ok, comp)
+	require.EqualValues(t, aborted, abo)
+	t.Logf("seed %d: %d txreqs, ok %d aborted %d, halts %d, recoveries %d", seed, len(all), ok, aborted, faults, rec)
+}
+
+// TestFaultSoakGoroutineSleepers: see runFaultSoakGoroutines.
+func TestFaultSoakGoroutineSleepers(t *testing.T) {
+	seeds, per := 6, 1500
+	if testing.Short() {
+		seeds, per = 2, 400
+	}
+	for s := 0; s < seeds; s++ {
+		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakGoroutines(t, uint64(s), 1+s%3, per) })
 	}
 }
