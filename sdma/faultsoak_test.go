@@ -97,6 +97,55 @@ func (s *fsSink) Deliver(engine int, segs [][]byte) error {
 	return nil
 }
 
+// fsBatch is fsSink as a BatchSink: Queue keeps the packet (failing ids%31 == 0 at once, not
+// delivered), Flush delivers the kept ones in order, a delivery's error or panic failing that
+// packet only.
+type fsBatch struct {
+	*fsSink
+	pkts, bytes int
+	held        map[int][][][]byte
+	queueFailed map[uint32]bool
+}
+
+func (b *fsBatch) BatchLimit() (int, int) { return b.pkts, b.bytes }
+
+func (b *fsBatch) Queue(engine int, segs [][]byte) error {
+	if len(segs) > 0 && len(segs[0]) >= 4 {
+		if id := binary.LittleEndian.Uint32(segs[0]); id%31 == 0 {
+			b.mu.Lock()
+			b.queueFailed[id] = true
+			b.mu.Unlock()
+			return errors.New("fsBatch: refused at Queue")
+		}
+	}
+	b.held[engine] = append(b.held[engine], append([][]byte(nil), segs...))
+	return nil
+}
+
+func (b *fsBatch) Flush(engine int, errs []error) {
+	h := b.held[engine]
+	if len(h) != len(errs) {
+		b.mu.Lock()
+		b.bad = append(b.bad, fmt.Sprintf("engine %d: Flush of %d errs for %d queued", engine, len(errs), len(h)))
+		b.mu.Unlock()
+	}
+	for i, segs := range h {
+		if i < len(errs) {
+			errs[i] = b.deliverSafe(engine, segs)
+		}
+	}
+	b.held[engine] = h[:0]
+}
+
+func (b *fsBatch) deliverSafe(engine int, segs [][]byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return b.Deliver(engine, segs)
+}
+
 // fsEngine is the model of one engine.
 type fsEngine struct {
 	e       *sdma.Engine
@@ -120,7 +169,8 @@ type fsManual struct {
 	fi     *dma.FaultInjector
 	iommu  *dma.IOMMU
 	sink   *fsSink
-	poll   bool // CompletePoll
+	batch  *fsBatch // the sink as a BatchSink, or nil
+	poll   bool     // CompletePoll
 	engs   []*fsEngine
 	recs   []*fsRec
 	nextID uint32
@@ -389,12 +439,15 @@ func (m *fsManual) doProcess(me *fsEngine, idx int, failTranslate bool) {
 		me.stats.Packets++
 		me.stats.Descs += uint64(r.nd)
 		me.stats.Bytes += uint64(len(promPad(r.payload)))
-		if r.id%23 == 0 || r.id%97 == 0 {
+		if r.id%23 == 0 || r.id%97 == 0 || (m.batch != nil && m.batch.queueFailed[r.id]) {
 			me.stats.SinkErrors++
 		}
 	}
 	for i, r := range me.ring[me.hw:] {
 		d := r.delivered - before[r]
+		if m.batch != nil && m.batch.queueFailed[r.id] && d == 0 && i < want {
+			d = 1
+		}
 		if (i < want) != (d == 1) || d > 1 {
 			m.fatalf("e%d: packet %d (pos %d, want %d delivered) delivered %d times by this pass", idx, r.id, i, want, d)
 		}
@@ -435,7 +488,7 @@ func (m *fsManual) check() {
 		if r.done == 1 && r.st != r.wantSt {
 			m.fatalf("txreq %d (engine %d): status %v, model says %v", r.id, r.eng, r.st, r.wantSt)
 		}
-		if r.done == 1 && r.st == sdma.StatusOK && r.delivered != 1 {
+		if r.done == 1 && r.st == sdma.StatusOK && r.delivered != 1 && !(m.batch != nil && m.batch.queueFailed[r.id] && r.delivered == 0) {
 			m.fatalf("txreq %d completed OK, delivered %d times", r.id, r.delivered)
 		}
 		if r.done == 1 && r.st == sdma.StatusAborted && r.delivered != 0 {
@@ -471,7 +524,7 @@ func (m *fsManual) check() {
 	}
 }
 
-func runFaultSoakManual(t *testing.T, seed uint64, steps int) {
+func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 	rng := rand.New(rand.NewPCG(seed, 0xfa17))
 	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	require.NoError(t, err)
@@ -484,8 +537,17 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int) {
 	if poll {
 		mode = sdma.CompletePoll
 	}
+	var sk sdma.Sink = sink
+	var bs *fsBatch
+	if batch {
+		bs = &fsBatch{fsSink: sink, pkts: 2 + rng.IntN(8), held: make(map[int][][][]byte), queueFailed: make(map[uint32]bool)}
+		if rng.IntN(2) == 0 {
+			bs.bytes = 1 + rng.IntN(8000)
+		}
+		sk = bs
+	}
 	dev, err := sdma.NewDevice(sdma.Config{Mapper: fi, Engines: engines, RingSize: ringSize,
-		DescIntr: 1 + rng.IntN(ringSize), Manual: true, Completion: mode, Sink: sink})
+		DescIntr: 1 + rng.IntN(ringSize), Manual: true, Completion: mode, Sink: sk})
 	require.NoError(t, err)
 	closed := false
 	defer func() {
@@ -493,7 +555,7 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int) {
 			_ = dev.Close()
 		}
 	}()
-	m := &fsManual{t: t, rng: rng, dev: dev, fi: fi, iommu: iommu, sink: sink, poll: poll}
+	m := &fsManual{t: t, rng: rng, dev: dev, fi: fi, iommu: iommu, sink: sink, batch: bs, poll: poll}
 	for i := 0; i < engines; i++ {
 		m.engs = append(m.engs, &fsEngine{e: dev.Engine(i), st: sdmatest.S99Running, goRun: true})
 	}
@@ -644,7 +706,8 @@ func TestFaultSoakManualModel(t *testing.T) {
 		seeds, steps = 12, 300
 	}
 	for s := 0; s < seeds; s++ {
-		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakManual(t, uint64(s), steps) })
+		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakManual(t, uint64(s), steps, false) })
+		t.Run(fmt.Sprint("batch/seed=", s), func(t *testing.T) { runFaultSoakManual(t, uint64(s), steps, true) })
 	}
 }
 
