@@ -8,6 +8,7 @@ package sdma_test
 // against a ledger at the end. Every run is deterministic in its seed (the Manual ones exactly).
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -853,7 +854,8 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 		default:
 		}
 	}
-	nprod := engines * 2
+	nprod := engines * 3
+	waiters := make([]*sdma.IOWait, nprod)
 	for pid := 0; pid < nprod; pid++ {
 		wg.Add(1)
 		go func(pid int) {
@@ -863,7 +865,8 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 			e := dev.Engine(eng)
 			woken := make(chan struct{}, 1)
 			var w sdma.IOWait
-			list := pid%2 == 1 // user_sdma style: SendList with DeferOrRetry
+			waiters[pid] = &w
+			list := pid%3 == 1 // user_sdma style: SendList with DeferOrRetry
 			sleeper := e.ParkOrRetry
 			if list {
 				sleeper = e.DeferOrRetry
@@ -890,6 +893,28 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 				}
 			}
 			for sent := 0; sent < perProducer; {
+				if pid%3 == 2 {
+					// SendWait with short deadlines: a waiter that gives up leaves the wait list.
+					r := newRec(eng, prng)
+					sent++
+					if r == nil {
+						continue
+					}
+					for {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(prng.IntN(200))*time.Microsecond)
+						err := e.SendWait(ctx, &r.tx)
+						cancel()
+						if err == nil || errors.Is(err, sdma.ErrNotRunning) {
+							r.accepted.Store(true)
+							break
+						}
+						if !errors.Is(err, context.DeadlineExceeded) {
+							report(fmt.Errorf("producer %d: SendWait: %v", pid, err))
+							return
+						}
+					}
+					continue
+				}
 				if !list {
 					r := newRec(eng, prng)
 					sent++
@@ -962,7 +987,7 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 			}
 			e := dev.Engine(crng.IntN(engines))
 			var err error
-			switch k := crng.IntN(10); k {
+			switch k := crng.IntN(11); k {
 			case 0, 1:
 				err = sdmatest.InjectHalt(e, sdma.CauseNone+1+sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses)-1)))
 				if errors.Is(err, sdma.ErrNotRunning) {
@@ -979,6 +1004,20 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 				fi.FailTranslate(true)
 				time.Sleep(50 * time.Microsecond)
 				fi.FailTranslate(false)
+			case 8:
+				// Anyone may run a hardware or completion pass of any engine.
+				switch crng.IntN(3) {
+				case 0:
+					_, err = e.Process()
+					var h *sdma.HaltError
+					if errors.Is(err, sdma.ErrNotRunning) || errors.As(err, &h) {
+						err = nil
+					}
+				case 1:
+					e.Poll()
+				default:
+					e.ProgressSchedule()
+				}
 			case 7:
 				err = sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1 + crng.IntN(50), HaltCause: sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses))), HaltRate: 0.002, Seed: seed})
 			default:
@@ -1020,6 +1059,10 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 	}
 	require.NoError(t, dev.Close())
 	closed = true
+	for pid, w := range waiters {
+		require.Zero(t, w.Busy(), "producer %d: txreqs in flight after Close", pid)
+		require.NoError(t, w.Drain(context.Background()))
+	}
 	var ok, aborted, okLost int
 	for _, r := range all {
 		d := r.done.Load()
