@@ -300,9 +300,13 @@ type faultState struct {
 }
 
 // setFaults replaces the engine's fault plan (sdmatest.SetFaults). ErrInvalid (a *ConfigError)
-// for a bad plan.
+// for a bad plan; ErrInvalid on the engine's own goroutine or a host's (a Sink, a callback or a
+// wakeup that a pass there runs), which holds hwMu: the plan's lock would wait for itself.
 func (e *Engine) setFaults(p faultPlan) error {
 	if err := p.validate(); err != nil {
+		return err
+	}
+	if err := e.ownPass("SetFaults"); err != nil {
 		return err
 	}
 	e.hwMu.Lock()

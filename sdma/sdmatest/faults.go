@@ -25,7 +25,11 @@ type FaultPlan struct {
 }
 
 // SetFaults replaces e's fault plan (p's zero value stops injecting). A bad plan is refused with
-// an *sdma.ConfigError (it matches sdma.ErrInvalid) naming the field, and changes nothing.
+// an *sdma.ConfigError (it matches sdma.ErrInvalid) naming the field, and changes nothing. Called
+// on the engine's own goroutine (from a Sink, a completion or a wakeup it runs) or from one that
+// a call runs on its own goroutine (Stop, RaiseEvent, InjectHalt, ...), it would wait for the
+// hardware pass it is part of: it is refused with sdma.ErrInvalid and changes nothing. From a
+// Sink or completion that the caller's own Process or Poll runs it would deadlock: do not.
 func SetFaults(e *sdma.Engine, p FaultPlan) error {
 	return hooks.SetFaults(e, hooks.FaultPlan{HaltAt: p.HaltAt, HaltCause: int(p.HaltCause), HaltRate: p.HaltRate, Seed: p.Seed})
 }

@@ -1,0 +1,76 @@
+package sdma_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+// TestSetFaultsFromEngineGoroutine: a fault schedule driven by what the engine does (a Sink or a
+// completion callback that sets the next plan) calls sdmatest.SetFaults on the engine's own
+// goroutine, with the hardware lock held. InjectHalt and RaiseEvent refuse such a call with
+// ErrInvalid; SetFaults took the lock and waited for itself: the engine hung, and Close with it.
+// It must be refused, changing nothing, and the engine must go on.
+func TestSetFaultsFromEngineGoroutine(t *testing.T) {
+	for _, where := range []string{"sink", "completion"} {
+		t.Run(where, func(t *testing.T) {
+			var dev *sdma.Device
+			var got atomic.Pointer[error]
+			try := func() {
+				if got.Load() == nil {
+					err := sdmatest.SetFaults(dev.Engine(0), sdmatest.FaultPlan{HaltAt: 1})
+					got.Store(&err)
+				}
+			}
+			var sink sdma.Sink = sdma.SinkFunc(func(int, [][]byte) error {
+				if where == "sink" {
+					try()
+				}
+				return nil
+			})
+			var err error
+			dev, err = sdma.NewDevice(sdma.Config{RingSize: 64, Sink: sink})
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			done := make(chan sdma.Status, 2)
+			payload := make([]byte, 64)
+			send := func() {
+				var tx sdma.TxReq
+				require.NoError(t, tx.Init(0, len(payload), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
+					if where == "completion" {
+						try()
+					}
+					done <- st
+				})))
+				require.NoError(t, tx.AddKVAddr(dev, payload))
+				require.NoError(t, e.Send(nil, &tx, false))
+			}
+			send()
+			select {
+			case st := <-done:
+				require.Equal(t, sdma.StatusOK, st)
+			case <-time.After(10 * time.Second):
+				t.Fatal("SetFaults from the engine's goroutine hung the engine") // (Close would hang too)
+			}
+			perr := got.Load()
+			require.NotNil(t, perr)
+			require.True(t, errors.Is(*perr, sdma.ErrInvalid), "SetFaults from the engine's goroutine: %v, want ErrInvalid", *perr)
+			// Nothing changed: no plan was set, the next packet goes out.
+			send()
+			select {
+			case st := <-done:
+				require.Equal(t, sdma.StatusOK, st)
+			case <-time.After(10 * time.Second):
+				t.Fatal("second packet did not complete")
+			}
+			require.Zero(t, e.Stats().Faults)
+			require.NoError(t, dev.Close())
+		})
+	}
+}
