@@ -39,6 +39,7 @@ type fsRec struct {
 	// engines).
 	done      int
 	st        sdma.Status
+	cseq      int // the completion's place among all completions
 	delivered int // Deliver calls that saw it (failed ones included)
 
 	// The model's expectation.
@@ -175,6 +176,7 @@ type fsManual struct {
 	engs   []*fsEngine
 	recs   []*fsRec
 	nextID uint32
+	cseq   int // completions so far
 	step   int
 	log    []string
 }
@@ -304,6 +306,8 @@ func (m *fsManual) build(r *fsRec) bool {
 	require.NoError(m.t, r.tx.Init(flags, r.n, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
 		rec.done++
 		rec.st = st
+		m.cseq++
+		rec.cseq = m.cseq
 	})))
 	off := 0
 	for _, f := range frags {
@@ -495,6 +499,19 @@ func (m *fsManual) check() {
 		if r.done == 1 && r.st == sdma.StatusAborted && r.delivered != 0 {
 			m.fatalf("txreq %d completed aborted, delivered %d times", r.id, r.delivered)
 		}
+	}
+	// Per engine, txreqs complete in the order they were accepted (ids grow with it): through
+	// the ring, the flush list, halts and freezes alike.
+	lastC := make([]int, len(m.engs))
+	lastID := make([]uint32, len(m.engs))
+	for _, r := range m.recs {
+		if r.done != 1 {
+			continue
+		}
+		if r.cseq < lastC[r.eng] {
+			m.fatalf("engine %d: txreq %d completed before txreq %d, accepted earlier", r.eng, r.id, lastID[r.eng])
+		}
+		lastC[r.eng], lastID[r.eng] = r.cseq, r.id
 	}
 	for i, me := range m.engs {
 		if s := sdmatest.EngineState(me.e); s != me.st {
