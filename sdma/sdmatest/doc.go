@@ -14,5 +14,8 @@
 // Everything here is safe for concurrent use unless its documentation says otherwise. The
 // functions that drive the state machine (SetFaults, InjectHalt, RaiseEvent, FreezeNotify,
 // Freeze, Unfreeze) wait for a hardware pass in progress: they must not be called from a txreq's
-// completion, an IOWait's wakeup or a Sink.
+// completion, an IOWait's wakeup or a Sink (on the engine's own goroutine they refuse with
+// sdma.ErrInvalid; under the caller's own Process or Poll they would deadlock). A nil engine or
+// device is refused with sdma.ErrInvalid; EngineState reports a nil engine as S00HwDown and
+// History gives it none.
 package sdmatest

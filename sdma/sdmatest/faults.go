@@ -31,6 +31,9 @@ type FaultPlan struct {
 // hardware pass it is part of: it is refused with sdma.ErrInvalid and changes nothing. From a
 // Sink or completion that the caller's own Process or Poll runs it would deadlock: do not.
 func SetFaults(e *sdma.Engine, p FaultPlan) error {
+	if e == nil {
+		return errNil("SetFaults", "engine")
+	}
 	return hooks.SetFaults(e, hooks.FaultPlan{HaltAt: p.HaltAt, HaltCause: int(p.HaltCause), HaltRate: p.HaltRate, Seed: p.Seed})
 }
 
@@ -39,7 +42,17 @@ func SetFaults(e *sdma.Engine, p FaultPlan) error {
 // explicit form of a FaultPlan halt. A halt of an engine that is not running does nothing but say
 // so: sdma.ErrNotRunning. sdma.ErrInvalid for an unknown cause or sdma.CauseNone; sdma.ErrClosed
 // once the device is closing.
-func InjectHalt(e *sdma.Engine, c sdma.HaltCause) error { return hooks.InjectHalt(e, int(c)) }
+func InjectHalt(e *sdma.Engine, c sdma.HaltCause) error {
+	if e == nil {
+		return errNil("InjectHalt", "engine")
+	}
+	return hooks.InjectHalt(e, int(c))
+}
+
+// errNil is the refusal of a nil engine or device (sdma.ErrInvalid).
+func errNil(fn, what string) error {
+	return fmt.Errorf("sdmatest.%s: nil %s: %w", fn, what, sdma.ErrInvalid)
+}
 
 // RaiseEvent raises ev on e, with cause recorded in its history (hfi1: sdma_process_event), and
 // returns once the engine rests again: the table in package sdma's documentation says what each
@@ -55,6 +68,9 @@ func InjectHalt(e *sdma.Engine, c sdma.HaltCause) error { return hooks.InjectHal
 // once the device is closing. RaiseEvent waits for a hardware pass in progress; from a completion or
 // Sink that the caller's own Process or Poll runs it would deadlock: do not.
 func RaiseEvent(e *sdma.Engine, ev Event, cause string) error {
+	if e == nil {
+		return errNil("RaiseEvent", "engine")
+	}
 	return hooks.Event(e, uint8(ev), cause)
 }
 
@@ -78,6 +94,9 @@ func (t Transition) String() string {
 // History returns e's recent state transitions, oldest first, each with the event and the cause
 // that moved it (at most the last 32). The slice is new and the caller's.
 func History(e *sdma.Engine) []Transition {
+	if e == nil {
+		return nil // a nil engine has no history
+	}
 	h := hooks.History(e)
 	out := make([]Transition, len(h))
 	for i, t := range h {
@@ -93,6 +112,9 @@ func History(e *sdma.Engine) []Transition {
 // link-down freeze Unfreeze leaves the engines idle (s20) until Engine.Start, as in the kernel.
 // Engines in other states ignore the event. sdma.ErrClosed once the device is closing.
 func FreezeNotify(dev *sdma.Device, linkDown bool) error {
+	if dev == nil {
+		return errNil("FreezeNotify", "device")
+	}
 	if linkDown {
 		return hooks.DeviceEvent(dev, "notify-linkdown")
 	}
@@ -106,10 +128,20 @@ func FreezeNotify(dev *sdma.Device, linkDown bool) error {
 // and for every clean to finish after; here both happen inside the calls, so Freeze returns with
 // every engine cleaned. Call FreezeNotify first; an engine not in s80 ignores e81.
 // sdma.ErrClosed once the device is closing.
-func Freeze(dev *sdma.Device) error { return hooks.DeviceEvent(dev, "freeze") }
+func Freeze(dev *sdma.Device) error {
+	if dev == nil {
+		return errNil("Freeze", "device")
+	}
+	return hooks.DeviceEvent(dev, "freeze")
+}
 
 // Unfreeze restarts the engines after a freeze (hfi1: sdma_unfreeze): every engine in
 // s82_freeze_sw_clean gets e82_hw_unfreeze, restarts its ring at index 0 (sdma_hw_start_up) and
 // runs again (s99), or stays idle (s20) after a link-down freeze until Engine.Start.
 // sdma.ErrClosed once the device is closing.
-func Unfreeze(dev *sdma.Device) error { return hooks.DeviceEvent(dev, "unfreeze") }
+func Unfreeze(dev *sdma.Device) error {
+	if dev == nil {
+		return errNil("Unfreeze", "device")
+	}
+	return hooks.DeviceEvent(dev, "unfreeze")
+}

@@ -49,5 +49,10 @@ const (
 )
 
 // EngineState returns e's state (hfi1: sde->state.current_state). Engine.Running says whether it
-// accepts sends; this is the whole state, for tests and diagnosis.
-func EngineState(e *sdma.Engine) State { return State(hooks.State(e)) }
+// accepts sends; this is the whole state, for tests and diagnosis. A nil engine is S00HwDown.
+func EngineState(e *sdma.Engine) State {
+	if e == nil {
+		return S00HwDown
+	}
+	return State(hooks.State(e))
+}

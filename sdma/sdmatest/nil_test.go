@@ -1,0 +1,50 @@
+package sdmatest_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+// TestNilEngineAndDevice: the fault and state helpers refuse a nil engine or device with
+// sdma.ErrInvalid (they panicked with a nil dereference: a bad-input census row), and the
+// read-only ones answer for it without panicking.
+func TestNilEngineAndDevice(t *testing.T) {
+	var e *sdma.Engine
+	var dev *sdma.Device
+	for name, f := range map[string]func() error{
+		"SetFaults":    func() error { return sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1}) },
+		"InjectHalt":   func() error { return sdmatest.InjectHalt(e, sdma.CauseHalt) },
+		"RaiseEvent":   func() error { return sdmatest.RaiseEvent(e, sdmatest.E00GoHwDown, "nil") },
+		"FreezeNotify": func() error { return sdmatest.FreezeNotify(dev, false) },
+		"Freeze":       func() error { return sdmatest.Freeze(dev) },
+		"Unfreeze":     func() error { return sdmatest.Unfreeze(dev) },
+	} {
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s(nil) panicked: %v", name, p)
+				}
+			}()
+			return f()
+		}()
+		if !errors.Is(err, sdma.ErrInvalid) {
+			t.Errorf("%s(nil): %v, want ErrInvalid", name, err)
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("History/EngineState(nil) panicked: %v", p)
+			}
+		}()
+		if h := sdmatest.History(e); len(h) != 0 {
+			t.Errorf("History(nil) = %v", h)
+		}
+		if s := sdmatest.EngineState(e); s != sdmatest.S00HwDown {
+			t.Errorf("EngineState(nil) = %v, want s00_hw_down", s)
+		}
+	}()
+}
