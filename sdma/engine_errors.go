@@ -3,6 +3,7 @@ package sdma
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gosdma/gosdma/desc"
 )
@@ -15,15 +16,24 @@ var (
 	ErrInjected = errors.New("sdma: injected fault")
 )
 
-// ConfigError names the Config field NewDevice refused. It matches ErrConfig and ErrInvalid.
+// ConfigError names the Config field NewDevice refused, or the sdmatest.FaultPlan field that
+// sdmatest.SetFaults refused (Field "sdmatest.FaultPlan.HaltRate", say). It matches ErrConfig and
+// ErrInvalid.
 type ConfigError struct {
 	Field  string // e.g. "RingSize"
 	Value  any    // the value given
 	Reason string // what a valid value is
 }
 
+// faultPlanField prefixes the Field of a ConfigError of sdmatest.SetFaults.
+const faultPlanField = "sdmatest.FaultPlan."
+
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("sdma: Config.%s = %v: %s", e.Field, e.Value, e.Reason)
+	name := "Config." + e.Field
+	if strings.HasPrefix(e.Field, faultPlanField) {
+		name = e.Field
+	}
+	return fmt.Sprintf("sdma: %s = %v: %s", name, e.Value, e.Reason)
 }
 
 // Unwrap returns ErrConfig and ErrInvalid, the sentinels a *ConfigError matches.

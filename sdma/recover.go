@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"runtime"
+	"strings"
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
@@ -304,6 +305,9 @@ type faultState struct {
 // wakeup that a pass there runs), which holds hwMu: the plan's lock would wait for itself.
 func (e *Engine) setFaults(p faultPlan) error {
 	if err := p.validate(); err != nil {
+		if ce, ok := err.(*ConfigError); ok { // the caller's field is sdmatest.FaultPlan's, not a Config's
+			ce.Field = faultPlanField + strings.TrimPrefix(ce.Field, "Faults.")
+		}
 		return err
 	}
 	if err := e.ownPass("SetFaults"); err != nil {

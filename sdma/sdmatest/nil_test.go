@@ -2,6 +2,7 @@ package sdmatest_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gosdma/gosdma/sdma"
@@ -47,4 +48,29 @@ func TestNilEngineAndDevice(t *testing.T) {
 			t.Errorf("EngineState(nil) = %v, want s00_hw_down", s)
 		}
 	}()
+}
+
+// TestBadPlanErrorNamesFaultPlan: a bad plan's error names the sdmatest.FaultPlan field the
+// caller set; it named "Config.Faults.HaltRate", a Config field that does not exist.
+func TestBadPlanErrorNamesFaultPlan(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	for field, p := range map[string]sdmatest.FaultPlan{
+		"HaltRate":  {HaltRate: 1.5},
+		"HaltAt":    {HaltAt: -1},
+		"HaltCause": {HaltCause: sdma.NumHaltCauses},
+	} {
+		err := sdmatest.SetFaults(dev.Engine(0), p)
+		var ce *sdma.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "sdmatest.FaultPlan."+field {
+			t.Errorf("%s: %v, want a *sdma.ConfigError for sdmatest.FaultPlan.%s", field, err, field)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "sdma: sdmatest.FaultPlan."+field+" = ") {
+			t.Errorf("%s: message %q does not name the plan's field", field, msg)
+		}
+	}
 }
