@@ -88,7 +88,9 @@ func (c HaltCause) String() string {
 }
 
 // HaltError is the recorded reason an engine halted: the descriptor the hardware model refused
-// (or stood at, for an injected halt) and why. It matches ErrHalted, and wraps the mapper's *dma.Fault for CauseMemRead.
+// (or stood at, for an injected halt) and why. It matches ErrHalted, and for a CauseMemRead halt
+// of a read the mapper refused it wraps the mapper's *dma.Fault (Err); an injected halt
+// (sdmatest.InjectHalt, a FaultPlan) of any cause, CauseMemRead included, has none.
 type HaltError struct {
 	Engine int       // engine index
 	Cause  HaltCause // which check failed

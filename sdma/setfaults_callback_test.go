@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -73,4 +74,33 @@ func TestSetFaultsFromEngineGoroutine(t *testing.T) {
 			require.NoError(t, dev.Close())
 		})
 	}
+}
+
+// TestInjectedMemReadHaltHasNoFault: HaltError's doc promised the mapper's *dma.Fault for every
+// CauseMemRead halt; an injected one (InjectHalt, a FaultPlan) has none, a real read fault has
+// it. The doc now says so; this holds both halves.
+func TestInjectedMemReadHaltHasNoFault(t *testing.T) {
+	fi := dma.NewFaultInjector(nil)
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64, Mapper: fi})
+	require.NoError(t, err)
+	defer dev.Close()
+	e := dev.Engine(0)
+	require.NoError(t, sdmatest.InjectHalt(e, sdma.CauseMemRead))
+	var h *sdma.HaltError
+	require.ErrorAs(t, e.HaltCause(), &h)
+	require.Equal(t, sdma.CauseMemRead, h.Cause)
+	require.Nil(t, h.Err)
+	require.NotErrorIs(t, e.HaltCause(), dma.ErrFault)
+
+	var tx sdma.TxReq
+	buf := make([]byte, 16)
+	require.NoError(t, tx.Init(0, len(buf), nil))
+	require.NoError(t, tx.AddKVAddr(dev, buf))
+	require.NoError(t, e.Send(nil, &tx, false))
+	fi.FailTranslate(true)
+	_, err = e.Process()
+	fi.FailTranslate(false)
+	require.ErrorAs(t, err, &h)
+	require.Equal(t, sdma.CauseMemRead, h.Cause)
+	require.ErrorIs(t, err, dma.ErrFault)
 }
