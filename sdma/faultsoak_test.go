@@ -159,7 +159,8 @@ type fsEngine struct {
 	pending bool     // a flush is pending (a Send went to the flush list)
 	haltAt  int      // the plan's HaltAt still to come (0: none)
 	cause   sdma.HaltCause
-	seen    int // descriptors read since the plan was set
+	seen    int    // descriptors read since the plan was set
+	head    uint64 // the hardware's ring index (the ring restarts at 0 with every sw clean)
 	stats   sdma.EngineStats
 }
 
@@ -229,6 +230,7 @@ func (m *fsManual) flushList(me *fsEngine) {
 
 // swClean is the sw clean: delivered OK, the rest of the ring and the flush list aborted.
 func (m *fsManual) swClean(me *fsEngine) {
+	me.head = 0
 	m.completeDelivered(me)
 	for _, r := range me.ring {
 		m.complete(r, sdma.StatusAborted)
@@ -441,6 +443,7 @@ func (m *fsManual) doProcess(me *fsEngine, idx int, failTranslate bool) {
 		}
 		want++
 		me.seen += r.nd
+		me.head += uint64(r.nd)
 		me.stats.Packets++
 		me.stats.Descs += uint64(r.nd)
 		me.stats.Bytes += uint64(len(promPad(r.payload)))
@@ -477,6 +480,9 @@ func (m *fsManual) doProcess(me *fsEngine, idx int, failTranslate bool) {
 	}
 	if failTranslate && cause == sdma.CauseMemRead && !errors.Is(err, dma.ErrFault) {
 		m.fatalf("e%d: a memory-read halt does not wrap the mapper's fault: %v", idx, err)
+	}
+	if h.Index != me.head || h.Desc.First() != true {
+		m.fatalf("e%d: halt at ring index %#x (first %v), model %#x: %v", idx, h.Index, h.Desc.First(), me.head, err)
 	}
 	m.halt(me, cause)
 }
@@ -609,10 +615,11 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 				break
 			}
 			require.NoError(t, err)
+			at, pending := me.head, len(me.ring) > me.hw
 			m.halt(me, c)
 			var h *sdma.HaltError
-			if !errors.As(me.e.HaltCause(), &h) || h.Cause != c {
-				m.fatalf("e%d: HaltCause %v after InjectHalt(%v)", idx, me.e.HaltCause(), c)
+			if !errors.As(me.e.HaltCause(), &h) || h.Cause != c || h.Index != at || h.Desc.First() != pending {
+				m.fatalf("e%d: HaltCause %v after InjectHalt(%v) at %#x (a packet there: %v)", idx, me.e.HaltCause(), c, at, pending)
 			}
 		case k < 80:
 			p := sdmatest.FaultPlan{HaltAt: 1 + rng.IntN(40), HaltCause: sdma.HaltCause(rng.IntN(int(sdma.NumHaltCauses)))}
