@@ -787,6 +787,27 @@ func (s *gsSink) Deliver(engine int, segs [][]byte) error {
 	return nil
 }
 
+// gsBatch is gsSink as a BatchSink: Queue keeps the packet's slice headers, Flush delivers them
+// in order. Each engine's batch is its own (engines flush concurrently).
+type gsBatch struct {
+	*gsSink
+	held [sdma.MaxEngines][][][]byte
+}
+
+func (b *gsBatch) BatchLimit() (int, int) { return 8, 6000 }
+
+func (b *gsBatch) Queue(engine int, segs [][]byte) error {
+	b.held[engine] = append(b.held[engine], append([][]byte(nil), segs...))
+	return nil
+}
+
+func (b *gsBatch) Flush(engine int, errs []error) {
+	for i, segs := range b.held[engine] {
+		errs[i] = b.Deliver(engine, segs)
+	}
+	b.held[engine] = b.held[engine][:0]
+}
+
 // gsRun brings e back to s99 from any resting state.
 func gsRun(e *sdma.Engine) error {
 	for i := 0; i < 4; i++ {
@@ -814,16 +835,23 @@ func gsRun(e *sdma.Engine) error {
 // faults and changes the fault plans. A sleeper that is never woken fails the test (it waits at
 // most 20 s, and only while it is still parked: a wakeup is lost if it is off the wait list and
 // was not woken).
-func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int) {
+func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int, batch bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x9012))
 	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	require.NoError(t, err)
 	fi := dma.NewFaultInjector(iommu)
 	gs := &gsSink{recs: make(map[uint32]*gsRec), last: make(map[int]uint32)}
 	fs := &sdmatest.FaultSink{Sink: gs, FailRate: 0.01, StallRate: 0.001, Stall: 20 * time.Microsecond, Seed: seed}
+	var sink sdma.Sink = fs
+	failed := fs.Failed
+	if batch {
+		fb := &sdmatest.FaultBatchSink{FaultSink: sdmatest.FaultSink{FailRate: 0.01, StallRate: 0.001, Stall: 20 * time.Microsecond, Seed: seed},
+			Batch: &gsBatch{gsSink: gs}}
+		sink, failed = fb, fb.Failed
+	}
 	waits := []sdma.WaitStrategy{sdma.WaitSpinPark, sdma.WaitPark, sdma.WaitBusyPoll}
 	dev, err := sdma.NewDevice(sdma.Config{Mapper: fi, Engines: engines, RingSize: 64,
-		DescIntr: 1 + rng.IntN(32), Wait: waits[rng.IntN(len(waits))], Sink: fs})
+		DescIntr: 1 + rng.IntN(32), Wait: waits[rng.IntN(len(waits))], Sink: sink})
 	require.NoError(t, err)
 	closed := false
 	defer func() {
@@ -1116,7 +1144,7 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int)
 			t.Fatalf("txreq %d: status %v", r.id, r.st.Load())
 		}
 	}
-	require.EqualValues(t, fs.Failed(), okLost, "OK packets not delivered = the sink's failures")
+	require.EqualValues(t, failed(), okLost, "OK packets not delivered = the sink's failures")
 	gs.mu.Lock()
 	require.Empty(t, gs.bad)
 	gs.mu.Unlock()
@@ -1146,7 +1174,8 @@ func TestFaultSoakGoroutineSleepers(t *testing.T) {
 		seeds, per = 2, 400
 	}
 	for s := 0; s < seeds; s++ {
-		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakGoroutines(t, uint64(s), 1+s%3, per) })
+		t.Run(fmt.Sprint("seed=", s), func(t *testing.T) { runFaultSoakGoroutines(t, uint64(s), 1+s%3, per, false) })
+		t.Run(fmt.Sprint("batch/seed=", s), func(t *testing.T) { runFaultSoakGoroutines(t, uint64(s), 1+s%3, per, true) })
 	}
 }
 
