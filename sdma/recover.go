@@ -215,8 +215,10 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 	return nil
 }
 
-// Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes
-// aborted, waiters are woken, and sends get ErrNotRunning until Start. ErrInvalid on the engine's
+// Stop takes the engine down (e00_go_hw_down, s00_hw_down): everything in flight completes (as
+// the sw clean does it: a txreq whose packet the hardware already sent StatusOK, every other one
+// in the ring or on the flush list StatusAborted), waiters are woken, and sends get ErrNotRunning
+// until Start. ErrInvalid on the engine's
 // own goroutine (from a Sink or a callback it runs) and from a callback that another call (an
 // event, Close, SendWait, ...) runs for this engine on its caller's goroutine, ErrClosed once the
 // device is closing. Not from a Sink or callback that Process or Poll runs (see Device.Close): it

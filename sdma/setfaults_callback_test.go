@@ -104,3 +104,30 @@ func TestInjectedMemReadHaltHasNoFault(t *testing.T) {
 	require.Equal(t, sdma.CauseMemRead, h.Cause)
 	require.ErrorIs(t, err, dma.ErrFault)
 }
+
+// TestStopCompletesDeliveredOK: Stop's doc said everything in flight completes aborted; as the
+// kernel's sw clean (sdma_make_progress before sdma_flush) and as Close, a txreq whose packet
+// the hardware already sent completes StatusOK (visible when its completion had not run yet:
+// CompletePoll), the rest StatusAborted. The doc now says so; this holds the behaviour.
+func TestStopCompletesDeliveredOK(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64, Completion: sdma.CompletePoll})
+	require.NoError(t, err)
+	defer dev.Close()
+	e := dev.Engine(0)
+	var sts []sdma.Status
+	send := func() {
+		var tx sdma.TxReq
+		buf := make([]byte, 32)
+		require.NoError(t, tx.Init(0, len(buf), sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) { sts = append(sts, st) })))
+		require.NoError(t, tx.AddKVAddr(dev, buf))
+		require.NoError(t, e.Send(nil, &tx, false))
+	}
+	send()
+	n, err := e.Process()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	send() // in the ring, not sent
+	require.Empty(t, sts, "CompletePoll: nothing completes before a Poll")
+	require.NoError(t, e.Stop())
+	require.Equal(t, []sdma.Status{sdma.StatusOK, sdma.StatusAborted}, sts)
+}
