@@ -176,6 +176,9 @@ type fsManual struct {
 	poll   bool     // CompletePoll
 	engs   []*fsEngine
 	recs   []*fsRec
+	pages  *dma.Region // AddPage fragments: page k%NumPages per fragment
+	npage  int
+	daddrs []dma.SG // AddDAddr fragments (Addr, Buf), mapped here and unmapped after Close
 	nextID uint32
 	cseq   int // completions so far
 	step   int
@@ -313,7 +316,27 @@ func (m *fsManual) build(r *fsRec) bool {
 	})))
 	off := 0
 	for _, f := range frags {
-		if err := r.tx.AddKVAddr(m.dev, r.payload[off:off+f]); err != nil {
+		var err error
+		switch k := m.rng.IntN(10); {
+		case len(frags) < 8 && k == 0 && f <= dma.PageSize && m.pages != nil:
+			// A page fragment: the bytes copied to a page of the region, at an offset that fits.
+			pg, perr := m.pages.Page(m.npage % m.pages.NumPages())
+			require.NoError(m.t, perr)
+			m.npage++
+			o := m.rng.IntN(dma.PageSize - f + 1)
+			copy(m.pages.Bytes()[pg.Index()*dma.PageSize+o:], r.payload[off:off+f])
+			err = r.tx.AddPage(m.dev, pg, o, f)
+		case len(frags) < 8 && k == 1:
+			// A daddr fragment: mapped by the caller (not through the injector), never
+			// unmapped by the library.
+			a, merr := m.iommu.MapSingle(r.payload[off:off+f], dma.ToDevice)
+			require.NoError(m.t, merr)
+			m.daddrs = append(m.daddrs, dma.SG{Buf: r.payload[off : off+f], Addr: a})
+			err = r.tx.AddDAddr(m.dev, a, f)
+		default:
+			err = r.tx.AddKVAddr(m.dev, r.payload[off:off+f])
+		}
+		if err != nil {
 			if !errors.Is(err, sdma.ErrMapping) {
 				m.fatalf("add: %v", err)
 			}
@@ -579,7 +602,10 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 			_ = dev.Close()
 		}
 	}()
-	m := &fsManual{t: t, rng: rng, dev: dev, fi: fi, iommu: iommu, sink: sink, batch: bs, poll: poll}
+	pages, err := dma.AllocPages(512)
+	require.NoError(t, err)
+	defer pages.Close()
+	m := &fsManual{t: t, rng: rng, dev: dev, fi: fi, iommu: iommu, sink: sink, batch: bs, poll: poll, pages: pages}
 	for i := 0; i < engines; i++ {
 		m.engs = append(m.engs, &fsEngine{e: dev.Engine(i), st: sdmatest.S99Running, goRun: true})
 	}
@@ -724,6 +750,10 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 				t.Fatalf("engine %d delivered %d after %d", i, o[j], o[j-1])
 			}
 		}
+	}
+	// The library never unmaps daddr memory: each is still mapped, and unmapping it succeeds.
+	for _, d := range m.daddrs {
+		require.NoError(t, iommu.UnmapSingle(d.Addr, len(d.Buf), dma.ToDevice), "daddr %#x", uint64(d.Addr))
 	}
 	require.Empty(t, iommu.Live(), "mappings left")
 	require.Zero(t, dev.UnmapErrors())
