@@ -1471,3 +1471,133 @@ func TestStateMachineMatchesKernelSequences(t *testing.T) {
 	}
 	run(0)
 }
+
+// TestFaultSoakShutdown: Shutdown while producers send, halts are planned at random and a chaos
+// goroutine injects halts and raises events. Every txreq a send accepted completes exactly once
+// before Shutdown returns (OK only if it was delivered), the refused ones are the caller's, and
+// Shutdown returns (nil, or its context's error if a frozen or stopped engine held the drain).
+func TestFaultSoakShutdown(t *testing.T) {
+	seeds := 8
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := uint64(0); seed < uint64(seeds); seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 5))
+			gs := &gsSink{recs: make(map[uint32]*gsRec), last: make(map[int]uint32)}
+			engines := 1 + rng.IntN(3)
+			manual := seed%2 == 1
+			dev, err := sdma.NewDevice(sdma.Config{Engines: engines, RingSize: 64, Sink: gs, Manual: manual})
+			require.NoError(t, err)
+			for i := 0; i < engines; i++ {
+				require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.01, Seed: seed}))
+			}
+			var mu sync.Mutex
+			var all []*gsRec
+			nextID := uint32(0)
+			var wg sync.WaitGroup
+			for pid := 0; pid < 2*engines; pid++ {
+				wg.Add(1)
+				go func(pid int) {
+					defer wg.Done()
+					e := dev.Engine(pid % engines)
+					for k := 0; ; k++ {
+						mu.Lock()
+						nextID++
+						r := &gsRec{id: nextID, eng: e.Index(), n: 4 + (k*37+pid)%900}
+						all = append(all, r)
+						mu.Unlock()
+						r.payload = make([]byte, r.n)
+						binary.LittleEndian.PutUint32(r.payload, r.id)
+						gs.mu.Lock()
+						gs.recs[r.id] = r
+						gs.mu.Unlock()
+						rec := r
+						require.NoError(t, r.tx.Init(0, r.n, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
+							rec.st.Store(int32(st))
+							rec.done.Add(1)
+						})))
+						if err := r.tx.AddKVAddr(dev, r.payload); err != nil {
+							require.ErrorIs(t, err, sdma.ErrClosed)
+							return
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+						err := e.SendWait(ctx, &r.tx)
+						cancel()
+						switch {
+						case err == nil, errors.Is(err, sdma.ErrNotRunning):
+							r.accepted.Store(true)
+						case errors.Is(err, sdma.ErrClosed):
+							require.NoError(t, r.tx.Clean())
+							return
+						case errors.Is(err, context.DeadlineExceeded):
+							require.NoError(t, r.tx.Clean())
+						default:
+							t.Errorf("SendWait: %v", err)
+							return
+						}
+					}
+				}(pid)
+			}
+			stop := make(chan struct{})
+			chaosDone := make(chan struct{})
+			go func() {
+				defer close(chaosDone)
+				crng := rand.New(rand.NewPCG(seed, 6))
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Duration(crng.IntN(300)) * time.Microsecond):
+					}
+					e := dev.Engine(crng.IntN(engines))
+					var err error
+					switch crng.IntN(4) {
+					case 0:
+						err = sdmatest.InjectHalt(e, sdma.CauseHalt)
+					case 1:
+						err = sdmatest.RaiseEvent(e, sdmatest.Event(crng.IntN(14)), "chaos")
+					default:
+						err = gsRun(e)
+					}
+					if err != nil && !errors.Is(err, sdma.ErrNotRunning) && !errors.Is(err, sdma.ErrClosed) {
+						t.Errorf("chaos: %v", err)
+						return
+					}
+				}
+			}()
+			time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			err = dev.Shutdown(ctx)
+			cancel()
+			if err != nil {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			}
+			close(stop)
+			<-chaosDone
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			var acc, ok int
+			for _, r := range all {
+				if !r.accepted.Load() {
+					require.Zero(t, r.done.Load(), "txreq %d refused but completed", r.id)
+					continue
+				}
+				acc++
+				require.EqualValues(t, 1, r.done.Load(), "txreq %d completions", r.id)
+				switch sdma.Status(r.st.Load()) {
+				case sdma.StatusOK:
+					ok++
+					require.EqualValues(t, 1, r.delivered.Load(), "txreq %d OK", r.id)
+				case sdma.StatusAborted:
+					require.Zero(t, r.delivered.Load(), "txreq %d aborted but delivered", r.id)
+				}
+			}
+			gs.mu.Lock()
+			require.Empty(t, gs.bad)
+			gs.mu.Unlock()
+			t.Logf("seed %d (manual %v): %d accepted, %d ok, shutdown %v", seed, manual, acc, ok, err)
+		})
+	}
+}
