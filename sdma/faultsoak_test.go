@@ -627,8 +627,10 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 			m.doProcess(me, idx, true)
 		case k < 70:
 			m.runFlush(me)
-			n := me.e.Poll()
-			_ = n
+			want := me.hw
+			if n := me.e.Poll(); n != want {
+				m.fatalf("e%d: Poll completed %d, model %d", idx, n, want)
+			}
 			m.completeDelivered(me)
 		case k < 75:
 			c := causes()
