@@ -131,3 +131,29 @@ func TestStopCompletesDeliveredOK(t *testing.T) {
 	require.NoError(t, e.Stop())
 	require.Equal(t, []sdma.Status{sdma.StatusOK, sdma.StatusAborted}, sts)
 }
+
+// TestSetFaultsFromHostedCallback: a completion that Stop's sw clean runs on the caller's own
+// goroutine (hwMu held) calls SetFaults: refused with ErrInvalid (it waited for itself).
+func TestSetFaultsFromHostedCallback(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64})
+	require.NoError(t, err)
+	defer dev.Close()
+	e := dev.Engine(0)
+	got := make(chan error, 1)
+	var tx sdma.TxReq
+	buf := make([]byte, 32)
+	require.NoError(t, tx.Init(0, len(buf), sdma.CompleterFunc(func(*sdma.TxReq, sdma.Status) {
+		got <- sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1})
+	})))
+	require.NoError(t, tx.AddKVAddr(dev, buf))
+	require.NoError(t, e.Send(nil, &tx, false))
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop() }()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop hung: SetFaults in its sw clean's callback waited for Stop's lock")
+	}
+	require.ErrorIs(t, <-got, sdma.ErrInvalid)
+}
