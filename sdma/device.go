@@ -147,9 +147,14 @@ type Device struct {
 	unmapErrs atomic.Uint64
 
 	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them.
-	state     atomic.Int32
-	closeOnce sync.Once // Close's body runs once
-	closeErr  error     // written inside closeOnce, read after it
+	state atomic.Int32
+	// closeMu runs Close's body one at a time; closed says it ran to its end (once it has, Close
+	// only returns closeErr), which a callback's runtime.Goexit in its clean keeps from
+	// happening, so that the next Close does the rest (goexit.go). closed and closeErr are
+	// guarded by closeMu.
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error
 
 	// dlidSel is DLIDSelector's table (hfi1: dlid_to_selector's function-static mapping and
 	// next), made by its first use; see dlidTable.
@@ -476,30 +481,37 @@ func (dev *Device) Close() error {
 	if err := dev.ownPass("Close"); err != nil {
 		return err
 	}
-	dev.closeOnce.Do(func() {
-		dev.state.Store(devClosed)
-		for _, e := range dev.engines {
-			e.stopAccepting(gateDown)
-		}
-		for _, e := range dev.engines {
-			e.stopGoroutine()
-		}
-		for _, e := range dev.engines {
-			e.closeEngine()
-		}
-		dev.closeErr = dev.mapper.FreeCoherent(dev.pad)
-	})
+	dev.closeMu.Lock()
+	defer dev.closeMu.Unlock()
+	if dev.closed {
+		return dev.closeErr
+	}
+	// Every step may run again (a Goexit in a callback of an earlier Close's clean ended it):
+	// the state, the gates and the goroutines' stop are idempotent, and a clean of a clean
+	// engine cleans nothing.
+	dev.state.Store(devClosed)
+	for _, e := range dev.engines {
+		e.stopAccepting(gateDown)
+	}
+	for _, e := range dev.engines {
+		e.stopGoroutine()
+	}
+	for _, e := range dev.engines {
+		e.closeEngine()
+	}
+	dev.closeErr = dev.mapper.FreeCoherent(dev.pad)
+	dev.closed = true
 	return dev.closeErr
 }
 
 // closeEngine is Close's clean of e, with the caller registered as e's host (host.go) while its
-// callbacks run.
+// callbacks run. hwMu's unlock is deferred, as an event's (hostEvent: see callerExited).
 func (e *Engine) closeEngine() {
-	defer e.hosts.remove(e.hosts.add(hostClose))
+	defer e.hosts.remove(e.hosts.add(hostEvent))
 	e.hwMu.Lock()
+	defer e.hwMu.Unlock()
 	e.raise(sm.E00GoHwDown, "Close", nil)
 	e.swCleanLocked() // s00 from a resting state cleans nothing: the flush list
-	e.hwMu.Unlock()
 }
 
 // Shutdown is the graceful Close: new sends get ErrClosed at once, the engines go on sending and

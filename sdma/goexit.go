@@ -34,7 +34,7 @@ import "github.com/gosdma/gosdma/sdma/internal/sm"
 // recovers with Stop and Start. A callback's Goexit on a caller's goroutine is handled by
 // callerExited where the call is known (a host's registration, or a direct Process or Poll of a
 // Manual engine), and left holding the locks otherwise (a direct Process or Poll of an engine
-// with a goroutine, Close's clean).
+// with a goroutine).
 
 // hwExit is what a Goexit in a Sink or callback left to do, recorded by the call helper that saw
 // it for the release (exitRelease). Guarded by hwMu (e.hw.exit): written by the handler of a
@@ -131,15 +131,15 @@ func (e *Engine) callbackExited(what string, w *IOWait) {
 // The engine goes on (the pass stopped after a completed step: the next one finds the rest), or,
 // for a Goexit in an event's recovery or a Process's halt, is left in the state the chain reached,
 // which the next Stop and Start (or Close) cleans up; the Goexit is recorded as a CallbackError.
-// Not handled, the locks staying held: a direct Process or Poll of an engine with a goroutine
-// (which of hwMu and headMu the goroutine holds is not recorded on that path), and Close's clean
-// (the device's closeOnce would not run the rest of Close). Then it runs the callbacks the Goexit
-// kept from running, deferred (see exitRelease).
+// (A Goexit in Close's clean leaves the rest of Close undone: the next Close does it.) Not
+// handled, the locks staying held: a direct Process or Poll of an engine with a goroutine (which
+// of hwMu and headMu the goroutine holds is not recorded on that path). Then it runs the
+// callbacks the Goexit kept from running, deferred (see exitRelease).
 func (e *Engine) callerExited(what string, x hwExit) {
 	var me uint64
 	kind, ok := e.hosts.kindOf(&me)
 	switch {
-	case !ok && !e.manual, ok && kind == hostClose:
+	case !ok && !e.manual:
 		return
 	case !ok:
 		kind = hostHead // a direct Process or Poll of a Manual engine: hwMu, its head lock

@@ -468,6 +468,8 @@ func TestCallerCallbackGoexit(t *testing.T) {
 		}},
 		{"Stop", Config{Completion: CompletePoll}, func(e *Engine) { _ = e.Stop() }}, // the goroutine delivers, Stop completes
 		{"StopManual", Config{Manual: true}, func(e *Engine) { _ = e.Stop() }},
+		{"Close", Config{Completion: CompletePoll}, func(e *Engine) { _ = e.Device().Close() }}, // the next Close does the rest
+		{"CloseManual", Config{Manual: true}, func(e *Engine) { _ = e.Device().Close() }},
 		{"ProgressSchedule", Config{Manual: true, Completion: CompletePoll, RingSize: 64}, func(e *Engine) {
 			_, _ = e.Process()
 			e.ProgressSchedule()

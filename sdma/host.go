@@ -39,11 +39,8 @@ const (
 	// Shutdown's drive.
 	hostHead hostKind = iota
 	// hostEvent: hwMu, which the call's deferred unlock releases, and the head lock (hwMu on a
-	// Manual engine): an event, InjectHalt.
+	// Manual engine): an event, InjectHalt, Close's clean of the engine.
 	hostEvent
-	// hostClose: Close's clean of the engine (hwMu and the head lock, inside the device's
-	// closeOnce).
-	hostClose
 )
 
 // hostEntry is one registration.

@@ -57,7 +57,7 @@ func (s Status) String() string {
 // and Process must not be called from it either. A Complete that panics cannot wedge the engine:
 // the panic is recovered and recorded (Engine.CallbackError) and the pass goes on. One that calls
 // runtime.Goexit releases the pass's locks: on the engine's goroutine the engine halts; on a
-// caller's it goes on (see Sink, which names the two calls where the locks stay held).
+// caller's it goes on (see Sink, which names the call where the locks stay held).
 //
 // Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
 // pointer in an interface does not allocate, so
