@@ -21,6 +21,8 @@
 //	sdma_descq_freecnt, _inprocess, sdma_empty FreeCnt, InProcess, Empty
 //	sw clean: descq_tail = descq_head = 0,     Reset
 //	  sdma_setlengen
+//	tail_lock held across sdma_send_txlist     Epoch + ReserveIn (every reservation in one
+//	  (no sw clean inside one list)              epoch: refused once a Reset came between)
 //
 // Unlike the kernel, which serialises producers with tail_lock, the ring is multi-producer and
 // lock-free: the reservation index is separate from the published tail.

@@ -17,6 +17,10 @@ var (
 	// ErrClosed: the ring is closed for reservations (Close); returned bare, nothing was
 	// changed. Retry after Open.
 	ErrClosed = errors.New("ring: closed")
+	// ErrReset: ReserveIn's epoch is over, the ring was Reset since it was read (Epoch);
+	// returned bare, nothing was changed. A reservation of the ring's current epoch needs a new
+	// Epoch.
+	ErrReset = errors.New("ring: reset since the epoch")
 	// ErrTooBig: the batch can never fit, it is larger than the capacity Size()-1.
 	ErrTooBig = errors.New("ring: batch larger than the ring's capacity")
 	// ErrNotReserved: Publish of a range that lies outside the reserved, unpublished window

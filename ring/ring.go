@@ -80,6 +80,11 @@ type Ring struct {
 	// always takes, reads it to refuse with ErrClosed instead of retrying. Written by Close
 	// and Open (their callers serialise them with Reset); read by producers. Read-mostly.
 	closed atomic.Bool
+	// epoch counts the Resets (Epoch, ReserveIn): Reset adds 1 before it stores the new
+	// epoch's reservation word, and ReserveIn loads it after the word, so a reservation whose CAS
+	// succeeds was made in the epoch it loaded (the argument of reserve). Written only by Reset;
+	// read by ReserveIn's producers and Epoch. Read-mostly.
+	epoch atomic.Uint64
 
 	_ [lineSize]byte
 
@@ -297,8 +302,36 @@ func (r *Ring) tryReserve(un uint64) (uint64, bool) {
 	return 0, false
 }
 
+// Epoch returns the ring's epoch: a count of its Resets. A caller that makes several
+// reservations that must all land in one epoch (sdma's SendList: a list the sw clean must not
+// split) reads it once and reserves with ReserveIn.
+func (r *Ring) Epoch() uint64 { return r.epoch.Load() }
+
+// ReserveIn is Reserve in the ring's epoch epoch (Epoch) only: ErrReset (bare) if the ring was
+// Reset since, nothing changed; so every reservation ReserveIn made with one epoch lies in the
+// same run of indices, none after a Reset. Errors otherwise as Reserve's, named ReserveIn.
+func (r *Ring) ReserveIn(n int, epoch uint64) (Reservation, error) {
+	if err := r.checkBatch("ReserveIn", n); err != nil {
+		return Reservation{}, err
+	}
+	start, err := r.reserveIn(uint64(n), epoch)
+	if err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{r: r, start: start, n: n}, nil
+}
+
+// anyEpoch is reserve's epoch for a reservation in whatever epoch the ring is in (Reserve).
+const anyEpoch = ^uint64(0)
+
 // reserve is Reserve after the batch check: it claims un slots and returns the first index, or
 // ErrFull, or ErrClosed.
+func (r *Ring) reserve(un uint64) (uint64, error) { return r.reserveIn(un, anyEpoch) }
+
+// reserveIn is reserve in epoch only (anyEpoch: any), else ErrReset. The epoch is loaded after
+// the word, as base is: a successful CAS means the word did not change since it was loaded, so no
+// Reset stored a word in between, and the epoch loaded after it (Reset adds to it before it stores
+// the word) is the word's.
 //
 // The word w it CASes is the index plus base (see Ring.base): a successful CAS means that the
 // word did not change since it was loaded, so no Close, Reset or Open came in between (they
@@ -306,11 +339,14 @@ func (r *Ring) tryReserve(un uint64) (uint64, bool) {
 // loaded after w, are of w's epoch. The cached head is refreshed only after a successful CAS:
 // until its Publish no Reset can run (the closer waits for the tail to reach the reservations,
 // ours included), so a head of an earlier epoch is never stored over a Reset's.
-func (r *Ring) reserve(un uint64) (uint64, error) {
+func (r *Ring) reserveIn(un, epoch uint64) (uint64, error) {
 	capacity := r.mask // size - 1
 	for {
 		w := r.reserved.Load()
 		res := w - r.base.Load()
+		if epoch != anyEpoch && r.epoch.Load() != epoch {
+			return 0, ErrReset
+		}
 		head := r.headCache.Load()
 		refresh := false
 		if used := res - head; used > capacity || capacity-used < un {
@@ -849,6 +885,7 @@ func (r *Ring) Reset(start uint64) {
 		w -= closedMark
 	}
 	r.base.Store(w + 1 - start) // the new epoch's first word: w + 1
+	r.epoch.Add(1)              // before the word: see reserveIn
 	r.setIndices(start)
 	r.seq.EndWrite()
 }

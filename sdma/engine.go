@@ -356,11 +356,17 @@ func (e *Engine) sendSlow(w *IOWait, tx *TxReq, pktsSent bool) error {
 // this call submitted anything; ErrNotRunning after
 // flushing every remaining ready txreq; ErrClosed. Send and SendList share one send path (send):
 // a Send is a batch of one.
+//
+// A halt (or Stop) cannot split the list: once a batch of it is in the ring, a sw clean that
+// aborts that batch makes SendList flush the rest of the list (ErrNotRunning, every remaining
+// txreq completes aborted) rather than send it into the recovered ring after the aborted ones,
+// as the kernel's tail_lock, held across the whole list, keeps the clean before or after it
+// (txSource). Between two SendList calls (after ErrBusy, say) the caller decides.
 func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 	if l == nil {
 		return 0, txErr("SendList", ErrInvalid, "nil list")
 	}
-	src := txSource{list: l}
+	src := txSource{list: l, epoch: e.ring.Epoch()}
 	submitted, flushed, err := e.send(w, &src, false)
 	if w != nil && submitted > 0 {
 		w.starved.Store(0) // iowait_starve_clear (sdma_send_txlist only, as in the kernel)
@@ -371,10 +377,20 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 // txSource is what the send path takes txreqs from, front first: SendList's list, or Send's one
 // txreq (which is never linked: the caller may keep it on a list of its own). It lives on the
 // sender's stack.
+//
+// A list is sent in one epoch of the ring (ring.Epoch: the ring's Resets, one per sw clean):
+// SendList reads it before its first reservation and reserves with ring.ReserveIn, which fails
+// atomically once a sw clean reset the ring. Until a batch of the list is in the ring the epoch
+// is read again; after that (pinned) a reset means that the sw clean aborted what the list
+// published, and the rest of the list is flushed (completes aborted) rather than sent into the
+// fresh ring after it: in the kernel, sdma_send_txlist holds tail_lock, which the clean-up
+// takes too, so a clean comes before the whole list or after it, never between two txreqs of one.
 type txSource struct {
-	list *TxList // SendList's list; nil for Send
-	one  *TxReq  // Send's txreq
-	done bool    // Send's txreq was taken
+	list   *TxList // SendList's list; nil for Send
+	one    *TxReq  // Send's txreq
+	done   bool    // Send's txreq was taken
+	pinned bool    // a batch of the list was reserved in epoch: the list keeps to it
+	epoch  uint64  // the ring epoch the list is sent in (SendList only)
 }
 
 // more reports whether a txreq is left (Send's may be nil: the checks refuse it).
@@ -449,8 +465,9 @@ func (e *Engine) batchErr(w *IOWait, src *txSource, err error) (stop bool, flush
 
 // sendBatch admits, reserves and publishes one batch: the txreqs at the front of src that fit,
 // at most 32, under one tail update. It returns how many it published (at least one), or no
-// txreq taken and: ErrAgain (look again), ErrNotRunning (flush), ErrClosed, the front txreq's
-// ErrInvalid, or the no-room path's answer.
+// txreq taken and: ErrAgain (look again), ErrNotRunning (flush: the engine is not running, or a
+// sw clean reset the ring under a list, see txSource), ErrClosed, the front txreq's ErrInvalid,
+// or the no-room path's answer.
 //
 // A producer that passed the gate may race a sw clean (a halt, Stop, Close): the clean clears the
 // gate's running bit and then closes the ring (quiesce: ring.Close, an atomic add on the
@@ -480,9 +497,12 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	if e.test != nil && e.test.admitted != nil {
 		e.test.admitted() // past the gate, before the reservation
 	}
-	res, err := e.ring.Reserve(total)
-	if err != nil { // no room for the batch, or the ring closed: give it back
+	res, err := e.reserve(src, total)
+	if err != nil { // no room for the batch, the ring closed or reset: give it back
 		e.release(src, k)
+		if err == ring.ErrReset {
+			return 0, e.reset(src)
+		}
 		if err == ring.ErrClosed {
 			if g := e.gate.Load(); g != gateRunning {
 				return 0, e.notRunning(g, src)
@@ -496,6 +516,31 @@ func (e *Engine) sendBatch(w *IOWait, src *txSource, pktsSent bool) (int, error)
 	}
 	e.publish(w, src, k, &res)
 	return k, nil
+}
+
+// reserve reserves total descriptors for src's next batch: in the list's epoch for SendList
+// (txSource), in any for Send.
+func (e *Engine) reserve(src *txSource, total int) (ring.Reservation, error) {
+	if src.list == nil {
+		return e.ring.Reserve(total)
+	}
+	res, err := e.ring.ReserveIn(total, src.epoch)
+	if err == nil {
+		src.pinned = true
+	}
+	return res, err
+}
+
+// reset is the send path's answer to a ring reset under a SendList (ring.ErrReset): before the
+// list put anything in the ring, look again in the new epoch (ErrAgain); after, the sw clean
+// aborted the list's earlier batches, and the rest is flushed (ErrNotRunning), as the kernel's
+// tail_lock would have had the whole list in the ring before the clean.
+func (e *Engine) reset(src *txSource) error {
+	if src.pinned {
+		return ErrNotRunning
+	}
+	src.epoch = e.ring.Epoch()
+	return ErrAgain
 }
 
 // sendOne is sendBatch for Send's one txreq in the common case, the gate running and tx
