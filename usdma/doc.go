@@ -10,7 +10,9 @@
 // Submit validates the request as the kernel does, claims its completion slot (QUEUED), pins
 // the vectors, picks the engine from the destination LID and the VL, allocates an AHG entry
 // for a multi-packet request, and then, at most MaxPktsPerQueue packets at a time, builds
-// txreqs from the queue's allocator and hands them to the engine with SendList. Packet 0 carries
+// txreqs from the queue's allocator and hands them to the engine with SendList (an empty
+// allocator sends what is built and waits for the queue's packets in flight to give txreqs
+// back, failing with ENOMEM only when none is in flight). Packet 0 carries
 // the template's header (AHG_COPY stores it in the entry); packet k carries update words for
 // BTH.PSN (template PSN + k, masked to 24 or 31 bits; BTH.A on the last packet), the KDETH eager
 // offset (template offset + bytes before it) and, when its length differs from the template's,

@@ -21,7 +21,7 @@ var (
 // Errno values written to a completion entry's Errcode, as the kernel writes them.
 const (
 	EFAULT    = 14  // a packet of the request completed with an error, or sending stopped after one
-	ENOMEM    = 12  // no txreq could be had
+	ENOMEM    = 12  // no txreq could be had: the allocator was empty with nothing in flight to give one back
 	ENOSPC    = 28  // a mapping failed (sdma_txadd_*'s -ENOSPC)
 	EINVAL    = 22  // the request failed a check while sending
 	ECOMM     = 70  // the engine stopped while sending

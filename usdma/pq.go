@@ -61,7 +61,9 @@ type Config struct {
 	// Alloc is the queue's txreq allocator (the kernel's per-queue kmem_cache): any of package
 	// alloc's. nil means a Slab of 256-object slabs; a nil pointer in a non-nil interface is
 	// refused. Allocators must not reset objects by assignment (a TxReq must not be copied once
-	// initialised): use no reset hook.
+	// initialised): use no reset hook. A bounded allocator (an alloc.List, a Slab with MaxSlabs)
+	// may hold fewer txreqs than a request has packets: Submit waits for the queue's packets in
+	// flight to give theirs back, and fails with ErrNoMem only when none is in flight.
 	Alloc alloc.Allocator[TxReq]
 	// MTU bounds the fragment size, 64..10240; 0 means 10240.
 	MTU int
@@ -125,6 +127,21 @@ type PktQ struct {
 	// sendMu serialises Submit (the sending side of the queue). closed is set under it.
 	sendMu sync.Mutex
 	closed atomic.Bool // set by Close; read by Submit
+
+	// getCtx is Alloc's waiting Get (alloc.List.GetCtx) when its Traits say CanWait, else nil.
+	// Read-only after New.
+	getCtx interface {
+		GetCtx(context.Context) (*TxReq, error)
+	}
+	// txWait is the Submit waiting for a txreq (waitTx), nil when none waits. Stored by the
+	// submitter (under sendMu) before it looks at the allocator and the closed flag; loaded, to
+	// wake it, by Complete after its Put and by Close after it set closed: store-then-look
+	// against change-then-load, sequentially consistent atomics, so no wakeup is lost. (The
+	// drain of busy's count wakes it through busy.Drain.)
+	txWait atomic.Pointer[txWaiter]
+	// spare is the txreq waitTx got, for a packet built when the allocator is empty; Submit puts
+	// it back if none was. The submitter's (under sendMu).
+	spare *TxReq
 
 	// compMu guards slot ownership (request.inUse), the slot's final state write with its
 	// release, and the waiters; it is a leaf lock, taken on the completion pass when a request
@@ -226,6 +243,11 @@ func New(cfg Config) (*PktQ, error) {
 		pq.reqs[i].slot = i
 	}
 	pq.pins = pinCache{dev: cfg.Device, limit: cfg.PinLimit, nodes: make(map[pinKey]*pinNode)}
+	if g, ok := pq.alloc.(interface {
+		GetCtx(context.Context) (*TxReq, error)
+	}); ok && pq.alloc.Traits().CanWait {
+		pq.getCtx = g
+	}
 	pq.busy.Init(pq.deferPacketQueue, pq.activate, nil)
 	return pq, nil
 }
@@ -314,6 +336,89 @@ func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 	return nil
 }
 
+// txWaiter is one waitTx round's wakeup.
+type txWaiter struct {
+	ch     chan struct{}      // cap 1: a txreq came back
+	cancel context.CancelFunc // ends the round's wait: nothing is in flight any more, or the queue closed
+}
+
+// wake wakes the waiter: a txreq came back, or, with stop, the wait must end (a GetCtx wait
+// too). It does not block.
+func (w *txWaiter) wake(stop bool) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+	if stop {
+		w.cancel()
+	}
+}
+
+// waitTx waits until the queue's allocator has a txreq for the next packet and keeps it in
+// pq.spare (hfi1: kmem_cache_alloc(GFP_KERNEL) in user_sdma_send_pkts sleeps for memory rather
+// than fail). It waits while the queue has packets in flight, whose txreqs come back as they
+// complete: with GetCtx when the allocator can wait (a Put by anyone wakes it), else for the
+// queue's next completion. It fails with ErrNoMem once nothing is in flight that could bring one
+// back, with ErrClosed if the queue closes, with ctx's error if ctx ends first.
+func (pq *PktQ) waitTx(ctx context.Context, r *request) error {
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		w := &txWaiter{ch: make(chan struct{}, 1), cancel: cancel}
+		pq.txWait.Store(w)
+		tx, err := pq.takeTx(ctx, wctx, w, r)
+		pq.txWait.Store(nil)
+		cancel()
+		if tx != nil || err != nil {
+			pq.spare = tx
+			return err
+		}
+	}
+}
+
+// takeTx is one round of waitTx, with w published: a txreq, an error, or neither (look again).
+func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxReq, error) {
+	// The count first: one read as 0 before an empty Get means no txreq of the queue can come
+	// back (a completion puts its txreq back before the count drops).
+	inFlight := pq.busy.Busy()
+	tx, err := pq.alloc.Get()
+	switch {
+	case err == nil:
+		return tx, nil
+	case !errors.Is(err, alloc.ErrEmpty):
+		return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+	case pq.closed.Load():
+		return nil, ErrClosed
+	case inFlight == 0:
+		return nil, reqErr(r.slot, ErrNoMem, "no txreq: the allocator is empty and no packet of the queue is in flight to give one back")
+	}
+	// The iowait's drain (hfi1: iowait_drain_wakeup) ends the round when the last packet in
+	// flight completed, so that an empty allocator is then looked at once more, and refused.
+	// On a goroutine of the round's own, gone with it: the completion pass pays nothing.
+	go func() {
+		if pq.busy.Drain(wctx) == nil {
+			w.wake(true)
+		}
+	}()
+	if pq.getCtx != nil {
+		tx, err = pq.getCtx.GetCtx(wctx)
+		switch {
+		case err == nil:
+			return tx, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case wctx.Err() != nil:
+			return nil, nil // drained or closed: look again
+		}
+		return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+	}
+	select {
+	case <-w.ch:
+		return nil, nil
+	case <-wctx.Done():
+		return nil, ctx.Err() // nil unless ctx ended: drained or closed, look again
+	}
+}
+
 // Close shuts the queue (hfi1: hfi1_user_sdma_free_queues): new Submits get ErrClosed, a Submit
 // in progress finishes, Close waits until every packet in flight completed and every request
 // ended (its slot COMPLETE or ERROR), then unpins every cached vector. It returns ctx's error
@@ -323,7 +428,10 @@ func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 func (pq *PktQ) Close(ctx context.Context) error {
 	pq.closed.Store(true)
 	pq.activate(nil, 0) // a deferred Submit stops waiting and sees the close
-	pq.sendMu.Lock()    // no Submit runs from here on
+	if w := pq.txWait.Load(); w != nil {
+		w.wake(true) // and so does one waiting for a txreq
+	}
+	pq.sendMu.Lock() // no Submit runs from here on
 	defer pq.sendMu.Unlock()
 	pq.busy.Unqueue()                          // hfi1_user_sdma_free_queues' flush_pq_iowait: nothing is left parked
 	if err := pq.busy.Drain(ctx); err != nil { // hfi1: iowait_sdma_drain

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
@@ -82,13 +83,20 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // exactly once, when the last packet completes: poll Comp or call Wait.
 // The vectors must not change until then.
 //
+// When the queue's allocator runs empty (a bounded one: an alloc.List, a Slab with MaxSlabs),
+// Submit hands the packets built so far to the engine and waits for a txreq to come back as the
+// queue's packets in flight complete, as the kernel's kmem_cache_alloc(GFP_KERNEL) sleeps for
+// memory rather than fail: with the allocator's GetCtx if it has one (Traits().CanWait), else
+// until the queue's next completion. Only when the allocator is empty and none of the queue's
+// packets is in flight does it stop with ErrNoMem (errcode ENOMEM).
+//
 // If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
-// a packet already completed aborted), Submit returns the error; the slot still ends exactly
-// once, ERROR, when the packets already handed over complete. ctx bounds only the waits for
-// ring room; a request cut short by ctx ends ERROR too. Room comes only as the engine runs: on
+// no txreq could be had, a packet already completed aborted), Submit returns the error; the slot
+// still ends exactly once, ERROR, when the packets already handed over complete. ctx bounds only
+// the waits for ring room and for txreqs; a request cut short by ctx ends ERROR too. Room comes only as the engine runs: on
 // a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
-// while a request larger than the free ring waits, as the chip and its interrupts do for the
-// kernel.
+// while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
+// its interrupts do for the kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
 	if err := pq.validateClaim(info, hdr, len(vecs)); err != nil {
 		return err
@@ -120,6 +128,10 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	}
 	if err == nil {
 		err = pq.sendAll(ctx, r)
+	}
+	if pq.spare != nil { // waitTx got one that no packet needed in the end
+		_ = pq.alloc.Put(pq.spare)
+		pq.spare = nil
 	}
 	if r.ahgIdx >= 0 {
 		// All packets using the entry are in the ring (or never will be): the engine processes
@@ -221,6 +233,12 @@ func (pq *PktQ) sendAll(ctx context.Context, r *request) error {
 		if err == nil {
 			continue
 		}
+		if err == errNoTx {
+			if err := pq.waitTx(ctx, r); err != nil {
+				return pq.stop(r, err)
+			}
+			continue
+		}
 		if !errors.Is(err, sdma.ErrBusy) {
 			return pq.stop(r, err)
 		}
@@ -286,9 +304,14 @@ func errFor(errcode uint32) error {
 	return ErrFault
 }
 
+// errNoTx is buildPkt's report of an empty allocator: sendAll waits for a txreq (waitTx).
+var errNoTx = errors.New("usdma: no free txreq")
+
 // sendPkts builds up to maxpkts packets of r and hands them to the engine (hfi1:
 // user_sdma_send_pkts). Packets the engine did not take (no room) stay on r.txps for the next
-// call.
+// call. If the allocator runs empty, the packets built so far are sent and sendPkts returns
+// errNoTx (unless the send failed): their completions, and those of the packets before them,
+// bring txreqs back.
 func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
 	if f := r.fail.Load(); f != nil {
 		return f.cause // a packet already failed: do not go on (hfi1: has_error, -EFAULT)
@@ -296,9 +319,14 @@ func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
 	if left := int(r.info.NPkts - r.seqnum); maxpkts > left {
 		maxpkts = left
 	}
+	var short error
 	for range maxpkts {
 		if err := pq.buildPkt(r); err != nil {
-			return err
+			if err != errNoTx {
+				return err
+			}
+			short = err
+			break
 		}
 	}
 	if f := r.fail.Load(); f != nil {
@@ -308,7 +336,10 @@ func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
 		// and the send can still slip through, as in the kernel.
 		return f.cause
 	}
-	return pq.sendList(r)
+	if err := pq.sendList(r); err != nil {
+		return err
+	}
+	return short
 }
 
 // sendList hands r.txps to the engine (hfi1: sdma_send_txlist) and counts what it took. The
@@ -350,13 +381,16 @@ func (pq *PktQ) countTaken(r *request, took int) {
 	pq.stats.packets.Add(uint64(took))
 }
 
-// buildPkt builds r's next packet onto r.txps: a txreq from the queue's allocator, its header
-// (AHG_COPY for the first packet of an AHG request, USE_AHG update words for the later ones,
-// else a full header) and its payload pieces (one descriptor per page piece).
+// buildPkt builds r's next packet onto r.txps: a txreq (from the queue's allocator, else the
+// one waitTx got: errNoTx if there is neither), its header (AHG_COPY for the first packet of an
+// AHG request, USE_AHG update words for the later ones, else a full header) and its payload
+// pieces (one descriptor per page piece).
 func (pq *PktQ) buildPkt(r *request) error {
 	tx, err := pq.alloc.Get()
 	if err != nil {
-		return reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+		if tx, err = pq.spareTx(r, err); err != nil {
+			return err
+		}
 	}
 	tx.req = r
 	tx.flags = 0
@@ -386,6 +420,19 @@ func (pq *PktQ) buildPkt(r *request) error {
 	r.seqnum++
 	r.txps.PushBack(&tx.TxReq)
 	return nil
+}
+
+// spareTx is buildPkt's txreq when the allocator's Get failed with err: the one waitTx got, or
+// errNoTx (the allocator is empty), or err as ErrNoMem.
+func (pq *PktQ) spareTx(r *request, err error) (*TxReq, error) {
+	if tx := pq.spare; tx != nil {
+		pq.spare = nil
+		return tx, nil
+	}
+	if errors.Is(err, alloc.ErrEmpty) {
+		return nil, errNoTx
+	}
+	return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
 }
 
 // dataLen is the payload of r's next packet (hfi1: compute_data_length, EAGER).
@@ -528,7 +575,11 @@ func (tx *TxReq) Complete(_ *sdma.TxReq, st sdma.Status) {
 		r.setFail(failAborted)
 	}
 	tx.req = nil
-	_ = r.pq.alloc.Put(tx)
+	pq := r.pq
+	_ = pq.alloc.Put(tx)
+	if w := pq.txWait.Load(); w != nil {
+		w.wake(false) // a Submit waits for a txreq: here is one
+	}
 	r.done()
 }
 
