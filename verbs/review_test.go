@@ -2,10 +2,16 @@ package verbs
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -97,20 +103,126 @@ func TestDrainPolledEngine(t *testing.T) {
 	}
 }
 
-// TestSendAfterCloseRefused: after Device.Close, a Flow's packet up to the threshold is refused
-// (its PIO context is closed: pio.ErrClosed), but a larger one still goes by SDMA and is sent,
-// since Close leaves the SDMA device open: a closed device sends half of what it is given.
+// TestSendAfterCloseRefused: after Device.Close every packet is refused with ErrClosed, which
+// also matches both paths' sentinels; nothing reaches the sink and no Completion is told. A
+// packet up to the threshold used to be refused (its PIO context closed: pio.ErrClosed) while a
+// larger one still went by SDMA, since Close leaves the SDMA device open.
 func TestSendAfterCloseRefused(t *testing.T) {
-	t.Skip("bug: Flow.Send after Device.Close still sends packets above the threshold by SDMA; suggested fix (a design call: a verbs ErrClosed sentinel, or pio's): Send checks the device's closed flag first and refuses every packet")
-	d := newDevice(t, newOrderSink(), nil, Config{})
+	sink := newOrderSink()
+	d := newDevice(t, sink, nil, Config{})
 	f := d.NewFlow(0, 0)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for i, n := range []int{64, 1024} {
-		if path, err := f.Send(ctx, [][]byte{packet(1, uint64(i), n)}, nil); err == nil {
+	var c done
+	for i, n := range []int{64, 256, 257, 1024, 8192} {
+		path, err := f.Send(ctx, [][]byte{packet(1, uint64(i), n)}, &c)
+		if err == nil {
 			t.Errorf("%d bytes: sent by %v after Close", n, path)
+			continue
+		}
+		for _, target := range []error{ErrClosed, sdma.ErrClosed, pio.ErrClosed} {
+			if !errors.Is(err, target) {
+				t.Errorf("%d bytes: %v does not match %v", n, err, target)
+			}
+		}
+	}
+	if err := f.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.pkts) != 0 || c.n.Load() != 0 {
+		t.Fatalf("after Close: %d flows reached the sink, %d completions told", len(sink.pkts), c.n.Load())
+	}
+}
+
+// countDone counts one packet's completions.
+type countDone struct{ n atomic.Int32 }
+
+func (d *countDone) Done(Path, error) { d.n.Add(1) }
+
+// TestSendVsCloseConcurrent: flows send packets on both sides of the threshold while the Device
+// closes: every packet is either accepted (Send returns nil), reaches the sink exactly once in
+// its flow's order and is told Done exactly once, or refused with ErrClosed, reaching nothing
+// and told nothing; every Send that starts after Close returned is refused.
+func TestSendVsCloseConcurrent(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
+	for round := range rounds {
+		sink := newOrderSink()
+		d := newDevice(t, sink, nil, Config{})
+		const flows, perFlow = 4, 200
+		var closedAt atomic.Bool // set when Close has returned
+		var started atomic.Int32
+		type rec struct {
+			accepted, afterClose bool
+			c                    countDone
+		}
+		recs := make([][]rec, flows)
+		var wg sync.WaitGroup
+		for fl := range flows {
+			recs[fl] = make([]rec, perFlow)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				f := d.NewFlow(uint32(fl), 0)
+				for i := range perFlow {
+					r := &recs[fl][i]
+					r.afterClose = closedAt.Load()
+					started.Add(1)
+					n := 64 + (i*97+fl*31)%900 // both sides of 256
+					_, err := f.Send(context.Background(), [][]byte{packet(uint64(fl+1), uint64(i), n)}, &r.c)
+					switch {
+					case err == nil:
+						r.accepted = true
+					case !errors.Is(err, ErrClosed):
+						t.Errorf("flow %d packet %d: %v, want ErrClosed", fl, i, err)
+					}
+				}
+				if err := f.Drain(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		for started.Load() < int32(round*flows*perFlow/rounds) {
+			runtime.Gosched()
+		}
+		_ = d.Close()
+		closedAt.Store(true)
+		wg.Wait()
+		sink.mu.Lock()
+		for _, b := range sink.bad {
+			t.Error(b)
+		}
+		for fl := range flows {
+			var want []uint64
+			for i := range recs[fl] {
+				r := &recs[fl][i]
+				if r.accepted {
+					want = append(want, uint64(i))
+					if r.afterClose {
+						t.Errorf("flow %d packet %d: accepted though Send started after Close returned", fl, i)
+					}
+				}
+				if n, w := r.c.n.Load(), map[bool]int32{true: 1, false: 0}[r.accepted]; n != w {
+					t.Errorf("flow %d packet %d (accepted %v): told %d times", fl, i, r.accepted, n)
+				}
+			}
+			var got []uint64
+			for _, p := range sink.pkts[uint64(fl+1)] {
+				got = append(got, binary.LittleEndian.Uint64(p[8:]))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("flow %d: sink saw %v, accepted %v", fl, got, want)
+			}
+		}
+		sink.mu.Unlock()
+		if t.Failed() {
+			return
 		}
 	}
 }

@@ -22,7 +22,19 @@ var (
 	// ErrAborted: an SDMA packet completed StatusAborted (a halt, Stop or Close flushed it); it
 	// may or may not have been sent. Handed to Completion.Done.
 	ErrAborted = errors.New("verbs: packet aborted")
+	// ErrClosed: the Device is closed (Device.Close); Send refuses every packet with it,
+	// whichever path the packet would have taken. It matches sdma.ErrClosed and pio.ErrClosed
+	// too (errors.Is), so callers that test for either path's sentinel see it.
+	ErrClosed error = closedError{}
 )
+
+// closedError is ErrClosed: one value that also matches both paths' closed sentinels.
+type closedError struct{}
+
+func (closedError) Error() string { return "verbs: device closed" }
+
+// Is reports whether target is one of the paths' closed sentinels (errors.Is).
+func (closedError) Is(target error) bool { return target == sdma.ErrClosed || target == pio.ErrClosed }
 
 // Path is the way a packet went.
 type Path uint8
@@ -81,7 +93,7 @@ type Device struct {
 	threshold int                // 0 when PIO is disabled
 	manual    bool               // ManualPIO: waits drive the chips and engines instead of blocking
 	pool      sync.Pool          // *sdmaPacket
-	closed    atomic.Bool
+	closed    atomic.Bool        // set once by Close; read by Send before it takes a path
 }
 
 // New creates the PIO contexts and the Device. Bad configuration is an error matching ErrInvalid
@@ -156,8 +168,12 @@ func (d *Device) Process() int {
 	return n
 }
 
+// Close closes the Device: from the moment Close begins, a Send that starts is refused with
+// ErrClosed, by PIO and by SDMA alike (a Send already past its check when Close begins either
+// completes as usual or, if its PIO context closed under it, is refused with ErrClosed too).
 // Close closes the PIO contexts (every PIO packet still held is released, exactly once). It does
-// not close the SDMA device. Close is idempotent.
+// not close the SDMA device: SDMA packets already accepted complete as the engine runs (Drain
+// waits for them). Close is idempotent.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
@@ -275,10 +291,14 @@ func (f *Flow) choose(n int) Path {
 // so the sink sees each flow's packets in order whichever way they went. Both paths deliver the
 // same bytes, padded to whole dwords. It waits on ctx for room (credits, ring slots) and for the
 // drain; c, if not nil, is told when the memory of segs is the caller's again. It returns the
-// path taken, or an error with nothing sent: ctx's, ErrInvalid, or the path's own
-// (pio.ErrNotRunning, sdma.ErrClosed, ...). An SDMA packet refused with sdma.ErrNotRunning was
-// accepted to the flush list: c is told ErrAborted later.
+// path taken, or an error with nothing sent: ErrClosed once the Device is closed (checked
+// first, so that every packet is refused, whatever its size), ctx's, ErrInvalid, or the path's
+// own (pio.ErrNotRunning, sdma.ErrClosed, ...); c is not told of a refused packet. An SDMA packet
+// refused with sdma.ErrNotRunning was accepted to the flush list: c is told ErrAborted later.
 func (f *Flow) Send(ctx context.Context, segs [][]byte, c Completion) (Path, error) {
+	if f.dev.closed.Load() {
+		return 0, ErrClosed
+	}
 	n := 0
 	for _, s := range segs {
 		n += len(s)
@@ -287,12 +307,24 @@ func (f *Flow) Send(ctx context.Context, segs [][]byte, c Completion) (Path, err
 		return 0, errors.Join(ErrInvalid, errors.New("verbs: empty packet"))
 	}
 	if f.choose(n) == PathPIO {
-		return PathPIO, f.sendPIO(ctx, segs, c)
+		if err := f.sendPIO(ctx, segs, c); err != nil {
+			return PathPIO, f.dev.closedErr(err)
+		}
+		return PathPIO, nil
 	}
 	if err := f.drainPIO(ctx); err != nil {
 		return 0, err
 	}
 	return PathSDMA, f.sendSDMA(ctx, segs, n, c)
+}
+
+// closedErr is err, or ErrClosed if err is a PIO context's close because the Device closed
+// during the send: a refusal says so the same way whichever moment Close came.
+func (d *Device) closedErr(err error) error {
+	if errors.Is(err, pio.ErrClosed) && d.closed.Load() {
+		return ErrClosed
+	}
+	return err
 }
 
 // sendPIO is hfi1_verbs_send_pio: PBC, copy, done.
