@@ -42,9 +42,12 @@ func ExamplePktQ_Submit_errors() {
 	fmt.Println(pq.Submit(context.Background(), info, &hdr, msg))
 	info.Ctrl = usdma.Ctrl(usdma.Expected, 1)
 	fmt.Println(pq.Submit(context.Background(), info, &hdr, msg))
-	fmt.Println(pq.Comp(1).Status)
+	info, hdr = usdma.Message(65538, 8192, usdma.Template{Opcode: 0xc0}, msg) // CompIdx is 16 bits: not slot 2
+	fmt.Println(pq.Submit(context.Background(), info, &hdr, msg))
+	fmt.Println(pq.Comp(1).Status, pq.Comp(2).Status)
 	// Output:
 	// usdma: request slot 1: fragsize 8100 not a multiple of 64
 	// usdma: request slot 1: EXPECTED (TID) requests need receive-side TID entries, which gosdma does not model; send EAGER
-	// FREE
+	// usdma: request slot 65538: Message: slot 65538 out of 0..65535 (CompIdx is 16 bits)
+	// FREE FREE
 }

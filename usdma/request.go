@@ -40,6 +40,11 @@ type ReqInfo struct {
 	FragSize uint16
 	// CompIdx is the request slot, and the completion ring entry that reports on it.
 	CompIdx uint16
+
+	// bad is Message's refusal of an argument these 16-bit fields cannot hold (matching
+	// ErrInvalid), nil otherwise. Set by Message only; Submit returns it first. A pointer, not
+	// an error: ReqInfo is passed by value on every Submit.
+	bad *ReqError
 }
 
 // Ctrl encodes ReqInfo.Ctrl for op and data vectors (iovcnt = 1 + dataVecs).
@@ -56,6 +61,12 @@ func (i ReqInfo) IOVCnt() int { return int(i.Ctrl >> reqIOVCntShift & reqIOVCntM
 // Message returns the request info and header template for sending data (the concatenation
 // of vecs) as one eager message on slot: fragSize bytes per packet, the first packet's length
 // in the header, the packet count computed. It is what PSM computes before its writev.
+//
+// ReqInfo's fields are 16 bits, as the uapi's: a slot outside 0..65535, a fragSize outside
+// 0..65535 or data that makes more than 65535 packets is not truncated into another request
+// (slot 65538 would be slot 2), but makes a ReqInfo that Submit refuses before anything else
+// with a *ReqError matching ErrInvalid that names the value; its out-of-range field is 0.
+// Values that fit are left to Submit's checks (fragSize 0, one over the MTU, ...).
 func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
 	n := 0
 	for _, v := range vecs {
@@ -69,7 +80,29 @@ func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
 	if fragSize > 0 {
 		first = min(n, fragSize)
 	}
-	info := ReqInfo{Ctrl: Ctrl(Eager, len(vecs)), NPkts: uint16(npkts), FragSize: uint16(fragSize), CompIdx: uint16(slot)}
+	info := ReqInfo{Ctrl: Ctrl(Eager, len(vecs))}
+	const max16 = 1<<16 - 1
+	var bad string
+	switch {
+	case slot < 0 || slot > max16:
+		bad = "slot " + itoa(slot) + " out of 0.." + itoa(max16) + " (CompIdx is 16 bits)"
+	case fragSize < 0 || fragSize > max16:
+		bad = "fragsize " + itoa(fragSize) + " out of 0.." + itoa(max16) + " (FragSize is 16 bits)"
+	case npkts > max16:
+		bad = itoa(n) + " bytes in fragments of " + itoa(fragSize) + " make " + itoa(npkts) + " packets, over " + itoa(max16) + " (NPkts is 16 bits)"
+	}
+	if bad != "" {
+		info.bad = &ReqError{Slot: slot, Reason: "Message: " + bad, Err: ErrInvalid}
+	}
+	if slot >= 0 && slot <= max16 {
+		info.CompIdx = uint16(slot)
+	}
+	if fragSize >= 0 && fragSize <= max16 {
+		info.FragSize = uint16(fragSize)
+	}
+	if npkts <= max16 {
+		info.NPkts = uint16(npkts)
+	}
 	return info, t.Header(first)
 }
 
@@ -92,8 +125,9 @@ func templateLRH(hdr *Header) int { return int(hdr.lrh(2)) << 2 }
 
 // validateClaim runs the checks hfi1_user_sdma_process_request makes before it claims the slot
 // (test_and_set_bit on req_in_use, -EBADSLT): the completion index, the io vector count and a
-// zero fragsize.
-func (pq *PktQ) validateClaim(info ReqInfo, hdr *Header, nvecs int) error {
+// zero fragsize. (Submit returns Message's refusal of a value its 16-bit fields cannot hold
+// before these.)
+func (pq *PktQ) validateClaim(info *ReqInfo, hdr *Header, nvecs int) error {
 	slot := int(info.CompIdx)
 	fail := func(reason string) error { return reqErr(slot, ErrInvalid, reason) }
 	switch {
@@ -112,7 +146,7 @@ func (pq *PktQ) validateClaim(info ReqInfo, hdr *Header, nvecs int) error {
 // validate runs every check hfi1_user_sdma_process_request and check_header_template make
 // after the slot claim, before anything changes (validateClaim ran). It returns the total data
 // length.
-func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
+func (pq *PktQ) validate(info *ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 	slot := int(info.CompIdx)
 	if err := pq.validateInfo(info, len(vecs)); err != nil {
 		return 0, err
@@ -125,7 +159,7 @@ func (pq *PktQ) validate(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) 
 
 // validateInfo checks the request descriptor (hfi1_user_sdma_process_request's checks after the
 // slot claim, and the fragment size ones of check_header_template).
-func (pq *PktQ) validateInfo(info ReqInfo, nvecs int) error {
+func (pq *PktQ) validateInfo(info *ReqInfo, nvecs int) error {
 	slot := int(info.CompIdx)
 	fail := func(sentinel error, reason string) error { return reqErr(slot, sentinel, reason) }
 	switch {
@@ -165,7 +199,7 @@ func (pq *PktQ) validateTemplate(slot int, hdr *Header) error {
 // validateData checks the vectors and that the template's first length and the fragment size
 // split them into info.NPkts packets (check_header_template's length check, which the kernel
 // runs on packet 0 after the slot is QUEUED: here before anything changes).
-func validateData(info ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
+func validateData(info *ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 	slot := int(info.CompIdx)
 	n := 0
 	for i, v := range vecs {

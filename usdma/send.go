@@ -39,8 +39,8 @@ type request struct {
 	fail atomic.Pointer[reqFail]
 
 	// Send side: the submitter's.
-	info      ReqInfo
-	hdr       Header // the template (hfi1: req->hdr); updated at packet 2 as set_txreq_header does
+	info      struct{ NPkts, FragSize uint16 } // the request's (ReqInfo's, without Message's pointer)
+	hdr       Header                           // the template (hfi1: req->hdr); updated at packet 2 as set_txreq_header does
 	eng       *sdma.Engine
 	ahgIdx    int // the AHG entry, or -1
 	dataLen   int
@@ -68,7 +68,8 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 
 // Submit sends one request: the data vectors vecs, split into info.NPkts packets of the header
 // template hdr (hfi1: hfi1_user_sdma_process_request). It validates the request first, in the
-// kernel's order (completion index, vector count, a zero fragment size; then a slot in use,
+// kernel's order (before all, a value Message could not fit in ReqInfo's 16-bit fields;
+// completion index, vector count, a zero fragment size; then a slot in use,
 // ErrSlotInUse; then the rest: the packet count, fragment size against 64-byte blocks, the MTU
 // and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length): any failure is a
 // *ReqError and changes nothing. EXPECTED requests are refused with
@@ -98,7 +99,10 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
 // its interrupts do for the kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
-	if err := pq.validateClaim(info, hdr, len(vecs)); err != nil {
+	if info.bad != nil {
+		return info.bad // Message could not fit a value in ReqInfo's 16-bit fields
+	}
+	if err := pq.validateClaim(&info, hdr, len(vecs)); err != nil {
 		return err
 	}
 	pq.sendMu.Lock()
@@ -113,7 +117,7 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	if pq.inUse(r) {
 		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
 	}
-	dataLen, err := pq.validate(info, hdr, vecs)
+	dataLen, err := pq.validate(&info, hdr, vecs)
 	if err != nil {
 		return err
 	}
@@ -121,7 +125,7 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
 	}
 	// From here the request is accepted: it ends exactly once, through r.done.
-	pq.start(r, info, hdr, dataLen)
+	pq.start(r, &info, hdr, dataLen)
 	err = pq.pin(r, vecs)
 	if err == nil {
 		err = pq.selectEngine(r)
@@ -166,8 +170,8 @@ func (pq *PktQ) claim(r *request) bool {
 	return true
 }
 
-func (pq *PktQ) start(r *request, info ReqInfo, hdr *Header, dataLen int) {
-	r.info = info
+func (pq *PktQ) start(r *request, info *ReqInfo, hdr *Header, dataLen int) {
+	r.info.NPkts, r.info.FragSize = info.NPkts, info.FragSize
 	r.hdr = *hdr
 	r.hdr.setPBC(2, 0) // no static rate control: sanitise the header (hfi1: req->hdr.pbc[2] = 0)
 	r.eng = nil
