@@ -23,14 +23,7 @@ func TestSendListStraddlingAHaltKeepsOrder(t *testing.T) {
 	dev, sink := engTestDevice(t, Config{Manual: true, RingSize: 128})
 	e := dev.Engine(0)
 	var c completions
-	txs := make([]TxReq, 40)
-	var l TxList
-	for i := range txs {
-		buf := make([]byte, 8)
-		buf[0] = byte(i)
-		engTestBuild(t, dev, &txs[i], 0, buf, &c)
-		l.PushBack(&txs[i])
-	}
+	txs, l := sendListOf40(t, dev, &c)
 	halted := false
 	e.test = &engineTestHooks{listPublish: func(k int) {
 		if !halted {
@@ -38,7 +31,7 @@ func TestSendListStraddlingAHaltKeepsOrder(t *testing.T) {
 			require.NoError(t, e.injectHalt(CauseHalt)) // halts and recovers before it returns
 		}
 	}}
-	n, err := e.SendList(nil, &l)
+	n, err := e.SendList(nil, l)
 	e.test = nil
 	require.ErrorIs(t, err, ErrNotRunning)
 	require.Equal(t, 40, n)
@@ -68,5 +61,91 @@ func TestSendListStraddlingAHaltKeepsOrder(t *testing.T) {
 	for i := range txs {
 		st, _ := c.status(&txs[i])
 		require.Equal(t, StatusAborted, st, "txreq %d", i)
+	}
+}
+
+// sendListOf40 builds 40 one-descriptor txreqs, byte 0 of each packet its index, on a list.
+func sendListOf40(t *testing.T, dev *Device, c *completions) ([]TxReq, *TxList) {
+	txs := make([]TxReq, 40)
+	l := &TxList{}
+	for i := range txs {
+		buf := make([]byte, 8)
+		buf[0] = byte(i)
+		engTestBuild(t, dev, &txs[i], 0, buf, c)
+		l.PushBack(&txs[i])
+	}
+	return txs, l
+}
+
+// TestSendListStraddlingAStopRestart: Stop and Start (a sw clean without a halt) between two
+// batches of one SendList: as for a halt, the first batch completes aborted and the rest is
+// flushed, none of it sent into the restarted ring.
+func TestSendListStraddlingAStopRestart(t *testing.T) {
+	dev, sink := engTestDevice(t, Config{Manual: true, RingSize: 128})
+	e := dev.Engine(0)
+	var c completions
+	txs, l := sendListOf40(t, dev, &c)
+	stopped := false
+	e.test = &engineTestHooks{listPublish: func(int) {
+		if !stopped {
+			stopped = true
+			require.NoError(t, e.Stop())
+			require.NoError(t, e.Start())
+		}
+	}}
+	n, err := e.SendList(nil, l)
+	e.test = nil
+	require.ErrorIs(t, err, ErrNotRunning)
+	require.Equal(t, 40, n)
+	for range 4 {
+		_, _ = e.Process()
+		e.Poll()
+	}
+	for i := range txs {
+		st, ok := c.status(&txs[i])
+		require.True(t, ok, "txreq %d never completed", i)
+		require.Equal(t, StatusAborted, st, "txreq %d", i)
+	}
+	require.Zero(t, c.dup.Load())
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.Empty(t, sink.pkts[0])
+}
+
+// TestSendListResetBeforeItsFirstBatch: a halt and its recovery after SendList read the ring's
+// epoch but before its first reservation: nothing of the list was in the ring, so the list is
+// sent whole into the recovered ring (the epoch is read again), as a kernel list that took
+// tail_lock after the clean.
+func TestSendListResetBeforeItsFirstBatch(t *testing.T) {
+	dev, sink := engTestDevice(t, Config{Manual: true, RingSize: 128})
+	e := dev.Engine(0)
+	var c completions
+	txs, l := sendListOf40(t, dev, &c)
+	halted := false
+	e.test = &engineTestHooks{admitted: func() {
+		if !halted {
+			halted = true
+			require.NoError(t, e.injectHalt(CauseHalt))
+		}
+	}}
+	n, err := e.SendList(nil, l)
+	e.test = nil
+	require.NoError(t, err)
+	require.Equal(t, 40, n)
+	require.True(t, halted)
+	for range 4 {
+		_, _ = e.Process()
+		e.Poll()
+	}
+	for i := range txs {
+		st, ok := c.status(&txs[i])
+		require.True(t, ok, "txreq %d never completed", i)
+		require.Equal(t, StatusOK, st, "txreq %d", i)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.Len(t, sink.pkts[0], 40)
+	for i, p := range sink.pkts[0] {
+		require.EqualValues(t, i, p[0])
 	}
 }
