@@ -18,8 +18,11 @@ type counter struct {
 	get  func(sdma.EngineStats) uint64
 }
 
-// Collector collects one device's engine counters at each scrape. Every metric has the labels
-// device (Device.Name) and engine (the engine's index); sdma_engine_halts_total also has cause.
+// Collector collects one device's engine counters at each scrape: every field of
+// sdma.EngineStats, as a counter named sdma_engine_<field>_total (EngineStats.Faults is the sum
+// of sdma_engine_halts_total over its causes, so it has no series of its own). Every metric has
+// the labels device (Device.Name) and engine (the engine's index); sdma_engine_halts_total also
+// has cause (HaltCause.String).
 type Collector struct {
 	dev      *sdma.Device
 	counters []counter
@@ -45,7 +48,9 @@ func New(dev *sdma.Device) *Collector {
 			c("completion_passes", "Completion passes.", func(s sdma.EngineStats) uint64 { return s.Passes }),
 			c("completed", "Txreqs completed OK.", func(s sdma.EngineStats) uint64 { return s.Completed }),
 			c("aborted", "Txreqs completed aborted (flushed by a halt or a close).", func(s sdma.EngineStats) uint64 { return s.Aborted }),
-			c("sink_errors", "Deliveries the sink failed.", func(s sdma.EngineStats) uint64 { return s.SinkErrors }),
+			c("sink_errors", "Deliveries that failed or panicked.", func(s sdma.EngineStats) uint64 { return s.SinkErrors }),
+			c("flushes", "BatchSink flushes (0 without a BatchSink).", func(s sdma.EngineStats) uint64 { return s.Flushes }),
+			c("callback_panics", "Completion, drained or wakeup callbacks that panicked (each recovered).", func(s sdma.EngineStats) uint64 { return s.CallbackPanics }),
 			c("recoveries", "Returns to running after a halt.", func(s sdma.EngineStats) uint64 { return s.Recoveries }),
 		},
 		halts: prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"device", "engine", "cause"}, nil),
