@@ -30,7 +30,13 @@ type Collector struct {
 }
 
 // New returns a collector of dev's counters. Register it: prometheus.MustRegister(sdmaprom.New(dev)).
+// A nil dev is a programmer error: New panics at once, rather than the first scrape crashing the
+// process in the registry's collecting goroutine. A device closed while registered still
+// scrapes, with its last counts.
 func New(dev *sdma.Device) *Collector {
+	if dev == nil {
+		panic("sdmaprom: New(nil): want the *sdma.Device whose counters to collect")
+	}
 	labels := []string{"device", "engine"}
 	c := func(name, help string, get func(sdma.EngineStats) uint64) counter {
 		return counter{prometheus.NewDesc("sdma_engine_"+name+"_total", help, labels, nil), get}
