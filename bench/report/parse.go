@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 
@@ -19,14 +20,21 @@ type suite struct {
 
 // parse reads `go test -bench` output in the standard Go benchmark format with benchstat's own
 // reader (golang.org/x/perf/benchfmt): the goos/goarch/cpu configuration lines and the results.
-// Lines that are not results (logs, PASS, test output) are skipped, as benchstat skips them.
+// Lines that are not results (logs, PASS, test output) are skipped, as benchstat skips them; a
+// result line that is malformed, or has a figure that is not a finite number (NaN, ±Inf), is an
+// error naming its line.
 func parse(r io.Reader) (*suite, error) {
 	s := &suite{values: map[string]map[string][]float64{}}
 	br := benchfmt.NewReader(r, "bench output")
 	for br.Scan() {
-		res, ok := br.Result().(*benchfmt.Result)
-		if !ok {
-			continue // a syntax error or unit metadata: not a result
+		var res *benchfmt.Result
+		switch rec := br.Result().(type) {
+		case *benchfmt.SyntaxError:
+			return nil, rec
+		case *benchfmt.Result:
+			res = rec
+		default:
+			continue // unit metadata: not a result
 		}
 		for _, c := range res.Config {
 			switch c.Key {
@@ -69,6 +77,10 @@ func parse(r io.Reader) (*suite, error) {
 			val := v.OrigValue
 			if v.OrigUnit == "" {
 				val = v.Value
+			}
+			if math.IsNaN(val) || math.IsInf(val, 0) {
+				file, line := res.Pos()
+				return nil, fmt.Errorf("%s:%d: %s: %v %s is not a finite figure", file, line, name, val, unit)
 			}
 			units[unit] = append(units[unit], val)
 		}
