@@ -6,8 +6,9 @@ import "encoding/binary"
 // MMIO that takes whole 8-byte stores: every write here is a whole quadword, every packet fills
 // whole 64-byte blocks (the tail of the last block is zeroed), the first block holds the PBC, and
 // a packet wraps from the end of the buffer to its start only at a block boundary (allocation
-// hands out whole blocks). The quadword runs go through writeQWs, the per-arch seam: non-temporal
-// stores in assembly on amd64, 8-byte stores in Go elsewhere.
+// hands out whole blocks). The quadword runs go through writeQWs, the per-arch seam: ordinary
+// stores in assembly on amd64 by default (non-temporal ones as a choice, see Implementations),
+// 8-byte stores in Go elsewhere.
 //
 // The kernel writes the first block through a second, start-of-packet alias of the buffer
 // (SOP_DISTANCE) so the chip learns where a packet starts; the model knows it from the shadow

@@ -31,7 +31,9 @@ func setImplementation(name string) (restore func(), err error) {
 }
 
 // WriteQWords writes len(src)/8 whole quadwords of src to dst with the selected implementation,
-// exactly as the send-buffer copy does (8-byte or wider aligned stores, non-temporal on amd64).
+// exactly as the send-buffer copy does: 8-byte or wider aligned stores, ordinary (write-back)
+// ones with the default writer ("asm" on amd64, "go" elsewhere); the non-temporal writers are
+// the alternatives that Implementations lists.
 // dst must hold at least that many bytes. It is the copy's building block, exported for the
 // benchmarks that compare it with copy.
 func WriteQWords(dst, src []byte) {
