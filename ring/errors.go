@@ -8,8 +8,8 @@ import (
 // Sentinel errors. Every error the package returns is one of these or an *Error that matches one
 // of them with errors.Is. ErrFull and ErrClosed are returned bare, so the flow-control path does not allocate.
 var (
-	// ErrSize: a ring size that is not a power of two in [MinSize, MaxSize], or a batch of
-	// fewer than one descriptor.
+	// ErrSize: a ring size that is not a power of two in [MinSize, MaxSize], a batch of
+	// fewer than one descriptor, or a producer's call on the zero Ring (not made by New).
 	ErrSize = errors.New("ring: bad size")
 	// ErrFull: not enough free slots for the batch right now (hfi1: the nodesc path of
 	// sdma_send_txreq). Nothing was changed; retry after the completion side has made progress.

@@ -57,6 +57,9 @@ const lineSize = cacheline.Pad
 // and EndWrite (the completion pass) are for one writer at a time, serialised by the caller.
 // The read-only accessors (Size, SwHead, HeadSeq, FreeCnt, ...) are safe from any goroutine.
 // Reset requires quiescence. A Ring must not be copied.
+//
+// The zero Ring is not a ring: make rings with New. A producer's call on the zero Ring (Reserve,
+// ReserveWrite, Enqueue, EnqueueSP) is refused with an error matching ErrSize.
 type Ring struct {
 	_ noCopy
 
@@ -735,6 +738,9 @@ func (r *Ring) checkBatch(op string, n int) error {
 //
 //go:noinline
 func (r *Ring) batchErr(op string, n int) error {
+	if r.size == 0 {
+		return errorf(op, ErrSize, "the zero Ring: make rings with New")
+	}
 	if n < 1 {
 		return errorf(op, ErrSize, "batch of %d descriptors", n)
 	}
