@@ -164,7 +164,7 @@ func (f FaultSpec) String() string {
 	}
 	rate("halt", f.HaltRate)
 	if f.HaltAt > 0 {
-		parts = append(parts, "haltat="+strconv.Itoa(f.HaltAt), "cause="+f.haltCause().String())
+		parts = append(parts, "haltat="+strconv.Itoa(f.HaltAt), "cause="+strings.ReplaceAll(f.haltCause().String(), " ", "-")) // the flag's spelling: no quoting
 	}
 	rate("sinkfail", f.SinkFail)
 	rate("sinkstall", f.SinkStall)

@@ -114,7 +114,10 @@ func TestFaultSpec(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, FaultSpec{HaltAt: 7, Cause: "wrong dword count"}, f)
 	assert.Equal(t, sdma.CauseWrongDW, f.haltCause())
-	assert.Equal(t, "haltat=7,cause=wrong dword count", f.String())
+	assert.Equal(t, "haltat=7,cause=wrong-dword-count", f.String(), "as the flag takes it, with no quoting")
+	g, err := parseFaults(f.String())
+	require.NoError(t, err)
+	assert.Equal(t, f.haltCause(), g.haltCause(), "String round-trips")
 	assert.True(t, f.Any())
 	assert.True(t, f.InjectsHalts())
 	f, err = parseFaults("cause=AHG_Header_Select,haltat=1") // any order, any case, _ for spaces
@@ -123,7 +126,7 @@ func TestFaultSpec(t *testing.T) {
 	f, err = parseFaults("haltat=3") // cause defaults to an explicit halt
 	require.NoError(t, err)
 	assert.Equal(t, sdma.CauseHalt, f.haltCause())
-	assert.Equal(t, "haltat=3,cause=explicit halt", f.String())
+	assert.Equal(t, "haltat=3,cause=explicit-halt", f.String())
 	f, err = parseFaults("sinkstall=0.25,stall=50us,seed=1")
 	require.NoError(t, err)
 	assert.Equal(t, FaultSpec{SinkStall: 0.25, Stall: 50 * time.Microsecond, Seed: 1}, f)

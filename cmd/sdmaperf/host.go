@@ -13,7 +13,7 @@ type Host struct {
 	OS         string   `json:"os"`
 	Arch       string   `json:"arch"`
 	CPU        string   `json:"cpu"`     // the CPU model (klauspost/cpuid)
-	Cores      int      `json:"cores"`   // physical cores, as cpuid counts them
+	Cores      int      `json:"cores"`   // physical cores as the CPUID topology reports them (cpuid); in a VM, the topology the hypervisor presents: compare num_cpu
 	NumCPU     int      `json:"num_cpu"` // logical CPUs the process may use
 	GOMAXPROCS int      `json:"gomaxprocs"`
 	Module     string   `json:"module,omitempty"`   // the main module's version
@@ -26,7 +26,7 @@ type Host struct {
 func hostInfo(cfg Config) *Host {
 	h := &Host{
 		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		CPU:    cpuid.CPU.BrandName,
+		CPU: cpuid.CPU.BrandName, Cores: cpuid.CPU.PhysicalCores,
 		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Args: cfg.Args,
 	}
 	if h.Args == nil {

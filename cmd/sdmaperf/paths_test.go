@@ -26,6 +26,8 @@ func TestPathPIOBandwidth(t *testing.T) {
 	assert.EqualValues(t, 2000, r.ByPIO)
 	assert.Zero(t, r.BySDMA)
 	assert.Positive(t, r.Mpps)
+	// Bandwidth in perftest's MB (2^20 bytes), as every other table of the tool (it was 10^6).
+	assert.InEpsilon(t, float64(r.Packets)*64/r.Seconds/(1<<20), r.MiBps, 1e-9)
 }
 
 func TestPathAutoLatencySweep(t *testing.T) {
