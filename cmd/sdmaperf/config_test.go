@@ -193,6 +193,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-udp-batch", "8"}, "-udp-batch needs -sink udp"},
 		{[]string{"-udp-gso"}, "-udp-gso needs -sink udp"},
 		{[]string{"-sink", "udp", "-udp-batch", "2000"}, "-udp-batch 2000: want 1..1024"},
+		{[]string{"-sink", "udp", "-udp-gso", "-udp-batch", "1"}, "-udp-gso with -udp-batch 1: GSO needs batching"},
 		{[]string{"-sink", "udp", "-udp-addr", "192.0.2.7:18515"}, "not a loopback address"},
 		{[]string{"-sink", "udp", "-udp-addr", "nonsense"}, "-udp-addr"},
 		{[]string{"-faults", "map=2"}, "-faults: map=2: want a fraction"},
@@ -233,6 +234,12 @@ func TestRunExitStatusOnBadFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, exitUsage, run(t.Context(), []string{"-engines", "99"}, &stdout, &stderr))
 	assert.Contains(t, stderr.String(), "sdmaperf: -engines 99")
+	assert.Empty(t, stdout.String())
+
+	// GSO rides on batching: with the unbatched sink it used to be dropped without a word.
+	stderr.Reset()
+	assert.Equal(t, exitUsage, run(t.Context(), []string{"-sink", "udp", "-udp-gso", "-udp-batch", "1"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "sdmaperf: -udp-gso with -udp-batch 1: GSO needs batching")
 	assert.Empty(t, stdout.String())
 
 	stderr.Reset()

@@ -13,6 +13,7 @@ import (
 // TestBadConfigsMatchSentinels: every refused Config and ReceiverConfig matches a sentinel of the
 // package and names the field. A bad Batch and a negative Idle used to match none (plain
 // fmt.Errorf), nor did a malformed address, and a negative WriteBuffer or ReadBuffer was taken and ignored.
+// GSO with Batch 1 used to run unbatched without GSO, silently.
 func TestBadConfigsMatchSentinels(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
@@ -23,6 +24,7 @@ func TestBadConfigsMatchSentinels(t *testing.T) {
 		{Config{Addr: "127.0.0.1:9", Engines: MaxEngines + 1}, ErrEngine, "engines"},
 		{Config{Addr: "127.0.0.1:9", Batch: -1}, ErrInvalid, "batch"},
 		{Config{Addr: "127.0.0.1:9", Batch: 1025}, ErrInvalid, "batch"},
+		{Config{Addr: "127.0.0.1:9", Batch: 1, GSO: true}, ErrInvalid, "GSO with Batch 1"},
 		{Config{Addr: "127.0.0.1:9", WriteBuffer: -1}, ErrInvalid, "WriteBuffer"},
 		{Config{Addr: "127.0.0.1:9", WriteBuffer: math.MinInt}, ErrInvalid, "WriteBuffer"},
 		{Config{Addr: "192.0.2.1:9"}, ErrNotLoopback, "loopback"},

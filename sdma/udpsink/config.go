@@ -40,7 +40,8 @@ type Config struct {
 	// GSO sends each run of consecutive frames of one size in a batch as one message with a
 	// UDP_SEGMENT control message (UDP generic segmentation offload, Linux 4.18+): the kernel
 	// passes the run through its stack once and cuts it into one datagram per frame. Runs are
-	// at most MaxGSOSegments frames and one datagram's size (65507 bytes). Needs batching.
+	// at most MaxGSOSegments frames and one datagram's size (65507 bytes). Needs batching: GSO
+	// with Batch 1 is ErrInvalid.
 	GSO bool
 }
 

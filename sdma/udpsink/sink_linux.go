@@ -74,7 +74,8 @@ type engineState struct {
 }
 
 // New connects a sink to the receiver at cfg.Addr. It refuses non-loopback addresses with an
-// error matching ErrNotLoopback.
+// error matching ErrNotLoopback, and a bad Config field (GSO with Batch 1 among them) with one
+// matching ErrInvalid.
 func New(cfg Config) (*Sink, error) {
 	if cfg.Engines == 0 {
 		cfg.Engines = 1
@@ -93,6 +94,8 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Batch = DefaultBatch
 	case cfg.Batch < 0 || cfg.Batch > iovMax:
 		return nil, fmt.Errorf("%w: batch of %d packets, want 1..%d (0: %d)", ErrInvalid, cfg.Batch, iovMax, DefaultBatch)
+	case cfg.GSO && cfg.Batch == 1:
+		return nil, fmt.Errorf("%w: GSO with Batch 1: GSO needs batching (Batch 0 or 2..%d), Batch 1 sends each packet alone", ErrInvalid, iovMax)
 	}
 	switch {
 	case cfg.BatchBytes == 0:
