@@ -9,8 +9,8 @@ import (
 )
 
 // Vars returns the device's counters as an expvar.Var: its String is
-// {"device":"sdma0","engines":[{"engine":0,"Packets":...,"halts_by_cause":{...}},...]}, each
-// engine's Stats with its halts by cause name, so expvar.Publish("sdma", dev.Vars()) shows them
+// {"device":"sdma0","engines":[{"engine":0,"Packets":...,"halts_by_cause":{...}},...],"unmap_errors":0},
+// each engine's Stats with its halts by cause name, and the device's UnmapErrors, so expvar.Publish("sdma", dev.Vars()) shows them
 // on /debug/vars without sdma importing expvar (or net/http); inside an expvar.Func it encodes
 // the same way (MarshalJSON). Each call to String reads the counters afresh.
 func (dev *Device) Vars() interface{ String() string } { return deviceVars{dev} }
@@ -44,12 +44,13 @@ func (v deviceVars) engines() []engineVars {
 	return out
 }
 
-// String returns {"device":"sdma0","engines":[{"engine":0,"Packets":...},...]}.
+// String returns {"device":"sdma0","engines":[{"engine":0,"Packets":...},...],"unmap_errors":0}.
 func (v deviceVars) String() string {
 	b, err := json.Marshal(struct {
-		Device  string       `json:"device"`
-		Engines []engineVars `json:"engines"`
-	}{v.dev.name, v.engines()})
+		Device      string       `json:"device"`
+		Engines     []engineVars `json:"engines"`
+		UnmapErrors uint64       `json:"unmap_errors"`
+	}{v.dev.name, v.engines(), v.dev.UnmapErrors()})
 	if err != nil { // cannot happen: the counters are numbers
 		return "{}"
 	}

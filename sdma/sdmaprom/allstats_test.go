@@ -1,6 +1,7 @@
 package sdmaprom_test
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmaprom"
 )
@@ -95,5 +97,68 @@ func TestEveryStatExported(t *testing.T) {
 		want := float64(v.FieldByName(name).Uint())
 		assert.Contains(t, got, metric, "EngineStats.%s", name)
 		assert.Equal(t, want, got[metric], "%s (EngineStats.%s)", metric, name)
+	}
+}
+
+// deviceMetric names the metric of every counter of sdma.Device itself (a method that takes
+// nothing and returns a uint64). UnmapErrors was left out.
+var deviceMetric = map[string]string{
+	"UnmapErrors": "sdma_device_unmap_errors_total",
+}
+
+// failUnmap is a mapper whose single unmaps undo the mapping but report a failure, so that the
+// device counts each in UnmapErrors.
+type failUnmap struct{ dma.Mapper }
+
+func (m failUnmap) UnmapSingle(addr dma.Addr, size int, dir dma.Direction) error {
+	_ = m.Mapper.UnmapSingle(addr, size, dir)
+	return errors.New("unmap refused")
+}
+
+// TestEveryDeviceCounterExported: every counter of sdma.Device is a Prometheus counter with the
+// device label only, with the device's value.
+func TestEveryDeviceCounterExported(t *testing.T) {
+	typ := reflect.TypeFor[*sdma.Device]()
+	for i := range typ.NumMethod() {
+		m := typ.Method(i)
+		if m.Type.NumIn() == 1 && m.Type.NumOut() == 1 && m.Type.Out(0).Kind() == reflect.Uint64 {
+			_, ok := deviceMetric[m.Name]
+			assert.True(t, ok, "Device.%s has no Prometheus metric in this test's map", m.Name)
+		}
+	}
+	dev, err := sdma.NewDevice(sdma.Config{Name: "unmaps", Mapper: failUnmap{dma.NewDirect()}, Manual: true})
+	require.NoError(t, err)
+	defer dev.Close()
+	e := dev.Engine(0)
+	var tx sdma.TxReq
+	require.NoError(t, tx.Init(0, 4096, nil))
+	require.NoError(t, tx.AddKVAddr(dev, make([]byte, 4096)))
+	require.NoError(t, e.Send(nil, &tx, true))
+	_, err = e.Process()
+	require.NoError(t, err)
+	e.Poll()
+	require.EqualValues(t, 1, dev.UnmapErrors())
+
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(sdmaprom.New(dev)))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	v := reflect.ValueOf(dev)
+	for name, metric := range deviceMetric {
+		want := v.MethodByName(name).Call(nil)[0].Uint()
+		var found bool
+		for _, mf := range mfs {
+			if mf.GetName() != metric {
+				continue
+			}
+			require.Len(t, mf.GetMetric(), 1, metric)
+			m := mf.GetMetric()[0]
+			require.Len(t, m.GetLabel(), 1, metric)
+			assert.Equal(t, "device", m.GetLabel()[0].GetName())
+			assert.Equal(t, "unmaps", m.GetLabel()[0].GetValue())
+			assert.Equal(t, float64(want), m.GetCounter().GetValue(), "%s (Device.%s)", metric, name)
+			found = true
+		}
+		assert.True(t, found, "%s (Device.%s) not gathered", metric, name)
 	}
 }

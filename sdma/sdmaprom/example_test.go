@@ -29,6 +29,6 @@ func Example() {
 		fmt.Println(mf.GetName(), len(mf.GetMetric()), "series")
 	}
 	// Output:
+	// sdma_device_unmap_errors_total 1 series
 	// sdma_engine_aborted_total 2 series
-	// sdma_engine_bytes_total 2 series
 }

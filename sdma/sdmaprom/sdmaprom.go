@@ -1,4 +1,4 @@
-// Package sdmaprom exports an sdma.Device's engine counters to Prometheus: New returns a
+// Package sdmaprom exports an sdma.Device's counters to Prometheus: New returns a
 // prometheus.Collector to register. It is a package of its own so that only programs that want
 // Prometheus pull in its client library; the sdma package itself offers the same counters as an
 // expvar value (Device.Vars) with no dependency.
@@ -22,11 +22,13 @@ type counter struct {
 // sdma.EngineStats, as a counter named sdma_engine_<field>_total (EngineStats.Faults is the sum
 // of sdma_engine_halts_total over its causes, so it has no series of its own). Every metric has
 // the labels device (Device.Name) and engine (the engine's index); sdma_engine_halts_total also
-// has cause (HaltCause.String).
+// has cause (HaltCause.String). The device's own counter, Device.UnmapErrors, is
+// sdma_device_unmap_errors_total, with the label device only.
 type Collector struct {
-	dev      *sdma.Device
-	counters []counter
-	halts    *prometheus.Desc
+	dev         *sdma.Device
+	counters    []counter
+	halts       *prometheus.Desc
+	unmapErrors *prometheus.Desc
 }
 
 // New returns a collector of dev's counters. Register it: prometheus.MustRegister(sdmaprom.New(dev)).
@@ -59,7 +61,8 @@ func New(dev *sdma.Device) *Collector {
 			c("callback_panics", "Completion, drained or wakeup callbacks that panicked (each recovered).", func(s sdma.EngineStats) uint64 { return s.CallbackPanics }),
 			c("recoveries", "Returns to running after a halt.", func(s sdma.EngineStats) uint64 { return s.Recoveries }),
 		},
-		halts: prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"device", "engine", "cause"}, nil),
+		halts:       prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"device", "engine", "cause"}, nil),
+		unmapErrors: prometheus.NewDesc("sdma_device_unmap_errors_total", "Unmaps that failed on a path that promised to undo a mapping (0 in a correct program).", []string{"device"}, nil),
 	}
 }
 
@@ -69,11 +72,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- k.desc
 	}
 	ch <- c.halts
+	ch <- c.unmapErrors
 }
 
-// Collect reads every engine's counters (Engine.Stats) and sends them.
+// Collect reads the device's and every engine's counters (Engine.Stats) and sends them.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	name := c.dev.Name()
+	ch <- prometheus.MustNewConstMetric(c.unmapErrors, prometheus.CounterValue, float64(c.dev.UnmapErrors()), name)
 	for i := range c.dev.NumEngines() {
 		s := c.dev.Engine(i).Stats()
 		eng := strconv.Itoa(i)
