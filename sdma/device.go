@@ -109,7 +109,9 @@ type Config struct {
 	// spreads the engines evenly, extras to the highest VLs, as the kernel does.
 	VLEngines []int
 	// Name names the device in profiles (the engine goroutines' pprof label "device") and
-	// metrics (Device.Vars, sdmaprom); "" names it sdma0, sdma1… in creation order.
+	// metrics (Device.Vars, sdmaprom); "" names it sdma0, sdma1… in creation order. Names must
+	// be unique per Prometheus registry: registering the sdmaprom collector of a second device of
+	// the same name fails (NewDevice itself does not check names).
 	Name string
 }
 

@@ -86,3 +86,40 @@ func TestConcurrentScrapes(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceNamesPerRegistry: devices of distinct names share a registry, each its own series; a
+// second device of the same name is refused at Register with an AlreadyRegisteredError, and a
+// name that is not valid UTF-8 is refused there too, the registry gathering on without them. A
+// second device, of any name, used to be refused as a duplicate collector (every description was
+// the same), and a bad name to panic at the first scrape, in the registry's goroutine.
+func TestDeviceNamesPerRegistry(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	newDev := func(name string) *sdma.Device {
+		dev, err := sdma.NewDevice(sdma.Config{Name: name})
+		require.NoError(t, err)
+		t.Cleanup(func() { dev.Close() })
+		return dev
+	}
+	for _, name := range []string{"twin0", "twin1"} {
+		require.NoError(t, reg.Register(sdmaprom.New(newDev(name))), name)
+	}
+	var dup prometheus.AlreadyRegisteredError
+	require.ErrorAs(t, reg.Register(sdmaprom.New(newDev("twin0"))), &dup)
+	require.Error(t, reg.Register(sdmaprom.New(newDev("bad\xff"))))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	devices := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "sdma_engine_packets_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "device" {
+					devices[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]bool{"twin0": true, "twin1": true}, devices)
+}

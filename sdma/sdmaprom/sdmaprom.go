@@ -32,6 +32,13 @@ type Collector struct {
 }
 
 // New returns a collector of dev's counters. Register it: prometheus.MustRegister(sdmaprom.New(dev)).
+//
+// Device names (Config.Name) must be unique per registry, and across registries served together
+// (prometheus.Gatherers, whose Gather fails on duplicate series). The device label is a constant
+// label of every description, so that one registry takes the collectors of several devices and
+// refuses a second device of the same name at Register, with a prometheus.AlreadyRegisteredError
+// (a name that is not valid UTF-8 is refused there too).
+//
 // A nil dev is a programmer error: New panics at once, rather than the first scrape crashing the
 // process in the registry's collecting goroutine. A device closed while registered still
 // scrapes, with its last counts.
@@ -39,9 +46,9 @@ func New(dev *sdma.Device) *Collector {
 	if dev == nil {
 		panic("sdmaprom: New(nil): want the *sdma.Device whose counters to collect")
 	}
-	labels := []string{"device", "engine"}
+	device := prometheus.Labels{"device": dev.Name()}
 	c := func(name, help string, get func(sdma.EngineStats) uint64) counter {
-		return counter{prometheus.NewDesc("sdma_engine_"+name+"_total", help, labels, nil), get}
+		return counter{prometheus.NewDesc("sdma_engine_"+name+"_total", help, []string{"engine"}, device), get}
 	}
 	return &Collector{
 		dev: dev,
@@ -61,8 +68,8 @@ func New(dev *sdma.Device) *Collector {
 			c("callback_panics", "Completion, drained or wakeup callbacks that panicked (each recovered).", func(s sdma.EngineStats) uint64 { return s.CallbackPanics }),
 			c("recoveries", "Returns to running after a halt.", func(s sdma.EngineStats) uint64 { return s.Recoveries }),
 		},
-		halts:       prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"device", "engine", "cause"}, nil),
-		unmapErrors: prometheus.NewDesc("sdma_device_unmap_errors_total", "Unmaps that failed on a path that promised to undo a mapping (0 in a correct program).", []string{"device"}, nil),
+		halts:       prometheus.NewDesc("sdma_engine_halts_total", "Engine halts, by cause.", []string{"engine", "cause"}, device),
+		unmapErrors: prometheus.NewDesc("sdma_device_unmap_errors_total", "Unmaps that failed on a path that promised to undo a mapping (0 in a correct program).", nil, device),
 	}
 }
 
@@ -77,16 +84,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the device's and every engine's counters (Engine.Stats) and sends them.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	name := c.dev.Name()
-	ch <- prometheus.MustNewConstMetric(c.unmapErrors, prometheus.CounterValue, float64(c.dev.UnmapErrors()), name)
+	ch <- prometheus.MustNewConstMetric(c.unmapErrors, prometheus.CounterValue, float64(c.dev.UnmapErrors()))
 	for i := range c.dev.NumEngines() {
 		s := c.dev.Engine(i).Stats()
 		eng := strconv.Itoa(i)
 		for _, k := range c.counters {
-			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, float64(k.get(s)), name, eng)
+			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, float64(k.get(s)), eng)
 		}
 		for cause := sdma.CauseNone + 1; cause < sdma.NumHaltCauses; cause++ {
-			ch <- prometheus.MustNewConstMetric(c.halts, prometheus.CounterValue, float64(s.Halts[cause]), name, eng, cause.String())
+			ch <- prometheus.MustNewConstMetric(c.halts, prometheus.CounterValue, float64(s.Halts[cause]), eng, cause.String())
 		}
 	}
 }
