@@ -1,6 +1,7 @@
 package sdmatest
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,18 @@ type CloseRace struct {
 }
 
 // Run runs the round, drawing the moment of the Close from rng, and returns when every goroutine
-// it started has returned. It returns Close's error.
+// it started has returned. It returns Close's error. A nil Dev or rng, or Workers with a nil
+// Work, is refused with an error matching sdma.ErrInvalid before anything starts (they would
+// panic on a goroutine of Run's, crashing the test binary).
 func (c *CloseRace) Run(rng *rand.Rand) error {
+	switch {
+	case c.Dev == nil:
+		return errNil("CloseRace.Run", "Dev")
+	case rng == nil:
+		return errNil("CloseRace.Run", "rng")
+	case c.Workers > 0 && c.Work == nil:
+		return fmt.Errorf("sdmatest.CloseRace.Run: %d Workers with a nil Work: %w", c.Workers, sdma.ErrInvalid)
+	}
 	var stop, dstop atomic.Bool // workers and chaos; Drive, once the workers returned
 	var wg, dwg sync.WaitGroup
 	if c.Drive != nil {

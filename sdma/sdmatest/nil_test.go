@@ -2,7 +2,9 @@ package sdmatest_test
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gosdma/gosdma/sdma"
@@ -72,5 +74,35 @@ func TestBadPlanErrorNamesFaultPlan(t *testing.T) {
 		if msg := err.Error(); !strings.HasPrefix(msg, "sdma: sdmatest.FaultPlan."+field+" = ") {
 			t.Errorf("%s: message %q does not name the plan's field", field, msg)
 		}
+	}
+}
+
+// TestCloseRaceRefusesBadRace: a CloseRace without a device, without an rng, or with workers and
+// no Work is refused by Run with ErrInvalid naming what is missing, before any goroutine starts.
+// A nil Dev used to panic on the chaos goroutine, crashing the test binary.
+func TestCloseRaceRefusesBadRace(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{RingSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	work := func(int, *atomic.Bool) {}
+	for _, c := range []struct {
+		race *sdmatest.CloseRace
+		rng  *rand.Rand
+		name string
+	}{
+		{&sdmatest.CloseRace{Workers: 1, Work: work}, rng, "nil Dev"},
+		{&sdmatest.CloseRace{Dev: dev, Workers: 1, Work: work}, nil, "nil rng"},
+		{&sdmatest.CloseRace{Dev: dev, Workers: 2}, rng, "2 Workers with a nil Work"},
+	} {
+		err := c.race.Run(c.rng)
+		if !errors.Is(err, sdma.ErrInvalid) || !strings.Contains(err.Error(), c.name) {
+			t.Errorf("Run: %v; want ErrInvalid naming %s", err, c.name)
+		}
+	}
+	if err := dev.Engine(0).Stop(); err != nil {
+		t.Errorf("the device was touched by a refused Run: Stop: %v", err)
 	}
 }
