@@ -175,8 +175,12 @@ func (e *Engine) unmapChunkLocked(sw, to uint64) uint64 {
 		us = tx.takeUnmaps(us)
 	}
 	if len(us) > 0 {
-		_ = dma.UnmapAll(e.dev.mapper, us) // as sdma_unmap_desc, errors are not the completion's
-		clear(us)                          // the scratch keeps no bus addresses
+		// As sdma_unmap_desc, an error is not the completion's, but it is counted as clean counts
+		// one (Device.UnmapErrors): once for the batch, whose error names its first failed entry.
+		if dma.UnmapAll(e.dev.mapper, us) != nil {
+			e.dev.unmapErrs.Add(1)
+		}
+		clear(us) // the scratch keeps no bus addresses
 	}
 	e.unmaps.us = us[:0]
 	return sw

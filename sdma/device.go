@@ -310,7 +310,9 @@ func (dev *Device) Mapper() dma.Mapper { return dev.mapper }
 
 // UnmapErrors returns how many unmaps failed on a path that promised to undo a mapping: a txreq's
 // completion or Clean, an add refused after its mapping was made. Each would mean a mapping this
-// package lost track of (a bug here or in the mapper); the count stays 0 in a correct program.
+// package lost track of (a bug here or in the mapper, or an unmap behind the txreq's back); the
+// count stays 0 in a correct program. A completion pass's batch of unmaps (several txreqs' mappings
+// in one dma.UnmapAll) that fails counts once, however many of its entries failed.
 func (dev *Device) UnmapErrors() uint64 { return dev.unmapErrs.Load() }
 
 // unmap undoes one mapping a txreq made, by its descriptor type (hfi1: sdma_unmap_desc), and
