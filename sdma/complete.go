@@ -138,14 +138,15 @@ const walkNoBatch = 2
 // one whole txreq is always taken, however many it has).
 const unmapChunkBatch = 64
 
-// unmapChunkLocked undoes, in one dma.UnmapAll call (one hold of each stripe lock of the mapping
-// table), the mappings of the txreqs whose last descriptors lie in [sw, to), as many as fit in
+// unmapChunkLocked undoes, in one dma.UnmapAll call (a hold of each stripe lock of the mapping
+// table per group of up to 16 entries, not one per entry), the mappings of the txreqs whose last descriptors lie in [sw, to), as many as fit in
 // unmapChunkBatch, and returns where that chunk ends: the txreqs up to it have nothing left to
 // unmap but the chunk's lone mapped txreq, if it has only one (hfi1: the sdma_txclean part of
 // complete_tx, for a batch). headMu held.
 //
-// Only txreqs with a public mapping (npub: one without a Sole handle, which the mapper's table
-// undoes under its locks) join a batch. A txreq whose mappings are all sole ones (AddKVAddr on
+// Only txreqs with a public mapping (npub: one without a Sole handle, undone by the mapper's
+// general unmap: a compare-and-swap in its index, or its table's locks for a mapping the index
+// did not hold) join a batch. A txreq whose mappings are all sole ones (AddKVAddr on
 // Direct or the IOMMU, the common case) is left to its clean, which frees each with a store: no
 // lock to share, and the batch's general path would cost it more (TestCompletionBatchesOnlyPublicMappings).
 //
