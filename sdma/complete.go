@@ -370,6 +370,7 @@ func (e *Engine) wakeAvail() {
 			w = next
 			continue
 		}
+		w.refreshLocked()
 		if w.need > avail {
 			break
 		}

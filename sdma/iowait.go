@@ -90,7 +90,10 @@ func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drain
 func (w *IOWait) Busy() int { return int(w.busy.Load()) }
 
 // TxHead returns w's list of parked txreqs (iowait_work.tx_head): ParkOrRetry appends to it,
-// the owner resends from it after its wakeup. The owner guards it.
+// the owner resends from it after its wakeup. The owner guards it; while w is queued on an engine
+// (parked, not yet woken or Unqueued) the engine's wake pass reads its first txreq under the wait
+// lock (its need and VIP priority, as sdma_desc_avail does), so the owner changes it then only
+// through ParkOrRetry.
 func (w *IOWait) TxHead() *TxList { return &w.txHead }
 
 // SetPriority sets the priority w queues with (iowait's init_priority result); when ParkOrRetry
@@ -308,6 +311,26 @@ func (e *Engine) queueLocked(w *IOWait, need, prio int, pktsSent bool) bool {
 	}
 	e.stats.sleeps.Add(1)
 	return true
+}
+
+// refreshLocked recomputes a queued waiter's need and priority from the first txreq on its TxHead,
+// as the wake pass of the kernel does for each waiter it looks at (sdma_desc_avail:
+// iowait_init_priority, then iowait_get_all_desc, whose iowait_get_desc takes the first
+// txreq's descriptors as the need and adds one to the priority for a VIP one): a txreq parked
+// behind the one the waiter was queued with, or on a waiter queued with nothing on its TxHead
+// (DeferOrRetry, QueueWait), counts at the wake. With nothing on TxHead the values of the
+// queueing stand (QueueWait's explicit need; the base priority). The wait lock held; TxHead is
+// read under it, as the kernel reads tx_head under the wait lock: while w is queued its owner
+// changes TxHead only through ParkOrRetry (see TxHead).
+func (w *IOWait) refreshLocked() {
+	front := w.txHead.Front()
+	if front == nil {
+		return
+	}
+	w.need, w.priority = front.NumDesc(), int(w.basePrio.Load())
+	if front.flags&FlagVIP != 0 {
+		w.priority++
+	}
 }
 
 // ParkOrRetry is the verbs sleeper (hfi1: qp.c iowait_sleep), usable as an IOWait's SleepFunc:

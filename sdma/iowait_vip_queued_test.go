@@ -12,10 +12,10 @@ import (
 // a VIP first txreq on tx_head and takes that txreq's descriptors as the need). A waiter queued
 // with nothing on its TxHead (DeferOrRetry, or QueueWait) on which a ParkOrRetry then parks a VIP
 // txreq (queueLocked: already queued, nothing changes) is ranked by the kernel with the bonus,
-// and woken before a plain waiter queued ahead of it. The model ranks by the priority taken at
-// queueing (IOWait.priority), so the plain one is woken first.
+// and woken before a plain waiter queued ahead of it. The model ranked by the priority taken at
+// queueing (IOWait.priority), so the plain one was woken first; it now recomputes at the wake
+// (refreshLocked).
 func TestVIPPriorityOfQueuedWaiterAtWake(t *testing.T) {
-	t.Skip("bug: a queued waiter's priority (and need) are frozen at queueing; the kernel recomputes both from tx_head's first txreq at wake (sdma_desc_avail). Fix: recompute at wake under the wait lock, or in sleepPark when w is already queued on e (a design call: TxHead is the owner's, read at wake)")
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var order []string
