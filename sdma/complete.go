@@ -440,7 +440,7 @@ func (e *Engine) wakeAllLocked() {
 // is harmless. It waits for a pass already running to end (on a Manual engine also for a
 // Process). Not from a callback.
 func (e *Engine) Poll() int {
-	if e.flushPending.Load() {
+	if e.pending.Load() != 0 { // the word as a whole, as process tests it: one compare, no mask
 		e.runFlush()
 	}
 	// The pass under the head lock, with no call but the pass's (lockHead's and Lock's fast
@@ -476,9 +476,11 @@ func (e *Engine) progressHosted() {
 
 // runFlush completes the flush list aborted (hfi1: sdma_field_flush → sdma_flush's flushlist
 // part), inside a head write section as the kernel's flush worker holds head_lock.
-// The caller does not hold hwMu (Poll); runFlushHW is for one that does (the hardware pass).
+// The caller does not hold hwMu (Poll, which calls it when any pending bit is set: a fault plan
+// alone is left to the next hardware pass, takeFaults); runFlushHW is for one that does (the
+// hardware pass).
 func (e *Engine) runFlush() {
-	if e.flushDeferred() {
+	if e.pending.Load()&pendFlush == 0 || e.flushDeferred() {
 		return
 	}
 	e.lockHead()
@@ -504,7 +506,7 @@ func (e *Engine) runFlushHW() {
 // cleared first (the sw clean flushes regardless), so that the hardware goroutine does not spin
 // on it, and so that a Send that sets it again after a sw clean emptied the ring gets its flush.
 func (e *Engine) flushDeferred() bool {
-	e.flushPending.Store(false)
+	e.pending.And(^pendFlush)
 	return e.gate.Load()&gateRunning == 0 && !e.ring.Empty()
 }
 
@@ -519,12 +521,12 @@ func (e *Engine) flushSection() {
 // takes the list (hfi1: sdma_flush's list_splice_init of the flushlist), after any that an
 // earlier flush took and did not complete (its callback's runtime.Goexit, goexit.go). A txreq sent to the
 // flush list meanwhile (by a callback of this flush, say, that resends what was aborted) sets
-// flushPending and waits for the next flush (the hardware goroutine's next pass, a Process or
+// pendFlush and waits for the next flush (the hardware goroutine's next pass, a Process or
 // Poll, a sw clean): a flush that took it too would run for as long as such a callback resends,
 // holding the head lock (and, in a sw clean, hwMu). Close's flush leaves nothing: its producers
 // are quiesced and its callbacks' sends refused (ErrClosed). headMu held.
 func (e *Engine) flushLocked() {
-	e.flushPending.Store(false)
+	e.pending.And(^pendFlush)
 	e.flushMu.Lock()
 	l := &e.flushing // the engine's, not a local: what a callback's Goexit left in it, the next flush completes first
 	l.pushBackList(&e.flush)

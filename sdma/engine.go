@@ -22,6 +22,12 @@ const (
 	gateDown                       // Device.Close: sends refused, the engine is going down
 )
 
+// Bits of Engine.pending: the work a hardware pass does at its start (process).
+const (
+	pendFlush  uint32 = 1 << iota // the flush list has txreqs to flush (flushFront)
+	pendFaults                    // SetFaults left a plan in faultsNext (setFaults)
+)
+
 // lineSize separates groups of fields written by different parties (internal/cacheline.Pad, the
 // module's one definition: a cache line, and at least two 64-byte lines).
 const lineSize = cacheline.Pad
@@ -78,9 +84,13 @@ type Engine struct {
 	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
 	// the producer sees the flag or the goroutine sees the new tail.
 	hwSleeping atomic.Bool
-	// flushPending is set by a Send that put a txreq on the flush list and cleared by whoever then runs the flush; read by the hardware goroutine
-	// before it parks.
-	flushPending atomic.Bool
+	// pending is the work a hardware pass does at its start before it reads the ring, one bit
+	// each, so that the common pass tests one word (process): pendFlush is set (atomic Or) by a
+	// Send that put a txreq on the flush list and cleared (atomic And) by whoever then runs the
+	// flush; pendFaults is set by SetFaults after it stored faultsNext and cleared by the pass
+	// that takes the plan (under hwMu). Read by the hardware pass, Poll (pendFlush) and the
+	// hardware goroutine before it parks.
+	pending atomic.Uint32
 	// hwGoid is the id of the hardware-model goroutine (0: none, or not started yet). Written
 	// once by run as it starts; read by Close, Shutdown and Event to refuse a call from it.
 	hwGoid atomic.Uint64
@@ -143,6 +153,10 @@ type Engine struct {
 	stMu sync.Mutex
 	sm   stateMachine
 
+	// faultsNext is the fault plan that SetFaults gave and no pass has taken yet, or nil. Written
+	// (atomic store) by setFaults, which then sets pendFaults; taken (atomic swap to nil) by the
+	// hardware pass that sees pendFaults, under hwMu (takeFaults).
+	faultsNext atomic.Pointer[faultPlan]
 	// haltCause is the recorded reason of the last halt, nil while none. Written by the state
 	// machine when the engine enters s50_hw_halt_wait (atomic store); read by HaltCause.
 	haltCause atomic.Pointer[HaltError]
@@ -809,7 +823,7 @@ func (e *Engine) flushFront(w *IOWait, src *txSource) error {
 	e.flushMu.Lock()
 	e.flush.PushBack(tx)
 	e.flushMu.Unlock()
-	e.flushPending.Store(true)
+	e.pending.Or(pendFlush)
 	e.ringBell()
 	return nil
 }

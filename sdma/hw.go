@@ -159,8 +159,8 @@ func (e *Engine) process() (int, uint64, error) {
 	e.hwMu.Lock()
 	e.hw.passes++
 	e.hw.intrPass = false
-	if e.flushPending.Load() {
-		e.runFlushHW() // the flush worker (sdma_field_flush), in any state
+	if p := e.pending.Load(); p != 0 {
+		e.runPending(p) // a new fault plan, the flush worker: one load and branch for both
 	}
 	r := e.ring
 	if e.gate.Load()&gateDown != 0 {
@@ -249,6 +249,18 @@ func (e *Engine) process() (int, uint64, error) {
 		e.writeBackHead() // the pass's HEAD_TO_HOST write-backs, once
 	}
 	return e.passDone(pkts, nil)
+}
+
+// runPending does the work of the pending bits p at a pass's start: it takes a new fault plan
+// (SetFaults) before anything is read, then runs the flush worker (sdma_field_flush), in any
+// state. hwMu held.
+func (e *Engine) runPending(p uint32) {
+	if p&pendFaults != 0 {
+		e.takeFaults()
+	}
+	if p&pendFlush != 0 {
+		e.runFlushHW()
+	}
 }
 
 // countDescs counts n descriptors read toward the count interrupt, every DescIntr descriptors,
@@ -792,7 +804,8 @@ const spinLimit = 128
 const busyYieldMask = 2047
 
 // spin polls, without hwMu, until a pass may have something to do: the tail moved past
-// waitTail (the tail the last pass stopped at, hwState.waitTail), a flush is pending, the
+// waitTail (the tail the last pass stopped at, hwState.waitTail), a flush or a fault plan is
+// pending (Engine.pending), the
 // doorbell rang (a state change: see park) or the engine is stopping. It makes at most limit
 // polls (no limit if negative), yielding every yieldMask+1, and reports whether it saw work.
 //
@@ -803,7 +816,7 @@ const busyYieldMask = 2047
 func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
 	r := e.ring
 	for i := 1; limit < 0 || i <= limit; i++ {
-		if r.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
+		if r.Tail() != waitTail || e.pending.Load() != 0 || e.stopping.Load() {
 			return true
 		}
 		if i&15 == 0 {
@@ -836,7 +849,7 @@ func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
 // producers skip the doorbell (Engine.parks).
 func (e *Engine) park(waitTail uint64) {
 	e.hwSleeping.Store(true)
-	if e.ring.Tail() != waitTail || e.flushPending.Load() || e.stopping.Load() {
+	if e.ring.Tail() != waitTail || e.pending.Load() != 0 || e.stopping.Load() {
 		e.hwSleeping.Store(false)
 		return
 	}

@@ -302,9 +302,15 @@ type faultState struct {
 	rng       uint64 // splitmix64 state
 }
 
-// setFaults replaces the engine's fault plan (sdmatest.SetFaults). ErrInvalid (a *ConfigError)
-// for a bad plan; ErrInvalid on the engine's own goroutine or a host's (a Sink, a callback or a
-// wakeup that a pass there runs), which holds hwMu: the plan's lock would wait for itself.
+// setFaults replaces the engine's fault plan (sdmatest.SetFaults) without taking a lock: it
+// stores the plan in faultsNext and sets pendFaults, and the next hardware pass to start takes it
+// (takeFaults) before it reads a descriptor. The plan is read only by passes, so for a caller
+// outside a pass this is as if it had waited for hwMu and set it (a pass running meanwhile on
+// another goroutine goes on with the old plan, as it did before the lock was released); from a
+// Sink, a completion or a wakeup that a pass runs (on the engine's goroutine, under a Stop or
+// a SendWait, or under the caller's own Process or Poll, which hold hwMu), the plan takes effect
+// at the next pass, where waiting for hwMu deadlocked. ErrInvalid (a *ConfigError) for a bad
+// plan, which changes nothing.
 func (e *Engine) setFaults(p faultPlan) error {
 	if err := p.validate(); err != nil {
 		if ce, ok := err.(*ConfigError); ok { // the caller's field is sdmatest.FaultPlan's, not a Config's
@@ -312,15 +318,23 @@ func (e *Engine) setFaults(p faultPlan) error {
 		}
 		return err
 	}
-	if err := e.ownPass("SetFaults"); err != nil {
-		return err
-	}
-	e.hwMu.Lock()
-	e.setFaultsLocked(p)
-	e.hwMu.Unlock()
+	e.faultsNext.Store(&p)
+	e.pending.Or(pendFaults) // after the store: a pass that sees the bit finds this plan or a later one
 	return nil
 }
 
+// takeFaults makes the plan that setFaults left the engine's, at the start of a pass. The bit is
+// cleared before the plan is taken: a setFaults meanwhile stores its plan (taken now, or by the
+// next pass) and then sets the bit again (the next pass then finds nil, or its plan). hwMu held.
+func (e *Engine) takeFaults() {
+	e.pending.And(^pendFaults)
+	if p := e.faultsNext.Swap(nil); p != nil {
+		e.setFaultsLocked(*p)
+	}
+}
+
+// setFaultsLocked makes p the engine's fault plan, its descriptor count starting now. hwMu held,
+// or the engine not running yet (NewDevice).
 func (e *Engine) setFaultsLocked(p faultPlan) {
 	f := faultState{haltAt: uint64(p.HaltAt), haltCause: p.HaltCause, rng: p.Seed + uint64(e.idx)}
 	if f.haltCause == CauseNone {

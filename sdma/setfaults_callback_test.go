@@ -1,7 +1,6 @@
 package sdma_test
 
 import (
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,9 +14,9 @@ import (
 
 // TestSetFaultsFromEngineGoroutine: a fault schedule driven by what the engine does (a Sink or a
 // completion callback that sets the next plan) calls sdmatest.SetFaults on the engine's own
-// goroutine, with the hardware lock held. InjectHalt and RaiseEvent refuse such a call with
-// ErrInvalid; SetFaults took the lock and waited for itself: the engine hung, and Close with it.
-// It must be refused, changing nothing, and the engine must go on.
+// goroutine, with the hardware lock held. SetFaults took the lock and waited for itself: the
+// engine hung, and Close with it; it was then refused with ErrInvalid. It now returns nil at
+// once, and the plan applies from the next pass: the next packet halts (HaltAt 1).
 func TestSetFaultsFromEngineGoroutine(t *testing.T) {
 	for _, where := range []string{"sink", "completion"} {
 		t.Run(where, func(t *testing.T) {
@@ -61,16 +60,21 @@ func TestSetFaultsFromEngineGoroutine(t *testing.T) {
 			}
 			perr := got.Load()
 			require.NotNil(t, perr)
-			require.True(t, errors.Is(*perr, sdma.ErrInvalid), "SetFaults from the engine's goroutine: %v, want ErrInvalid", *perr)
-			// Nothing changed: no plan was set, the next packet goes out.
+			require.NoError(t, *perr, "SetFaults from the engine's goroutine")
+			// The plan applies from the next pass: the next packet halts. (That HaltAt halts once is
+			// TestSetFaultsUnderProcessAndPoll's: here a send right after the halt may find the
+			// engine still recovering.)
 			send()
 			select {
 			case st := <-done:
-				require.Equal(t, sdma.StatusOK, st)
+				require.Equal(t, sdma.StatusAborted, st)
 			case <-time.After(10 * time.Second):
-				t.Fatal("second packet did not complete")
+				t.Fatal("packet did not complete")
 			}
-			require.Zero(t, e.Stats().Faults)
+			require.EqualValues(t, 1, e.Stats().Faults)
+			var h *sdma.HaltError
+			require.ErrorAs(t, e.HaltCause(), &h)
+			require.Contains(t, h.Detail, "HaltAt")
 			require.NoError(t, dev.Close())
 		})
 	}
@@ -133,7 +137,8 @@ func TestStopCompletesDeliveredOK(t *testing.T) {
 }
 
 // TestSetFaultsFromHostedCallback: a completion that Stop's sw clean runs on the caller's own
-// goroutine (hwMu held) calls SetFaults: refused with ErrInvalid (it waited for itself).
+// goroutine (hwMu held) calls SetFaults: it waited for itself, was then refused with ErrInvalid,
+// and now returns nil, the plan applying from the next pass (after Start: its first packet halts).
 func TestSetFaultsFromHostedCallback(t *testing.T) {
 	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64})
 	require.NoError(t, err)
@@ -155,5 +160,15 @@ func TestSetFaultsFromHostedCallback(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Stop hung: SetFaults in its sw clean's callback waited for Stop's lock")
 	}
-	require.ErrorIs(t, <-got, sdma.ErrInvalid)
+	require.NoError(t, <-got)
+	require.NoError(t, e.Start())
+	var tx2 sdma.TxReq
+	require.NoError(t, tx2.Init(0, len(buf), nil))
+	require.NoError(t, tx2.AddKVAddr(dev, buf))
+	require.NoError(t, e.Send(nil, &tx2, false))
+	n, err := e.Process()
+	var h *sdma.HaltError
+	require.ErrorAs(t, err, &h)
+	require.Contains(t, h.Detail, "HaltAt")
+	require.Zero(t, n)
 }

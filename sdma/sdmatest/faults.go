@@ -25,11 +25,13 @@ type FaultPlan struct {
 }
 
 // SetFaults replaces e's fault plan (p's zero value stops injecting). A bad plan is refused with
-// an *sdma.ConfigError (it matches sdma.ErrInvalid) naming the field, and changes nothing. Called
-// on the engine's own goroutine (from a Sink, a completion or a wakeup it runs) or from one that
-// a call runs on its own goroutine (Stop, RaiseEvent, InjectHalt, ...), it would wait for the
-// hardware pass it is part of: it is refused with sdma.ErrInvalid and changes nothing. From a
-// Sink or completion that the caller's own Process or Poll runs it would deadlock: do not.
+// an *sdma.ConfigError (it matches sdma.ErrInvalid) naming the field, and changes nothing.
+// SetFaults never waits: the plan is left for the hardware model, whose next pass takes it before
+// it reads a descriptor (HaltAt counts the descriptors read from that pass on). Once SetFaults
+// returns, every pass that starts uses the plan; a pass running meanwhile on another goroutine
+// ends with the old one. From a Sink, a completion or a wakeup (on the engine's goroutine, or
+// under the caller's own Process, Poll, Stop, RaiseEvent, ...), the pass that runs it ends with
+// the old plan, and the new one applies from the next pass: the next Process of a Manual engine.
 func SetFaults(e *sdma.Engine, p FaultPlan) error {
 	if e == nil {
 		return errNil("SetFaults", "engine")
