@@ -96,7 +96,10 @@ type Config struct {
 	// Manual starts no hardware-model goroutine: the caller drives each engine with Process.
 	Manual bool
 	// Sink receives the packets; nil means a sink owned by the device that drops them. A typed
-	// nil (a nil *udpsink.Sink in the interface) is refused, as for Mapper.
+	// nil (a nil *udpsink.Sink in the interface) is refused, as for Mapper. A Sink with a method
+	// Validate() error (sdmatest.FaultSink and FaultBatchSink have one) is validated once, by
+	// NewDevice: a non-nil answer refuses the device, as it is if it is a *ConfigError (naming
+	// the sink's field), else as a *ConfigError for Sink whose Reason quotes it.
 	Sink Sink
 	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
 	// min(Engines, 8).
@@ -181,6 +184,11 @@ func NewDevice(cfg Config) (*Device, error) {
 	if cfg.Sink != nil && typedNil(cfg.Sink) {
 		// Every delivery would panic (recovered), and packets would complete OK having gone nowhere.
 		return nil, configErr("Sink", cfg.Sink, "a nil pointer in a non-nil interface (use a nil Sink to drop the packets)")
+	}
+	if v, ok := cfg.Sink.(sinkValidator); ok {
+		if err := validateSink(v); err != nil {
+			return nil, err
+		}
 	}
 	var lim [2]int
 	if bs, ok := cfg.Sink.(BatchSink); ok {

@@ -16,9 +16,10 @@ var (
 	ErrInjected = errors.New("sdma: injected fault")
 )
 
-// ConfigError names the Config field NewDevice refused, or the sdmatest.FaultPlan field that
-// sdmatest.SetFaults refused (Field "sdmatest.FaultPlan.HaltRate", say). It matches ErrConfig and
-// ErrInvalid.
+// ConfigError names the Config field NewDevice refused, or the field of a package sdmatest type
+// that was refused: an sdmatest.FaultPlan's by sdmatest.SetFaults (Field
+// "sdmatest.FaultPlan.HaltRate", say), an sdmatest.FaultSink's by its Validate, which NewDevice
+// calls (Field "sdmatest.FaultSink.FailRate"). It matches ErrConfig and ErrInvalid.
 type ConfigError struct {
 	Field  string // e.g. "RingSize"
 	Value  any    // the value given
@@ -28,9 +29,13 @@ type ConfigError struct {
 // faultPlanField prefixes the Field of a ConfigError of sdmatest.SetFaults.
 const faultPlanField = "sdmatest.FaultPlan."
 
+// sdmatestField prefixes the Field of a ConfigError about a package sdmatest type (a fault plan,
+// a fault sink): Error names it as it is, not as a Config field.
+const sdmatestField = "sdmatest."
+
 func (e *ConfigError) Error() string {
 	name := "Config." + e.Field
-	if strings.HasPrefix(e.Field, faultPlanField) {
+	if strings.HasPrefix(e.Field, sdmatestField) {
 		name = e.Field
 	}
 	return fmt.Sprintf("sdma: %s = %v: %s", name, e.Value, e.Reason)

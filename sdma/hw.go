@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"runtime"
@@ -137,6 +138,27 @@ func batchLimit(bs BatchSink) (lim [2]int, err error) {
 	}()
 	lim[0], lim[1] = bs.BatchLimit()
 	return lim, nil
+}
+
+// sinkValidator is a Sink that can check its own settings (Config.Sink; sdmatest.FaultSink).
+type sinkValidator interface{ Validate() error }
+
+// validateSink runs a sink's Validate once, for NewDevice: its error as it is if it is a
+// *ConfigError, else as one for Sink; a panic (a sink's bug) is an error naming it, as
+// batchLimit's.
+func validateSink(v sinkValidator) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = configErr("Sink", fmt.Sprintf("%T", v), "Validate panicked: "+fmt.Sprint(p))
+		}
+	}()
+	if err = v.Validate(); err == nil {
+		return nil
+	}
+	if ce := (*ConfigError)(nil); errors.As(err, &ce) {
+		return err
+	}
+	return configErr("Sink", fmt.Sprintf("%T", v), "Validate: "+err.Error())
 }
 
 // Process runs one pass of the hardware model on the caller's goroutine: it runs a pending flush,

@@ -168,7 +168,9 @@ func (s *CaptureSink) Reset() {
 // against the engine as an sdma.SinkError; the txreq still completes OK, as a packet lost on the
 // wire) or stall (sleep before delivering: a slow wire, which backs the ring up). Decisions are
 // drawn per delivery from Seed, lock-free. Safe for concurrent use if the wrapped sink is. Set
-// the fields before the device uses it.
+// the fields before the device uses it: sdma.NewDevice calls Validate and refuses a rate outside
+// 0..1 (NaN too: above 1 every delivery would fail, NaN none) or a negative Stall; fields changed
+// after NewDevice are not checked again.
 type FaultSink struct {
 	Sink      sdma.Sink     // the wrapped sink; nil means drop successful deliveries
 	FailRate  float64       // probability that a delivery fails, 0..1
@@ -179,6 +181,41 @@ type FaultSink struct {
 	n       atomic.Uint64 // deliveries so far, the draw index (atomic add by each delivering engine)
 	failed  atomic.Uint64 // deliveries failed (statistic; atomic add, read by Failed)
 	stalled atomic.Uint64 // deliveries stalled (statistic; atomic add, read by Stalled)
+}
+
+// Validate checks the fault settings: FailRate and StallRate in 0..1 (not NaN), Stall not
+// negative. A bad one is an *sdma.ConfigError (it matches sdma.ErrConfig and sdma.ErrInvalid)
+// naming the field, "sdmatest.FaultSink.FailRate" say. A wrapped sink with a Validate method of
+// its own is validated too. sdma.NewDevice calls it (see sdma.Config.Sink).
+func (s *FaultSink) Validate() error {
+	if err := s.validate("sdmatest.FaultSink."); err != nil {
+		return err
+	}
+	return validateInner(s.Sink)
+}
+
+// validate checks the fault fields, naming a bad one with prefix.
+func (s *FaultSink) validate(prefix string) error {
+	for _, f := range []struct {
+		name string
+		rate float64
+	}{{"FailRate", s.FailRate}, {"StallRate", s.StallRate}} {
+		if !(f.rate >= 0 && f.rate <= 1) {
+			return &sdma.ConfigError{Field: prefix + f.name, Value: f.rate, Reason: "want a probability, 0..1"}
+		}
+	}
+	if s.Stall < 0 {
+		return &sdma.ConfigError{Field: prefix + "Stall", Value: s.Stall, Reason: "want a duration, 0 or more"}
+	}
+	return nil
+}
+
+// validateInner runs a wrapped sink's own Validate, if it has one.
+func validateInner(inner any) error {
+	if v, ok := inner.(interface{ Validate() error }); ok {
+		return v.Validate()
+	}
+	return nil
 }
 
 // Deliver draws, maybe stalls, and fails or delivers.
@@ -210,7 +247,8 @@ func (s *FaultSink) draw() error {
 // FaultBatchSink is a FaultSink that keeps the batching of the sdma.BatchSink it wraps: each
 // packet draws as with FaultSink, at Deliver or Queue (a failed one is not queued: it fails with
 // sdma.ErrInjected; a stalled one sleeps first), and Flush and BatchLimit are the wrapped
-// sink's. Set the fields before the device uses it.
+// sink's. Set the fields before the device uses it; sdma.NewDevice calls Validate, as for
+// FaultSink.
 type FaultBatchSink struct {
 	FaultSink                // the fault plan: FailRate, StallRate, Stall, Seed; its Sink is unused
 	Batch     sdma.BatchSink // the wrapped sink
@@ -222,6 +260,15 @@ func (s *FaultBatchSink) Deliver(engine int, segs [][]byte) error {
 		return err
 	}
 	return s.Batch.Deliver(engine, segs)
+}
+
+// Validate is FaultSink's, naming the field "sdmatest.FaultBatchSink.FailRate" say, and
+// validates the wrapped BatchSink if it has a Validate method.
+func (s *FaultBatchSink) Validate() error {
+	if err := s.validate("sdmatest.FaultBatchSink."); err != nil {
+		return err
+	}
+	return validateInner(s.Batch)
 }
 
 // BatchLimit is the wrapped sink's.
