@@ -2,12 +2,14 @@ package usdma
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/sdma"
@@ -118,5 +120,51 @@ func TestBoundedAllocatorWaitUnderStops(t *testing.T) {
 			assert.Equal(t, int(pq.Stats().Requests), ends.total())
 			assert.Zero(t, a.Stats().InUse)
 		})
+	}
+}
+
+// TestBoundedAllocatorCloseAndCtxRace: Submits that wait for txreqs (a small allocator, a driven
+// engine) while their ctx ends at varying moments and the queue closes at a varying moment:
+// every Submit returns (nil, ctx's error, ErrClosed), every request accepted ends exactly once,
+// every txreq is back, and no goroutine of the waits is left.
+func TestBoundedAllocatorCloseAndCtxRace(t *testing.T) {
+	for round := range 12 {
+		for name, a := range boundedAllocs(t, 3) {
+			t.Run(name, func(t *testing.T) {
+				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+				dev, err := sdma.NewDevice(sdma.Config{RingSize: 64})
+				require.NoError(t, err)
+				defer dev.Close()
+				pq, err := New(Config{Device: dev, Alloc: a, Slots: 4})
+				require.NoError(t, err)
+				ends := newEndCounter(pq)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for i := 0; ; i++ {
+						slot := i % 4
+						_ = waitSlot(t, pq, slot)
+						data := pattern((10+i%5)*64, byte(i))
+						info, hdr := Message(slot, 64, testTemplate, data)
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%4)*30*time.Microsecond)
+						err := pq.Submit(ctx, info, &hdr, data)
+						cancel()
+						if errors.Is(err, ErrClosed) && pq.closed.Load() {
+							return
+						}
+					}
+				}()
+				time.Sleep(time.Duration(round) * 300 * time.Microsecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				require.NoError(t, pq.Close(ctx))
+				<-done
+				assert.Equal(t, int(pq.Stats().Requests), ends.total())
+				for slot := range 4 {
+					assert.NotEqual(t, Queued, pq.Comp(slot).Status, "slot %d", slot)
+				}
+				assert.Zero(t, a.Stats().InUse)
+			})
+		}
 	}
 }
