@@ -3,6 +3,7 @@ package sdma
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,6 +152,14 @@ func TestSendListBusyAcrossStopRestartThenResend(t *testing.T) {
 // list order; a call's OK completions are a prefix of it (once one is aborted, none after it in
 // the same call is OK); an error is only nil, ErrNotRunning or ErrBusy (the list stays then).
 func TestSendListStopStartRace(t *testing.T) {
+	for _, defer_ := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deferOrRetry=%v", defer_), func(t *testing.T) { sendListStopStartRace(t, defer_) })
+	}
+}
+
+// sendListStopStartRace is TestSendListStopStartRace; withWait: each producer's SendList has an
+// IOWait with DeferOrRetry (ErrBusy queues it; the producer resends once it is woken).
+func sendListStopStartRace(t *testing.T, withWait bool) {
 	engTestNoLeak(t)
 	lists := 60
 	if testing.Short() {
@@ -180,12 +189,24 @@ func TestSendListStopStartRace(t *testing.T) {
 	type call struct{ txs []*TxReq }
 	var callsMu sync.Mutex
 	var calls []call
+	var waits []*IOWait
+	var notRunning atomic.Int64
 	var prods sync.WaitGroup
 	for p := range 3 {
 		prods.Add(1)
 		go func() {
 			defer prods.Done()
 			rng := rand.New(rand.NewPCG(uint64(p), 7))
+			var w *IOWait
+			if withWait {
+				w = &IOWait{}
+				w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
+					return e.DeferOrRetry(w, tx, seq, pktsSent)
+				}, func(*IOWait, int) {}, nil)
+				callsMu.Lock()
+				waits = append(waits, w)
+				callsMu.Unlock()
+			}
 			for range lists {
 				n := 1 + rng.IntN(90)
 				txs := make([]TxReq, n)
@@ -203,7 +224,7 @@ func TestSendListStopStartRace(t *testing.T) {
 				}
 				next := 0
 				for l.Len() > 0 {
-					k, err := e.SendList(nil, l)
+					k, err := e.SendList(w, l)
 					if k+l.Len() != n-next {
 						t.Errorf("SendList took %d, left %d of %d", k, l.Len(), n-next)
 						return
@@ -220,9 +241,15 @@ func TestSendListStopStartRace(t *testing.T) {
 						t.Errorf("SendList: %v", err)
 						return
 					}
+					if err == ErrNotRunning {
+						notRunning.Add(1)
+					}
 					if err == ErrNotRunning && l.Len() != 0 {
 						t.Errorf("ErrNotRunning with %d left", l.Len())
 						return
+					}
+					for w != nil && e.Waiting(w) {
+						runtime.Gosched() // woken by a completion pass or a sw clean
 					}
 				}
 			}
@@ -259,5 +286,9 @@ func TestSendListStopStartRace(t *testing.T) {
 		}
 	}
 	require.Len(t, c.order, total)
-	t.Log(fmt.Sprintf("%d calls, %d txreqs, %d stop/start cycles", len(calls), total, cycles.Load()))
+	for _, w := range waits {
+		require.Zero(t, w.Busy())
+		require.False(t, e.Waiting(w))
+	}
+	t.Logf("%d calls (%d ErrNotRunning), %d txreqs, %d stop/start cycles", len(calls), notRunning.Load(), total, cycles.Load())
 }
