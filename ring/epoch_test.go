@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"errors"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -179,5 +180,26 @@ func TestStressReserveInEpoch(t *testing.T) {
 		r.Reset(0)
 		round++
 		r.Open()
+	}
+}
+
+// TestReserveInRefusesFutureEpoch: an epoch ahead of the ring's (Epoch()+1, or Epoch()-1 on a new
+// ring, which wraps to reserve's internal "any epoch") is refused with ErrReset and reserves
+// nothing; it used to reserve for the wrapped value.
+func TestReserveInRefusesFutureEpoch(t *testing.T) {
+	r, err := New(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range []uint64{r.Epoch() + 1, r.Epoch() - 1, ^uint64(0)} {
+		if _, err := r.ReserveIn(1, ep); !errors.Is(err, ErrReset) {
+			t.Fatalf("ReserveIn(1, %d) on a ring of epoch %d: %v, want ErrReset", ep, r.Epoch(), err)
+		}
+	}
+	if got := r.Reserved(); got != 0 {
+		t.Fatalf("%d slots reserved by refused calls", got)
+	}
+	if _, err := r.ReserveIn(1, r.Epoch()); err != nil {
+		t.Fatalf("the current epoch: %v", err)
 	}
 }

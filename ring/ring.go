@@ -312,10 +312,15 @@ func (r *Ring) Epoch() uint64 { return r.epoch.Load() }
 
 // ReserveIn is Reserve in the ring's epoch epoch (Epoch) only: ErrReset (bare) if the ring was
 // Reset since, nothing changed; so every reservation ReserveIn made with one epoch lies in the
-// same run of indices, none after a Reset. Errors otherwise as Reserve's, named ReserveIn.
+// same run of indices, none after a Reset. An epoch ahead of the ring's (one Epoch never
+// returned) is refused too, with an *Error matching ErrReset that says so. Errors otherwise as
+// Reserve's, named ReserveIn.
 func (r *Ring) ReserveIn(n int, epoch uint64) (Reservation, error) {
 	if err := r.checkBatch("ReserveIn", n); err != nil {
 		return Reservation{}, err
+	}
+	if cur := r.epoch.Load(); epoch > cur { // epochs only grow; ^0 is reserve's anyEpoch
+		return Reservation{}, errorf("ReserveIn", ErrReset, "epoch %d is ahead of the ring's %d: not an epoch Epoch returned", epoch, cur)
 	}
 	start, err := r.reserveIn(uint64(n), epoch)
 	if err != nil {
