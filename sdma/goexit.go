@@ -101,8 +101,9 @@ func (e *Engine) heldStart(k int) uint64 {
 // lock held; the write section open if the count is odd. It finishes what the pass owed the
 // interrupted step: w is the completion's iowait (its count is dropped; a drained callback due
 // runs late, after the release), and a wakeup batch's waiters not yet woken are woken late too.
-// (A flush's txreqs not yet completed need nothing: they stay in e.flushing, which the next
-// flush, Close's sw clean at the latest, completes first.) On the engine's goroutine runDone
+// A flush's txreqs not yet completed stay in e.flushing, which the next flush completes first:
+// the handler sets pendFlush so that the engine's next pass, Poll or Process runs that flush even
+// if nothing is sent to the flush list again (Close's sw clean at the latest). On the engine's goroutine runDone
 // releases the locks; on a caller's, callerExited.
 func (e *Engine) callbackExited(what string, w *IOWait) {
 	var x hwExit
@@ -116,6 +117,12 @@ func (e *Engine) callbackExited(what string, w *IOWait) {
 		}
 	}
 	x.what, x.head = "a "+what+" callback", true
+	if e.flushing.Len() != 0 {
+		// A flush's txreqs that the exit kept from completing: the next flush completes them
+		// first, so ask for one (the engine may go on: a caller's Poll or Process, or the
+		// engine's next pass, runs it), as a Send to the flush list does.
+		e.pending.Or(pendFlush)
+	}
 	if !e.onOwnGoroutine() {
 		e.callerExited(what, x)
 		return

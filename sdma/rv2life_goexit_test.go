@@ -1,0 +1,130 @@
+package sdma
+
+import (
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStopGoexitThenStopStart: a completion callback's runtime.Goexit in a Stop's sw clean; the
+// docs say the next Stop and Start clean up. Every txreq must complete exactly once after that
+// Stop and Start (without a Close), and the engine must run and complete new packets.
+func TestStopGoexitThenStopStart(t *testing.T) {
+	type cfgCase struct {
+		name string
+		cfg  Config
+	}
+	type opCase struct {
+		name string
+		op   func(e *Engine) error
+	}
+	for _, oc := range []opCase{
+		{"Stop", func(e *Engine) error { return e.Stop() }},
+		{"InjectHalt", func(e *Engine) error { return e.injectHalt(CauseHalt) }},
+	} {
+		for _, tc := range []cfgCase{
+			{"Manual", Config{Manual: true}},
+			{"Poll", Config{Completion: CompletePoll}},
+			{"ManualPoll", Config{Manual: true, Completion: CompletePoll}},
+		} {
+			t.Run(oc.name+"/"+tc.name, func(t *testing.T) {
+				dev, err := NewDevice(tc.cfg)
+				require.NoError(t, err)
+				e := dev.Engine(0)
+				c := &completions{}
+				var exited atomic.Bool
+				cb := CompleterFunc(func(tx *TxReq, st Status) {
+					c.Complete(tx, st)
+					if exited.CompareAndSwap(false, true) {
+						runtime.Goexit()
+					}
+				})
+				txs := goexitTxs(t, dev, e, nil, 16, cb)
+				ended := make(chan bool, 1)
+				go func() {
+					returned := false
+					defer func() { ended <- returned }()
+					_ = oc.op(e)
+					returned = true
+				}()
+				require.False(t, hangGuard(t, ended, "Stop's goroutine did not end"))
+				require.EqualValues(t, 1, c.n.Load())
+				errs := make(chan error, 1)
+				go func() { errs <- e.Stop() }()
+				require.NoError(t, hangGuard(t, errs, "second Stop hung"))
+				go func() { errs <- e.Start() }()
+				require.NoError(t, hangGuard(t, errs, "Start hung"))
+				require.EqualValues(t, len(txs), c.n.Load(), "every txreq completes after Stop and Start")
+				require.Zero(t, c.dup.Load())
+				// The engine runs again.
+				more := goexitTxs(t, dev, e, nil, 4, c)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for c.n.Load() < int64(len(txs)+len(more)) && !t.Failed() {
+						if tc.cfg.Manual {
+							_, _ = e.Process()
+						}
+						e.Poll()
+						runtime.Gosched()
+					}
+				}()
+				hangGuard(t, done, "new packets did not complete")
+				require.EqualValues(t, len(txs)+len(more), c.n.Load(), "new packets complete")
+				closeGuarded(t, dev)
+				require.EqualValues(t, len(txs)+len(more), c.n.Load())
+				require.Zero(t, c.dup.Load())
+			})
+		}
+	}
+}
+
+// TestCallerFlushGoexitRestFlushed: a completion callback's runtime.Goexit in a flush that a
+// caller's Poll runs (a Manual engine, stopped, its sends on the flush list): the engine goes on,
+// so the txreqs that flush took and did not complete must be completed by the next flush the
+// engine runs (its next Poll or Process), not only by Close: their iowait drains before Close.
+func TestCallerFlushGoexitRestFlushed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		drive func(e *Engine)
+	}{
+		{"Poll", func(e *Engine) { e.Poll() }},
+		{"Process", func(e *Engine) { _, _ = e.Process() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, err := NewDevice(Config{Manual: true, Completion: CompletePoll})
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			require.NoError(t, e.Stop())
+			c := &completions{}
+			var first atomic.Bool
+			cb := CompleterFunc(func(tx *TxReq, st Status) {
+				c.Complete(tx, st)
+				if first.CompareAndSwap(false, true) {
+					runtime.Goexit()
+				}
+			})
+			var w IOWait
+			w.Init(nil, nil, nil)
+			txs := goexitTxs(t, dev, e, &w, 4, cb)
+			ended := make(chan bool, 1)
+			go func() {
+				returned := false
+				defer func() { ended <- returned }()
+				tc.drive(e)
+				returned = true
+			}()
+			require.False(t, hangGuard(t, ended, "the driving goroutine did not end"))
+			require.EqualValues(t, 1, c.n.Load(), "the flush stopped at the first")
+			for i := 0; i < 4; i++ {
+				tc.drive(e)
+			}
+			require.EqualValues(t, len(txs), c.n.Load(), "the flush's rest completes at the engine's next flush, before Close")
+			require.Zero(t, c.dup.Load())
+			closeGuarded(t, dev)
+			require.EqualValues(t, len(txs), c.n.Load())
+		})
+	}
+}
