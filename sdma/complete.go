@@ -543,6 +543,7 @@ func (e *Engine) flushLocked() {
 // them), and wakes every parked waiter. The engine is not in s99 (the gate's running bit is clear)
 // or is closing. hwMu held, so the hardware reads nothing being unmapped.
 func (e *Engine) swCleanLocked() {
+	e.exitHalted.Store(false) // taken down or recovered: a halt of a Goexit is over (exitHalt)
 	e.quiesce()
 	r := e.ring
 	e.lockHeadHW()

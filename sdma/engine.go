@@ -172,6 +172,11 @@ type Engine struct {
 	// (goexit.go): the engine stays halted. Written once by the goroutine's release, under hwMu;
 	// read by the events (under hwMu) and Shutdown.
 	hwGone atomic.Bool
+	// exitHalted is set when a Sink's or callback's runtime.Goexit halted the engine (exitHalt,
+	// goexit.go), which then waits in s50_hw_halt_wait with no halt worker for a Stop or Close,
+	// and cleared by the next sw clean (swCleanLocked). Both under hwMu; read by Shutdown
+	// (idleForShutdown), which does not wait for the ring of such an engine to drain.
+	exitHalted atomic.Bool
 	// flushing holds the txreqs a flush took off the flush list and has not completed yet
 	// (flushLocked); guarded by the head lock.
 	flushing TxList
@@ -898,9 +903,10 @@ func (e *Engine) driveHosted() int {
 // idleForShutdown reports whether the engine holds nothing more that it will send: ring and
 // flush list empty, or the engine frozen (s80_hw_freeze, after FreezeNotify or a link down: the
 // hardware model consumes nothing until an unfreeze, so the ring cannot drain, and the flush
-// list waits for the sw clean behind it, see flushDeferred; Close aborts both).
+// list waits for the sw clean behind it, see flushDeferred; Close aborts both), or halted by a
+// runtime.Goexit (hwGone, exitHalted: it waits for Stop or Close, and nothing else drains it).
 func (e *Engine) idleForShutdown() bool {
-	if e.hwGone.Load() || e.state() == sm.S80HwFreeze {
+	if e.hwGone.Load() || e.exitHalted.Load() || e.state() == sm.S80HwFreeze {
 		return true
 	}
 	if !e.ring.Empty() {

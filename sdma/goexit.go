@@ -227,6 +227,7 @@ func (e *Engine) exitHalt(what string, gone bool) {
 	if e.sm.cur == sm.S99Running {
 		e.sm.step(sm.E90SwHalted, "runtime.Goexit") // its halt worker never runs: see exitHalt
 		e.gate.And(^gateRunning)
+		e.exitHalted.Store(true) // Shutdown does not wait for it (idleForShutdown)
 	}
 	e.stMu.Unlock()
 	e.recordHalt(evItem{ev: sm.E90SwHalted, halt: h})

@@ -1,6 +1,7 @@
 package sdma
 
 import (
+	"context"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -125,6 +126,50 @@ func TestCallerFlushGoexitRestFlushed(t *testing.T) {
 			require.Zero(t, c.dup.Load())
 			closeGuarded(t, dev)
 			require.EqualValues(t, len(txs), c.n.Load())
+		})
+	}
+}
+
+// TestShutdownAfterProcessSinkGoexit: a Sink's runtime.Goexit under a caller's Process halts the
+// engine (s50, no halt worker: it waits for Stop or Close) with its ring not empty. A Shutdown
+// with no deadline must not wait for a drain that cannot come (as for an engine whose own
+// goroutine is gone): it returns, and Close completes every txreq once.
+func TestShutdownAfterProcessSinkGoexit(t *testing.T) {
+	for _, manual := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Manual", false: "Goroutine"}[manual], func(t *testing.T) {
+			sink := &goexitBatchSink{exit: "Deliver", at: 3}
+			cfg := Config{Manual: manual, Sink: SinkFunc(sink.Deliver)}
+			if !manual {
+				cfg.Completion = CompletePoll
+			}
+			dev, err := NewDevice(cfg)
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			c := &completions{}
+			var txs []*TxReq
+			if !manual {
+				e.hwMu.Lock() // the engine's goroutine waits: the caller's Process delivers
+			}
+			txs = goexitTxs(t, dev, e, nil, 12, c)
+			ended := make(chan bool, 1)
+			go func() {
+				returned := false
+				defer func() { ended <- returned }()
+				if !manual {
+					e.hwMu.Unlock()
+					// Process: its own hold of hwMu; the goroutine may take it first and exit
+					// itself, which the test accepts (the engine is then gone).
+				}
+				_, _ = e.Process()
+				returned = true
+			}()
+			hangGuard(t, ended, "Process's goroutine did not end")
+			require.False(t, e.Running())
+			done := make(chan error, 1)
+			go func() { done <- dev.Shutdown(context.Background()) }()
+			require.NoError(t, hangGuard(t, done, "Shutdown waited for the ring of an engine halted by a Goexit"))
+			require.EqualValues(t, len(txs), c.n.Load())
+			require.Zero(t, c.dup.Load())
 		})
 	}
 }
