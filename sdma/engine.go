@@ -903,10 +903,12 @@ func (e *Engine) driveHosted() int {
 // idleForShutdown reports whether the engine holds nothing more that it will send: ring and
 // flush list empty, or the engine frozen (s80_hw_freeze, after FreezeNotify or a link down: the
 // hardware model consumes nothing until an unfreeze, so the ring cannot drain, and the flush
-// list waits for the sw clean behind it, see flushDeferred; Close aborts both), or halted by a
-// runtime.Goexit (hwGone, exitHalted: it waits for Stop or Close, and nothing else drains it).
+// list waits for the sw clean behind it, see flushDeferred; Close aborts both), down (s00, after
+// Stop: its sw clean emptied the ring, unless a callback's runtime.Goexit cut it short, and
+// nothing but Start or Close cleans it then), or halted by a runtime.Goexit (hwGone,
+// exitHalted: it waits for Stop or Close, and nothing else drains it).
 func (e *Engine) idleForShutdown() bool {
-	if e.hwGone.Load() || e.exitHalted.Load() || e.state() == sm.S80HwFreeze {
+	if st := e.state(); e.hwGone.Load() || e.exitHalted.Load() || st == sm.S80HwFreeze || st == sm.S00HwDown {
 		return true
 	}
 	if !e.ring.Empty() {

@@ -173,3 +173,45 @@ func TestShutdownAfterProcessSinkGoexit(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownAfterStopCleanGoexit: a completion callback's runtime.Goexit in Stop's sw clean
+// leaves the engine down with its ring not cleaned; a Shutdown with no deadline must return
+// (the engine is down: nothing drains it but a clean) and Close complete every txreq once.
+func TestShutdownAfterStopCleanGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"Manual", Config{Manual: true}},
+		{"Poll", Config{Completion: CompletePoll}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, err := NewDevice(tc.cfg)
+			require.NoError(t, err)
+			e := dev.Engine(0)
+			c := &completions{}
+			var exited atomic.Bool
+			cb := CompleterFunc(func(tx *TxReq, st Status) {
+				c.Complete(tx, st)
+				if exited.CompareAndSwap(false, true) {
+					runtime.Goexit()
+				}
+			})
+			txs := goexitTxs(t, dev, e, nil, 16, cb)
+			ended := make(chan bool, 1)
+			go func() {
+				returned := false
+				defer func() { ended <- returned }()
+				_ = e.Stop()
+				returned = true
+			}()
+			require.False(t, hangGuard(t, ended, "Stop's goroutine did not end"))
+			t.Logf("state after the exit: %v", e.state())
+			done := make(chan error, 1)
+			go func() { done <- dev.Shutdown(context.Background()) }()
+			require.NoError(t, hangGuard(t, done, "Shutdown waited for the ring of an engine whose Stop's clean a Goexit cut short"))
+			require.EqualValues(t, len(txs), c.n.Load())
+			require.Zero(t, c.dup.Load())
+		})
+	}
+}
