@@ -113,9 +113,6 @@ func (tx *TxReq) addKV(dev *Device, buf []byte, split bool) error {
 		}
 		tx.soles[i] = h
 		tx.nmaps++
-		if h == 0 {
-			tx.npub++ // not in the index: unmapped as a public mapping
-		}
 		if q0, q1 := descWords(desc.MapSingle, addr, n); tx.putDesc(&tx.descs[i], i, q0, q1, uint16(n)) {
 			return tx.pad(kvOp(split), dev)
 		}
@@ -243,9 +240,6 @@ func (tx *TxReq) addDesc(op string, dev *Device, mapType desc.MapType, addr dma.
 	}
 	if mapType != desc.MapNone {
 		tx.nmaps++ // at most MaxDesc: the descriptor array's size bounds it
-		if h == 0 {
-			tx.npub++
-		}
 	}
 	if q0, q1 := descWords(mapType, addr, n); tx.putDesc(d, i, q0, q1, uint16(n)) {
 		return tx.pad(op, dev)

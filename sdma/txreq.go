@@ -156,7 +156,6 @@ type TxReq struct {
 	nregs      uint8                        // entries of regs in use
 	coalescing bool                         // coalesceBuf is in use for this packet (tx->coalesce_buf != NULL)
 	nmaps      uint8                        // descriptors the adds mapped (MapSingle, MapPage): what completion unmaps
-	npub       uint8                        // of those, the ones with no Sole handle (soles): what a completion pass batches
 	wait       *IOWait                      // set by Send (tx->wait), nil again at completion: nil while not in flight
 	complete   Completer                    // tx->complete
 	regs       [maxTxRegs]*dma.Registration // registrations this packet's descriptors use, each Acquired once (register.go)
@@ -417,7 +416,7 @@ func (tx *TxReq) clean() {
 			_ = dev.unmap(mt, dma.Addr(d.Addr()), d.Len(), h)
 		}
 	}
-	tx.numDesc, tx.nmaps, tx.npub = 0, 0, 0
+	tx.numDesc, tx.nmaps = 0, 0
 	if tx.nregs != 0 {
 		tx.releaseRegs()
 	}
