@@ -152,23 +152,30 @@ func TestSendVsCloseConcurrent(t *testing.T) {
 	if testing.Short() {
 		rounds = 5
 	}
+	sendVsClose(t, Config{}, rounds, 4, 200, rounds)
+}
+
+// sendVsClose runs rounds of flows senders of perFlow packets each (sizes on both sides of the
+// PIO threshold) against a Close that comes after round*flows*perFlow/closeDiv sends have
+// started, and checks the outcome of every packet: accepted, on the wire once in its flow's
+// order and told once; or refused with ErrClosed and seen nowhere; never accepted when its Send
+// started after Close returned. Every Drain returns.
+func sendVsClose(t *testing.T, cfg Config, rounds, flows, perFlow, closeDiv int) {
+	t.Helper()
+	type rec struct {
+		accepted, afterClose bool
+		c                    countDone
+	}
 	for round := range rounds {
 		sink := newOrderSink()
-		d := newDevice(t, sink, nil, Config{})
-		const flows, perFlow = 4, 200
+		d := newDevice(t, sink, nil, cfg)
 		var closedAt atomic.Bool // set when Close has returned
 		var started atomic.Int32
-		type rec struct {
-			accepted, afterClose bool
-			c                    countDone
-		}
 		recs := make([][]rec, flows)
 		var wg sync.WaitGroup
 		for fl := range flows {
 			recs[fl] = make([]rec, perFlow)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				f := d.NewFlow(uint32(fl), 0)
 				for i := range perFlow {
 					r := &recs[fl][i]
@@ -186,9 +193,9 @@ func TestSendVsCloseConcurrent(t *testing.T) {
 				if err := f.Drain(context.Background()); err != nil {
 					t.Error(err)
 				}
-			}()
+			})
 		}
-		for started.Load() < int32(round*flows*perFlow/rounds) {
+		for started.Load() < int32(round*flows*perFlow/closeDiv) {
 			runtime.Gosched()
 		}
 		_ = d.Close()
