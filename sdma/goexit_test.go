@@ -165,13 +165,9 @@ func TestProcessSinkGoexit(t *testing.T) {
 			e := dev.Engine(0)
 			c := &completions{}
 			txs := goexitTxs(t, dev, e, nil, 12, c)
-			ended := make(chan bool, 1)
-			go func() {
-				returned := false
-				defer func() { ended <- returned }()
+			ended := runReturned(func() {
 				_, _ = e.Process()
-				returned = true
-			}()
+			})
 			require.False(t, hangGuard(t, ended, "Process's goroutine did not end"), "Process returned: the sink did not exit")
 			requireGoexitHalt(t, e, "the Sink's "+tc.name)
 			_, err = e.Process()
@@ -277,13 +273,7 @@ func TestCallbackGoexitInFlush(t *testing.T) {
 	e := dev.Engine(0)
 	require.NoError(t, e.Stop())
 	c := &completions{}
-	var first atomic.Bool
-	cb := CompleterFunc(func(tx *TxReq, st Status) {
-		c.Complete(tx, st)
-		if first.CompareAndSwap(false, true) {
-			runtime.Goexit()
-		}
-	})
+	cb := goexitOnce(c)
 	e.hwMu.Lock() // the goroutine's pass waits: the flush takes all four at once
 	txs := goexitTxs(t, dev, e, nil, 4, cb)
 	e.hwMu.Unlock()
@@ -489,13 +479,7 @@ func TestCallerCallbackGoexit(t *testing.T) {
 			var drained atomic.Int32
 			w.Init(nil, nil, func(*IOWait) { drained.Add(1) })
 			c := &completions{}
-			var exited atomic.Bool
-			cb := CompleterFunc(func(tx *TxReq, st Status) {
-				c.Complete(tx, st)
-				if exited.CompareAndSwap(false, true) {
-					runtime.Goexit()
-				}
-			})
+			cb := goexitOnce(c)
 			var txs []*TxReq
 			for {
 				tx := new(TxReq)
@@ -509,13 +493,9 @@ func TestCallerCallbackGoexit(t *testing.T) {
 					break // SendWait: fill the ring
 				}
 			}
-			ended := make(chan bool, 1)
-			go func() {
-				returned := false
-				defer func() { ended <- returned }()
+			ended := runReturned(func() {
 				tc.run(e)
-				returned = true
-			}()
+			})
 			require.False(t, hangGuard(t, ended, tc.name+"'s goroutine did not end"), "the callback did not exit")
 			var ce *CallbackError
 			require.ErrorAs(t, e.CallbackError(), &ce)
@@ -550,13 +530,9 @@ func TestCallerWakeupGoexit(t *testing.T) {
 	}
 	c := &completions{}
 	goexitTxs(t, dev, e, nil, 1, c)
-	ended := make(chan bool, 1)
-	go func() {
-		returned := false
-		defer func() { ended <- returned }()
+	ended := runReturned(func() {
 		_, _ = e.Process() // its completion pass wakes both: w1's wakeup exits
-		returned = true
-	}()
+	})
 	require.False(t, hangGuard(t, ended, "Process's goroutine did not end"))
 	require.Equal(t, 1, <-woken)
 	require.Equal(t, 2, <-woken, "w2 woken after w1's exit")
@@ -571,4 +547,29 @@ func TestCallerWakeupGoexit(t *testing.T) {
 	closeGuarded(t, dev)
 	require.EqualValues(t, 2, c.n.Load())
 	require.Zero(t, c.dup.Load())
+}
+
+// goexitOnce is a completion callback that records each completion in c and calls
+// runtime.Goexit in the first one it runs.
+func goexitOnce(c *completions) CompleterFunc {
+	var exited atomic.Bool
+	return func(tx *TxReq, st Status) {
+		c.Complete(tx, st)
+		if exited.CompareAndSwap(false, true) {
+			runtime.Goexit()
+		}
+	}
+}
+
+// runReturned runs f on a goroutine of its own; the channel says whether f returned (false: f,
+// or a callback it ran, called runtime.Goexit).
+func runReturned(f func()) chan bool {
+	ended := make(chan bool, 1)
+	go func() {
+		returned := false
+		defer func() { ended <- returned }()
+		f()
+		returned = true
+	}()
+	return ended
 }

@@ -3,7 +3,6 @@ package sdma
 import (
 	"context"
 	"runtime"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,21 +34,11 @@ func TestStopGoexitThenStopStart(t *testing.T) {
 				require.NoError(t, err)
 				e := dev.Engine(0)
 				c := &completions{}
-				var exited atomic.Bool
-				cb := CompleterFunc(func(tx *TxReq, st Status) {
-					c.Complete(tx, st)
-					if exited.CompareAndSwap(false, true) {
-						runtime.Goexit()
-					}
-				})
+				cb := goexitOnce(c)
 				txs := goexitTxs(t, dev, e, nil, 16, cb)
-				ended := make(chan bool, 1)
-				go func() {
-					returned := false
-					defer func() { ended <- returned }()
+				ended := runReturned(func() {
 					_ = oc.op(e)
-					returned = true
-				}()
+				})
 				require.False(t, hangGuard(t, ended, "Stop's goroutine did not end"))
 				require.EqualValues(t, 1, c.n.Load())
 				errs := make(chan error, 1)
@@ -100,23 +89,13 @@ func TestCallerFlushGoexitRestFlushed(t *testing.T) {
 			e := dev.Engine(0)
 			require.NoError(t, e.Stop())
 			c := &completions{}
-			var first atomic.Bool
-			cb := CompleterFunc(func(tx *TxReq, st Status) {
-				c.Complete(tx, st)
-				if first.CompareAndSwap(false, true) {
-					runtime.Goexit()
-				}
-			})
+			cb := goexitOnce(c)
 			var w IOWait
 			w.Init(nil, nil, nil)
 			txs := goexitTxs(t, dev, e, &w, 4, cb)
-			ended := make(chan bool, 1)
-			go func() {
-				returned := false
-				defer func() { ended <- returned }()
+			ended := runReturned(func() {
 				tc.drive(e)
-				returned = true
-			}()
+			})
 			require.False(t, hangGuard(t, ended, "the driving goroutine did not end"))
 			require.EqualValues(t, 1, c.n.Load(), "the flush stopped at the first")
 			for i := 0; i < 4; i++ {
@@ -151,18 +130,14 @@ func TestShutdownAfterProcessSinkGoexit(t *testing.T) {
 				e.hwMu.Lock() // the engine's goroutine waits: the caller's Process delivers
 			}
 			txs = goexitTxs(t, dev, e, nil, 12, c)
-			ended := make(chan bool, 1)
-			go func() {
-				returned := false
-				defer func() { ended <- returned }()
+			ended := runReturned(func() {
 				if !manual {
 					e.hwMu.Unlock()
 					// Process: its own hold of hwMu; the goroutine may take it first and exit
 					// itself, which the test accepts (the engine is then gone).
 				}
 				_, _ = e.Process()
-				returned = true
-			}()
+			})
 			hangGuard(t, ended, "Process's goroutine did not end")
 			require.False(t, e.Running())
 			done := make(chan error, 1)
@@ -190,21 +165,11 @@ func TestShutdownAfterStopCleanGoexit(t *testing.T) {
 			require.NoError(t, err)
 			e := dev.Engine(0)
 			c := &completions{}
-			var exited atomic.Bool
-			cb := CompleterFunc(func(tx *TxReq, st Status) {
-				c.Complete(tx, st)
-				if exited.CompareAndSwap(false, true) {
-					runtime.Goexit()
-				}
-			})
+			cb := goexitOnce(c)
 			txs := goexitTxs(t, dev, e, nil, 16, cb)
-			ended := make(chan bool, 1)
-			go func() {
-				returned := false
-				defer func() { ended <- returned }()
+			ended := runReturned(func() {
 				_ = e.Stop()
-				returned = true
-			}()
+			})
 			require.False(t, hangGuard(t, ended, "Stop's goroutine did not end"))
 			t.Logf("state after the exit: %v", e.state())
 			done := make(chan error, 1)
