@@ -868,8 +868,12 @@ func (r *Ring) FreeCnt() int {
 // more than the number of slots in use; Used returns that number.
 func (r *Ring) InProcess() int { return r.size - r.FreeCnt() }
 
-// Used returns reserved - swHead: the slots reserved, in flight or awaiting completion.
-func (r *Ring) Used() int { return r.size - 1 - r.FreeCnt() }
+// Used returns reserved - swHead: the slots reserved, in flight or awaiting completion (0 on
+// the zero Ring, which has no slots).
+func (r *Ring) Used() int {
+	res, head := r.resIndex()
+	return int(min(res-head, r.mask)) // FreeCnt's clamp; Size()-1-FreeCnt() would give -1 on the zero Ring
+}
 
 // Empty reports whether nothing is reserved, published or awaiting completion: reserved ==
 // swHead (hfi1: sdma_empty, descq_tail == descq_head).

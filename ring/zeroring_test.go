@@ -36,3 +36,25 @@ func TestZeroRingRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroRingCounts: the zero Ring holds nothing: Used is reserved - swHead = 0 (it was
+// Size()-1-FreeCnt() = -1), FreeCnt 0, Empty, before and after Close, Reset and Open.
+func TestZeroRingCounts(t *testing.T) {
+	var r ring.Ring
+	check := func(when string) {
+		t.Helper()
+		if r.Used() != 0 || r.FreeCnt() != 0 || !r.Empty() || r.Reserved() != r.SwHead() {
+			t.Errorf("%s: Used %d FreeCnt %d Empty %v Reserved %d SwHead %d, want 0 0 true and equal", when, r.Used(), r.FreeCnt(), r.Empty(), r.Reserved(), r.SwHead())
+		}
+	}
+	check("new")
+	r.Close()
+	check("closed")
+	r.Reset(5)
+	check("reset")
+	r.Open()
+	check("open")
+	if n := r.Dequeue(make([]desc.Desc, 4)); n != 0 {
+		t.Errorf("Dequeue on the zero Ring: %d", n)
+	}
+}
