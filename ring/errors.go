@@ -27,8 +27,8 @@ var (
 	// [Tail(), reserved): never reserved, or already published. Nothing was changed.
 	ErrNotReserved = errors.New("ring: range not reserved")
 	// ErrOrder: an index moved backwards or past the index that bounds it (head past tail,
-	// swHead past hwHead), or a Publish whose start is not a reservation boundary (the tail
-	// stepped over it). Nothing was changed.
+	// swHead past hwHead), a Publish whose start is not a reservation boundary (the tail
+	// stepped over it), or a Reset with a reservation not yet published. Nothing was changed.
 	ErrOrder = errors.New("ring: index out of order")
 )
 

@@ -893,7 +893,15 @@ func (r *Ring) Empty() bool {
 // ring is closed (Close): producers of a closed ring may call Reserve meanwhile and are refused.
 // A closed ring stays closed. Reset moves base so that the new reservation words lie past every
 // word handed out before (see Ring.base); serialised with Close and Open by the caller.
+//
+// A reservation not yet published when Reset is called (Tail() != Reserved(): abandoned, or
+// still being written) is a programmer error: Reset panics with an *Error matching ErrOrder and
+// changes nothing, because that reservation, published or written after the Reset, would land in
+// slots that the new epoch hands to another producer (or wait for a tail that never comes).
 func (r *Ring) Reset(start uint64) {
+	if res, _ := r.resIndex(); res != r.tail.Load() {
+		panic(errorf("Reset", ErrOrder, "[%#x, %#x) reserved and not published: the ring is not quiescent", r.tail.Load(), res))
+	}
 	r.seq.BeginWrite()
 	w := r.reserved.Load()
 	if r.closed.Load() {
