@@ -28,7 +28,8 @@ var (
 	ErrNotReserved = errors.New("ring: range not reserved")
 	// ErrOrder: an index moved backwards or past the index that bounds it (head past tail,
 	// swHead past hwHead), a Publish whose start is not a reservation boundary (the tail
-	// stepped over it), or a Reset with a reservation not yet published. Nothing was changed.
+	// stepped over it), or a Reset or an EnqueueSP while a reservation is not yet published.
+	// Nothing was changed.
 	ErrOrder = errors.New("ring: index out of order")
 )
 

@@ -670,7 +670,9 @@ func (r *Ring) waitTurnSlow(op string, start uint64) {
 // kernel's tail_lock provides that exclusion; here the caller does), nor with Close, Open or
 // Reset: its reservation is a plain store, which a racing Close can neither refuse nor count
 // (Close's promise holds for Reserve and Enqueue, whose CAS it fails), so the caller's
-// exclusion must cover the closer too. Errors as for Reserve.
+// exclusion must cover the closer too. Errors as for Reserve, and one more: while a reservation
+// (Reserve, ReserveWrite, ReserveIn) is not yet published, EnqueueSP, whose tail store would
+// publish it too, refuses with an *Error matching ErrOrder and changes nothing.
 //
 // On amd64 outside -race builds EnqueueSP is one assembly call (room check, write, publication)
 // made straight from the caller: EnqueueSP inlines. It does not allocate.
@@ -706,6 +708,17 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 	}
 	base := r.base.Load()
 	start := r.reserved.Load() - base // == tail: no other producer
+	if d := start - r.tail.Load(); d != 0 {
+		if d > r.mask {
+			// The word carries the closed mark although the flag was clear: a Close or Open
+			// ran under us (outside EnqueueSP's contract). Refuse rather than write at, and
+			// publish, an index 2^63 past the tail.
+			return 0, ErrClosed
+		}
+		// A reservation (Reserve, ReserveWrite, ReserveIn) is not yet published: the tail
+		// stored past our batch would publish its slots, written or not, with ours.
+		return 0, errorf("EnqueueSP", ErrOrder, "[%#x, %#x) reserved and not published: publish it first", start-d, start)
+	}
 	// used = start - cached can exceed mask when racing Reserves left an older head in the
 	// cache than the last reservation saw; then the cache says nothing and swHead is loaded.
 	if cached := r.headCache.Load(); start-cached > r.mask || r.mask-(start-cached) < un {
@@ -714,10 +727,7 @@ func enqueueSPGo(r *Ring, ds []desc.Desc, skip int) (uint64, error) {
 			relaxed.StoreRelease64(&r.headCache, head) // only on change; ours alone (one producer)
 		}
 		if start-head > r.mask {
-			// The word carries the closed mark although the flag was clear: a Close or Open
-			// ran under us (outside EnqueueSP's contract). Refuse rather than write at, and
-			// publish, an index 2^63 past the tail.
-			return 0, ErrClosed
+			return 0, ErrClosed // as above: the tail and the word moved under us
 		}
 		if r.mask-(start-head) < un {
 			return 0, ErrFull

@@ -13,8 +13,9 @@ import "github.com/gosdma/gosdma/desc"
 // covers len(ds), it writes ds at start = reserved as the writers do (skip < 0 taken as 0; AVX or MOVQ stores as curImpl
 // says), then stores start+len(ds) to reserved and then to tail with plain MOVs (O1, O5), and
 // returns start, nil. No room: 0,
-// ErrFull, nothing written (headCache may have been refreshed). A bad batch size, or curImpl ==
-// implGo: it tail-calls enqueueSPGo, whose signature it shares.
+// ErrFull, nothing written (headCache may have been refreshed). A bad batch size, a tail short of
+// the reservation index (a reservation unpublished, or a closed word), or curImpl == implGo: it
+// tail-calls enqueueSPGo, whose signature it shares.
 //
 //go:noescape
 func enqueueSP(r *Ring, ds []desc.Desc, skip int) (start uint64, err error)

@@ -14,8 +14,9 @@
 //
 // The whole of EnqueueSP for the single producer: the batch-size check, the room check against
 // the cached head (refreshed from swHead only when it says no room), the write, the publication,
-// with AVX or MOVQ stores as curImpl says. When curImpl is implGo, or the batch size is out of
-// [1, mask] (an error that needs building), it tail-calls enqueueSPGo with its own arguments,
+// with AVX or MOVQ stores as curImpl says. When curImpl is implGo, the batch size is out of
+// [1, mask] (an error that needs building), or the tail is not at the reservation index (a
+// reservation unpublished, or the closed mark), it tail-calls enqueueSPGo with its own arguments,
 // which does everything in Go. No room: start = 0, err = ErrFull (the sentinel's two words).
 //
 // Ordering (package doc, "Memory ordering"): the slot stores and then the tail store are O1; the
@@ -46,6 +47,12 @@ TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	// by racing Reserves can make it look larger, and so does a closed ring's word) and
 	// mask - used >= n.
 	MOVQ Ring_reserved(R12), R9 // start: == tail, no other producer (base 0)
+
+	// A reservation not yet published ([tail, start) reserved), or a closed word: the Go path
+	// refuses (ErrOrder, ErrClosed); our tail store would publish that reservation's slots.
+	CMPQ Ring_tail(R12), R9
+	JNE  enq_go
+
 	MOVQ Ring_headCache(R12), AX
 	MOVQ R9, CX
 	SUBQ AX, CX

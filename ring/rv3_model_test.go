@@ -268,15 +268,15 @@ func runRV3Model(t *testing.T, size int, start uint64, seed uint64, steps int) {
 			} else if s != 0 {
 				fail("Enqueue(%d) refused, start %#x", n, s)
 			}
-		case 12: // EnqueueSP
-			if len(m.pending) > 0 {
-				continue
-			}
+		case 12: // EnqueueSP (refused with ErrOrder over a reservation not yet published)
 			n := randN()
 			ds := m.batch(n)
 			skip := rng.IntN(5) - 1
 			s, err := r.EnqueueSP(ds, skip)
 			want := m.wantReserveErr(n)
+			if len(m.pending) > 0 && (want == nil || want == ErrFull) {
+				want = ErrOrder
+			}
 			checkErr(fmt.Sprintf("EnqueueSP(%d)", n), err, want)
 			if want == nil {
 				if s != m.res {
@@ -429,7 +429,8 @@ func runRV3Model(t *testing.T, size int, start uint64, seed uint64, steps int) {
 
 // TestRV3Model: random single-goroutine sequences of every call (Reserve, ReserveIn with the
 // ring's epoch, an old one and one ahead, ReserveWrite, Write in and out of range, the three
-// Publishes in and out of turn and again, a copy published twice, Enqueue, EnqueueSP, Dequeue
+// Publishes in and out of turn and again, a copy published twice, Enqueue, EnqueueSP (refused
+// over a pending reservation), Dequeue
 // bursts of 0 to past the capacity, the heads' Set and Store in and out of order, Close, Open,
 // Reset refused and done) with batch sizes of -1, 0, 1, capacity, capacity+1 and the room +-1,
 // on rings starting just below a generation change, 2^32, 2^63 and 2^64, for every
