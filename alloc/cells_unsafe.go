@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"math"
 	"math/bits"
 	"reflect"
 	"unsafe"
@@ -69,6 +70,27 @@ func (l *layout) quot(off uintptr) uint64 {
 	return bits.RotateLeft64(uint64(off)*l.inv, l.rot)
 }
 
+// maxRegionBytes is the most bytes one region (one allocation of cells) may take: under the
+// runtime's largest allocation (2^48 bytes on 64-bit platforms) and within an int (32-bit ones).
+// A larger request makes the runtime panic ("allocation size out of range"), so NewList and
+// NewSlab refuse sizes past it (maxCells) with an error instead.
+const maxRegionBytes = min(math.MaxInt, 1<<47)
+
+// cellStride returns the stride newLayout lays T's cells out at (see above). It takes the size
+// from reflect, as newLayout does: with unsafe.Sizeof(cell[T]) here, GOARCH=arm (go1.26, run
+// under qemu-arm) computed bits.TrailingZeros64 of the stride as 35 for 24 in withDivisor, so
+// quot returned 0 for every offset and a foreign Put passed for an object of the List.
+func cellStride[T any]() uintptr {
+	size := reflect.TypeFor[cell[T]]().Size()
+	if size <= cacheLine/2 {
+		return size
+	}
+	return (size + cacheLine - 1) / cacheLine * cacheLine
+}
+
+// maxCells returns the most cells of T that one region may hold (maxRegionBytes).
+func maxCells[T any]() uint64 { return uint64(uintptr(maxRegionBytes) / cellStride[T]()) }
+
 // newLayout returns the cell layout for T (see above).
 func newLayout[T any]() layout {
 	plain := reflect.TypeFor[cell[T]]()
@@ -76,10 +98,10 @@ func newLayout[T any]() layout {
 		panic("alloc: object not at cellHeader in its cell") // cannot happen: see cellHeader
 	}
 	size := plain.Size()
+	stride := cellStride[T]()
 	if size <= cacheLine/2 {
-		return layout{elem: plain, stride: size}.withDivisor()
+		return layout{elem: plain, stride: stride}.withDivisor()
 	}
-	stride := (size + cacheLine - 1) / cacheLine * cacheLine
 	elem := plain
 	if stride > size {
 		fields := make([]reflect.StructField, 0, plain.NumField()+1)

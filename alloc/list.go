@@ -44,10 +44,14 @@ type List[T any] struct {
 
 // NewList returns a List of n zero-valued objects, all free. reset, if not nil, runs on every
 // object Put gives back, before it can be handed out again (if it panics, the Put is undone: the
-// object stays in use). It returns an error if n is not in [1, 2^32-1).
+// object stays in use). It returns an error if n is not in [1, 2^32-1), or if n objects are more
+// than one allocation may hold.
 func NewList[T any](n int, reset func(*T)) (*List[T], error) {
 	if n < 1 || int64(n) >= nilIndex {
 		return nil, fmt.Errorf("alloc: NewList: %d objects out of range [1, %d)", n, uint32(nilIndex))
+	}
+	if uint64(n) > maxCells[T]() {
+		return nil, fmt.Errorf("alloc: NewList: %d objects of %d bytes each are more than one allocation may hold (%d bytes)", n, cellStride[T](), uint64(maxRegionBytes))
 	}
 	l := &List[T]{n: n}
 	l.s.init(uint32(n), reset, "list")

@@ -10,7 +10,8 @@ import (
 
 // SlabConfig configures a [Slab].
 type SlabConfig[T any] struct {
-	// ObjectsPerSlab is how many objects each slab holds (N). Must be at least 1.
+	// ObjectsPerSlab is how many objects each slab holds (N). Must be at least 1, below 2^32-1,
+	// and no more than one allocation may hold (NewSlab says so with an error).
 	ObjectsPerSlab int
 	// MaxSlabs caps the number of slabs; 0 means no cap (up to 2^32-2 objects in all). A Get
 	// that would need a slab past the cap returns ErrEmpty.
@@ -56,6 +57,9 @@ type Slab[T any] struct {
 func NewSlab[T any](cfg SlabConfig[T]) (*Slab[T], error) {
 	if cfg.ObjectsPerSlab < 1 || int64(cfg.ObjectsPerSlab) >= nilIndex {
 		return nil, fmt.Errorf("alloc: NewSlab: ObjectsPerSlab %d out of range [1, %d)", cfg.ObjectsPerSlab, uint32(nilIndex))
+	}
+	if uint64(cfg.ObjectsPerSlab) > maxCells[T]() {
+		return nil, fmt.Errorf("alloc: NewSlab: ObjectsPerSlab %d: objects of %d bytes each are more than one allocation may hold (%d bytes)", cfg.ObjectsPerSlab, cellStride[T](), uint64(maxRegionBytes))
 	}
 	if cfg.MaxSlabs < 0 {
 		return nil, fmt.Errorf("alloc: NewSlab: negative MaxSlabs %d", cfg.MaxSlabs)
