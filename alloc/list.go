@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -111,11 +112,17 @@ func (l *List[T]) get() (*T, error) {
 // Get that does not wait may still take an object ahead of them. As with a semaphore, GetCtx may
 // succeed without waiting even when ctx is already done.
 //
+// A nil ctx is refused with an error (whether or not an object is free), and changes nothing.
+//
 // Waiting allocates (a channel); the non-waiting path does not.
 func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if p, err := l.Get(); err != ErrEmpty {
 		return p, err
 	}
+	done := ctx.Done() // before we are queued: a Done that panics leaves no waiter behind
 	l.mu.Lock()
 	if l.closed.Load() {
 		l.mu.Unlock()
@@ -144,7 +151,7 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 	select {
 	case c := <-ch:
 		return l.handed(c)
-	case <-ctx.Done():
+	case <-done:
 	}
 	l.mu.Lock()
 	for k, q := range l.queue {
@@ -159,6 +166,10 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 	// A Put or Close dequeued us before we could: its send is already in ch.
 	return l.handed(<-ch)
 }
+
+// errNilContext is GetCtx's answer to a nil context (which would otherwise leave a waiter queued
+// that nobody reads: the next Put's object would be handed to it and lost).
+var errNilContext = errors.New("alloc: List.GetCtx: nil context")
 
 func (l *List[T]) handed(c *cell[T]) (*T, error) {
 	if c == nil {

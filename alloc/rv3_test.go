@@ -1,6 +1,7 @@
 package alloc_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -31,5 +32,47 @@ func TestSizePastOneAllocation(t *testing.T) {
 	}
 	if _, err := small.Get(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGetCtxNilContext (review rv3-alloc): GetCtx with a nil context is refused with an error and
+// changes nothing. It used to queue the caller as a waiter and then panic on ctx.Done(); after a
+// recover the dead waiter stayed queued, so the next Put handed it the object, which was lost for
+// good (the List's Get then reported ErrEmpty with the object free).
+func TestGetCtxNilContext(t *testing.T) {
+	var nilCtx context.Context // the bad input under test
+	l, err := alloc.NewList[obj](1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := l.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("GetCtx(nil) on an empty List panicked: %v", r)
+			}
+		}()
+		if o, err := l.GetCtx(nilCtx); o != nil || err == nil || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("GetCtx(nil) on an empty List: %v, %v; want an error naming the nil context", o, err)
+		}
+	}()
+	if err := l.Put(x); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := l.GetCtx(nilCtx); o != nil || err == nil {
+		t.Errorf("GetCtx(nil) with a free object: %v, %v; want the same error", o, err)
+	}
+	y, err := l.Get()
+	if err != nil {
+		t.Fatalf("the object is lost after GetCtx(nil): Get: %v", err)
+	}
+	if y != x {
+		t.Fatal("a List of one handed out another object")
+	}
+	if s := l.Stats(); s.InUse != 1 {
+		t.Errorf("Stats %+v, want one in use", s)
 	}
 }
