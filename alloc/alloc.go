@@ -11,7 +11,7 @@ import (
 // what Get does when no object is free.
 type Allocator[T any] interface {
 	// Get returns an object the caller owns until it passes it to Put, or an error matching
-	// ErrEmpty (or ErrClosed) when none can be had.
+	// ErrEmpty (or ErrClosed, or ErrNotMade for a zero value) when none can be had.
 	Get() (*T, error)
 	// Put gives an object back. It returns an error matching ErrDoublePut or ErrForeign, and
 	// changes nothing, if p is free already or was not handed out by this allocator.
@@ -46,7 +46,9 @@ func (p EmptyPolicy) String() string {
 type Traits struct {
 	// Concurrent reports whether Get and Put are safe for concurrent use by multiple goroutines.
 	Concurrent bool
-	// LockFree reports whether Get and Put (on their non-empty paths) take no lock.
+	// LockFree reports whether Get and Put (on their non-empty paths) take no lock. (A List's
+	// Put, and a Get that moved free objects, take the List's lock while GetCtx waiters are
+	// parked, to hand them objects.)
 	LockFree bool
 	// OnEmpty is what Get does when no object is free.
 	OnEmpty EmptyPolicy
@@ -85,8 +87,9 @@ var (
 	ErrForeign = errors.New("alloc: object not from this allocator")
 	// ErrClosed: the allocator was closed.
 	ErrClosed = errors.New("alloc: allocator closed")
-	// ErrNotMade: the allocator is a zero value, not made by its constructor (NewList, NewSlab,
-	// NewPool); it hands out nothing and takes nothing back.
+	// ErrNotMade: the allocator is the zero value of a List or a Slab, not made by its
+	// constructor (NewList, NewSlab); it hands out nothing and takes nothing back. (The zero
+	// value of a Pool is an empty Pool, ready to use.)
 	ErrNotMade = errors.New("alloc: allocator not made by its constructor")
 )
 

@@ -12,8 +12,10 @@ import (
 )
 
 // List is a preallocated allocator: n objects created up front, never more. Get and Put are
-// lock-free and safe against ABA (see the free-stack notes in stack.go). Get on an empty List
-// returns ErrEmpty and never allocates; [List.GetCtx] instead waits for a Put or the context.
+// lock-free and safe against ABA (see the free-stack notes in stack.go), but for the hand-off to
+// parked GetCtx waiters: while any wait, a Put (or a Get that moved free objects) takes the
+// List's lock to hand them objects. Get on an empty List returns ErrEmpty and never allocates;
+// [List.GetCtx] instead waits for a Put or the context.
 //
 // Like [Slab], List keeps free objects in small per-P magazines (see the package documentation),
 // so a producer's Gets and a completion goroutine's Puts on another core share a cache line only
