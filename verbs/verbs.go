@@ -230,6 +230,12 @@ func (f *Flow) Sent(p Path) uint64 {
 // Busy returns the flow's packets in flight on each path.
 func (f *Flow) Busy() (pio, sdma int) { return int(f.pioBusy.Load()), int(f.sdmaBusy.Load()) }
 
+// Context returns the PIO send context the flow's PIO packets go to.
+func (f *Flow) Context() *pio.SendContext { return f.sc }
+
+// Engine returns the SDMA engine the flow's SDMA packets go to.
+func (f *Flow) Engine() *sdma.Engine { return f.engine }
+
 // Released is the PIO release callback (verbs_pio_complete): one fewer PIO packet in flight.
 func (f *Flow) Released(pio.ReleaseCode) {
 	if f.pioBusy.Add(-1) == 0 {

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runClient(ctx, cfg, stdout, stderr)
 	}
 	switch {
-	case errors.Is(err, errInterrupted) || (err != nil && ctx.Err() != nil):
+	case errors.Is(err, errInterrupted) || (err != nil && ctx.Err() != nil && !errors.Is(err, errStalled)):
 		fmt.Fprintln(stderr, "sdmaperf: interrupted")
 		return exitInterrupted
 	case err != nil:

@@ -150,6 +150,9 @@ sizes:
 					continue
 				}
 				r, err := runPath(ctx, cfg, p, size)
+				if errors.Is(err, errStalled) { // a hang, whether or not the context ended since
+					return fmt.Errorf("-path %s, %d bytes: %w", p, size, err)
+				}
 				if ctx.Err() != nil { // Ctrl-C: the results so far, this one partial if measured
 					rep.Interrupted = true
 					if err == nil {
@@ -300,13 +303,17 @@ func (s *flowSink) Deliver(_ int, segs [][]byte) error {
 }
 
 // runPath measures one path at one size: set up, warm up, measure, collect.
-func runPath(ctx context.Context, cfg Config, path string, size int) (pathResult, error) {
+func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResult, err error) {
 	sink := &flowSink{}
 	dev, closeDev, err := newPathDevice(cfg, path, sink)
 	if err != nil {
 		return pathResult{Path: path, Bytes: size}, err
 	}
-	defer closeDev()
+	defer func() {
+		if cerr := closeBounded(ctx, closeDev); cerr != nil && !errors.Is(err, errStalled) {
+			err = cerr
+		}
+	}()
 	ps := make([]*pathProducer, cfg.Producers)
 	for i := range ps {
 		ps[i] = newPathProducer(dev, sink, i, size, cfg.Frags, cfg.Mode == ModeLat)
@@ -360,10 +367,10 @@ func warmPaths(ctx context.Context, cfg Config, ps []*pathProducer) error {
 	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, cfg.Warmup, time.Time{}) }); err != nil {
 		return err
 	}
+	if err := drainFlows(ctx, ps); err != nil {
+		return err
+	}
 	for _, p := range ps {
-		if err := p.flow.Drain(ctx); err != nil {
-			return err
-		}
 		p.reset()
 	}
 	return nil
@@ -383,12 +390,105 @@ func measurePaths(ctx context.Context, cfg Config, ps []*pathProducer) (time.Dur
 	if err := pathTogether(ps, func(p *pathProducer) error { return p.run(ctx, quota[p], deadline) }); err != nil {
 		return 0, err
 	}
-	for _, p := range ps { // also after Ctrl-C, as the packet run's drain: the partial result
-		if err := p.flow.Drain(context.WithoutCancel(ctx)); err != nil {
-			return 0, err
-		}
+	if err := drainFlows(ctx, ps); err != nil { // also after Ctrl-C: the partial result
+		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// pathDrainGrace bounds a drain once the run's context has ended (Ctrl-C, or a caller's deadline:
+// the tests' one minute): what is in flight then completes within microseconds, so a flow still
+// busy after it is stuck, and the run fails with errStalled, saying what it waited for, instead
+// of waiting forever. A variable for the tests.
+var pathDrainGrace = 5 * time.Second
+
+// errStalled: a -path run's flow did not drain, a packet in flight never completed (a lost
+// wake-up or a lost packet). It is a failure, not an interruption, even after the context
+// ended (run).
+var errStalled = errors.New("stalled")
+
+// drainFlows waits until every producer's flow has drained (verbs.Flow.Drain): while ctx lasts,
+// and once it has ended (Ctrl-C: the partial result counts what was sent; as the packet run's
+// drain) for pathDrainGrace more. A flow still busy then is an errStalled, and so is a drain that
+// does not return (a wait inside it that ignores its context), pathDrainGrace later again.
+func drainFlows(ctx context.Context, ps []*pathProducer) error {
+	dctx, done := graceContext(ctx, pathDrainGrace)
+	defer done()
+	var at atomic.Int64 // the producer whose flow is being drained
+	return bounded(dctx, func() error {
+		for i, p := range ps {
+			at.Store(int64(i))
+			if err := p.flow.Drain(dctx); err != nil {
+				return p.stalled("did not drain", context.Cause(dctx))
+			}
+		}
+		return nil
+	}, func() error {
+		return ps[at.Load()].stalled("was draining, and the drain did not return", context.Cause(dctx))
+	})
+}
+
+// closeBounded runs closeDev, and gives up on it once ctx has ended and twice pathDrainGrace
+// passed: a Close that has not returned by then (it waits for the PIO contexts' unfinished copies
+// and the engines' goroutines) is an errStalled.
+func closeBounded(ctx context.Context, closeDev func()) error {
+	gctx, done := graceContext(ctx, pathDrainGrace)
+	defer done()
+	return bounded(gctx, func() error {
+		closeDev()
+		return nil
+	}, func() error {
+		return fmt.Errorf("%w: closing the devices did not return (%v)", errStalled, context.Cause(gctx))
+	})
+}
+
+// bounded runs f on a goroutine and returns its error. Once ctx has ended it waits
+// pathDrainGrace more for f, then returns stalled() and leaves f's goroutine behind: a wait that
+// does not return is reported, not waited for (the process exits, or a test fails, soon after).
+func bounded(ctx context.Context, f, stalled func() error) error {
+	res := make(chan error, 1)
+	go func() { res <- f() }()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(pathDrainGrace)
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return err
+	case <-t.C:
+		return stalled()
+	}
+}
+
+// graceContext returns a context that ends grace after ctx ends (its cause says so), not with
+// it, and the function that releases it.
+func graceContext(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, func() {
+			cancel(fmt.Errorf("%w, then %v more", context.Cause(ctx), grace))
+		})
+		context.AfterFunc(gctx, func() { t.Stop() })
+	})
+	return gctx, func() { stop(); cancel(nil) }
+}
+
+// stalled is the errStalled of p's flow, which did not drain (what: how; cause: why the wait
+// ended): what it still has in flight, and what its PIO context and SDMA engine say.
+func (p *pathProducer) stalled(what string, cause error) error {
+	f := p.flow
+	pb, sb := f.Busy()
+	sc, e := f.Context(), f.Engine()
+	cs, es := sc.Stats(), e.Stats()
+	return fmt.Errorf("%w: producer %d's flow %s (%v): %d PIO and %d SDMA packets in flight, "+
+		"%d sent by PIO and %d by SDMA, %d delivered; PIO context %d: %d packets sent, %d credit returns, %d releases, %d flushed, %d halts, %d waiting, %d buffers being written; "+
+		"SDMA engine %d: running %v, ring empty %v, %d packets sent, %d completed, %d aborted, %d interrupts, %d completion passes",
+		errStalled, p.id, what, cause, pb, sb, f.Sent(verbs.PathPIO), f.Sent(verbs.PathSDMA), p.sink.n[p.id].Load(),
+		sc.Index(), cs.Packets, cs.CreditReturns, cs.Releases, cs.Flushed, cs.Halts, sc.Waiting(), sc.InFlight(),
+		e.Index(), e.Running(), e.Empty(), es.Packets, es.Completed, es.Aborted, es.Interrupts, es.Passes)
 }
 
 // collectPath makes the result row from what the sink counted and the flows and contexts say.
@@ -483,7 +583,7 @@ func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) e
 		if ctx.Err() != nil {
 			return nil
 		}
-		t0 := time.Now()
+		t0, before := time.Now(), p.sink.n[p.id].Load()
 		_, err := p.flow.Send(ctx, p.segs, nil)
 		if errors.Is(err, pio.ErrNotRunning) { // a halted context recovering: the packet was not sent
 			p.refused++
@@ -496,28 +596,31 @@ func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) e
 			return err
 		}
 		p.sent++
-		if p.hist != nil {
-			if err := p.awaitDelivery(ctx); err != nil {
-				return err
-			}
+		if p.hist != nil && p.awaitDelivery(ctx, before) {
 			_ = p.hist.RecordValue(int64(time.Since(t0)))
 		}
 	}
 }
 
-// awaitDelivery waits until the sink has every packet this producer sent (latency mode).
-func (p *pathProducer) awaitDelivery(ctx context.Context) error {
-	want := p.sent + p.base()
-	for spin := 1; p.sink.n[p.id].Load() < want; spin++ {
+// awaitDelivery waits until the sink has the packet this producer just sent (latency mode): its
+// count is past before (taken before the send), or the flow has nothing in flight any more,
+// which without the delivery means a halt flushed the packet (-faults: a PIO context's halt
+// releases what it did not send), or ctx ended. It reports whether the packet was delivered.
+func (p *pathProducer) awaitDelivery(ctx context.Context, before uint64) bool {
+	for spin := 1; ; spin++ {
+		if p.sink.n[p.id].Load() > before {
+			return true
+		}
 		if spin&63 == 0 {
+			// A delivery comes before the release that drops the flow's busy count: loaded
+			// after an idle flow, the count says whether the packet went out.
+			if pb, sb := p.flow.Busy(); pb == 0 && sb == 0 {
+				return p.sink.n[p.id].Load() > before
+			}
 			if ctx.Err() != nil {
-				return nil
+				return false
 			}
 			runtime.Gosched()
 		}
 	}
-	return nil
 }
-
-// base is what the sink had counted for this producer before the measured run (the warm-up).
-func (p *pathProducer) base() uint64 { return p.basePIO + p.baseSDMA }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,4 +78,71 @@ func TestPathUsage(t *testing.T) {
 		code, _, errOut := runTool(t, args...)
 		assert.Equal(t, exitUsage, code, "%v: %s", args, errOut)
 	}
+}
+
+// TestPathLatencyHaltEnds: in latency mode a packet that a PIO halt flushes is never delivered;
+// the producer waited for its delivery until the context ended (forever from the command line;
+// the tests' minute, then "interrupted"). It now stops waiting when its flow has nothing in
+// flight: the packet counts as flushed, and the run goes on.
+func TestPathLatencyHaltEnds(t *testing.T) {
+	for _, args := range [][]string{
+		{"-path", "pio", "-faults", "haltat=3", "-n", "50", "-warmup", "0", "-size", "64"},
+		{"-path", "auto", "-faults", "halt=0.1", "-n", "60", "-producers", "2", "-size", "128"},
+	} {
+		rep := runPathJSON(t, append([]string{"-mode", "lat"}, args...)...)
+		require.Len(t, rep.Results, 1, "%v", args)
+		r := rep.Results[0]
+		assert.Positive(t, r.Halts, "%v", args)
+		assert.Positive(t, r.Flushed, "%v: a halt flushes the packet it stops at", args)
+		assert.Equal(t, r.ByPIO, r.Packets+r.Flushed, "%v: every packet sent was delivered or flushed", args)
+	}
+}
+
+// blockSink holds every delivery until release is closed.
+type blockSink struct{ release chan struct{} }
+
+func (s blockSink) Deliver(int, [][]byte) error {
+	<-s.release
+	return nil
+}
+
+// TestPathDrainStallIsAnError: a flow that never drains (its packet held in the sink) no longer
+// keeps a -path run waiting once the context has ended: after the grace the drain fails with
+// errStalled, which says what is in flight and where.
+func TestPathDrainStallIsAnError(t *testing.T) {
+	defer func(g time.Duration) { pathDrainGrace = g }(pathDrainGrace)
+	pathDrainGrace = time.Millisecond
+	cfg, err := parseConfig([]string{"-path", "auto", "-size", "64"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	sink := blockSink{release: make(chan struct{})}
+	dev, closeDev, err := newPathDevice(cfg, pathSDMA, sink)
+	require.NoError(t, err)
+	p := newPathProducer(dev, &flowSink{}, 0, 64, 1, false)
+	_, err = p.flow.Send(t.Context(), p.segs, nil)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err = drainFlows(ctx, []*pathProducer{p})
+	require.ErrorIs(t, err, errStalled)
+	assert.Contains(t, err.Error(), "0 PIO and 1 SDMA packets in flight")
+	assert.Contains(t, err.Error(), "context canceled, then 1ms more")
+
+	close(sink.release)
+	require.NoError(t, drainFlows(t.Context(), []*pathProducer{p}), "delivered: the flow drains")
+	require.NoError(t, closeBounded(ctx, closeDev))
+}
+
+// TestPathCloseStallIsAnError: a device close that does not return is an errStalled once the
+// context has ended and the grace passed, not a wait without end.
+func TestPathCloseStallIsAnError(t *testing.T) {
+	defer func(g time.Duration) { pathDrainGrace = g }(pathDrainGrace)
+	pathDrainGrace = time.Millisecond
+	release := make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := closeBounded(ctx, func() { <-release })
+	require.ErrorIs(t, err, errStalled)
+	assert.Contains(t, err.Error(), "closing the devices did not return")
 }
