@@ -24,6 +24,10 @@ const (
 	Deferred               // SDMA_PKT_Q_DEFERRED: parked on an engine's wait list for ring room
 )
 
+// qDeferring is the state word while deferPacketQueue's sleep has not decided to park (State:
+// ACTIVE, as the kernel's pq->state until its xchg after sdma_progress).
+const qDeferring = uint32(Deferred) + 1
+
 // String names the state.
 func (s QState) String() string {
 	if s == Deferred {
@@ -119,9 +123,10 @@ type PktQ struct {
 	// busy is the queue's iowait (hfi1: pq->busy), embedded as seed 000 asks. Its sleep is
 	// deferPacketQueue and its wakeup activate.
 	busy sdma.IOWait
-	// state is ACTIVE or DEFERRED (hfi1: pq->state, written with xchg). Written by
-	// deferPacketQueue (DEFERRED, under the engine's wait lock) and activate (ACTIVE, on the
-	// completion pass) and Submit (ACTIVE); read by Submit while it waits.
+	// state is ACTIVE, DEFERRED or qDeferring (hfi1: pq->state, written with xchg). Written by
+	// deferPacketQueue (qDeferring before the engine's progress check; then DEFERRED by a CAS
+	// from qDeferring once parked, or ACTIVE), activate (ACTIVE, on the completion pass) and
+	// Submit (ACTIVE); read by Submit while it waits and by State.
 	state atomic.Uint32
 
 	// sendMu serialises Submit (the sending side of the queue). closed is set under it.
@@ -165,6 +170,9 @@ type pqTestHooks struct {
 	// onSend, if set, is called by every SendList of a request pass with the number of packets
 	// on the list.
 	onSend func(n int)
+	// deferWindow, if set, is called by deferPacketQueue on entering the sleep, before the
+	// engine's progress check (DeferOrRetry).
+	deferWindow func()
 }
 
 // counters are the queue's statistics, each an atomic counter written where the event
@@ -260,7 +268,12 @@ func or(v, def int) int {
 }
 
 // State returns the queue's send state.
-func (pq *PktQ) State() QState { return QState(pq.state.Load()) }
+func (pq *PktQ) State() QState {
+	if s := pq.state.Load(); s == uint32(Deferred) {
+		return Deferred
+	}
+	return Active // ACTIVE, or deferring: not parked yet
+}
 
 // Stats returns a snapshot of the queue's counters.
 func (pq *PktQ) Stats() Stats {
@@ -285,19 +298,31 @@ func (pq *PktQ) Invalidate(buf []byte) int {
 	return pq.pins.invalidate(addrOf(buf), len(buf))
 }
 
-// deferPacketQueue is the queue's sleep callback (hfi1: defer_packet_queue): the queue becomes
-// DEFERRED and, unless the ring made progress meanwhile, parks on the engine's wait list with
-// the txreq left at the head of the request's list. sdma's DeferOrRetry holds the wait lock
-// across its progress check and the queueing (the 2019 sleep-window fix). The state is stored
-// before: a wakeup can only come after the queueing, and if DeferOrRetry asks for a retry the
-// queue is ACTIVE again.
+// deferPacketQueue is the queue's sleep callback (hfi1: defer_packet_queue): unless the ring
+// made progress meanwhile, the queue parks on the engine's wait list, with the txreq left at the
+// head of the request's list, and becomes DEFERRED. sdma's DeferOrRetry holds the wait lock
+// across its progress check and the queueing (the 2019 sleep-window fix).
+//
+// The kernel sets DEFERRED under the wait lock after sdma_progress said park, and
+// sdma_send_txlist holds tail_lock across the sleep, so no halt comes between: a queue seen
+// DEFERRED is parked (or was woken, ACTIVE again), and a halt after that wakes it only after the
+// flush completed the ring's txreqs aborted (has_error, -EFAULT). DeferOrRetry does the check and
+// the queueing inside sdma, with no halt excluded meanwhile (a halt there is one before the send:
+// the retry finds the engine stopped, -ECOMM, or the recovered ring). So the state goes
+// deferring (State reports ACTIVE) before the check, and DEFERRED only once DeferOrRetry parked
+// the queue: by a CompareAndSwap from deferring, which fails if the queue's wakeup (activate,
+// ACTIVE) came between the queueing and the swap, so that no wakeup is lost.
 func (pq *PktQ) deferPacketQueue(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
-	pq.state.Store(uint32(Deferred))
+	pq.state.Store(qDeferring)
+	if pq.test != nil && pq.test.deferWindow != nil {
+		pq.test.deferWindow()
+	}
 	err := e.DeferOrRetry(w, tx, seq, pktsSent)
-	if errors.Is(err, sdma.ErrAgain) {
-		pq.state.Store(uint32(Active))
-	} else {
+	if errors.Is(err, sdma.ErrBusy) {
+		pq.state.CompareAndSwap(qDeferring, uint32(Deferred))
 		pq.stats.deferrals.Add(1)
+	} else {
+		pq.state.Store(uint32(Active)) // retry (or a sleeper's error): not parked
 	}
 	return err
 }
@@ -318,7 +343,7 @@ func (pq *PktQ) activate(*sdma.IOWait, int) {
 func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 	t.Reset(pq.timeout)
 	defer t.Stop()
-	for QState(pq.state.Load()) != Active {
+	for pq.State() != Active {
 		select {
 		case <-pq.activeCh:
 		case <-t.C:

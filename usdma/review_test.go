@@ -19,19 +19,17 @@ import (
 // free_req with seqsubmitted < npkts, waits for the packets handed over and writes
 // set_comp_state(ERROR, -EFAULT): errcode EFAULT, not the aborted packets' -status (their
 // callbacks return early, seqcomp != npkts - 1).
+//
+// The halt comes once the queue is DEFERRED, which means parked on the engine's wait list
+// (TestDeferredOnlyOnceParked); the halt's flush completes the ring aborted before it wakes the
+// wait list (sdma_flush), so the submitter, woken, finds the failure. The timeout is an hour: a
+// SDMA_IOWAIT_TIMEOUT retry that ran while the engine was halted would get -ECOMM (the kernel's
+// own race, not the order checked here), and under load the halt can come a second late.
 func TestStoppedAfterAbortErrcodeEFAULT(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
 	eng := dev.Engine(0)
-	pq := testQueue(t, Config{Device: dev, Slots: 1})
-	data := pattern(64*4096, 3)
-	info, hdr := Message(0, 4096, testTemplate, data)
-	errc := make(chan error, 1)
-	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for pq.State() != Deferred {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	pq := testQueue(t, Config{Device: dev, Slots: 1, Timeout: time.Hour})
+	errc := submitUntilDeferred(t, pq, eng, pattern(64*4096, 3))
 	require.NoError(t, sdmatest.SetFaults(eng, sdmatest.FaultPlan{HaltAt: 1}))
 	stop, driven := make(chan struct{}), make(chan struct{})
 	go func() { // the chip: halts at its next packet, then recovers
@@ -212,4 +210,47 @@ func TestAllFlushedErrcodeAborted(t *testing.T) {
 	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
 	assert.Equal(t, CompEntry{Status: Error, Errcode: ErrcodeAborted}, pq.Comp(0))
 	require.NoError(t, e.Start())
+}
+
+// TestDeferredOnlyOnceParked: defer_packet_queue sets pq->state DEFERRED under sde->waitlock
+// after sdma_progress said park (and sdma_send_txlist holds tail_lock across the sleep, so no
+// halt comes between), so a queue seen DEFERRED is on the engine's dmawait list, or was woken
+// from it (ACTIVE again). Until the sleeper has decided, the queue is ACTIVE: a halt then is one
+// before the send (-ECOMM, or a send into the recovered ring), not one the parked queue is woken
+// from after the flush (-EFAULT).
+func TestDeferredOnlyOnceParked(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
+	eng := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Slots: 1, Timeout: time.Hour})
+	var inWindow []QState
+	testHooks(pq).deferWindow = func() {
+		inWindow = append(inWindow, pq.State())
+		assert.False(t, eng.Waiting(&pq.busy), "not parked before the progress check")
+	}
+	errc := submitUntilDeferred(t, pq, eng, pattern(64*4096, 5))
+	drive(t, eng) // the chip: sends and completes everything
+	require.NoError(t, <-errc)
+	require.NoError(t, waitSlot(t, pq, 0))
+	require.NotEmpty(t, inWindow, "the queue never slept")
+	for i, s := range inWindow {
+		assert.Equal(t, Active.String(), s.String(), "sleep %d: ACTIVE until the sleeper parks the queue", i)
+	}
+	assert.Equal(t, Active.String(), pq.State().String())
+}
+
+// submitUntilDeferred submits data as one request of 4096-byte fragments on a goroutine and
+// returns its Submit's result channel once the queue is DEFERRED, checking that it is parked on
+// eng's wait list then.
+func submitUntilDeferred(t *testing.T, pq *PktQ, eng *sdma.Engine, data []byte) <-chan error {
+	t.Helper()
+	info, hdr := Message(0, 4096, testTemplate, data)
+	errc := make(chan error, 1)
+	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for pq.State() != Deferred {
+		require.True(t, time.Now().Before(deadline), "the queue never deferred")
+		time.Sleep(50 * time.Microsecond)
+	}
+	require.True(t, eng.Waiting(&pq.busy), "DEFERRED: parked on the engine's wait list")
+	return errc
 }
