@@ -841,6 +841,13 @@ func checkFaults(cfg *Config, _ rawFlags, _ flagSet) error {
 	if cfg.Faults.Seed != 0 && !cfg.Faults.Any() {
 		return usagef("-faults seed=%d without a fault to seed", cfg.Faults.Seed)
 	}
+	// map and mapnth fail the DMA map calls of the adds; -mem registered adds from memory
+	// registered once before the run, and a registration is not subject to injection
+	// (dma.FaultInjector.Register): no map call would fail, and the run would report a clean
+	// result for faults that were never injected.
+	if f := cfg.Faults; cfg.Mem == "registered" && (f.MapFraction > 0 || f.MapNth > 0) {
+		return usagef("-faults map=/mapnth= fail the DMA map call of each add; -mem registered adds from memory registered once, with no map call to fail: use -mem kvaddr or page")
+	}
 	return nil
 }
 
