@@ -108,6 +108,11 @@ func (p *producer) msgDone(slot int, e usdma.CompEntry) {
 			_ = p.hist.RecordValue(int64(p.run.now()) - p.msgStart[slot])
 			p.okPackets.Add(1)
 		}
+	} else if e.Errcode == usdma.ENOSPC {
+		// A packet's mapping failed (-faults map, mapnth): the request stopped there, as a
+		// packet run drops the packet whose Add failed. It counts where that one does, in
+		// map-errors and the faults sum, not among the aborted.
+		p.msgMapErrors.Add(1)
 	} else {
 		p.aborted.Add(1)
 	}
@@ -135,7 +140,7 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 		return false
 	}
 	if errors.Is(err, usdma.ErrNotRunning) || errors.Is(err, usdma.ErrFault) || errors.Is(err, usdma.ErrNoMem) {
-		return true // a halt or a mapping fault (-faults): the slot ends ERROR and counts as aborted
+		return true // a halt or a mapping fault (-faults): the slot ends ERROR (msgDone counts it)
 	}
 	p.err = fmt.Errorf("producer %d: %w", p.id, err)
 	return false

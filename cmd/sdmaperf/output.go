@@ -68,7 +68,7 @@ type Result struct {
 	Sleeps     uint64            `json:"sleeps"`                   // waiters parked on an engine's wait list (-send block, sleep)
 	Wakeups    uint64            `json:"wakeups"`                  // waiters the completion passes woke
 	Faults     uint64            `json:"faults"`                   // every fault event: MapErrors + Halts + SinkErrors + SinkStalls
-	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed
+	MapErrors  uint64            `json:"map_errors"`               // packets dropped because an Add failed (-mode msg: messages a mapping failure stopped)
 	Aborted    uint64            `json:"aborted"`                  // packets completed with StatusAborted
 	SinkErrors uint64            `json:"sink_errors"`              // Deliver errors the engine recorded
 	SinkStalls uint64            `json:"sink_stalls"`              // deliveries stalled on purpose (-faults sinkstall)

@@ -57,7 +57,10 @@ type producer struct {
 	// Written by the callback (atomics: the sampler reads them while the run goes on).
 	okPackets atomic.Uint64
 	aborted   atomic.Uint64
-	hist      *hdrhistogram.Histogram // callback only, see above
+	// msgMapErrors counts -mode msg requests that ended ENOSPC (a packet's mapping failed):
+	// written by msgDone on the completion pass, read by collect.
+	msgMapErrors atomic.Uint64
+	hist         *hdrhistogram.Histogram // callback only, see above
 
 	// -send sleep: the producer's iowait (hfi1: struct iowait of a QP). Its sleep is
 	// ParkOrRetry; its TxHead holds the one packet parked on a full ring and is touched only by

@@ -29,3 +29,19 @@ func TestMapFaultsRefuseRegisteredMem(t *testing.T) {
 	assert.Empty(t, out)
 	assert.Contains(t, errOut, "no map call to fail")
 }
+
+// TestMsgModeCountsMapFaults: in -mode msg a mapping that -faults map fails ends its request
+// ERROR with ENOSPC. Those requests used to be counted as aborted only: "-mode msg -faults map=1"
+// reported faults 0 and map-errors 0 beside 100 aborted messages, while the faults column is
+// documented as every fault event (map-errors + halts + sink-errors + stalls). They count as
+// map errors now, as a packet run's dropped packets do, and every message is accounted for once.
+func TestMsgModeCountsMapFaults(t *testing.T) {
+	for _, f := range []string{"map=1", "map=0.3,seed=5"} {
+		rep := runJSON(t, "-mode", "msg", "-n", "100", "-warmup", "0", "-depth", "4", "-faults", f)
+		r := rep.Results[0]
+		assert.Positive(t, r.MapErrors, f)
+		assert.Equal(t, r.MapErrors, r.Faults, "%s: every injected mapping failure is a fault", f)
+		assert.Zero(t, r.Aborted, f)
+		assert.EqualValues(t, 100, r.Iterations+r.MapErrors, "%s: every message counted once", f)
+	}
+}

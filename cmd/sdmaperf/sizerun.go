@@ -192,6 +192,7 @@ func (r *sizeRun) arm() error {
 	}
 	for _, p := range r.ps { // every packet of the warm-up or the last interval completed
 		p.mapErrors = 0
+		p.msgMapErrors.Store(0)
 		p.aborted.Store(0)
 		p.okPackets.Store(0)
 		p.hist.Reset()
@@ -372,7 +373,7 @@ func (r *sizeRun) collect(m measurement) Result {
 	hist := newHistogram()
 	for _, p := range r.ps {
 		hist.Merge(p.hist)
-		res.MapErrors += p.mapErrors
+		res.MapErrors += p.mapErrors + p.msgMapErrors.Load()
 		res.Aborted += p.aborted.Load()
 	}
 	res.Latency = latencyOf(hist)
