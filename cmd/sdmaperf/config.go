@@ -861,8 +861,8 @@ func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
 	if set["producers"] {
 		return usagef("-q and -producers both given: -q is perftest's spelling of -producers")
 	}
-	if raw.qps < 1 {
-		return usagef("-q %d: want 1 or more queue pairs (producers)", raw.qps)
+	if raw.qps < 1 || raw.qps > maxProducers {
+		return usagef("-q %d: want 1..%d queue pairs (producers)", raw.qps, maxProducers)
 	}
 	cfg.Producers = raw.qps
 	if !set["engines"] {

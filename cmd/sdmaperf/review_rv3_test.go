@@ -45,3 +45,17 @@ func TestMsgModeCountsMapFaults(t *testing.T) {
 		assert.EqualValues(t, 100, r.Iterations+r.MapErrors, "%s: every message counted once", f)
 	}
 }
+
+// TestQPsOutOfRangeNamesQ: -q over the producer limit used to be refused as "-producers 100000:
+// want 1..1024", naming a flag the command line did not have. The error names -q now.
+func TestQPsOutOfRangeNamesQ(t *testing.T) {
+	for _, v := range []string{"0", "-1", "1025", "100000"} {
+		_, err := parseConfig([]string{"-q", v}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, v)
+		assert.Contains(t, err.Error(), "-q "+v+": want 1..1024", v)
+	}
+	cfg, err := parseConfig([]string{"-q", "1024"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, 1024, cfg.Producers)
+}
