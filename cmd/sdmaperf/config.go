@@ -658,7 +658,7 @@ func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
 		return usagef("-udp-addr: %v", err)
 	}
-	return nil
+	return checkHTTP(cfg.HTTP)
 }
 
 func checkNoServerFlags(_ *Config, _ rawFlags, set flagSet) error {
@@ -906,10 +906,22 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.RunInfinitely && (cfg.Iterations > 0 || len(cfg.Sizes) > 1) {
 		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
 	}
-	if cfg.HTTP != "" {
-		if _, _, err := net.SplitHostPort(cfg.HTTP); err != nil {
-			return usagef("-http %s: want host:port, such as localhost:6060", cfg.HTTP)
-		}
+	return checkHTTP(cfg.HTTP)
+}
+
+// checkHTTP checks -http's address (client and -server): host:port, the port a number in
+// 0..65535 or a service name, so that a bad one is a usage error, not a failure once the run
+// starts.
+func checkHTTP(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return usagef("-http %s: want host:port, such as localhost:6060", addr)
 	}
 	return nil
 }

@@ -59,3 +59,26 @@ func TestQPsOutOfRangeNamesQ(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1024, cfg.Producers)
 }
+
+// TestHTTPBadPortIsUsage: -http checked only that the value split into host and port, so a port
+// that is no port ("-http :99999", "-http localhost:abc") passed validation and failed when the
+// run started to listen: exit 1 ("sdmaperf: -http: listen tcp: address 99999: invalid port")
+// instead of a usage error's 2 (and -server did not look at -http at all). The port is checked
+// with the flags now, for the client and -server.
+func TestHTTPBadPortIsUsage(t *testing.T) {
+	for _, v := range []string{":99999", "localhost:abc", "localhost:-1", "127.0.0.1:65536"} {
+		code, out, errOut := runTool(t, "-http", v, "-n", "10")
+		assert.Equal(t, exitUsage, code, "%s: %s", v, errOut)
+		assert.Empty(t, out, v)
+		assert.Contains(t, errOut, "-http "+v+": want host:port", v)
+	}
+	for _, v := range []string{":99999", "localhost:abc"} {
+		_, err := parseConfig([]string{"-server", "-http", v}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, "-server -http %s", v)
+	}
+	for _, v := range []string{"localhost:0", "127.0.0.1:6060", "[::1]:6060"} {
+		_, err := parseConfig([]string{"-http", v}, new(bytes.Buffer))
+		require.NoError(t, err, v)
+	}
+}
