@@ -643,7 +643,7 @@ var serverOnly = []string{"idle"}
 func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	for n := range set {
 		if !slices.Contains(serverFlags, n) {
-			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, and the client's -sweep, -size and -frags to expect a run per size)", n)
+			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", n)
 		}
 	}
 	if err := checkSizes(cfg, raw, set); err != nil {

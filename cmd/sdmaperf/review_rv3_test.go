@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +85,35 @@ func TestHTTPBadPortIsUsage(t *testing.T) {
 		_, err := parseConfig([]string{"-http", v}, new(bytes.Buffer))
 		require.NoError(t, err, v)
 	}
+}
+
+// TestServerServesHTTP: -server takes -http (serverFlags lists it, and -h says it serves
+// /debug/pprof/ during the run), but runServer never looked at it: "sdmaperf -server -http
+// localhost:6060" ran with nothing listening there. The receiver serves it now (before it
+// announces "receiving on", so the address is known once that line is out).
+func TestServerServesHTTP(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &addrWriter{prefix: "receiving on ", ready: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "0", "-http", "127.0.0.1:0"}, io.Discard, stderr)
+	}()
+	select {
+	case <-stderr.ready:
+	case code := <-done:
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	_, rest, ok := strings.Cut(stderr.String(), "on http://")
+	require.True(t, ok, "-server -http serves nothing: %s", stderr.String())
+	addr, _, _ := strings.Cut(rest, "\n")
+	resp, err := http.Get("http://" + addr + "/debug/pprof/")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(b), "goroutine")
+	cancel()
+	assert.Equal(t, exitInterrupted, <-done)
 }

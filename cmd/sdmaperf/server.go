@@ -44,6 +44,13 @@ func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error 
 	if idle == 0 { // -idle 0: wait for the client indefinitely (until Ctrl-C)
 		idle, until = waitForever, "Ctrl-C"
 	}
+	if cfg.HTTP != "" { // /debug/pprof/ and the standard /debug/vars (no device here)
+		stopHTTP, err := serveDebug(cfg.HTTP, stderr)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
 	r, err := udpsink.Listen(udpsink.ReceiverConfig{Addr: cfg.UDPAddr, Idle: idle})
 	if err != nil {
 		return err
