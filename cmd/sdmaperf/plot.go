@@ -147,6 +147,13 @@ func latencyPlot(rep Report) (*plot.Plot, error) {
 			xys = append(xys, plotter.XY{X: 1 / (1 - q), Y: float64(b.ValueAt) / 1e3})
 			maxInv = max(maxInv, 1/(1-q))
 		}
+		if len(xys) < 2 {
+			// Every sample in one bucket (one packet, or equal latencies): the points are at the
+			// 100th percentile, which the axis cannot place, and a line of fewer than two X
+			// values leaves the log scale no range (gonum panics). The distribution is flat.
+			v := float64(r.hist.Max()) / 1e3
+			xys = plotter.XYs{{X: 1, Y: v}, {X: maxInv, Y: v}}
+		}
 		lines = append(lines, fmt.Sprintf("%d bytes", r.Bytes), xys)
 	}
 	if len(lines) == 0 {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -116,4 +118,28 @@ func TestServerServesHTTP(t *testing.T) {
 	assert.Contains(t, string(b), "goroutine")
 	cancel()
 	assert.Equal(t, exitInterrupted, <-done)
+}
+
+// TestPlotOneValueLatency: a latency distribution whose samples all fall in one histogram bucket
+// (one packet, "-n 1 -warmup 0 -plot lat.png", or identical latencies) has every point at the
+// 100th percentile, which the 1/(1-p) axis cannot place; the line was left without points and
+// gonum's log scale panicked ("Values must be greater than 0 for a log scale"): sdmaperf died
+// with a stack trace after the run. Such a distribution is flat and is drawn so.
+func TestPlotOneValueLatency(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{1, 7} {
+		rep := sampleReport(t, "-mode", "lat")
+		h := newHistogram()
+		for range n {
+			require.NoError(t, h.RecordValue(53_000))
+		}
+		rep.Results[0].hist, rep.Results[0].Latency = h, latencyOf(h)
+		for _, ext := range []string{".svg", ".png"} {
+			path := filepath.Join(dir, strconv.Itoa(n)+ext)
+			require.NotPanics(t, func() { require.NoError(t, writePlot(path, rep)) }, "%d samples, %s", n, ext)
+			decodesAs(t, path)
+		}
+	}
+	code, _, errOut := runTool(t, "-n", "1", "-warmup", "0", "-plot", filepath.Join(dir, "run.png"))
+	assert.Equal(t, exitOK, code, errOut)
 }
