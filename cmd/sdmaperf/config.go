@@ -903,6 +903,9 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Plot != "" && !slices.Contains(plotFormats, strings.ToLower(filepath.Ext(cfg.Plot))) {
 		return usagef("-plot %s: want a file name ending in %s", cfg.Plot, strings.Join(plotFormats, ", "))
 	}
+	if cfg.Plot != "" && cfg.HistFile != "" && filepath.Clean(cfg.Plot) == filepath.Clean(cfg.HistFile) {
+		return usagef("-plot and -hist both name %s: the plot would overwrite the histogram; give two files", cfg.Plot)
+	}
 	if cfg.RunInfinitely && (cfg.Iterations > 0 || len(cfg.Sizes) > 1) {
 		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
 	}

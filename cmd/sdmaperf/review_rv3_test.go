@@ -143,3 +143,16 @@ func TestPlotOneValueLatency(t *testing.T) {
 	code, _, errOut := runTool(t, "-n", "1", "-warmup", "0", "-plot", filepath.Join(dir, "run.png"))
 	assert.Equal(t, exitOK, code, errOut)
 }
+
+// TestPlotAndHistSameFile: "-hist out.html -plot out.html" wrote the histogram and then the
+// plot over it, without a word. Two outputs to one file is a usage error now.
+func TestPlotAndHistSameFile(t *testing.T) {
+	for _, args := range [][]string{{"-hist", "x.svg", "-plot", "x.svg"}, {"-hist", "d/x.html", "-plot", "d/./x.html"}} {
+		_, err := parseConfig(args, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, "%v", args)
+		assert.Contains(t, err.Error(), "-plot and -hist both name", "%v", args)
+	}
+	_, err := parseConfig([]string{"-hist", "x.hgrm", "-plot", "x.svg"}, new(bytes.Buffer))
+	require.NoError(t, err)
+}
