@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/bits"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -903,6 +904,11 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Plot != "" && !slices.Contains(plotFormats, strings.ToLower(filepath.Ext(cfg.Plot))) {
 		return usagef("-plot %s: want a file name ending in %s", cfg.Plot, strings.Join(plotFormats, ", "))
 	}
+	for _, f := range []struct{ flag, path string }{{"hist", cfg.HistFile}, {"plot", cfg.Plot}} {
+		if err := checkOutFile(f.flag, f.path); err != nil {
+			return err
+		}
+	}
 	if cfg.Plot != "" && cfg.HistFile != "" && filepath.Clean(cfg.Plot) == filepath.Clean(cfg.HistFile) {
 		return usagef("-plot and -hist both name %s: the plot would overwrite the histogram; give two files", cfg.Plot)
 	}
@@ -910,6 +916,22 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
 	}
 	return checkHTTP(cfg.HTTP)
+}
+
+// checkOutFile checks a file the run writes when it ends (-hist, -plot): its directory must
+// exist and the path must not be one, so that a bad path is a usage error now rather than a
+// failure after the whole run.
+func checkOutFile(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usagef("-%s %s: a directory; want a file name", flag, path)
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return usagef("-%s %s: no directory %s to write it in", flag, path, filepath.Dir(path))
+	}
+	return nil
 }
 
 // checkHTTP checks -http's address (client and -server): host:port, the port a number in

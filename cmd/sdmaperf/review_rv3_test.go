@@ -147,7 +147,8 @@ func TestPlotOneValueLatency(t *testing.T) {
 // TestPlotAndHistSameFile: "-hist out.html -plot out.html" wrote the histogram and then the
 // plot over it, without a word. Two outputs to one file is a usage error now.
 func TestPlotAndHistSameFile(t *testing.T) {
-	for _, args := range [][]string{{"-hist", "x.svg", "-plot", "x.svg"}, {"-hist", "d/x.html", "-plot", "d/./x.html"}} {
+	d := t.TempDir()
+	for _, args := range [][]string{{"-hist", "x.svg", "-plot", "x.svg"}, {"-hist", d + "/x.html", "-plot", d + "/./x.html"}} {
 		_, err := parseConfig(args, new(bytes.Buffer))
 		var ue *usageError
 		require.ErrorAs(t, err, &ue, "%v", args)
@@ -155,4 +156,24 @@ func TestPlotAndHistSameFile(t *testing.T) {
 	}
 	_, err := parseConfig([]string{"-hist", "x.hgrm", "-plot", "x.svg"}, new(bytes.Buffer))
 	require.NoError(t, err)
+}
+
+// TestOutFilesCheckedBeforeTheRun: "-plot /nonexistent/x.svg" or "-hist DIR" ran the whole
+// benchmark and then failed writing the file (exit 1, "-plot: open ...: no such file or
+// directory"), the results of the run lost. A path that cannot be written that way is a usage
+// error before anything runs.
+func TestOutFilesCheckedBeforeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"-plot", filepath.Join(dir, "nope", "x.svg")},
+		{"-hist", filepath.Join(dir, "nope", "x.hgrm")},
+		{"-hist", dir},
+	} {
+		code, out, errOut := runTool(t, append(args, "-n", "10")...)
+		assert.Equal(t, exitUsage, code, "%v: %s", args, errOut)
+		assert.Empty(t, out, "%v", args)
+		assert.Contains(t, errOut, "sdmaperf: "+args[0]+" ", "%v", args)
+	}
+	code, _, errOut := runTool(t, "-n", "10", "-hist", filepath.Join(dir, "x.hgrm"), "-plot", filepath.Join(dir, "x.svg"))
+	assert.Equal(t, exitOK, code, errOut)
 }
