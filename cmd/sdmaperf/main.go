@@ -34,9 +34,13 @@ func main() {
 }
 
 // interruptContext is done at Ctrl-C (SIGINT) or SIGTERM: the run stops, prints the results so
-// far and exits with exitInterrupted.
+// far and exits with exitInterrupted. The first signal also gives the signals back their default
+// action, so that a second Ctrl-C kills a run whose wind-down takes long (the packets in flight
+// drain first: with -faults sinkstall=1,stall=1s, a second each).
 func interruptContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 // Exit statuses.
