@@ -647,6 +647,9 @@ func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", n)
 		}
 	}
+	if cfg.Frags < 1 || cfg.Frags > maxFrags { // checkSizes derives the sweep's first size from it
+		return usagef("-frags %d: want 1..%d", cfg.Frags, maxFrags)
+	}
 	if err := checkSizes(cfg, raw, set); err != nil {
 		return err
 	}

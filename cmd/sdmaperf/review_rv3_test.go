@@ -177,3 +177,21 @@ func TestOutFilesCheckedBeforeTheRun(t *testing.T) {
 	code, _, errOut := runTool(t, "-n", "10", "-hist", filepath.Join(dir, "x.hgrm"), "-plot", filepath.Join(dir, "x.svg"))
 	assert.Equal(t, exitOK, code, errOut)
 }
+
+// TestServerFragsRange: -server takes the client's -frags (with -sweep, the first size it
+// expects), but validateServer skipped the client's range check: "-server -frags 0" and
+// "-server -frags -1" were accepted (the sweep then started at 2 bytes whatever the value).
+// They are usage errors now, as for the client.
+func TestServerFragsRange(t *testing.T) {
+	for _, v := range []string{"0", "-1", "257", "999999"} {
+		for _, extra := range [][]string{nil, {"-sweep"}} {
+			_, err := parseConfig(append([]string{"-server", "-frags", v}, extra...), new(bytes.Buffer))
+			var ue *usageError
+			require.ErrorAs(t, err, &ue, "-frags %s %v", v, extra)
+			assert.Contains(t, err.Error(), "-frags "+v+": want 1..256")
+		}
+	}
+	cfg, err := parseConfig([]string{"-server", "-sweep", "-frags", "20"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, 32, cfg.Sizes[0])
+}
