@@ -356,6 +356,9 @@ func (s *seconds) Set(v string) error {
 		if err != nil || math.IsNaN(ns) || ns >= math.MaxInt64 || ns <= math.MinInt64 {
 			return errors.New("want seconds (5) or a duration (500ms), at most 292 years")
 		}
+		if x > 0 && ns < 1 { // would truncate to 0s, a value nobody typed
+			return errors.New("want seconds (5) or a duration (500ms), at least 1ns")
+		}
 		*s = seconds(ns)
 		return nil
 	}

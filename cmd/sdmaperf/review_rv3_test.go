@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -194,4 +195,21 @@ func TestServerFragsRange(t *testing.T) {
 	cfg, err := parseConfig([]string{"-server", "-sweep", "-frags", "20"}, new(bytes.Buffer))
 	require.NoError(t, err)
 	assert.Equal(t, 32, cfg.Sizes[0])
+}
+
+// TestTinyDurationNamesItsValue: a positive -D below a nanosecond ("-D 1e-12") truncated to 0 and
+// was refused as "-D 0s: want a positive duration", a value nobody typed (the same defect
+// TestBadDurations fixed for the wrap past 292 years). It is refused naming the value given.
+func TestTinyDurationNamesItsValue(t *testing.T) {
+	for _, v := range []string{"1e-12", "0.0000000001", "5e-324"} {
+		_, err := parseConfig([]string{"-D", v}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, v)
+		assert.Contains(t, err.Error(), `invalid value "`+v+`" for flag -D`, v)
+	}
+	cfg, err := parseConfig([]string{"-D", "1e-9"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, time.Nanosecond, cfg.Duration)
+	_, err = parseConfig([]string{"-D", "0"}, new(bytes.Buffer))
+	assert.ErrorContains(t, err, "-D 0s: want a positive duration")
 }
