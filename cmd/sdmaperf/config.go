@@ -563,13 +563,18 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, usagef("unexpected argument %q: sdmaperf takes flags only", fs.Arg(0))
 	}
-	set := flagSet{}
+	set, given := flagSet{}, map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
 		if a := aliasOf(f.Name); a != "" {
 			set[a] = true
 		}
-		set[f.Name] = true
+		set[f.Name], given[f.Name] = true, true
 	})
+	for _, a := range aliases { // one value under two names: the last would win without a word
+		if given[a.alias] && given[a.flag] {
+			return cfg, usagef("-%s and -%s both given: -%s is perftest's spelling of -%s", a.alias, a.flag, a.alias, a.flag)
+		}
+	}
 	for _, n := range raw.notApplied {
 		fmt.Fprintf(stderr, "sdmaperf: not applicable: %s (%s); ignored\n", n, notApplicableWhy(n[1:]))
 	}

@@ -213,3 +213,22 @@ func TestTinyDurationNamesItsValue(t *testing.T) {
 	_, err = parseConfig([]string{"-D", "0"}, new(bytes.Buffer))
 	assert.ErrorContains(t, err, "-D 0s: want a positive duration")
 }
+
+// TestAliasAndFlagBothGiven: perftest's spellings share their flag's value, so "-s 64 -size 128"
+// ran 128-byte packets and "-size 128 -s 64" 64-byte ones, the other value dropped without a
+// word (as -q and -producers, already refused together). Both spellings at once are a usage
+// error now; either alone still works.
+func TestAliasAndFlagBothGiven(t *testing.T) {
+	for _, args := range [][]string{
+		{"-s", "64", "-size", "128"}, {"-size", "128", "-s", "64"}, {"-t", "8", "-depth", "16"}, {"-a", "-sweep"},
+	} {
+		_, err := parseConfig(args, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, "%v", args)
+		assert.Contains(t, err.Error(), "both given", "%v", args)
+	}
+	cfg, err := parseConfig([]string{"-s", "64", "-t", "8"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, []int{64}, cfg.Sizes)
+	assert.Equal(t, 8, cfg.Depth)
+}
