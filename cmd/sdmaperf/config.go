@@ -274,6 +274,9 @@ func parseFaults(s string) (FaultSpec, error) {
 		if i < 0 {
 			return f, fmt.Errorf("-faults: unknown fault %q (known: %s)", k, faultKeys)
 		}
+		if given[k] {
+			return f, fmt.Errorf("-faults: %s given twice: give each key once", k)
+		}
 		if err := faultTable[i].set(&f, v); err != nil {
 			return f, err
 		}

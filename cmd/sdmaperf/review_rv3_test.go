@@ -232,3 +232,14 @@ func TestAliasAndFlagBothGiven(t *testing.T) {
 	assert.Equal(t, []int{64}, cfg.Sizes)
 	assert.Equal(t, 8, cfg.Depth)
 }
+
+// TestFaultKeyTwice: "-faults map=0.5,map=0" ran with no map faults (the last value won without
+// a word). A key given twice is a usage error now.
+func TestFaultKeyTwice(t *testing.T) {
+	for _, f := range []string{"map=0.5,map=0", "haltat=3,cause=wrong-dword-count,cause=explicit-halt", "seed=1,halt=0.1,seed=2"} {
+		_, err := parseConfig([]string{"-faults", f}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, f)
+		assert.Contains(t, err.Error(), "given twice", f)
+	}
+}
