@@ -743,14 +743,18 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 	if hi := maxSizeFor(cfg.Mode); size < 1 || size > hi {
 		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", size, hi, maxPacket, maxMessage)
 	}
+	frags := cfg.Frags
+	if cfg.Mode == ModeMsg {
+		frags = 1 // a message is one data vector: -frags does not apply (checkMsg)
+	}
 	if !raw.sweep {
-		if cfg.Frags > size {
+		if frags > size {
 			return usagef("-frags %d with -size %d: a fragment is at least one byte", cfg.Frags, size)
 		}
 		cfg.Sizes = []int{size}
 		return nil
 	}
-	lo := max(minSweepSize, 1<<bits.Len(uint(cfg.Frags-1))) // every fragment at least a byte
+	lo := max(minSweepSize, 1<<bits.Len(uint(frags-1))) // every fragment at least a byte
 	if size < lo {
 		return usagef("-sweep -size %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise -size", size, lo, cfg.Frags)
 	}

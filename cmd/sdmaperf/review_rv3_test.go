@@ -243,3 +243,18 @@ func TestFaultKeyTwice(t *testing.T) {
 		assert.Contains(t, err.Error(), "given twice", f)
 	}
 }
+
+// TestMsgModeSmallSizes: -mode msg sends each message as one vector and refuses -frags, but
+// checkSizes held its size to the packet runs' default of 2 fragments: "-mode msg -size 1" was
+// refused with "-frags 2 with -size 1: a fragment is at least one byte", advice that -mode msg
+// then refuses ("-frags does not apply"), so no 1-byte message could be measured. -frags does
+// not bound a message's size now.
+func TestMsgModeSmallSizes(t *testing.T) {
+	cfg, err := parseConfig([]string{"-mode", "msg", "-size", "1"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, cfg.Sizes)
+	rep := runJSON(t, "-mode", "msg", "-size", "1", "-n", "20", "-warmup", "0", "-depth", "4")
+	assert.EqualValues(t, 20, rep.Results[0].Iterations)
+	_, err = parseConfig([]string{"-size", "1"}, new(bytes.Buffer))
+	assert.ErrorContains(t, err, "-frags 2 with -size 1", "a packet run still needs a byte per fragment")
+}
