@@ -1,6 +1,9 @@
 package pio
 
-import "strconv"
+import (
+	"math"
+	"strconv"
+)
 
 // Sizes and limits (hfi1: pio.c and pio.h).
 const (
@@ -108,14 +111,15 @@ func ContextSizes(cfg SizeConfig) ([NumTypes]TypeSize, error) {
 	}
 	contexts, fixed, poolCount := 0, 0, 0
 	for t := range NumTypes {
-		c := max(count[t], 0)
-		if contexts+c > cfg.SendContexts {
-			c = cfg.SendContexts - contexts
-		}
+		// Clipped without overflow (c > SendContexts - contexts, not contexts + c > ...): a
+		// count near MaxInt wrapped past the test and was kept whole.
+		c := min(max(count[t], 0), cfg.SendContexts-contexts)
 		contexts += c
 		out[t].Count = c
 		if size[t] == pool0 {
 			poolCount += c
+		} else if c > 0 && size[t] > (math.MaxInt-fixed)/c { // size × c past MaxInt: more than any memory
+			return out, &Error{Op: "ContextSizes", Msg: "fixed block count larger than total block count " + strconv.Itoa(total), Err: ErrInvalid}
 		} else {
 			fixed += size[t] * c
 		}
