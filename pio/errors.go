@@ -9,8 +9,10 @@ import (
 // package returns is one of these or an *Error (or *HaltError) matching one with errors.Is.
 // ErrNoCredits and ErrNotRunning are returned bare, so the flow-control path does not allocate.
 var (
-	// ErrInvalid: a bad argument (length, type, threshold, a PBC that does not match the buffer).
-	// Nothing was changed (-EINVAL).
+	// ErrInvalid: a bad argument (type, credits, MTU, threshold, a copy of bytes that are not
+	// whole dwords, a Restart of a context that is not halted). Nothing was changed (-EINVAL). A
+	// PBC that does not match its buffer is not refused: the chip halts on it (CausePBCLength,
+	// CauseBadPBC), as the real chip does.
 	ErrInvalid = errors.New("pio: invalid argument")
 	// ErrMsgSize: a packet longer than the context's buffer or than a PBC can describe.
 	ErrMsgSize = errors.New("pio: packet too long for the send context")
