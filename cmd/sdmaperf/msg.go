@@ -57,8 +57,17 @@ func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
 	if cfg.Depth > 1<<16 {
 		return usagef("-depth %d: a packet queue has at most 65536 request slots", cfg.Depth)
 	}
+	// A request's packet count is 16 bits (usdma.Message: NPkts): the largest message in
+	// -mtu packets must fit, or every Submit of the run is refused.
+	if big := cfg.largest(); (big+cfg.MTU-1)/cfg.MTU > maxMsgPkts {
+		return usagef("-size %d with -mtu %d makes %d packets per message; a request holds at most %d (raise -mtu or lower -size)",
+			big, cfg.MTU, (big+cfg.MTU-1)/cfg.MTU, maxMsgPkts)
+	}
 	return nil
 }
+
+// maxMsgPkts is the most packets one -mode msg request holds (the uapi's 16-bit npkts).
+const maxMsgPkts = 1<<16 - 1
 
 // maxSizeFor is the largest -size of the mode: a packet, or a message.
 func maxSizeFor(m Mode) int {

@@ -258,3 +258,19 @@ func TestMsgModeSmallSizes(t *testing.T) {
 	_, err = parseConfig([]string{"-size", "1"}, new(bytes.Buffer))
 	assert.ErrorContains(t, err, "-frags 2 with -size 1", "a packet run still needs a byte per fragment")
 }
+
+// TestMsgModePacketCountChecked: a request's packet count is 16 bits (usdma.Message), so
+// "-mode msg -mtu 64 -size 67108864" (1048576 packets a message) passed validation and failed
+// at the first Submit with exit 1 ("NPkts is 16 bits"). It is a usage error now; the largest
+// message that fits still runs.
+func TestMsgModePacketCountChecked(t *testing.T) {
+	code, out, errOut := runTool(t, "-mode", "msg", "-mtu", "64", "-size", "67108864", "-depth", "1", "-n", "1", "-warmup", "0")
+	assert.Equal(t, exitUsage, code, errOut)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "makes 1048576 packets per message; a request holds at most 65535")
+	_, err := parseConfig([]string{"-mode", "msg", "-mtu", "64", "-sweep", "-size", "8388608"}, new(bytes.Buffer))
+	assert.ErrorContains(t, err, "makes 131072 packets", "the sweep's largest size counts")
+	cfg, err := parseConfig([]string{"-mode", "msg", "-mtu", "64", "-size", "4194240", "-depth", "1"}, new(bytes.Buffer))
+	require.NoError(t, err, "65535 packets fit")
+	assert.Equal(t, []int{4194240}, cfg.Sizes)
+}
