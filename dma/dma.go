@@ -66,7 +66,7 @@ type Mapper interface {
 	// UnmapPage undoes MapPage (dma_unmap_page).
 	UnmapPage(addr Addr, size int, dir Direction) error
 	// MapSG maps each entry of sg, filling Addr and Len, and returns the number of entries mapped
-	// (dma_map_sg). On error nothing stays mapped.
+	// (dma_map_sg). On error nothing stays mapped and every entry's Addr and Len are zero.
 	MapSG(sg []SG, dir Direction) (int, error)
 	// UnmapSG undoes MapSG (dma_unmap_sg).
 	UnmapSG(sg []SG, dir Direction) error

@@ -724,12 +724,16 @@ func (c *core) UnmapPage(addr Addr, size int, dir Direction) error {
 }
 
 // MapSG maps every entry of sg, filling Addr and Len (dma_map_sg, ib_dma_map_sg). Entries are
-// not merged, so it returns len(sg). On error nothing stays mapped and Addr/Len are zeroed.
+// not merged, so it returns len(sg). On error nothing stays mapped and every entry's Addr and Len
+// are zeroed (also those after the entry that failed, which may hold a reused list's old values:
+// a cleanup that unmaps the entries with a length would otherwise unmap them a second time, or
+// on Direct another live mapping of the same buffer).
 func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 	if len(sg) == 0 {
 		return 0, fmt.Errorf("dma: map_sg of no entries: %w", ErrInvalid)
 	}
 	if c.inj != nil && c.inj.fail() {
+		clearSG(sg)
 		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
 	}
 	for i := range sg {
@@ -737,13 +741,20 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 		if err != nil {
 			for j := range i {
 				_ = c.unmap(sg[j].Addr, sg[j].Len, dir, codeSG)
-				sg[j].Addr, sg[j].Len = 0, 0
 			}
+			clearSG(sg)
 			return 0, fmt.Errorf("dma: map_sg entry %d: %w", i, err)
 		}
 		sg[i].Addr, sg[i].Len = a, len(sg[i].Buf)
 	}
 	return len(sg), nil
+}
+
+// clearSG zeroes the Addr and Len of every entry of sg (a failed MapSG's).
+func clearSG(sg []SG) {
+	for i := range sg {
+		sg[i].Addr, sg[i].Len = 0, 0
+	}
 }
 
 // UnmapSG undoes MapSG entry by entry (dma_unmap_sg), reporting every entry that was not mapped.

@@ -217,6 +217,7 @@ func (f *FaultInjector) UnmapPage(addr Addr, size int, dir Direction) error {
 // MapSG is the wrapped ib_dma_map_sg, unless this call is chosen to fail.
 func (f *FaultInjector) MapSG(sg []SG, dir Direction) (int, error) {
 	if f.inj.fail() {
+		clearSG(sg) // as a failed MapSG of the mapper does
 		return 0, injected("map_sg")
 	}
 	return f.m.MapSG(sg, dir)

@@ -1,0 +1,77 @@
+package dma
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestMapSGFailureClearsEveryEntry (review rv3): a failed MapSG zeroes the Addr and Len of every
+// entry, as its doc says, also those after the entry that failed and on an injected failure. A
+// reused list kept its old values there, so that a cleanup unmapping the entries with a length
+// unmapped them again, or, on Direct, ended another live mapping of the same buffer (the case
+// below: the stale entry names the live mapping of buf[16:24] that another list made).
+func TestMapSGFailureClearsEveryEntry(t *testing.T) {
+	check := func(t *testing.T, m Mapper, fail func(sg []SG) (int, error)) {
+		t.Helper()
+		buf := make([]byte, 64)
+		sg := []SG{{Buf: buf[:8]}, {Buf: buf[8:16]}, {Buf: buf[16:24]}}
+		if _, err := m.MapSG(sg, ToDevice); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.UnmapSG(sg, ToDevice); err != nil {
+			t.Fatal(err)
+		}
+		// Another list's mapping of buf[16:24]: on Direct, the stale entry's very mapping.
+		osg := []SG{{Buf: buf[16:24]}}
+		if _, err := m.MapSG(osg, ToDevice); err != nil {
+			t.Fatal(err)
+		}
+		other := osg[0].Addr
+		n, err := fail(sg)
+		if n != 0 || err == nil {
+			t.Fatalf("MapSG: %d, %v; want a failure", n, err)
+		}
+		for i, e := range sg {
+			if e.Addr != 0 || e.Len != 0 {
+				t.Errorf("entry %d after the failed MapSG: Addr %#x Len %d, want zeros", i, uint64(e.Addr), e.Len)
+			}
+		}
+		// A cleanup that unmaps what has a length must find nothing to undo.
+		for _, e := range sg {
+			if e.Len != 0 {
+				_ = m.UnmapSG([]SG{e}, ToDevice)
+			}
+		}
+		if _, err := m.Translate(other, 8, ToDevice); err != nil {
+			t.Errorf("the other live mapping is gone: %v", err)
+		}
+		if err := m.UnmapSG(osg, ToDevice); err != nil {
+			t.Error(err)
+		}
+	}
+	impls(t, func(t *testing.T, m testMapper) {
+		check(t, m, func(sg []SG) (int, error) {
+			sg[1].Buf = nil // the middle entry is refused
+			defer func() { sg[1].Buf = make([]byte, 8) }()
+			n, err := m.MapSG(sg, ToDevice)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("MapSG with an empty entry: %v, want ErrInvalid", err)
+			}
+			return n, err
+		})
+		if n := m.LiveCount(); n != 0 {
+			t.Errorf("LiveCount %d", n)
+		}
+	})
+	t.Run("inject", func(t *testing.T) {
+		f := NewFaultInjector(NewDirect())
+		check(t, f, func(sg []SG) (int, error) { f.FailNth(1); return f.MapSG(sg, ToDevice) })
+	})
+	t.Run("iommu FailNth", func(t *testing.T) {
+		m, err := NewIOMMU(IOMMUConfig{FailNth: 3}) // MapSG, the other MapSG, then this one
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, m, func(sg []SG) (int, error) { return m.MapSG(sg, ToDevice) })
+	})
+}
