@@ -50,12 +50,12 @@ type Block struct {
 
 // NewPool creates a pool of size-byte blocks aligned to align (a power of two, at most PageSize;
 // 0 means 1) in both CPU and bus address, allocated through m (dma_pool_create). name appears in
-// reports.
+// reports. A nil m, or a nil pointer of a mapper type, is ErrInvalid.
 func NewPool(m Mapper, name string, size, align int) (*Pool, error) {
 	if align == 0 {
 		align = 1
 	}
-	if m == nil || size <= 0 || align < 0 || align&(align-1) != 0 || align > PageSize || size > 1<<30 {
+	if isNilMapper(m) || size <= 0 || align < 0 || align&(align-1) != 0 || align > PageSize || size > 1<<30 {
 		return nil, fmt.Errorf("dma: dma_pool_create(%q, size %d, align %d): %w", name, size, align, ErrInvalid)
 	}
 	step := (size + align - 1) &^ (align - 1)

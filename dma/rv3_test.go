@@ -75,3 +75,28 @@ func TestMapSGFailureClearsEveryEntry(t *testing.T) {
 		check(t, m, func(sg []SG) (int, error) { return m.MapSG(sg, ToDevice) })
 	})
 }
+
+// TestNewPoolTypedNilMapper (review rv3): NewPool refuses a nil pointer of a mapper type (a typed
+// nil such as (*IOMMU)(nil)) with ErrInvalid, as it refuses a nil Mapper; it accepted it, and the
+// pool's first Alloc panicked with a nil dereference in AllocCoherent.
+func TestNewPoolTypedNilMapper(t *testing.T) {
+	for name, m := range map[string]Mapper{
+		"nil": nil, "nil *IOMMU": (*IOMMU)(nil), "nil *Direct": (*Direct)(nil),
+		"nil *Counting": (*Counting)(nil), "nil *FaultInjector": (*FaultInjector)(nil),
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panicked: %v", name, r)
+				}
+			}()
+			p, err := NewPool(m, "typed-nil", 64, 8)
+			if p != nil || !errors.Is(err, ErrInvalid) {
+				t.Errorf("NewPool(%s): %v, %v; want ErrInvalid", name, p, err)
+			}
+			if p != nil {
+				_, _ = p.Alloc()
+			}
+		}()
+	}
+}

@@ -35,13 +35,20 @@ func NewCounting(m Mapper) *Counting { return &Counting{m: orDirect(m)} }
 // orDirect is m, or a new Direct if m is nil or a nil pointer in the interface (a typed nil,
 // such as a nil *IOMMU, whose every method would panic): the wrappers' constructors.
 func orDirect(m Mapper) Mapper {
-	if m == nil {
-		return NewDirect()
-	}
-	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+	if isNilMapper(m) {
 		return NewDirect()
 	}
 	return m
+}
+
+// isNilMapper reports whether m is nil or a nil pointer in the interface (a typed nil, such as
+// a nil *IOMMU, whose every method would panic).
+func isNilMapper(m Mapper) bool {
+	if m == nil {
+		return true
+	}
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Unwrap returns the wrapped mapper.
