@@ -167,7 +167,9 @@ func (t *table) removeBatch(us []Unmap) int {
 
 // UnmapAll undoes the mappings of us through m: in one UnmapBatch call if m is a BatchUnmapper,
 // else one Unmap* call per entry (KindSG entries through UnmapSG of one entry). The error is as
-// UnmapBatch's.
+// UnmapBatch's, and so are the entries refused: one of another Kind than KindSingle, KindPage and
+// KindSG, or with a Sole handle and another Kind than KindSingle, is not mapped and changes
+// nothing.
 func UnmapAll(m Mapper, us []Unmap) error {
 	if b, ok := m.(BatchUnmapper); ok {
 		return b.UnmapBatch(us)
@@ -178,12 +180,16 @@ func UnmapAll(m Mapper, us []Unmap) error {
 		switch {
 		case u.Sole != 0 && u.Kind == KindSingle:
 			err = unmapSole(m, u.Addr, u.Size, u.Dir, u.Sole)
+		case u.Sole != 0:
+			err = fmt.Errorf("dma: unmap %s [%#x,+%d) %v with a sole handle: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
+		case u.Kind == KindSingle:
+			err = m.UnmapSingle(u.Addr, u.Size, u.Dir)
 		case u.Kind == KindPage:
 			err = m.UnmapPage(u.Addr, u.Size, u.Dir)
 		case u.Kind == KindSG:
 			err = m.UnmapSG([]SG{{Addr: u.Addr, Len: u.Size}}, u.Dir)
-		default:
-			err = m.UnmapSingle(u.Addr, u.Size, u.Dir)
+		default: // not a kind an Unmap names (UnmapBatch's refusal)
+			err = fmt.Errorf("dma: unmap %q [%#x,+%d) %v: %w", u.Kind, uint64(u.Addr), u.Size, u.Dir, ErrNotMapped)
 		}
 		if err != nil && first == nil {
 			first = err

@@ -100,3 +100,52 @@ func TestNewPoolTypedNilMapper(t *testing.T) {
 		}()
 	}
 }
+
+// TestUnmapAllOneByOneRefusesAsBatch (review rv3): UnmapAll's one-by-one path (a mapper that is
+// not a BatchUnmapper) refuses the entries UnmapBatch refuses, as its doc says ("the error is as
+// UnmapBatch's"): an entry of no Kind, of an unknown Kind, or with a Sole handle and a Kind other
+// than KindSingle. It undid such an entry with UnmapSingle (no Kind) or UnmapPage (a handle on a
+// page entry), so the same batch unmapped a mapping through a wrapper that is not a
+// BatchUnmapper and was refused through Direct or the IOMMU.
+func TestUnmapAllOneByOneRefusesAsBatch(t *testing.T) {
+	reg, err := AllocPages(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	page, err := reg.Page(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impls(t, func(t *testing.T, m testMapper) {
+		buf := make([]byte, 64)
+		a, err := m.MapSingle(buf, ToDevice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, err := m.MapPage(page, 128, 64, ToDevice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []Unmap{
+			{Addr: a, Size: 64, Dir: ToDevice},                           // no Kind
+			{Addr: a, Size: 64, Dir: ToDevice, Kind: "bogus"},            // unknown Kind
+			{Addr: pa, Size: 64, Dir: ToDevice, Kind: KindPage, Sole: 1}, // a handle on a page entry
+		} {
+			for name, via := range map[string]Mapper{"batch": m, "one by one": noBatch{m}} {
+				if err := UnmapAll(via, []Unmap{u}); !errors.Is(err, ErrNotMapped) {
+					t.Errorf("%s: UnmapAll(%+v): %v, want ErrNotMapped", name, u, err)
+				}
+			}
+		}
+		if n := m.LiveCount(); n != 2 {
+			t.Errorf("LiveCount %d after refused unmaps, want 2", n)
+		}
+		if err := UnmapAll(noBatch{m}, []Unmap{{Addr: a, Size: 64, Dir: ToDevice, Kind: KindSingle}, {Addr: pa, Size: 64, Dir: ToDevice, Kind: KindPage}}); err != nil {
+			t.Error(err)
+		}
+		if n := m.LiveCount(); n != 0 {
+			t.Errorf("LiveCount %d", n)
+		}
+	})
+}
