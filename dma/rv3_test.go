@@ -149,3 +149,41 @@ func TestUnmapAllOneByOneRefusesAsBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestIOMMUInjectionSkipsInvalidMapSG (review rv3): the IOMMU's fault injection counts valid map
+// calls only, MapSG's as MapSingle's, MapPage's and AllocCoherent's: a MapSG refused as invalid
+// (a bad direction, an empty entry) is ErrInvalid and does not consume FailNth's count nor draw
+// from FailFraction. It drew first, so an invalid MapSG was ErrMapping under FailFraction 1 and
+// took FailNth's failure from the valid call it was meant for.
+func TestIOMMUInjectionSkipsInvalidMapSG(t *testing.T) {
+	buf := make([]byte, 64)
+	m, err := NewIOMMU(IOMMUConfig{FailNth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.MapSG([]SG{{Buf: buf}}, 7); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MapSG with a bad direction: %v, want ErrInvalid", err)
+	}
+	if _, err := m.MapSG([]SG{{Buf: buf}, {}}, ToDevice); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MapSG with an empty entry: %v, want ErrInvalid", err)
+	}
+	if _, err := m.MapSingle(buf, ToDevice); !errors.Is(err, ErrMapping) {
+		t.Errorf("the first valid map call: %v, want the injected ErrMapping", err)
+	}
+	if n := m.Injected(); n != 1 {
+		t.Errorf("Injected %d, want 1", n)
+	}
+	all, err := NewIOMMU(IOMMUConfig{FailFraction: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := all.MapSG([]SG{{Buf: buf}}, 255); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MapSG with a bad direction under FailFraction 1: %v, want ErrInvalid", err)
+	}
+	if _, err := all.MapSingle(nil, ToDevice); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MapSingle(nil) under FailFraction 1: %v, want ErrInvalid", err)
+	}
+	if n := all.Injected(); n != 0 {
+		t.Errorf("Injected %d, want 0", n)
+	}
+}

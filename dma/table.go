@@ -732,6 +732,20 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 	if len(sg) == 0 {
 		return 0, fmt.Errorf("dma: map_sg of no entries: %w", ErrInvalid)
 	}
+	// Bad arguments before the injection's draw, as MapSingle, MapPage and AllocCoherent check
+	// theirs: a call refused as invalid is not a map call that fault injection counts.
+	if c.inj != nil {
+		if !dir.Valid() {
+			clearSG(sg)
+			return 0, fmt.Errorf("dma: map_sg %v: %w", dir, ErrInvalid)
+		}
+		for i := range sg {
+			if len(sg[i].Buf) == 0 {
+				clearSG(sg)
+				return 0, fmt.Errorf("dma: map_sg entry %d: map sg of 0 bytes: %w", i, ErrInvalid)
+			}
+		}
+	}
 	if c.inj != nil && c.inj.fail() {
 		clearSG(sg)
 		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
