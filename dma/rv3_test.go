@@ -2,6 +2,8 @@ package dma
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -186,4 +188,53 @@ func TestIOMMUInjectionSkipsInvalidMapSG(t *testing.T) {
 	if n := all.Injected(); n != 0 {
 		t.Errorf("Injected %d, want 0", n)
 	}
+}
+
+// TestUnmapBatchNamesFirstUnmapped (review rv3): UnmapBatch's error names the first entry of the
+// batch that was not mapped, as its doc says, whichever of its two passes refused it: a sole
+// entry (handle given) refused at once, or an entry the index did not hold, refused by the page
+// lists after it moved to the front of its chunk. The tests before named "an" entry only, so
+// mutants that named a later refused entry (the page lists' one whatever its position, or its
+// position among the moved entries instead of the batch) passed them.
+func TestUnmapBatchNamesFirstUnmapped(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		heap := make([]byte, 16*64)
+		mapOne := func(i int) Unmap {
+			a, err := m.MapSingle(heap[i*64:i*64+48], ToDevice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return Unmap{Addr: a, Size: 48, Dir: ToDevice, Kind: KindSingle}
+		}
+		// Not mapped: a public entry (to the page lists' pass) and a sole one (refused at once),
+		// told apart by their sizes in the error.
+		public := func(size int) Unmap { return Unmap{Addr: 0x10, Size: size, Dir: ToDevice, Kind: KindSingle} }
+		sole := func(size int) Unmap {
+			return Unmap{Addr: 0x20, Size: size, Dir: ToDevice, Kind: KindSingle, Sole: 1<<soleBits | 1}
+		}
+		for _, c := range []struct {
+			name  string
+			build func() []Unmap
+			want  int // the size of the entry the error must name
+		}{
+			{"public before sole", func() []Unmap { return []Unmap{mapOne(0), public(11), mapOne(1), sole(12), mapOne(2)} }, 11},
+			{"sole before public", func() []Unmap { return []Unmap{mapOne(3), mapOne(4), sole(13), mapOne(5), public(14)} }, 13},
+			{"public first of two", func() []Unmap { return []Unmap{mapOne(6), public(15), mapOne(7), public(16)} }, 15},
+			{"sole after a moved entry", func() []Unmap {
+				return []Unmap{mapOne(8), mapOne(9), mapOne(10), sole(17), mapOne(11), public(18)}
+			}, 17},
+		} {
+			us := c.build()
+			err := m.(BatchUnmapper).UnmapBatch(us)
+			if !errors.Is(err, ErrNotMapped) {
+				t.Fatalf("%s: %v, want ErrNotMapped", c.name, err)
+			}
+			if want := fmt.Sprintf(",+%d)", c.want); !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want the entry of size %d named", c.name, err, c.want)
+			}
+		}
+		if n := m.LiveCount(); n != 0 {
+			t.Errorf("LiveCount %d: the batches' live entries were not all undone", n)
+		}
+	})
 }
