@@ -1,8 +1,10 @@
 package dma
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -235,6 +237,100 @@ func TestUnmapBatchNamesFirstUnmapped(t *testing.T) {
 		}
 		if n := m.LiveCount(); n != 0 {
 			t.Errorf("LiveCount %d: the batches' live entries were not all undone", n)
+		}
+	})
+}
+
+// TestUnmapPageListsWrongSize (review rv3): an unmap of a mapping in the page lists (more than
+// spanMax pages, or every mapping with the index off) with a length one short or one long is
+// ErrNotMapped and changes nothing, as it is for a mapping in the index. A mutant whose page-list
+// claim ignored the length (it ended the mapping on any size) passed the package's tests.
+func TestUnmapPageListsWrongSize(t *testing.T) {
+	for _, spill := range []bool{false, true} {
+		impls(t, func(t *testing.T, m testMapper) {
+			tableOf(t, m).spillOnly = spill
+			buf := make([]byte, (spanMax+2)*PageSize)
+			size := len(buf) - 100
+			if spill {
+				size = 200 // a small mapping, in the page lists since the index is off
+			}
+			sg := []SG{{Buf: buf[50 : 50+size]}}
+			a, err := m.MapSingle(buf[50:50+size], ToDevice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pa, err := m.MapSG(sg, ToDevice)
+			if err != nil || pa != 1 {
+				t.Fatal(pa, err)
+			}
+			for _, d := range []int{-1, 1} {
+				if err := m.UnmapSingle(a, size+d, ToDevice); !errors.Is(err, ErrNotMapped) {
+					t.Errorf("spill %v: UnmapSingle of %d bytes (mapped %d): %v, want ErrNotMapped", spill, size+d, size, err)
+				}
+				if err := m.UnmapSG([]SG{{Addr: sg[0].Addr, Len: size + d}}, ToDevice); !errors.Is(err, ErrNotMapped) {
+					t.Errorf("spill %v: UnmapSG of %d bytes (mapped %d): %v, want ErrNotMapped", spill, size+d, size, err)
+				}
+				if err := m.(BatchUnmapper).UnmapBatch([]Unmap{{Addr: a, Size: size + d, Dir: ToDevice, Kind: KindSingle}}); !errors.Is(err, ErrNotMapped) {
+					t.Errorf("spill %v: UnmapBatch of %d bytes (mapped %d): %v, want ErrNotMapped", spill, size+d, size, err)
+				}
+			}
+			if n := m.LiveCount(); n != 2 {
+				t.Fatalf("spill %v: LiveCount %d after the refused unmaps, want 2", spill, n)
+			}
+			if _, err := m.Translate(a+Addr(size-1), 1, ToDevice); err != nil {
+				t.Errorf("spill %v: the mapping is gone: %v", spill, err)
+			}
+			if err := m.UnmapSingle(a, size, ToDevice); err != nil {
+				t.Error(err)
+			}
+			if err := m.UnmapSG(sg, ToDevice); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestAcquireFailsWhileDeregistering (review rv3): once Deregister has begun (it waits for a use
+// in flight), Acquire fails, as Registrar.Deregister says ("Acquire fails from then on"), and
+// succeeds again once a Deregister that gave up on its context made the registration live again.
+// A mutant whose Acquire refused only a dead registration (kept a use while Deregister drained,
+// so a use could begin after the drain saw none and find the memory unmapped) passed the
+// package's tests.
+func TestAcquireFailsWhileDeregistering(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		rg := m.(Registrar)
+		buf := make([]byte, 256)
+		r, err := rg.Register(buf, ToDevice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Acquire() {
+			t.Fatal("Acquire of a live registration refused")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- rg.Deregister(ctx, r) }()
+		for r.Live() { // Deregister has begun once the registration is no longer live
+			runtime.Gosched()
+		}
+		if r.Acquire() {
+			r.Release()
+			t.Error("Acquire succeeded while Deregister waited for the use in flight")
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Deregister with a use in flight: %v, want context.Canceled", err)
+		}
+		if !r.Acquire() {
+			t.Fatal("Acquire refused after the Deregister gave up")
+		}
+		r.Release()
+		r.Release() // the first use
+		if err := rg.Deregister(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Acquire() {
+			t.Error("Acquire succeeded after Deregister")
 		}
 	})
 }
