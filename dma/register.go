@@ -198,8 +198,9 @@ func (r *Registration) Addr() Addr { return r.addr }
 // Dir returns the direction the memory is registered with.
 func (r *Registration) Dir() Direction { return r.dir }
 
-// Live reports whether r is registered and not being deregistered.
-func (r *Registration) Live() bool { return r.state.Load() == regLive }
+// Live reports whether r is registered and not being deregistered (false for a Registration that
+// Register did not make, such as the zero one).
+func (r *Registration) Live() bool { return r.owner != nil && r.state.Load() == regLive }
 
 // AddrOf returns the bus address of b's first byte if b lies wholly inside the registered memory:
 // arithmetic on immutable fields, no lock, no allocation.
@@ -217,8 +218,9 @@ func (r *Registration) shard() *regShard {
 }
 
 // Acquire records one use in flight and reports whether the registration may be used: false
-// once Deregister has begun, and then nothing is recorded. The use is counted on the calling P's
-// shard (see Registration).
+// once Deregister has begun, and then nothing is recorded; false too for a Registration that
+// Register did not make (the zero one, which has no counters). The use is counted on the calling
+// P's shard (see Registration).
 func (r *Registration) Acquire() bool {
 	if r.plain {
 		id := pcpu.Pin()
@@ -229,6 +231,9 @@ func (r *Registration) Acquire() bool {
 		}
 		pcpu.Unpin()
 		return r.acquireAtomic(r.spill)
+	}
+	if len(r.shards) == 0 { // not made by Register (plain is set only there)
+		return false
 	}
 	return r.acquireAtomic(r.shard())
 }
@@ -269,6 +274,9 @@ func (r *Registration) Release() {
 		}
 		pcpu.Unpin()
 		r.spill.n.Add(-1)
+		return
+	}
+	if len(r.shards) == 0 { // not made by Register: no use to end (Acquire refused them all)
 		return
 	}
 	r.shard().n.Add(-1)

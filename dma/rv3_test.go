@@ -334,3 +334,28 @@ func TestAcquireFailsWhileDeregistering(t *testing.T) {
 		}
 	})
 }
+
+// TestZeroRegistration (review rv3): a Registration that Register did not make (the zero one, as
+// the census passes to Deregister) is not live, refuses Acquire, and neither Release nor AddrOf
+// panics. Acquire and Release indexed its empty counters and panicked, and Live reported it live.
+func TestZeroRegistration(t *testing.T) {
+	r := new(Registration)
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("panicked: %v", p)
+		}
+	}()
+	if r.Live() {
+		t.Error("the zero Registration is live")
+	}
+	if r.Acquire() {
+		t.Error("Acquire of the zero Registration succeeded")
+	}
+	r.Release()
+	if _, ok := r.AddrOf(make([]byte, 8)); ok {
+		t.Error("AddrOf found a buffer in the zero Registration")
+	}
+	if err := NewDirect().Deregister(context.Background(), r); !errors.Is(err, ErrNotMapped) {
+		t.Errorf("Deregister: %v, want ErrNotMapped", err)
+	}
+}
