@@ -48,7 +48,8 @@ type IOMMUConfig struct {
 // coherent memory and registrations allocate at the cursor under it. Unmaps never take it.
 // Spaces below 2^20 granules use no magazines, so that exhaustion is exact.
 //
-// An IOMMU is safe for concurrent use.
+// An IOMMU is safe for concurrent use. The zero value is not usable (its methods panic, as a nil
+// receiver's do); call NewIOMMU.
 type IOMMU struct {
 	core
 	shift      uint   // log2 granule; immutable

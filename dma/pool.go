@@ -68,12 +68,16 @@ func (p *Pool) chunkSize() int { return max(PageSize, p.step) }
 
 // Alloc returns a free block (dma_pool_alloc). Its bytes are not zeroed on reuse (like the
 // kernel without __GFP_ZERO). It fails with ErrClosed after Destroy and with the mapper's error
-// (ErrMapping) if a new chunk cannot be allocated.
+// (ErrMapping) if a new chunk cannot be allocated; Alloc from a Pool that NewPool did not make
+// (the zero one) is ErrInvalid.
 func (p *Pool) Alloc() (Block, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.destroyed {
 		return Block{}, fmt.Errorf("dma: dma_pool_alloc(%q): %w", p.name, ErrClosed)
+	}
+	if p.m == nil { // the zero Pool: no mapper to allocate chunks from
+		return Block{}, fmt.Errorf("dma: dma_pool_alloc of a Pool that NewPool did not make: %w", ErrInvalid)
 	}
 	if len(p.free) == 0 {
 		if err := p.grow(); err != nil {

@@ -84,8 +84,12 @@ func (r *Region) Page(i int) (Page, error) {
 
 // Close releases r (free_pages). Using a closed region is ErrClosed. If mappings of r's memory are
 // still live, the release is deferred to the last unmap and Close reports them with an error
-// matching ErrBusy; r is closed either way. A second Close returns ErrClosed.
+// matching ErrBusy; r is closed either way. A second Close returns ErrClosed; Close of a Region
+// that AllocPages did not make (the zero one) is ErrInvalid.
 func (r *Region) Close() error {
+	if r.mem == nil { // the zero Region: nothing to release (release would munmap nothing)
+		return fmt.Errorf("dma: close of a Region that AllocPages did not make: %w", ErrInvalid)
+	}
 	old := r.state.Or(regionClosed)
 	if old&regionClosed != 0 {
 		return ErrClosed

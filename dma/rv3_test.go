@@ -359,3 +359,27 @@ func TestZeroRegistration(t *testing.T) {
 		t.Errorf("Deregister: %v, want ErrNotMapped", err)
 	}
 }
+
+// TestZeroRegionAndPool (review rv3): Close of the zero Region and Alloc from the zero Pool are
+// ErrInvalid. Close released a Region that AllocPages did not make (a nil dereference in the
+// region registry when no Region had been allocated yet, else an unclear munmap error), and
+// Alloc called AllocCoherent on the zero Pool's nil mapper.
+func TestZeroRegionAndPool(t *testing.T) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("panicked: %v", p)
+		}
+	}()
+	if err := new(Region).Close(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Close of the zero Region: %v, want ErrInvalid", err)
+	}
+	saved := regionList.Swap(nil) // as in a process that has allocated no Region yet
+	err := new(Region).Close()
+	regionList.CompareAndSwap(nil, saved)
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("Close of the zero Region with no Region allocated: %v, want ErrInvalid", err)
+	}
+	if _, err := new(Pool).Alloc(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Alloc from the zero Pool: %v, want ErrInvalid", err)
+	}
+}

@@ -8,7 +8,9 @@ import (
 
 // Counting wraps a Mapper and counts each call, the way a driver interposes on
 // ib_dma_mapping_ops: every method counts, then calls the wrapped mapper. It is safe for
-// concurrent use if the wrapped mapper is. Counters are plain atomics with no ordering role.
+// concurrent use if the wrapped mapper is. Counters are plain atomics with no ordering role. The
+// zero value wraps nothing and is not usable (its calls panic, as a nil receiver's do); call
+// NewCounting.
 type Counting struct {
 	m Mapper // the wrapped mapper; immutable
 
@@ -150,7 +152,8 @@ func (c *Counting) Translate(addr Addr, size int, access Direction) ([]byte, err
 // FaultInjector wraps a Mapper and makes chosen map calls fail with ErrMapping (and, if asked,
 // every Translate fault), to drive the failure paths of txadd and of the hardware model. Unmaps,
 // syncs and FreeCoherent always pass through. It is safe for concurrent use if the wrapped mapper
-// is; its settings may be changed while it is in use.
+// is; its settings may be changed while it is in use. The zero value wraps nothing and is not
+// usable (its calls panic, as a nil receiver's do); call NewFaultInjector.
 type FaultInjector struct {
 	m   Mapper   // the wrapped mapper; immutable
 	inj injector // map-call failures
