@@ -383,3 +383,44 @@ func TestZeroRegionAndPool(t *testing.T) {
 		t.Errorf("Alloc from the zero Pool: %v, want ErrInvalid", err)
 	}
 }
+
+// TestFreeCoherentWithLiveMapping (review rv3): FreeCoherent of memory that another mapping still
+// maps frees the allocation and reports ErrBusy (its doc did not say so: it named ErrNotMapped and
+// ErrClosed only); the memory stays readable through that mapping until its unmap, and a second
+// FreeCoherent is ErrClosed.
+func TestFreeCoherentWithLiveMapping(t *testing.T) {
+	impls(t, func(t *testing.T, m testMapper) {
+		co, err := m.AllocCoherent(256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co.Bytes()[7] = 42
+		a, err := m.MapSingle(co.Bytes()[:64], ToDevice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.FreeCoherent(co); !errors.Is(err, ErrBusy) {
+			t.Fatalf("FreeCoherent with a live mapping of its memory: %v, want ErrBusy", err)
+		}
+		if co.Bytes() != nil {
+			t.Error("Bytes after FreeCoherent")
+		}
+		for _, x := range m.Live() {
+			if x.Kind == KindCoherent {
+				t.Errorf("the coherent mapping is live after FreeCoherent: %v", x)
+			}
+		}
+		if b, err := m.Translate(a, 64, ToDevice); err != nil || b[7] != 42 {
+			t.Errorf("the other mapping's memory: %v", err)
+		}
+		if err := m.FreeCoherent(co); !errors.Is(err, ErrClosed) {
+			t.Errorf("second FreeCoherent: %v, want ErrClosed", err)
+		}
+		if err := m.UnmapSingle(a, 64, ToDevice); err != nil {
+			t.Error(err)
+		}
+		if n := m.LiveCount(); n != 0 {
+			t.Errorf("LiveCount %d", n)
+		}
+	})
+}

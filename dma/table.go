@@ -920,7 +920,9 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 }
 
 // FreeCoherent unmaps and releases co (dma_free_coherent). Memory from another mapper is
-// ErrNotMapped; a second free is ErrClosed.
+// ErrNotMapped; a second free is ErrClosed. If other mappings of co's memory are still live (a
+// MapSingle of its Bytes), co is freed all the same (Bytes is nil, its coherent mapping is gone)
+// but the memory is released only at their last unmap, and the error matches ErrBusy.
 func (c *core) FreeCoherent(co *Coherent) error {
 	if co == nil {
 		return fmt.Errorf("dma: free_coherent(nil): %w", ErrInvalid)
