@@ -115,6 +115,25 @@ func FuzzMapper(f *testing.F) {
 		}
 		f.Add(append(seed, make([]byte, (3-len(seed)%3)%3)...)) // the whole index (fuzzIndex)
 	}
+	// One mapping of 100 bytes at +16, unmapped one byte off (ErrNotMapped), one byte long
+	// (ErrNotMapped), translated one byte past its end (ReasonPartlyMapped), then unmapped: with
+	// the index as it is and with the page lists only (fuzzIndex), on each mapper. The seeds
+	// before caught none of these mutants (review rv3): an index unmap ignoring the address, a
+	// page-list unmap ignoring the length, a page-list translation reaching one byte past.
+	for mapper := range uint16(4) {
+		nums := []uint16{mapper,
+			0, 1, 16, 1, 99,
+			4, 0, 0, 2,
+			4, 0, 1, 2,
+			5, 0, 0, 1, 0, 2, 1, 1, 1,
+			3, 0}
+		var seed []byte
+		for _, n := range nums {
+			seed = append(seed, byte(n>>8), byte(n))
+		}
+		f.Add(append(seed, make([]byte, (3-len(seed)%3)%3)...)) // the whole index (fuzzIndex)
+		f.Add(append(seed, make([]byte, (5-len(seed)%3)%3)...)) // the page lists only
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		in := &fuzzOps{b: data}
 		const pages = spanMax + 4 // room for mappings of more pages than the index takes
