@@ -424,3 +424,46 @@ func TestFreeCoherentWithLiveMapping(t *testing.T) {
 		}
 	})
 }
+
+// TestIOMMUInjectionSkipsClosedRegion (review rv3): a MapSingle of memory of a closed Region is
+// ErrClosed, and does not consume the IOMMU's FailNth count, as a MapPage of a closed region's
+// page does not: the injection drew first, so the call was ErrMapping (not the documented
+// ErrClosed) and took the failure from the valid call it was set for.
+func TestIOMMUInjectionSkipsClosedRegion(t *testing.T) {
+	m, err := NewIOMMU(IOMMUConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := AllocPages(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := reg.Page(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := reg.Bytes()
+	a, err := m.MapPage(page, 0, 64, ToDevice) // pins the region: closed, not released
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("Close with a live mapping: %v, want ErrBusy", err)
+	}
+	inj, err := NewIOMMU(IOMMUConfig{FailNth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inj.MapSingle(mem[128:192], ToDevice); !errors.Is(err, ErrClosed) {
+		t.Errorf("MapSingle of a closed region's memory: %v, want ErrClosed", err)
+	}
+	if _, err := inj.MapPage(page, 128, 64, ToDevice); !errors.Is(err, ErrClosed) {
+		t.Errorf("MapPage of a closed region's page: %v, want ErrClosed", err)
+	}
+	if _, err := inj.MapSingle(make([]byte, 64), ToDevice); !errors.Is(err, ErrMapping) {
+		t.Errorf("the first valid map call: %v, want the injected ErrMapping", err)
+	}
+	if err := m.UnmapPage(a, 64, ToDevice); err != nil { // the last pin: the region is released
+		t.Fatal(err)
+	}
+}

@@ -623,17 +623,19 @@ func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, in
 		}
 		return 0, 0, fmt.Errorf("dma: map %s of %d bytes %v: %w", kind, len(buf), dir, ErrInvalid)
 	}
-	if inject && c.inj != nil && c.inj.fail() {
-		if region != nil {
-			region.unpin()
-		}
-		return 0, 0, fmt.Errorf("dma: map %s (injected): %w", codeKind(code), ErrMapping)
-	}
+	// A buffer in a closed Region is refused (ErrClosed) before the injection's draw, as MapPage
+	// refuses a closed region's page: a refused call is not a map call that injection counts.
 	if region == nil && mayBeRegion(sliceAddr(buf)) {
 		var err error
 		if region, err = pinBuf(buf); err != nil {
 			return 0, 0, err
 		}
+	}
+	if inject && c.inj != nil && c.inj.fail() {
+		if region != nil {
+			region.unpin()
+		}
+		return 0, 0, fmt.Errorf("dma: map %s (injected): %w", codeKind(code), ErrMapping)
 	}
 	if c.iommu != nil {
 		return c.mapIOMMU(buf, dir, code, region)
