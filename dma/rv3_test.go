@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -466,4 +468,27 @@ func TestIOMMUInjectionSkipsClosedRegion(t *testing.T) {
 	if err := m.UnmapPage(a, 64, ToDevice); err != nil { // the last pin: the region is released
 		t.Fatal(err)
 	}
+}
+
+// TestAllocCoherentNoMemoryIsErrMapping (review rv3): an AllocCoherent whose memory cannot be had
+// (mmap refuses a size beyond the address space) is ErrMapping, the mapping failure of the Mapper
+// contract, which Pool.Alloc documents for a chunk it cannot allocate; the mmap error matched no
+// sentinel of the package. The errno is still there for errors.Is.
+func TestAllocCoherentNoMemoryIsErrMapping(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("needs a size beyond the address space")
+	}
+	shift := 52 // not a constant: it overflows int on 32-bit targets, which skip above
+	impls(t, func(t *testing.T, m testMapper) {
+		c, err := m.AllocCoherent(1 << shift)
+		if c != nil || !errors.Is(err, ErrMapping) {
+			t.Fatalf("AllocCoherent(1<<52): %v, %v; want ErrMapping", c, err)
+		}
+		if !errors.Is(err, syscall.ENOMEM) {
+			t.Errorf("the mmap error is gone: %v", err)
+		}
+		if n := m.LiveCount(); n != 0 {
+			t.Errorf("LiveCount %d", n)
+		}
+	})
 }

@@ -896,7 +896,9 @@ func (c *core) Live() []Mapping {
 
 // AllocCoherent allocates size bytes of zeroed memory outside the Go heap, mapped
 // bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Both its CPU address and its bus
-// address are PageSize-aligned. Small sizes still take a page.
+// address are PageSize-aligned. Small sizes still take a page. A size that is not positive is
+// ErrInvalid; memory or bus addresses that cannot be had (mmap failing, a full IOVA space) are
+// ErrMapping.
 func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if size <= 0 || size > int(^uint(0)>>1)-PageSize {
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
@@ -905,8 +907,8 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 		return nil, fmt.Errorf("dma: alloc_coherent (injected): %w", ErrMapping)
 	}
 	reg, err := AllocPages((size + PageSize - 1) / PageSize)
-	if err != nil {
-		return nil, err
+	if err != nil { // no memory for it: a mapping failure (dma_alloc_coherent returning NULL)
+		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w: %w", size, ErrMapping, err)
 	}
 	if err := reg.pin(); err != nil {
 		_ = reg.Close()
