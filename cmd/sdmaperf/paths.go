@@ -321,12 +321,57 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResu
 	if err := warmPaths(ctx, cfg, ps); err != nil {
 		return pathResult{Path: path, Bytes: size}, err
 	}
-	before := sink.total.Load()
+	if err := armPaths(cfg, dev); err != nil {
+		return pathResult{Path: path, Bytes: size}, err
+	}
+	before, halts := sink.total.Load(), pioHalts(dev)
 	el, err := measurePaths(ctx, cfg, ps)
 	if err != nil {
 		return pathResult{Path: path, Bytes: size}, err
 	}
-	return collectPath(cfg, path, size, sink.total.Load()-before, el, dev, ps), nil
+	r := collectPath(cfg, path, size, sink.total.Load()-before, el, ps)
+	r.Halts = pioHalts(dev) - halts
+	return r, nil
+}
+
+// pioPlan is the PIO contexts' fault plan from the start (the warm-up included): -faults halt.
+func pioPlan(cfg Config) pio.FaultPlan {
+	var p pio.FaultPlan
+	if f := cfg.Faults; f.HaltRate > 0 {
+		p.HaltEvery = uint64(max(1, 1/f.HaltRate))
+	}
+	return p
+}
+
+// armPaths sets the faults that count from the measured run (-faults haltat=N), as the SDMA
+// run's sizeRun.arm does: each PIO context halts at the Nth packet it takes up after the
+// warm-up. The plan's HaltAt counts over the context's life, so it is set now, past the packets
+// taken up so far: the ones sent and the ones the plan halted at (each halt numbers a packet
+// it did not send; the warm-up has drained, the chip is idle).
+func armPaths(cfg Config, dev *verbs.Device) error {
+	n := cfg.Faults.HaltAt
+	if n <= 0 {
+		return nil
+	}
+	for i := range dev.NumContexts() {
+		sc := dev.Context(i)
+		s := sc.Stats()
+		p := pioPlan(cfg)
+		p.HaltAt = s.Packets + s.Halts + uint64(n)
+		if err := sc.SetFaults(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pioHalts is the halts of every PIO context of dev so far.
+func pioHalts(dev *verbs.Device) uint64 {
+	var n uint64
+	for i := range dev.NumContexts() {
+		n += dev.Context(i).Stats().Halts
+	}
+	return n
 }
 
 // newPathDevice builds the SDMA device and the verbs device over it for path, and returns a
@@ -348,12 +393,7 @@ func newPathDevice(cfg Config, path string, sink sdma.Sink) (*verbs.Device, func
 	case pathSDMA:
 		vc.DisablePIO = true
 	}
-	if f := cfg.Faults; f.HaltRate > 0 || f.HaltAt > 0 {
-		vc.PIOFaults.HaltAt = uint64(f.HaltAt)
-		if f.HaltRate > 0 {
-			vc.PIOFaults.HaltEvery = uint64(max(1, 1/f.HaltRate))
-		}
-	}
+	vc.PIOFaults = pioPlan(cfg) // haltat is armed after the warm-up (armPaths)
 	dev, err := verbs.New(vc)
 	if err != nil {
 		sd.Close()
@@ -491,8 +531,9 @@ func (p *pathProducer) stalled(what string, cause error) error {
 		e.Index(), e.Running(), e.Empty(), es.Packets, es.Completed, es.Aborted, es.Interrupts, es.Passes)
 }
 
-// collectPath makes the result row from what the sink counted and the flows and contexts say.
-func collectPath(cfg Config, path string, size int, packets uint64, el time.Duration, dev *verbs.Device, ps []*pathProducer) pathResult {
+// collectPath makes the result row of the measured run from what the sink counted and the flows
+// say (runPath adds the halts).
+func collectPath(cfg Config, path string, size int, packets uint64, el time.Duration, ps []*pathProducer) pathResult {
 	r := pathResult{Path: path, Bytes: size, Packets: packets, Seconds: el.Seconds()}
 	r.Mpps = float64(r.Packets) / el.Seconds() / 1e6
 	r.MiBps = float64(r.Packets) * float64(size) / el.Seconds() / mib
@@ -510,9 +551,6 @@ func collectPath(cfg Config, path string, size int, packets uint64, el time.Dura
 	}
 	if cfg.Mode == ModeLat {
 		r.P50, r.P99 = float64(h.ValueAtQuantile(50)), float64(h.ValueAtQuantile(99))
-	}
-	for i := range dev.NumContexts() {
-		r.Halts += dev.Context(i).Stats().Halts
 	}
 	if sent := r.ByPIO + r.BySDMA; sent > r.Packets {
 		r.Flushed = sent - r.Packets
