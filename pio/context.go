@@ -173,7 +173,7 @@ type SendContext struct {
 	returned   uint64 // chipFree at the last credit return
 	hwHalted   bool   // the chip halted: it consumes nothing until Enable
 	hwStopped  bool   // Disable stopped the chip
-	faults     FaultPlan
+	faults     faultState
 	faultCount uint64    // packets consumed ever (for FaultPlan.HaltAt), never reset
 	segs       [2][]byte // the sink's segments for the packet being sent (no allocation per packet)
 	// threshold is the credit-return threshold in blocks. Written by SetThreshold (atomic
@@ -265,7 +265,7 @@ func New(cfg Config) (*SendContext, error) {
 		srSize:  uint32(cfg.Credits + 1),
 		sink:    cfg.Sink,
 		manual:  cfg.Manual,
-		faults:  cfg.Faults,
+		faults:  newFaultState(cfg.Faults, cfg.Index),
 	}
 	for i := range sc.sr {
 		sc.sr[i].sc = sc
@@ -842,13 +842,14 @@ func (sc *SendContext) InjectHalt() error {
 	return nil
 }
 
-// SetFaults replaces the fault plan.
+// SetFaults replaces the fault plan; HaltRate's draws start again from its Seed. A HaltRate
+// outside 0..1 is ErrInvalid (so is one in Config.Faults, from New).
 func (sc *SendContext) SetFaults(p FaultPlan) error {
 	if err := p.check(); err != nil {
 		return err
 	}
 	sc.hwMu.Lock()
-	sc.faults = p
+	sc.faults = newFaultState(p, sc.index)
 	sc.hwMu.Unlock()
 	return nil
 }

@@ -2,6 +2,8 @@ package pio
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -281,5 +283,77 @@ func TestHaltPacketOverLife(t *testing.T) {
 	}
 	if h := sc.LastHalt(); h.Packet != 9 {
 		t.Fatalf("InjectHalt after 9 packets: Packet %d, want 9", h.Packet)
+	}
+}
+
+// haltedPackets sends n packets one at a time through a manual context of index idx with plan
+// and returns the packets (1-based, over the life) that halted it.
+func haltedPackets(t *testing.T, idx, n int, plan FaultPlan) []uint64 {
+	t.Helper()
+	sc, err := New(Config{Type: Kernel, Index: idx, Credits: 8, Threshold: 1, Manual: true, Faults: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	var at []uint64
+	for range n {
+		b, err := sc.BufferAlloc(4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		before := sc.Stats().Halts
+		sc.Process()
+		if sc.Stats().Halts != before {
+			at = append(at, sc.LastHalt().Packet+1)
+		}
+	}
+	return at
+}
+
+// FaultPlan.HaltRate halts each packet with that probability, drawn from Seed and the
+// context's index: the same plan halts at the same packets, another seed or context elsewhere;
+// 1 halts every packet; a rate outside 0..1 is ErrInvalid. The plan had HaltAt and HaltEvery
+// only, so a caller wanting a rate (sdmaperf -path pio -faults halt=0.3) halted every
+// 1/rate-th packet, truncated (every 3rd: 0.33).
+func TestHaltRate(t *testing.T) {
+	plan := FaultPlan{HaltRate: 0.3, Seed: 7}
+	a := haltedPackets(t, 0, 1000, plan)
+	if len(a) < 240 || len(a) > 360 {
+		t.Fatalf("HaltRate 0.3: %d halts in 1000 packets", len(a))
+	}
+	every := true
+	for i := range a {
+		every = every && a[i]%3 == 0
+	}
+	if every {
+		t.Fatalf("HaltRate 0.3 halted every 3rd packet: %v", a)
+	}
+	if b := haltedPackets(t, 0, 1000, plan); !slices.Equal(a, b) {
+		t.Fatal("the same plan halted at other packets")
+	}
+	if b := haltedPackets(t, 1, 1000, plan); slices.Equal(a, b) {
+		t.Fatal("context 1 halted at context 0's packets")
+	}
+	if b := haltedPackets(t, 0, 1000, FaultPlan{HaltRate: 0.3, Seed: 8}); slices.Equal(a, b) {
+		t.Fatal("seed 8 halted at seed 7's packets")
+	}
+	if n := len(haltedPackets(t, 0, 50, FaultPlan{HaltRate: 1})); n != 50 {
+		t.Fatalf("HaltRate 1: %d halts in 50 packets", n)
+	}
+	for _, r := range []float64{-0.1, 1.5, math.NaN()} {
+		if _, err := New(Config{Manual: true, Faults: FaultPlan{HaltRate: r}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("New with HaltRate %v: %v, want ErrInvalid", r, err)
+		}
+	}
+	sc, err := New(Config{Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if err := sc.SetFaults(FaultPlan{HaltRate: 2}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("SetFaults with HaltRate 2: %v, want ErrInvalid", err)
 	}
 }

@@ -334,13 +334,11 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResu
 	return r, nil
 }
 
-// pioPlan is the PIO contexts' fault plan from the start (the warm-up included): -faults halt.
+// pioPlan is the PIO contexts' fault plan from the start (the warm-up included): -faults
+// halt=RATE, a halt per packet with that probability, drawn from -faults seed (and the context's
+// index), as the SDMA engines' plan draws.
 func pioPlan(cfg Config) pio.FaultPlan {
-	var p pio.FaultPlan
-	if f := cfg.Faults; f.HaltRate > 0 {
-		p.HaltEvery = uint64(max(1, 1/f.HaltRate))
-	}
-	return p
+	return pio.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
 }
 
 // armPaths sets the faults that count from the measured run (-faults haltat=N), as the SDMA

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/pio"
 )
 
 // TestPathHaltAtCountsTheMeasuredRun: -faults haltat=N is documented (-h) as a halt "at the Nth
@@ -20,4 +23,25 @@ func TestPathHaltAtCountsTheMeasuredRun(t *testing.T) {
 	r := rep.Results[0]
 	assert.EqualValues(t, 1, r.Halts)
 	assert.Positive(t, r.Flushed, "the halt at the measured run's 50th packet flushed what was in flight")
+}
+
+// TestPathHaltRateIsARate: -faults halt=RATE with -path pio|auto was a halt every 1/RATE-th
+// packet, truncated: halt=0.6 halted every packet (nothing delivered) and halt=0.3 every 3rd;
+// the seed was ignored. It is now a probability per packet (pio.FaultPlan.HaltRate, whose
+// draws TestHaltRate checks), drawn from -faults seed. In latency mode each packet is taken up
+// alone, so the halts are the draws of the packets sent by PIO. (Which packets are sent
+// depends on timing: a send refused while a halted context restarts still counts toward -n.)
+func TestPathHaltRateIsARate(t *testing.T) {
+	rep := runPathJSON(t, "-path", "pio", "-faults", "halt=0.6", "-n", "2000", "-size", "64")
+	assert.Positive(t, rep.Results[0].Packets, "halt=0.6 halted every packet")
+
+	rep = runPathJSON(t, "-path", "pio", "-mode", "lat", "-faults", "halt=0.6,seed=3", "-n", "1000", "-warmup", "0", "-size", "64")
+	r := rep.Results[0]
+	require.Equal(t, r.ByPIO, r.Packets+r.Flushed)
+	require.GreaterOrEqual(t, r.ByPIO, uint64(200), "refused %d", r.Refused)
+	assert.InDelta(t, 0.6, float64(r.Halts)/float64(r.ByPIO), 0.12, "%d halts in %d packets", r.Halts, r.ByPIO)
+
+	cfg, err := parseConfig([]string{"-path", "auto", "-faults", "halt=0.3,seed=5"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, pio.FaultPlan{HaltRate: 0.3, Seed: 5}, pioPlan(cfg), "the rate and the seed reach the PIO contexts")
 }
