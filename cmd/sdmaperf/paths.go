@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,9 +72,23 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("-path %s -mode lat: at most 255 producers (each packet carries its producer in its first byte)", cfg.Path)
 	}
 	if f := cfg.Faults; f.MapFraction > 0 || f.MapNth > 0 || f.SinkFail > 0 || f.SinkStall > 0 {
-		return usagef("-path %s: -faults takes halt=RATE and haltat=N here (PIO send context halts)", cfg.Path)
+		return usagef("-path %s: -faults takes halt=RATE, haltat=N and seed=N here (PIO send context halts)", cfg.Path)
+	}
+	if c, ok := faultGiven(raw.faults, "cause"); ok {
+		return usagef("-faults cause=%s is not supported with -path pio|auto (a PIO send context's injected halt has no cause to choose)", c)
 	}
 	return nil
+}
+
+// faultGiven returns the value of key in the -faults string s (parsed already, so well formed),
+// and whether it was given: parseFaults fills some keys' defaults (cause with haltat).
+func faultGiven(s, key string) (string, bool) {
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), "="); ok && k == key {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // pathOutputs are the output flags of a packet run (runClient) that -path pio and auto, which

@@ -45,3 +45,13 @@ func TestPathHaltRateIsARate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pio.FaultPlan{HaltRate: 0.3, Seed: 5}, pioPlan(cfg), "the rate and the seed reach the PIO contexts")
 }
+
+// TestPathFaultsCauseRefused: -faults cause= chooses an SDMA engine's haltat cause; a PIO send
+// context's injected halt has none, and -path pio|auto ignored it without a word.
+func TestPathFaultsCauseRefused(t *testing.T) {
+	for _, path := range []string{"pio", "auto"} {
+		code, _, errOut := runTool(t, "-path", path, "-size", "64", "-faults", "haltat=5,cause=memory-read-fault")
+		assert.Equal(t, exitUsage, code, "%s: %s", path, errOut)
+		assert.Contains(t, errOut, "-faults cause=memory-read-fault is not supported with -path pio|auto")
+	}
+}
