@@ -24,6 +24,7 @@ import (
 
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/verbs"
 )
 
@@ -72,7 +73,7 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("-path %s -mode lat: at most 255 producers (each packet carries its producer in its first byte)", cfg.Path)
 	}
 	if f := cfg.Faults; f.MapFraction > 0 || f.MapNth > 0 || f.SinkFail > 0 || f.SinkStall > 0 {
-		return usagef("-path %s: -faults takes halt=RATE, haltat=N and seed=N here (PIO send context halts)", cfg.Path)
+		return usagef("-path %s: -faults takes halt=RATE, haltat=N and seed=N here (PIO send context and SDMA engine halts)", cfg.Path)
 	}
 	if c, ok := faultGiven(raw.faults, "cause"); ok {
 		return usagef("-faults cause=%s is not supported with -path pio|auto (a PIO send context's injected halt has no cause to choose)", c)
@@ -125,9 +126,12 @@ type pathResult struct {
 	P99      float64 `json:"p99_ns,omitempty"`
 	ByPIO    uint64  `json:"by_pio"`
 	BySDMA   uint64  `json:"by_sdma"`
-	Refused  uint64  `json:"refused,omitempty"` // sends refused while a halted PIO context recovered
-	Flushed  uint64  `json:"flushed,omitempty"` // sent but released by a halt before the chip sent them
+	Refused  uint64  `json:"refused,omitempty"` // sends refused while a halted PIO context or SDMA engine recovered
+	Flushed  uint64  `json:"flushed,omitempty"` // sent but flushed by a halt before delivery (released by a PIO context, aborted by an SDMA engine)
 	Halts    uint64  `json:"pio_halts,omitempty"`
+	// SDMAHalts: halts of the SDMA engines (-faults halt and haltat reach them as in the SDMA
+	// run: the packets above the PIO threshold with -path auto, the sdma rows of a sweep).
+	SDMAHalts uint64 `json:"sdma_halts,omitempty"`
 	// Interrupted: Ctrl-C cut the run short; the figures are of the part that ran.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -265,9 +269,9 @@ func writePathTable(w io.Writer, cfg Config, rep pathReport) {
 		cfg.Path, cfg.Mode, cfg.Producers, cfg.Engines, cfg.Mapper, pio.DefaultThreshold)
 	fmt.Fprintln(w, rule)
 	if cfg.Mode == ModeLat {
-		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %6s %8s\n", "path", "bytes", "packets", "Mpps", "p50 ns", "p99 ns", "by pio", "by sdma", "halts", "flushed")
+		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %9s %10s %8s\n", "path", "bytes", "packets", "Mpps", "p50 ns", "p99 ns", "by pio", "by sdma", "pio halts", "sdma halts", "flushed")
 	} else {
-		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %6s %8s\n", "path", "bytes", "packets", "Mpps", "MiB/s", "ns/pkt", "by pio", "by sdma", "halts", "flushed")
+		fmt.Fprintf(w, " %-5s %8s %12s %10s %10s %10s %8s %8s %9s %10s %8s\n", "path", "bytes", "packets", "Mpps", "MiB/s", "ns/pkt", "by pio", "by sdma", "pio halts", "sdma halts", "flushed")
 	}
 	for _, r := range rep.Results {
 		a, b := r.MiBps, r.NsPerPkt
@@ -278,7 +282,7 @@ func writePathTable(w io.Writer, cfg Config, rep pathReport) {
 		if r.Interrupted {
 			mark = " (interrupted)"
 		}
-		fmt.Fprintf(w, " %-5s %8d %12d %10.3f %10.1f %10.1f %8d %8d %6d %8d%s\n", r.Path, r.Bytes, r.Packets, r.Mpps, a, b, r.ByPIO, r.BySDMA, r.Halts, r.Flushed, mark)
+		fmt.Fprintf(w, " %-5s %8d %12d %10.3f %10.1f %10.1f %8d %8d %9d %10d %8d%s\n", r.Path, r.Bytes, r.Packets, r.Mpps, a, b, r.ByPIO, r.BySDMA, r.Halts, r.SDMAHalts, r.Flushed, mark)
 	}
 	fmt.Fprintln(w, rule)
 	if rep.Interrupted {
@@ -339,13 +343,14 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResu
 	if err := armPaths(cfg, dev); err != nil {
 		return pathResult{Path: path, Bytes: size}, err
 	}
-	before, halts := sink.total.Load(), pioHalts(dev)
+	before, halts, eng := sink.total.Load(), pioHalts(dev), engineTotals(dev.SDMA())
 	el, err := measurePaths(ctx, cfg, ps)
 	if err != nil {
 		return pathResult{Path: path, Bytes: size}, err
 	}
 	r := collectPath(cfg, path, size, sink.total.Load()-before, el, ps)
 	r.Halts = pioHalts(dev) - halts
+	r.SDMAHalts = engineTotals(dev.SDMA()).sub(eng).halts
 	return r, nil
 }
 
@@ -356,15 +361,36 @@ func pioPlan(cfg Config) pio.FaultPlan {
 	return pio.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
 }
 
+// sdmaPlan is the SDMA engines' fault plan from the start, as sizeRun.newDevice sets it.
+func sdmaPlan(cfg Config) sdmatest.FaultPlan {
+	return sdmatest.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
+}
+
+// setSDMAFaults gives every engine of dev the plan p.
+func setSDMAFaults(dev *sdma.Device, p sdmatest.FaultPlan) error {
+	for i := range dev.NumEngines() {
+		if err := sdmatest.SetFaults(dev.Engine(i), p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // armPaths sets the faults that count from the measured run (-faults haltat=N), as the SDMA
-// run's sizeRun.arm does: each PIO context halts at the Nth packet it takes up after the
-// warm-up. The plan's HaltAt counts over the context's life, so it is set now, past the packets
-// taken up so far: the ones sent and the ones the plan halted at (each halt numbers a packet
-// it did not send; the warm-up has drained, the chip is idle).
+// run's sizeRun.arm does: each SDMA engine halts at the Nth descriptor it reads after the
+// warm-up (with the default cause), and each PIO context at the Nth packet it takes up. The PIO
+// plan's HaltAt counts over the context's life, so it is set now, past the packets taken up so
+// far: the ones sent and the ones the plan halted at (each halt numbers a packet it did not
+// send; the warm-up has drained, the chip is idle).
 func armPaths(cfg Config, dev *verbs.Device) error {
 	n := cfg.Faults.HaltAt
 	if n <= 0 {
 		return nil
+	}
+	sp := sdmaPlan(cfg)
+	sp.HaltAt, sp.HaltCause = n, cfg.Faults.haltCause()
+	if err := setSDMAFaults(dev.SDMA(), sp); err != nil {
+		return err
 	}
 	for i := range dev.NumContexts() {
 		sc := dev.Context(i)
@@ -397,6 +423,10 @@ func newPathDevice(cfg Config, path string, sink sdma.Sink) (*verbs.Device, func
 	w, _ := engineOptions(cfg)
 	sd, err := sdma.NewDevice(sdma.Config{Engines: cfg.Engines, Mapper: m, Sink: sink, Wait: w})
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := setSDMAFaults(sd, sdmaPlan(cfg)); err != nil {
+		sd.Close()
 		return nil, nil, err
 	}
 	vc := verbs.Config{SDMA: sd, Contexts: max(1, min(cfg.Producers, 16))}
@@ -636,7 +666,7 @@ func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) e
 		}
 		t0, before := time.Now(), p.sink.n[p.id].Load()
 		_, err := p.flow.Send(ctx, p.segs, nil)
-		if errors.Is(err, pio.ErrNotRunning) { // a halted context recovering: the packet was not sent
+		if errors.Is(err, pio.ErrNotRunning) || errors.Is(err, sdma.ErrNotRunning) { // a halted context or engine recovering: the packet was not sent
 			p.refused++
 			continue
 		}

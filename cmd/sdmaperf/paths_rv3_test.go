@@ -46,6 +46,23 @@ func TestPathHaltRateIsARate(t *testing.T) {
 	assert.Equal(t, pio.FaultPlan{HaltRate: 0.3, Seed: 5}, pioPlan(cfg), "the rate and the seed reach the PIO contexts")
 }
 
+// TestPathFaultsReachSDMA: with -path auto the packets above the PIO threshold go by SDMA, and
+// -faults halt and haltat reach its engines as in the SDMA run (the rate from the start, haltat
+// from the measured run); they reached the PIO contexts only, so a 1024-byte -path auto run
+// never halted. A send refused while an engine recovers is refused, as a PIO one is.
+func TestPathFaultsReachSDMA(t *testing.T) {
+	rep := runPathJSON(t, "-path", "auto", "-faults", "halt=0.01", "-n", "3000", "-size", "1024")
+	r := rep.Results[0]
+	assert.Positive(t, r.SDMAHalts, "-faults halt reaches the SDMA engines")
+	assert.Zero(t, r.Halts, "no packet went by PIO")
+	assert.Equal(t, r.BySDMA, r.Packets+r.Flushed, "every packet sent was delivered or aborted by a halt")
+
+	rep = runPathJSON(t, "-path", "auto", "-faults", "haltat=50", "-warmup", "100", "-n", "1000", "-size", "1024")
+	r = rep.Results[0]
+	assert.EqualValues(t, 1, r.SDMAHalts, "haltat=50 halts the engine once, in the measured run")
+	assert.Positive(t, r.Flushed, "the halt aborted the packet it stopped at")
+}
+
 // TestPathFaultsCauseRefused: -faults cause= chooses an SDMA engine's haltat cause; a PIO send
 // context's injected halt has none, and -path pio|auto ignored it without a word.
 func TestPathFaultsCauseRefused(t *testing.T) {
