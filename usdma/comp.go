@@ -46,19 +46,32 @@ type CompEntry struct {
 // it reads is the one written together. The status word is the only one that tells the poller
 // anything; errcode is meaningful only after status was read as Error. A slot is written only
 // by the request that holds it (QUEUED on Submit, COMPLETE or ERROR once when the request
-// ends), so the pair is stable until the caller submits on the slot again.
+// ends), so the pair is stable until the caller submits on the slot again. As set_comp_state,
+// only ERROR writes errcode, and a read of any other status reports errcode 0: so a poller whose
+// two loads straddle the slot's reuse reads ERROR with that request's errcode (or a later
+// ERROR's), never ERROR with 0, nor another state with an errcode.
 type compEntry struct {
 	status  atomic.Uint32 // CompState; the store that publishes the entry
 	errcode atomic.Uint32 // written before status
 }
 
 func (c *compEntry) set(st CompState, errcode uint32) {
-	c.errcode.Store(errcode)   // first: published by the status store below
+	if st == Error { // hfi1: set_comp_state writes the errcode for ERROR only
+		c.errcode.Store(errcode) // first: published by the status store below
+	}
 	c.status.Store(uint32(st)) // release: a poller that sees st sees errcode
 }
 
 func (c *compEntry) load() CompEntry {
-	st := CompState(c.status.Load()) // acquire: pairs with set's status store
+	return c.entry(CompState(c.status.Load())) // acquire: pairs with set's status store
+}
+
+// entry is the entry whose status was read as st: with ERROR the errcode, loaded now; 0 for
+// any other state, whose errcode word may hold an earlier or a later ERROR's.
+func (c *compEntry) entry(st CompState) CompEntry {
+	if st != Error {
+		return CompEntry{Status: st}
+	}
 	return CompEntry{Status: st, Errcode: c.errcode.Load()}
 }
 
@@ -68,7 +81,12 @@ func (pq *PktQ) Comp(slot int) CompEntry {
 	if slot < 0 || slot >= len(pq.comps) {
 		return CompEntry{}
 	}
-	return pq.comps[slot].load()
+	c := &pq.comps[slot]
+	st := CompState(c.status.Load())
+	if pq.test != nil && pq.test.compWindow != nil {
+		pq.test.compWindow()
+	}
+	return c.entry(st)
 }
 
 // Slots returns the number of request slots, which is the size of the completion ring

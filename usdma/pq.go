@@ -173,6 +173,9 @@ type pqTestHooks struct {
 	// deferWindow, if set, is called by deferPacketQueue on entering the sleep, before the
 	// engine's progress check (DeferOrRetry).
 	deferWindow func()
+	// compWindow, if set, is called by Comp between its load of the entry's status and its
+	// load of the errcode.
+	compWindow func()
 }
 
 // counters are the queue's statistics, each an atomic counter written where the event
