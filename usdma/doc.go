@@ -46,7 +46,8 @@
 // info.NPkts that does not split the data exactly (the kernel sends NPkts packets, failing with
 // -EFAULT if the data runs out first), and a fragment size over the MTU or MAX_SDMA_PKT_SIZE
 // less the header (sdma_txinit fails such packets with -EMSGSIZE). A one-packet message of a length that is not a multiple of 4 is sent
-// padded (the kernel leaves such a packet unclosed). Submit returns as soon as its packets are
+// padded (the kernel leaves such a packet unclosed); a template asking for more than the data
+// rounded up to a dword is refused with ErrInvalid (the kernel's send fails it, -EINVAL). Submit returns as soon as its packets are
 // in the ring, also after an error: the slot ends ERROR when the packets already handed over
 // complete (the kernel waits for them). A request whose packets were all handed over ends ERROR
 // if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status).

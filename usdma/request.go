@@ -108,9 +108,10 @@ func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
 
 // firstLen is the payload of packet 0: the header template's LRH length less the header and
 // the ICRC, or all the data when there is less than a dword (hfi1: compute_data_length for
-// seqnum 0). Unlike the kernel, a template longer than the data is clamped to the data, so that
-// a one-packet message of a length that is not a multiple of 4 goes out padded (the kernel
-// would leave that packet unclosed).
+// seqnum 0). Unlike the kernel, a template longer than the data by its padding to a dword is
+// clamped to the data, so that a one-packet message of a length that is not a multiple of 4 goes
+// out padded (the kernel would leave that packet unclosed); validateData refuses a template
+// longer than that, as the kernel's send fails it.
 func firstLen(hdr *Header, dataLen int) int {
 	if dataLen < 4 {
 		return dataLen
@@ -213,6 +214,12 @@ func validateData(info *ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 	// takes data_len; check_header_template checks the length computed from it).
 	if lrh := templateLRH(hdr); n >= 4 && (lrh > lrhLen(frag) || lrh < lrhToICRC) {
 		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(frag))+" (header, ICRC and at most fragsize)")
+	}
+	if lrh := templateLRH(hdr); n >= 4 && lrh-lrhToICRC > padLen(n) {
+		// The kernel builds packet 0 for the template's length, runs out of data and
+		// sdma_send_txlist fails it (-EINVAL, tx->tlen left over). Only the padding of a length
+		// that is not a multiple of 4 is taken here (see firstLen).
+		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes asks for "+itoa(lrh-lrhToICRC)+" bytes of payload in the first packet, over the "+itoa(n)+" bytes of data")
 	}
 	first := firstLen(hdr, n)
 	if first == 0 && n > 0 {

@@ -53,3 +53,34 @@ func TestCompEntryNotTornAcrossReuse(t *testing.T) {
 	assert.Equal(t, CompEntry{Status: Error, Errcode: ECOMM}, pq.Comp(0))
 	waitRunning(t, eng)
 }
+
+// TestTemplateLongerThanData: a one-packet request whose template asks for more payload than
+// the data holds (lrh[2] for 4096 bytes, 3000 bytes of data) is refused with ErrInvalid and
+// changes nothing: the kernel builds packet 0 for the template's length, runs out of data with
+// tx->tlen left over, and sdma_send_txlist fails it -EINVAL (the slot ERROR, EINVAL). Submit
+// used to clamp the template to the data and send it. Only the padding of a length that is not
+// a multiple of 4 is taken (the template's length rounded up to a dword), as doc.go says.
+func TestTemplateLongerThanData(t *testing.T) {
+	sink := &recSink{}
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: sink})
+	pq := testQueue(t, Config{Device: dev, Slots: 2})
+	data := pattern(3000, 1)
+	info, _ := Message(0, 4096, testTemplate, data)
+	long := testTemplate.Header(4096)
+	err := pq.Submit(context.Background(), info, &long, data)
+	require.ErrorIs(t, err, ErrInvalid, "template of 4096 bytes for 3000")
+	assert.Equal(t, CompEntry{}, pq.Comp(0))
+	long = testTemplate.Header(3004)
+	require.ErrorIs(t, pq.Submit(context.Background(), info, &long, data), ErrInvalid, "template of 3004 bytes for 3000")
+
+	odd := data[:2999]
+	info, hdr := Message(1, 4096, testTemplate, odd) // template 3000 bytes: 2999 padded
+	require.Equal(t, lrhLen(3000), templateLRH(&hdr))
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, odd))
+	_, err = dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 1))
+	pkts, _ := sink.packets()
+	require.Len(t, pkts, 1)
+	assert.Equal(t, 64+3000, len(pkts[0]))
+}
