@@ -94,11 +94,16 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 		return n, nil
 	}
 	np := numPages(key.addr, key.n)
-	if c.limit > 0 && c.pages+np > c.limit {
-		c.evict(c.pages + np - c.limit) // hfi1: sdma_cache_evict when !hfi1_can_pin_pages
-		if c.pages+np > c.limit {
-			c.stats.OverLimit++
+	// hfi1: pin_sdma_pages' retry: while !hfi1_can_pin_pages, sdma_cache_evict(pq, npages)
+	// (target: the new vector's pages, not the excess), looking again only if that much was
+	// cleared; else it pins anyway.
+	for c.limit > 0 && c.pages+np > c.limit {
+		if c.evict(np) < np {
+			break
 		}
+	}
+	if c.limit > 0 && c.pages+np > c.limit {
+		c.stats.OverLimit++
 	}
 	reg, err := c.dev.Register(buf)
 	if err != nil {
@@ -125,8 +130,8 @@ func (c *pinCache) put(n *pinNode) {
 }
 
 // evict removes least-recently-used nodes that no request holds until target pages are
-// cleared (hfi1: hfi1_mmu_rb_evict with sdma_rb_evict). mu held.
-func (c *pinCache) evict(target int) {
+// cleared (hfi1: hfi1_mmu_rb_evict with sdma_rb_evict) and returns the pages cleared. mu held.
+func (c *pinCache) evict(target int) int {
 	cleared := 0
 	for n := c.lruTail; n != nil && cleared < target; {
 		prev := n.prev
@@ -137,6 +142,7 @@ func (c *pinCache) evict(target int) {
 		}
 		n = prev
 	}
+	return cleared
 }
 
 // invalidate removes every node overlapping [addr, addr+size): the memory is going away

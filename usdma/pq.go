@@ -79,7 +79,8 @@ type Config struct {
 	// ExtendedPSN makes BTH.PSN 31 bits wide instead of 24 (HFI1_CAP_EXTENDED_PSN).
 	ExtendedPSN bool
 	// PinLimit caps the pages the pin cache keeps pinned (hfi1_can_pin_pages); least recently
-	// used vectors no request holds are evicted first. 0 means no limit.
+	// used vectors no request holds are evicted first, at least the new vector's page count at a
+	// time (sdma_cache_evict's target). 0 means no limit.
 	PinLimit int
 	// Timeout is how long a deferred Submit waits for room before it tries again
 	// (SDMA_IOWAIT_TIMEOUT); 0 means IOWaitTimeout.

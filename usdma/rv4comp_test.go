@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -83,4 +84,30 @@ func TestTemplateLongerThanData(t *testing.T) {
 	pkts, _ := sink.packets()
 	require.Len(t, pkts, 1)
 	assert.Equal(t, 64+3000, len(pkts[0]))
+}
+
+// TestPinCacheEvictsNewVectorsPages: when a vector does not fit under the limit, the kernel
+// evicts unused nodes until the new vector's page count is cleared (sdma_cache_evict(pq,
+// npages): evict_data.target = npages), not just the excess over the limit, and looks again
+// while that much was cleared. Two cached one-page vectors under a limit of 3 and a new
+// two-page vector (excess 1): both are evicted (cleared 2 = npages). The cache evicted one.
+func TestPinCacheEvictsNewVectorsPages(t *testing.T) {
+	iommu := testIOMMU(t)
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: iommu})
+	pq := testQueue(t, Config{Device: dev, PinLimit: 3})
+	buf := make([]byte, 6*dma.PageSize)
+	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
+	pages := func(i, n int) []byte { return buf[base+i*dma.PageSize : base+(i+n)*dma.PageSize] }
+	for slot, v := range [][]byte{pages(0, 1), pages(1, 1), pages(2, 2)} {
+		info, hdr := Message(slot, 4096, testTemplate, v)
+		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+		_, err := dev.Engine(0).Process()
+		require.NoError(t, err)
+		require.NoError(t, waitSlot(t, pq, slot))
+	}
+	st := pq.Stats().Pins
+	assert.EqualValues(t, 2, st.Evictions, "target: the new vector's 2 pages")
+	assert.Equal(t, 2, st.Pages)
+	assert.Equal(t, 1, st.Nodes)
+	assert.Zero(t, st.OverLimit)
 }
