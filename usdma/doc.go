@@ -47,7 +47,10 @@
 // -EFAULT if the data runs out first), and a fragment size over the MTU or MAX_SDMA_PKT_SIZE
 // less the header (sdma_txinit fails such packets with -EMSGSIZE). A one-packet message of a length that is not a multiple of 4 is sent
 // padded (the kernel leaves such a packet unclosed); a template asking for more than the data
-// rounded up to a dword is refused with ErrInvalid (the kernel's send fails it, -EINVAL). Submit returns as soon as its packets are
+// rounded up to a dword is refused with ErrInvalid (the kernel's send fails it, -EINVAL), and so
+// is one whose first packet carries no payload (LRH length 60 bytes, header and ICRC) with 4 bytes
+// of data or more, where the kernel ends the slot ERROR with -EFAULT ("Request has data but pkt
+// len is 0", user_sdma_send_pkts). Submit returns as soon as its packets are
 // in the ring, also after an error: the slot ends ERROR when the packets already handed over
 // complete (the kernel waits for them). A request whose packets were all handed over ends ERROR
 // if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status).
