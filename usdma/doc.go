@@ -41,7 +41,9 @@
 // slot run before the claim here, so a bad request changes nothing (the kernel ends the slot
 // ERROR with -EINVAL: at once for the packet and vector counts and the template's opcode, SC/VL
 // and LNH, after marking it QUEUED for check_header_template's); a busy slot is still found
-// first (ErrSlotInUse), as the kernel's claim comes before those checks. Submit also refuses
+// first (ErrSlotInUse), as the kernel's claim comes before those checks. They also come before
+// the engine check here: a request on a stopped engine whose fragment size or template length
+// is bad is ErrInvalid, where the kernel, checking those on packet 0, ends it -ECOMM first. Submit also refuses
 // what the kernel lets through: an opcode other than EXPECTED and EAGER (sent as EAGER), an
 // info.NPkts that does not split the data exactly (the kernel sends NPkts packets, failing with
 // -EFAULT if the data runs out first), and a fragment size over the MTU or MAX_SDMA_PKT_SIZE
