@@ -29,7 +29,10 @@ import (
 // registered otherwise, the node holds no registration and the pieces are mapped per packet
 // (MapSingle, unmapped at completion), which is just as safe, only slower.
 //
-// Keys are exact (address, length) pairs, as the kernel's sdma_rb_filter matches the address.
+// Nodes are found by address, as the kernel's sdma_rb_filter matches the address, one node per
+// address: a hit is the exact (address, length) pair, and a vector at a cached address with
+// another length replaces that node (hfi1_mmu_rb_remove_unless_exact extracts it and
+// pin_vector_pages pins the vector anew at its length).
 // The cache is guarded by one mutex, taken per vector per request and on a request's end,
 // never per packet.
 type pinCache struct {
@@ -37,11 +40,11 @@ type pinCache struct {
 	limit int // pages; 0: no limit
 
 	mu      sync.Mutex
-	nodes   map[pinKey]*pinNode // live nodes (hfi1: the rb tree)
-	lruHead *pinNode            // most recently used
-	lruTail *pinNode            // least recently used: eviction starts here
-	pages   int                 // pages pinned by every node, live or dying (hfi1: pq->n_locked)
-	stuck   []*pinNode          // dead nodes whose registration someone else still uses; retried by Close
+	nodes   map[uintptr]*pinNode // live nodes by address (hfi1: the rb tree)
+	lruHead *pinNode             // most recently used
+	lruTail *pinNode             // least recently used: eviction starts here
+	pages   int                  // pages pinned by every node, live or dying (hfi1: pq->n_locked)
+	stuck   []*pinNode           // dead nodes whose registration someone else still uses; retried by Close
 	stats   PinStats
 }
 
@@ -87,11 +90,17 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 	key := pinKey{addrOf(buf), len(buf)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := c.nodes[key]; n != nil {
-		n.refs++
-		c.touch(n)
-		c.stats.Hits++
-		return n, nil
+	if n := c.nodes[key.addr]; n != nil {
+		if n.key == key {
+			n.refs++
+			c.touch(n)
+			c.stats.Hits++
+			return n, nil
+		}
+		// hfi1: hfi1_mmu_rb_remove_unless_exact extracts a node of this address and another
+		// length; it is unmapped now unless a request holds it, so that the new registration
+		// does not overlap it.
+		c.remove(n)
 	}
 	np := numPages(key.addr, key.n)
 	// hfi1: pin_sdma_pages' retry: while !hfi1_can_pin_pages, sdma_cache_evict(pq, npages)
@@ -111,7 +120,7 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 		reg = nil
 	}
 	n := &pinNode{key: key, buf: buf, reg: reg, npages: np, refs: 1}
-	c.nodes[key] = n
+	c.nodes[key.addr] = n
 	c.pushFront(n)
 	c.pages += np
 	c.stats.Misses++
@@ -152,8 +161,8 @@ func (c *pinCache) invalidate(addr uintptr, size int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := 0
-	for key, n := range c.nodes {
-		if key.addr < addr+uintptr(size) && addr < key.addr+uintptr(key.n) {
+	for _, n := range c.nodes {
+		if key := n.key; key.addr < addr+uintptr(size) && addr < key.addr+uintptr(key.n) {
 			c.remove(n)
 			c.stats.Invalidations++
 			k++
@@ -175,7 +184,7 @@ func (c *pinCache) invalidateAll() {
 // remove takes n out of the index and the LRU list and unmaps it unless a request holds it.
 // mu held.
 func (c *pinCache) remove(n *pinNode) {
-	delete(c.nodes, n.key)
+	delete(c.nodes, n.key.addr)
 	c.unlink(n)
 	n.dead = true
 	if n.refs == 0 {

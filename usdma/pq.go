@@ -254,7 +254,7 @@ func New(cfg Config) (*PktQ, error) {
 		pq.reqs[i].pq = pq
 		pq.reqs[i].slot = i
 	}
-	pq.pins = pinCache{dev: cfg.Device, limit: cfg.PinLimit, nodes: make(map[pinKey]*pinNode)}
+	pq.pins = pinCache{dev: cfg.Device, limit: cfg.PinLimit, nodes: make(map[uintptr]*pinNode)}
 	if g, ok := pq.alloc.(interface {
 		GetCtx(context.Context) (*TxReq, error)
 	}); ok && pq.alloc.Traits().CanWait {

@@ -111,3 +111,32 @@ func TestPinCacheEvictsNewVectorsPages(t *testing.T) {
 	assert.Equal(t, 1, st.Nodes)
 	assert.Zero(t, st.OverLimit)
 }
+
+// TestPinCacheSameAddressOtherLength: the kernel finds a vector's node by its address
+// (sdma_rb_filter) and keeps one node per address: hfi1_mmu_rb_remove_unless_exact hits only
+// the exact (address, length) pair, and extracts a node of the same address and another length
+// so that pin_vector_pages re-pins it at the new length (pq->n_locked grows by the extra pages
+// only). The cache kept a second node for the same address, counting its pages twice against
+// PinLimit (Pages 3 for a one-page then a two-page vector at one address, where n_locked is 2).
+func TestPinCacheSameAddressOtherLength(t *testing.T) {
+	iommu := testIOMMU(t)
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: iommu})
+	pq := testQueue(t, Config{Device: dev})
+	buf := make([]byte, 4*dma.PageSize)
+	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
+	for slot, v := range [][]byte{buf[base : base+dma.PageSize], buf[base : base+2*dma.PageSize], buf[base : base+2*dma.PageSize]} {
+		info, hdr := Message(slot, 4096, testTemplate, v)
+		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+		_, err := dev.Engine(0).Process()
+		require.NoError(t, err)
+		require.NoError(t, waitSlot(t, pq, slot))
+	}
+	st := pq.Stats().Pins
+	assert.Equal(t, 1, st.Nodes, "one node per address")
+	assert.Equal(t, 2, st.Pages)
+	assert.EqualValues(t, 2, st.Misses)
+	assert.EqualValues(t, 1, st.Hits)
+	assert.Zero(t, st.Unregistered, "the one-page node was unused: its registration went with it")
+	require.NoError(t, pq.Close(context.Background()))
+	assert.Empty(t, streaming(iommu))
+}
