@@ -355,14 +355,24 @@ func (pq *PktQ) waitActive(ctx context.Context, t *time.Timer) error {
 			// hfi1: flush_pq_iowait: off the wait list, so that the retry, finding no room,
 			// queues the queue anew (its starved count grown, at the list's head), on the engine
 			// it then sends to.
-			pq.busy.Unqueue()
+			pq.unqueue()
 			return nil // try again; the engine's answer decides
 		case <-ctx.Done():
-			pq.busy.Unqueue()
+			pq.unqueue()
 			return ctx.Err()
 		}
 	}
 	return nil
+}
+
+// unqueue takes the queue off the wait list it is parked on (hfi1: flush_pq_iowait) and, as it
+// is parked nowhere then, makes it ACTIVE: State shows DEFERRED only while the queue is parked
+// (the kernel's pq->state stays DEFERRED, but nothing reads it until the next sleep sets it
+// again). Only the submitter parks the queue, so none parks it between the two; a wakeup that
+// came first made it ACTIVE already.
+func (pq *PktQ) unqueue() {
+	pq.busy.Unqueue()
+	pq.state.CompareAndSwap(uint32(Deferred), uint32(Active))
 }
 
 // txWaiter is one waitTx round's wakeup.

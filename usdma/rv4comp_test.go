@@ -3,6 +3,7 @@ package usdma
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -139,4 +140,32 @@ func TestPinCacheSameAddressOtherLength(t *testing.T) {
 	assert.Zero(t, st.Unregistered, "the one-page node was unused: its registration went with it")
 	require.NoError(t, pq.Close(context.Background()))
 	assert.Empty(t, streaming(iommu))
+}
+
+// TestNotDeferredOnceUnqueued: State is DEFERRED only while the queue is parked on an engine's
+// wait list (or until its wakeup). When a deferred Submit's context ends, the queue leaves the
+// wait list (flush_pq_iowait) and Submit returns; the state stayed DEFERRED with the queue
+// parked nowhere and nothing to wake it, until the next Submit.
+func TestNotDeferredOnceUnqueued(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
+	eng := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Slots: 1, Timeout: time.Hour})
+	data := pattern(64*4096, 5)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for pq.State() != Deferred {
+		require.True(t, time.Now().Before(deadline), "the queue never deferred")
+		time.Sleep(50 * time.Microsecond)
+	}
+	cancel()
+	require.Error(t, <-errc)
+	assert.False(t, eng.Waiting(&pq.busy), "off the wait list")
+	assert.Equal(t, Active.String(), pq.State().String(), "not parked: not DEFERRED")
+	drive(t, eng)
+	var ce *CompError
+	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
 }
