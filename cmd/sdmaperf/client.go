@@ -121,12 +121,18 @@ func (cs *clientSink) sizeSink(cfg Config) (sdma.Sink, error) {
 	if !cs.perSize {
 		return cs.sink, nil
 	}
-	udp, err := udpsink.New(udpsink.Config{Addr: cfg.UDPAddr, Engines: cfg.Engines})
+	udp, err := udpsink.New(udpConfig(cfg, cfg.UDPAddr))
 	if err != nil {
 		return nil, err
 	}
 	cs.udp = udp
 	return udp, nil
+}
+
+// udpConfig is the UDP sink's Config for -sink udp sending to addr: the one sink of a run, or
+// each size's of a sweep to an external receiver (sizeSink), alike.
+func udpConfig(cfg Config, addr string) udpsink.Config {
+	return udpsink.Config{Addr: addr, Engines: cfg.Engines, Batch: cfg.UDPBatch, GSO: cfg.UDPGSO}
 }
 
 // sizeDone closes the size's sink when each size has its own (sending its end markers).
@@ -164,7 +170,7 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 			cs.recv.Close() // the sink's repeated end markers then fail fast (ECONNREFUSED)
 		}()
 	}
-	udp, err := udpsink.New(udpsink.Config{Addr: addr, Engines: cfg.Engines, Batch: cfg.UDPBatch, GSO: cfg.UDPGSO})
+	udp, err := udpsink.New(udpConfig(cfg, addr))
 	if err != nil {
 		if cs.recv != nil {
 			cs.recv.Close()
