@@ -109,3 +109,19 @@ func TestReceiverCloseTwice(t *testing.T) {
 		t.Errorf("second Close: %v, want nil", err)
 	}
 }
+
+// TestNewRefusesPortZero: a sink's address must name the receiver's port. New took port 0, and
+// each Deliver to it then reported the packet sent (the kernel takes a sendmsg to port 0 and
+// drops the datagram) while nothing could receive it; only a batch's sendmmsg later failed, with
+// ECONNREFUSED.
+func TestNewRefusesPortZero(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:0"} {
+		s, err := New(Config{Addr: addr})
+		if s != nil {
+			s.Close()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "port 0") {
+			t.Errorf("New(Addr %q): %v; want ErrInvalid naming port 0", addr, err)
+		}
+	}
+}

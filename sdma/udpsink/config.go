@@ -3,7 +3,7 @@ package udpsink
 // Config configures a Sink.
 type Config struct {
 	// Addr is the receiver's UDP address; it must be a loopback address ("127.0.0.1:18515",
-	// "[::1]:18515"). An empty host means 127.0.0.1.
+	// "[::1]:18515") with a port other than 0. An empty host means 127.0.0.1.
 	Addr string
 	// Engines is the number of engines that will deliver (engine numbers 0..Engines-1).
 	// 0 means 1; at most MaxEngines.

@@ -74,7 +74,8 @@ type engineState struct {
 }
 
 // New connects a sink to the receiver at cfg.Addr. It refuses non-loopback addresses with an
-// error matching ErrNotLoopback, and a bad Config field (GSO with Batch 1 among them) with one
+// error matching ErrNotLoopback, an Engines count out of range with one matching ErrEngine, and
+// another bad Config field (GSO with Batch 1, an address with port 0 among them) with one
 // matching ErrInvalid.
 func New(cfg Config) (*Sink, error) {
 	if cfg.Engines == 0 {
@@ -106,6 +107,11 @@ func New(cfg Config) (*Sink, error) {
 	ua, err := ResolveLoopback(cfg.Addr)
 	if err != nil {
 		return nil, err
+	}
+	if ua.Port == 0 {
+		// No receiver listens on port 0: the kernel takes a sendmsg there and drops it, so every
+		// Deliver would report a packet sent that went nowhere.
+		return nil, fmt.Errorf("%w: address %q has port 0; the sink needs the receiver's port", ErrInvalid, cfg.Addr)
 	}
 	conn, err := net.DialUDP("udp", nil, ua)
 	if err != nil {
