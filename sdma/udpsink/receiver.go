@@ -40,6 +40,12 @@ type Receiver struct {
 	received atomic.Uint64
 	// closed is set by the first Close (CAS), which alone closes the socket.
 	closed atomic.Bool
+	// msgs are Run's receive buffers (recvBatch datagrams of 64 KiB each), allocated by the
+	// first Run. msgs[next:n] are datagrams a Run read but did not tally, because the end
+	// markers before them in the same recvmmsg ended it (the next run's frames, say): the next
+	// Run tallies them first. Run only.
+	msgs    []ipv4.Message
+	next, n int
 }
 
 // EngineReport is what a Receiver saw from one engine.
@@ -173,13 +179,18 @@ type runState struct {
 // Run receives until the end-of-run markers of every engine arrived (nil error), no datagram
 // arrived for the idle timeout (nil error, Report.IdleTimeout), ctx is done (ctx.Err()) or the
 // receiver is closed (ErrClosed). It returns what it saw in every case. It reads up to 32
-// datagrams a system call (recvmmsg(2) through x/net's ReadBatch) into buffers it allocates once.
+// datagrams a system call (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run
+// allocates. The datagrams read after the end markers that end a run are not dropped: the next
+// Run takes them first.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	st := &runState{want: -1}
-	msgs := make([]ipv4.Message, recvBatch)
-	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+	if r.msgs == nil {
+		r.msgs = make([]ipv4.Message, recvBatch)
+		for i := range r.msgs {
+			r.msgs[i].Buffers = [][]byte{make([]byte, 65536)}
+		}
 	}
+	msgs := r.msgs
 	var (
 		first, last, setAt time.Time
 		runErr             error
@@ -187,6 +198,14 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	stopped := context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
 	defer stopped()
 	for !st.rep.Ended {
+		if r.next < r.n { // the rest of the last batch, which the previous Run did not tally
+			last = time.Now()
+			if first.IsZero() {
+				first = last
+			}
+			st.tally(msgs, &r.next, r.n)
+			continue
+		}
 		// Push the idle deadline forward at most every idle/8: the deadline is then between
 		// 7/8 and 1 idle period after the last datagram, without a timer reset per packet.
 		now := time.Now()
@@ -208,17 +227,27 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 		if first.IsZero() {
 			first = last
 		}
-		for i := range msgs[:n] {
-			if st.frame(msgs[i].Buffers[0][:msgs[i].N]) {
-				break // every engine ended: the rest of the batch is repeats
-			}
-		}
+		r.next, r.n = 0, n
+		st.tally(msgs, &r.next, r.n)
 	}
 	st.finish()
 	if !first.IsZero() {
 		st.rep.Elapsed = last.Sub(first)
 	}
 	return st.rep, runErr
+}
+
+// tally takes the datagrams msgs[*next:n] in order, advancing *next past each, until the run
+// ends (every engine's end marker): the datagrams after that stay for the next Run (repeats of
+// the markers, or the next run's frames).
+func (st *runState) tally(msgs []ipv4.Message, next *int, n int) {
+	for *next < n {
+		m := &msgs[*next]
+		*next++
+		if st.frame(m.Buffers[0][:m.N]) {
+			return
+		}
+	}
 }
 
 // readErr turns a receive error into Run's result: nil for the idle timeout (recorded in rep).

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"net"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/net/ipv4"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -167,4 +169,56 @@ func TestReceiverSeqBeyondEndCount(t *testing.T) {
 	assert.EqualValues(t, 0, st.rep.Lost)
 	assert.EqualValues(t, 1, st.rep.Beyond)
 	assert.Contains(t, st.rep.String(), "numbered 1 past the end count")
+}
+
+// oneBatch is a batchReader whose first ReadBatch returns dgrams, all at once (as one recvmmsg
+// does when they wait in the socket), and whose later ones time out (no more datagrams).
+type oneBatch struct {
+	dgrams [][]byte
+	calls  int
+}
+
+func (b *oneBatch) ReadBatch(ms []ipv4.Message, _ int) (int, error) {
+	b.calls++
+	if b.calls > 1 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	for i, d := range b.dgrams {
+		ms[i].N = copy(ms[i].Buffers[0], d)
+	}
+	return len(b.dgrams), nil
+}
+
+// TestReceiverKeepsDatagramsPastTheEnd: a Run ends on the end markers, and the datagrams that
+// one recvmmsg read after them go to the next Run (as a sweep's next size reaches the receiver
+// behind the previous size's markers). Run dropped the rest of its last batch as "repeats": the
+// next run's frames and markers there were lost, and that Run idled out having seen nothing.
+func TestReceiverKeepsDatagramsPastTheEnd(t *testing.T) {
+	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
+	require.NoError(t, err)
+	defer r.Close()
+	p := []byte("payload!")
+	good := crc32.Checksum(p, castagnoli)
+	// Run 1 (no packets, one engine), a repeat of its marker, then run 2 (two packets), read
+	// by one recvmmsg.
+	dgrams := [][]byte{endFrame(0, 0, 1), endFrame(0, 0, 1), frame(0, 0, 0, p, good), frame(0, 0, 1, p, good), endFrame(0, 2, 1)}
+	r.rd = &oneBatch{dgrams: dgrams}
+	want := []Report{
+		{Ended: true, Engines: []EngineReport{{Ended: true}}},
+		{Ended: true, Engines: []EngineReport{{Ended: true}}}, // the repeat: a run of its own
+		{Ended: true, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2, Ended: true}}},
+	}
+	for i, w := range want {
+		rep, err := r.Run(context.Background())
+		require.NoError(t, err, "run %d", i)
+		rep.Elapsed = 0
+		assert.Equal(t, w, rep, "run %d", i)
+		assert.True(t, rep.OK(), "run %d: %s", i, rep.String())
+	}
+	assert.EqualValues(t, len(dgrams), r.Received())
+	// Nothing is left: the next Run reads, and idles out.
+	rep, err := r.Run(context.Background())
+	require.NoError(t, err)
+	assert.True(t, rep.IdleTimeout)
+	assert.Zero(t, rep.Packets)
 }
