@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"net"
 	"os"
 	"sync/atomic"
@@ -154,8 +155,12 @@ func (r *Receiver) Close() error {
 
 // engineTrack is the receiver's per-engine state.
 type engineTrack struct {
-	seen     bool
-	next     uint64 // highest seq seen + 1
+	seen bool
+	// next is the highest seq seen + 1; when that seq was math.MaxUint64 (a frame numbered at
+	// the very top, whose header is not under the checksum), next stays MaxUint64 and top is
+	// set: next then stands for 2^64, and every later frame is below one already seen.
+	next     uint64
+	top      bool
 	distinct uint64 // frames whose seq was at or above next when they arrived
 	rep      EngineReport
 }
@@ -284,9 +289,12 @@ func (st *runState) frame(frame []byte) bool {
 		t.rep.BadChecksum++
 	}
 	switch {
-	case h.Seq >= t.next:
+	case h.Seq >= t.next && !t.top:
 		t.distinct++
 		t.next = h.Seq + 1
+		if h.Seq == math.MaxUint64 {
+			t.next, t.top = math.MaxUint64, true // 2^64: saturated, see engineTrack
+		}
 	default:
 		t.rep.Dups++
 	}
@@ -323,7 +331,7 @@ func (st *runState) finish() {
 			continue
 		}
 		if !t.rep.Ended {
-			t.rep.Sent = t.next
+			t.rep.Sent = t.next // MaxUint64 for 2^64 (top): saturated
 		}
 		// Every distinct frame moved next past its own seq and past the seqs it skipped: the
 		// numbers below next that never arrived are next - distinct, and those from next up to
@@ -331,9 +339,17 @@ func (st *runState) finish() {
 		// says the sender: how far the numbering went past it is Beyond (counted in numbers: the
 		// receiver keeps no list of the frames), and a frame there cannot hide a hole below it.
 		// So a stray frame 5 after 0..2 with "sent 3" reads lost 2 (3 and 4), beyond 3.
-		t.rep.Lost = max(t.rep.Sent, t.next) - t.distinct
-		if t.next > t.rep.Sent {
-			t.rep.Beyond = t.next - t.rep.Sent
+		switch {
+		case t.top: // next is 2^64: the sums below, kept in range (Beyond saturates at 2^64)
+			t.rep.Lost = math.MaxUint64 - t.distinct + 1
+			if t.rep.Ended {
+				t.rep.Beyond = math.MaxUint64 - max(t.rep.Sent, 1) + 1
+			}
+		default:
+			t.rep.Lost = max(t.rep.Sent, t.next) - t.distinct
+			if t.next > t.rep.Sent {
+				t.rep.Beyond = t.next - t.rep.Sent
+			}
 		}
 		rep.Packets += t.rep.Packets
 		rep.Bytes += t.rep.Bytes

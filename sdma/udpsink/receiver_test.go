@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"net"
 	"os"
 	"testing"
@@ -221,4 +222,28 @@ func TestReceiverKeepsDatagramsPastTheEnd(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, rep.IdleTimeout)
 	assert.Zero(t, rep.Packets)
+}
+
+// TestReceiverTopSequenceNumber: a frame numbered math.MaxUint64 (its header is not under the
+// checksum) is the highest there can be. Its seq+1 wrapped to 0: every later frame counted as
+// new (the duplicates below went uncounted), Beyond read 0 however far past the end count the
+// numbering went, Sent without an end marker read 0, and Lost could underflow (frames 0, 1 and
+// 2^64-1 with "sent 2" read lost 2^64-1).
+func TestReceiverTopSequenceNumber(t *testing.T) {
+	p := []byte("x")
+	good := crc32.Checksum(p, castagnoli)
+	st := &runState{want: -1}
+	for _, seq := range []uint64{0, 1, math.MaxUint64, 1, math.MaxUint64} {
+		require.False(t, st.frame(frame(0, 0, seq, p, good)))
+	}
+	require.True(t, st.frame(endFrame(0, 2, 1)))
+	st.finish()
+	// Received: 0, 1 and 2^64-1; the numbers 2 .. 2^64-2 never arrived; 2 .. 2^64-1 are past
+	// the count of 2.
+	assert.Equal(t, EngineReport{Packets: 5, Bytes: 5, Sent: 2, Lost: math.MaxUint64 - 2, Beyond: math.MaxUint64 - 1, Dups: 2, Ended: true}, st.rep.Engines[0])
+	// Without an end marker, Sent is highest+1 saturated.
+	st = &runState{want: -1}
+	require.False(t, st.frame(frame(0, 3, math.MaxUint64, p, good)))
+	st.finish()
+	assert.Equal(t, EngineReport{Engine: 3, Packets: 1, Bytes: 1, Sent: math.MaxUint64, Lost: math.MaxUint64}, st.rep.Engines[0])
 }
