@@ -3,6 +3,7 @@
 package udpsink
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strings"
@@ -123,5 +124,44 @@ func TestNewRefusesPortZero(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "port 0") {
 			t.Errorf("New(Addr %q): %v; want ErrInvalid naming port 0", addr, err)
 		}
+	}
+}
+
+// TestTooManySegmentsIsErrTooLarge: a packet of more segments than one message's gather list
+// takes (with the frame header, UIO_MAXIOV: 1024 entries) is refused by Deliver and Queue with
+// an error matching ErrTooLarge, counted as failed; it matched no sentinel of the package. The
+// most segments that fit (1023) are sent.
+func TestTooManySegmentsIsErrTooLarge(t *testing.T) {
+	p := newPlainPeer(t)
+	s, err := New(Config{Addr: p.pc.LocalAddr().String(), Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	segs := make([][]byte, iovMax-1)
+	for i := range segs {
+		segs[i] = []byte{byte(i)}
+	}
+	over := append(segs[:len(segs):len(segs)], []byte{1})
+	if err := s.Deliver(0, over); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1024 segments") {
+		t.Errorf("Deliver of 1024 segments: %v; want ErrTooLarge naming them", err)
+	}
+	if err := s.Queue(0, over); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "1024 segments") {
+		t.Errorf("Queue of 1024 segments: %v; want ErrTooLarge naming them", err)
+	}
+	if err := s.Deliver(0, segs); err != nil {
+		t.Errorf("Deliver of 1023 segments: %v", err)
+	}
+	if err := s.Queue(0, segs); err != nil {
+		t.Errorf("Queue of 1023 segments: %v", err)
+	}
+	errs := make([]error, 1)
+	s.Flush(0, errs)
+	if errs[0] != nil {
+		t.Errorf("Flush of 1023 segments: %v", errs[0])
+	}
+	checkFrames(t, p.read(2), 0, 0, [][]byte{bytes.Join(segs, nil), bytes.Join(segs, nil)})
+	if st := s.Stats(); st.Packets != 2 || st.Errors != 2 {
+		t.Errorf("stats %+v: want 2 sent, 2 failed", st)
 	}
 }

@@ -149,9 +149,10 @@ func New(cfg Config) (*Sink, error) {
 // LocalAddr returns the sink's own address.
 func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 
-// accept checks one packet handed to Deliver or Queue: an engine the sink was built for, a sink
-// not closed, and room for its segments and the frame header in one message's gather list (limit
-// names the system call's limit in the error). It returns the engine's state.
+// accept checks one packet handed to Deliver or Queue: an engine the sink was built for
+// (ErrEngine), a sink not closed (ErrClosed), and room for its segments and the frame header in
+// one message's gather list (ErrTooLarge; limit names the system call's limit in the error). It
+// returns the engine's state.
 func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, error) {
 	if uint(engine) >= uint(len(s.engines)) {
 		return nil, fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
@@ -163,7 +164,7 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 	}
 	if len(segs)+1 > iovMax {
 		e.errs.Add(1)
-		return nil, fmt.Errorf("udpsink: %d segments, %s %d", len(segs), limit, iovMax-1)
+		return nil, fmt.Errorf("%w: %d segments, %s %d (with the frame header, one gather list of %d entries)", ErrTooLarge, len(segs), limit, iovMax-1, iovMax)
 	}
 	return e, nil
 }
