@@ -5,6 +5,7 @@ package udpsink
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -164,4 +165,48 @@ func TestTooManySegmentsIsErrTooLarge(t *testing.T) {
 	if st := s.Stats(); st.Packets != 2 || st.Errors != 2 {
 		t.Errorf("stats %+v: want 2 sent, 2 failed", st)
 	}
+}
+
+// TestFlushShortErrsPanicsClearly: a Flush whose errs has fewer entries than packets queued
+// panics at once, naming both lengths, with the batch failed and dropped (the next Flush sends
+// nothing, the next Queue starts a new batch numbered from the packets sent). It panicked with
+// an index out of range, and only if a packet failed: with all sent it returned as if errs had
+// been right, and with the last of three failing it had sent the first two.
+func TestFlushShortErrsPanicsClearly(t *testing.T) {
+	p := newPlainPeer(t)
+	s, err := New(Config{Addr: p.pc.LocalAddr().String(), Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, n := range []int{0, 1, 2} {
+		for range 3 {
+			if err := s.Queue(0, [][]byte{{1, 2, 3}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		func() {
+			defer func() {
+				r := recover()
+				if msg, _ := r.(string); !strings.Contains(msg, fmt.Sprintf("%d error entries for 3 packets", n)) {
+					t.Errorf("Flush with %d errs for 3 packets: panic %v", n, r)
+				}
+			}()
+			s.Flush(0, make([]error, n))
+		}()
+	}
+	if st := s.Stats(); st.Packets != 0 || st.Errors != 9 || st.Syscalls != 0 {
+		t.Errorf("stats %+v: want nothing sent, 9 failed", st)
+	}
+	s.Flush(0, nil) // nothing held
+	if err := s.Queue(0, [][]byte{{4}}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 1)
+	s.Flush(0, errs)
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	checkFrames(t, p.read(1), 0, 0, [][]byte{{4}})
+	p.none()
 }

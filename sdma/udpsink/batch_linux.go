@@ -112,6 +112,11 @@ func (e *engineState) growHeaders(n int) {
 // with as few sendmmsg calls as the kernel allows, and sets errs[i] for each frame it could not
 // send. When it returns, nothing refers to the packets' bytes any more: sendmmsg copies them
 // into socket buffers before it returns (no MSG_ZEROCOPY), so the engine may unmap them.
+//
+// errs must have an entry for each packet queued (the sdma engine's always has). A shorter errs
+// is a programmer error: Flush then panics, before sending anything, naming both lengths; the
+// batch's packets fail (Stats.Errors) and are dropped, as the engine fails a batch whose Flush
+// panicked.
 func (s *Sink) Flush(engine int, errs []error) {
 	if uint(engine) >= uint(len(s.engines)) {
 		for i := range errs {
@@ -123,6 +128,10 @@ func (s *Sink) Flush(engine int, errs []error) {
 	defer e.resetBatch()
 	if len(e.queue) == 0 {
 		return
+	}
+	if len(errs) < len(e.queue) {
+		e.errs.Add(uint64(len(e.queue)))
+		panic(fmt.Sprintf("udpsink: Flush of engine %d with %d error entries for %d packets queued", engine, len(errs), len(e.queue)))
 	}
 	e.batches.Add(1)
 	if s.closed.Load() {
