@@ -51,11 +51,15 @@ type Receiver struct {
 
 // EngineReport is what a Receiver saw from one engine.
 type EngineReport struct {
-	Engine      int    `json:"engine"`
-	Packets     uint64 `json:"packets"`      // data frames received, duplicates and bad checksums included
-	Bytes       uint64 `json:"bytes"`        // payload bytes of those frames
-	Sent        uint64 `json:"sent"`         // packets the sender says it sent (end marker), or highest seq+1
-	Lost        uint64 `json:"lost"`         // sequence numbers below max(Sent, highest seq+1) that never arrived
+	Engine  int    `json:"engine"`
+	Packets uint64 `json:"packets"` // data frames received, duplicates and bad checksums included
+	Bytes   uint64 `json:"bytes"`   // payload bytes of those frames
+	Sent    uint64 `json:"sent"`    // packets the sender says it sent (end marker), or highest seq+1
+	// Lost is the sequence numbers below max(Sent, highest seq+1) that did not arrive in order:
+	// never, or late (after a higher one; such a frame is counted in Dups too, since the
+	// receiver keeps no list of the numbers it saw). Loopback keeps a socket's order, so a late
+	// frame means a sender that reordered.
+	Lost        uint64 `json:"lost"`
 	Beyond      uint64 `json:"beyond"`       // how far past Sent the numbering went: highest seq+1 less Sent, with an end marker (numbers, not frames)
 	Dups        uint64 `json:"dups"`         // frames whose seq was below one already seen (late or duplicate)
 	BadChecksum uint64 `json:"bad_checksum"` // frames whose payload CRC-32C did not match

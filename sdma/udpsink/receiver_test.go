@@ -247,3 +247,19 @@ func TestReceiverTopSequenceNumber(t *testing.T) {
 	st.finish()
 	assert.Equal(t, EngineReport{Engine: 3, Packets: 1, Bytes: 1, Sent: math.MaxUint64, Lost: math.MaxUint64}, st.rep.Engines[0])
 }
+
+// TestReceiverLateFrame: a frame that arrives after a higher one (0, 2, 1 with "sent 3") is
+// counted in Dups, and its number in Lost, as EngineReport's doc says: the receiver keeps no
+// list of the numbers it saw. Lost's doc said "numbers that never arrived", which 1 did.
+func TestReceiverLateFrame(t *testing.T) {
+	p := []byte("x")
+	good := crc32.Checksum(p, castagnoli)
+	st := &runState{want: -1}
+	for _, seq := range []uint64{0, 2, 1} {
+		require.False(t, st.frame(frame(0, 0, seq, p, good)))
+	}
+	require.True(t, st.frame(endFrame(0, 3, 1)))
+	st.finish()
+	assert.Equal(t, EngineReport{Packets: 3, Bytes: 3, Sent: 3, Lost: 1, Dups: 1, Ended: true}, st.rep.Engines[0])
+	assert.False(t, st.rep.OK())
+}
