@@ -210,3 +210,38 @@ func TestFlushShortErrsPanicsClearly(t *testing.T) {
 	checkFrames(t, p.read(1), 0, 0, [][]byte{{4}})
 	p.none()
 }
+
+// TestDeliverWhileBatchHeldRefused: a Deliver on an engine that holds queued packets is refused
+// (ErrInvalid, counted as failed), and the batch's frames keep their numbers. It sent the packet
+// with the number the first queued frame already carried, so the receiver saw a duplicate number
+// and one missing at the end, with every packet sent once.
+func TestDeliverWhileBatchHeldRefused(t *testing.T) {
+	p := newPlainPeer(t)
+	s, err := New(Config{Addr: p.pc.LocalAddr().String(), Batch: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b, c := []byte("aaaa"), []byte("bbbb"), []byte("cccc")
+	for _, q := range [][]byte{a, b} {
+		if err := s.Queue(0, [][]byte{q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Deliver(0, [][]byte{c}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "2 queued packets") {
+		t.Errorf("Deliver with 2 queued: %v; want ErrInvalid naming them", err)
+	}
+	errs := make([]error, 2)
+	s.Flush(0, errs)
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if err := s.Deliver(0, [][]byte{c}); err != nil { // nothing held now
+		t.Fatal(err)
+	}
+	checkFrames(t, p.read(3), 0, 0, [][]byte{a, b, c})
+	p.none()
+	if st := s.Stats(); st.Packets != 3 || st.Errors != 1 {
+		t.Errorf("stats %+v: want 3 sent, 1 failed", st)
+	}
+}

@@ -25,8 +25,8 @@ const iovMax = 1024
 // with UDP GSO; with Batch 1 they Deliver, one sendmsg(2) a packet.
 //
 // Deliver, Queue and Flush are safe for concurrent use by different engines; each engine must
-// call them one at a time, and not mix Deliver with a batch it holds, which is what the sdma
-// engine guarantees. Stats is safe at any time. Close must not run concurrently with the others:
+// call them one at a time, and not mix Deliver with a batch it holds (Deliver refuses that),
+// which is what the sdma engine guarantees. Stats is safe at any time. Close must not run concurrently with the others:
 // call it after the device stopped delivering.
 type Sink struct {
 	conn       *net.UDPConn
@@ -174,11 +174,18 @@ func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 
 // Deliver sends one packet as one datagram now, with one sendmsg(2) (sdma.Sink; an engine whose
 // sink batches calls Queue and Flush instead). segs are read during the call only. It does not
-// allocate on success.
+// allocate on success. A Deliver on an engine that holds queued packets (Queue with no Flush
+// since) is refused with an error matching ErrInvalid: the sdma engine never does that.
 func (s *Sink) Deliver(engine int, segs [][]byte) error {
 	e, err := s.accept(engine, segs, "sendmsg takes at most")
 	if err != nil {
 		return err
+	}
+	if len(e.queue) > 0 {
+		// The queued frames hold the next sequence numbers: sent now, this packet would take
+		// the first one's number and leave ahead of them.
+		e.errs.Add(1)
+		return fmt.Errorf("%w: Deliver on engine %d while it holds %d queued packets (Flush them first)", ErrInvalid, engine, len(e.queue))
 	}
 	if cap(e.iov) < len(segs)+1 {
 		e.iov = make([]unix.Iovec, 0, len(segs)+1) // rare: more segments than ever before
