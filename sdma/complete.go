@@ -410,8 +410,9 @@ func (e *Engine) wakeBatchLocked(n int) {
 	}
 }
 
-// wakeAllLocked takes every waiter off dmawait and wakes it (hfi1: sdma_flush's wakeup loop).
-// headMu held.
+// wakeAllLocked takes every waiter off dmawait and wakes it (hfi1: sdma_flush's wakeup loop), in
+// the list's order: sdma_flush has no top-priority pick (that is sdma_desc_avail's), so every
+// rank is 0 and wakeBatchLocked keeps the order. headMu held.
 func (e *Engine) wakeAllLocked() {
 	for {
 		e.waitMu.Lock()
@@ -419,7 +420,7 @@ func (e *Engine) wakeAllLocked() {
 		for e.dmawait.head != nil && n < waitBatchSize {
 			w := e.dmawait.head
 			if w.wakeup != nil {
-				e.wakeBatch[n], e.wakeRank[n] = w, w.rank() // before remove gives w's fields back
+				e.wakeBatch[n], e.wakeRank[n] = w, 0 // list order (see above)
 				n++
 			}
 			e.dmawait.remove(w)
@@ -539,7 +540,9 @@ func (e *Engine) flushLocked() {
 // producers past the gate (quiesce), completes the txreqs the hardware finished with StatusOK
 // (sdma_make_progress), the rest of the ring and the flush list with StatusAborted, resets the
 // ring's indices to 0 (descq_tail = descq_head = 0, *head_dma = 0; the generation restarts with
-// them), and wakes every parked waiter. The engine is not in s99 (the gate's running bit is clear)
+// them), and wakes every parked waiter: after each of the two walks that freed room, the waiters
+// that fit, top priority first (sdma_desc_avail, which sdma_make_progress and sdma_flush_descq
+// call when they made progress), then the rest in the list's order (sdma_flush). The engine is not in s99 (the gate's running bit is clear)
 // or is closing. hwMu held, so the hardware reads nothing being unmapped.
 func (e *Engine) swCleanLocked() {
 	e.exitHalted.Store(false) // taken down or recovered: a halt of a Goexit is over (exitHalt)
@@ -548,12 +551,18 @@ func (e *Engine) swCleanLocked() {
 	e.lockHeadHW()
 	r.BeginWrite()
 	e.stats.passes.Add(1)
-	e.walkLocked(r.HWHead(), StatusOK)
+	if hw := r.HWHead(); hw != r.SwHead() {
+		e.walkLocked(hw, StatusOK)
+		e.wakeAvail() // sdma_make_progress's sdma_desc_avail, for the room it freed
+	}
 	tail := r.Tail() // == the reservation index: quiesce saw every reservation published
 	if r.HWHead() != tail {
 		r.SetHWHead(tail)
 	}
-	e.walkLocked(tail, StatusAborted)
+	if r.SwHead() != tail {
+		e.walkLocked(tail, StatusAborted)
+		e.wakeAvail() // sdma_flush_descq's sdma_desc_avail: the whole ring is free now
+	}
 	e.flushLocked()
 	r.EndWrite()
 	// Quiescent: no producer past the gate, no hardware pass (hwMu), no completion pass (headMu).
