@@ -23,7 +23,10 @@ const WakeAvail = 0
 //     stops and returns nil too, tx and the rest still on its list (sdma_send_txlist's 0).
 //
 // It runs on the sending goroutine. ParkOrRetry and DeferOrRetry implement the kernel's two
-// sleepers correctly; write your own only with the wait lock held across Progress and QueueWait.
+// sleepers correctly, with the engine's wait lock held across the Progress check and the queueing
+// (the 2019 fix). That lock is not exported: a sleeper of your own does its own checks and then
+// calls one of them. One that calls Progress and then QueueWait leaves the window between the two
+// open, where a completion pass that freed the room is missed and the waiter may never be woken.
 type SleepFunc func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error
 
 // IOWait is the wait state of a caller's QP-like object (hfi1: struct iowait): the sleep,
