@@ -322,6 +322,10 @@ func (e *Engine) CallbackError() error {
 // fairness). Any number of goroutines may Send to one engine at once: the fast path is a
 // lock-free reservation, and tx's descriptors are contiguous in the ring. Packets leave in
 // reservation order. Send does not allocate.
+//
+// tx must not be on a TxList (an IOWait's TxHead, say): take it off first (PopFront). The flush
+// list links it through its own list link, as the kernel's list_add_tail(&tx->list, &flushlist)
+// does, so an ErrNotRunning would cut the caller's list after tx.
 func (e *Engine) Send(w *IOWait, tx *TxReq, pktsSent bool) error {
 	// The common case, sendOne's without its test hooks and its call: one call into the ring
 	// for the reservation and one for the Publish. sendable's test is written out here: the bool
@@ -394,7 +398,7 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 }
 
 // txSource is what the send path takes txreqs from, front first: SendList's list, or Send's one
-// txreq (which is never linked: the caller may keep it on a list of its own). It lives on the
+// txreq (not on a list: flushFront links it onto the flush list, see Send). It lives on the
 // sender's stack.
 //
 // A list is sent in one epoch of the ring (ring.Epoch: the ring's Resets, one per sw clean):
