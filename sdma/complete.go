@@ -484,7 +484,7 @@ func (e *Engine) runFlush() {
 		return
 	}
 	e.lockHead()
-	e.flushSection()
+	e.flushWorker()
 	e.unlockHead()
 }
 
@@ -493,8 +493,19 @@ func (e *Engine) runFlushHW() {
 		return
 	}
 	e.lockHeadHW()
-	e.flushSection()
+	e.flushWorker()
 	e.unlockHeadHW()
+}
+
+// flushWorker is the flush worker's work (hfi1: sdma_field_flush): the flush list completed
+// aborted, and on an engine that is not running every parked waiter woken in list order, as
+// sdma_flush does after the list (a waiter queued with QueueWait on a stopped engine, which no
+// completion pass will wake before the next Start). Head lock held.
+func (e *Engine) flushWorker() {
+	e.flushSection()
+	if e.gate.Load()&gateRunning == 0 {
+		e.wakeAllLocked()
+	}
 }
 
 // flushDeferred is the flush worker's ordering rule (hfi1: sdma_flush flushes the descq ring
