@@ -120,7 +120,8 @@
 // # Errors
 //
 // The kernel's errnos are sentinels: -ENODATA ErrNoData, -EMSGSIZE ErrMsgSize, -ENOSPC
-// ErrMapping, -ENOMEM ErrNoDesc, -EINVAL ErrInvalid, -EBUSY ErrBusy, -ECOMM ErrNotRunning,
+// ErrMapping (from the adds; AHGAlloc's -ENOSPC, no free AHG entry, is ErrBusy: a resource that
+// frees itself, as the ring's room), -ENOMEM ErrNoDesc, -EINVAL ErrInvalid, -EBUSY ErrBusy, -ECOMM ErrNotRunning,
 // -EAGAIN ErrAgain, -EIOCBQUEUED ErrQueued. Typed errors (TxError, ConfigError, HaltError,
 // SinkError) carry detail and match them with errors.Is.
 //
