@@ -3,6 +3,8 @@ package dma
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/splitmix"
 )
 
 // injector decides which map calls fail. All of its state is atomic, so it is safe for concurrent
@@ -57,17 +59,8 @@ func (in *injector) decide() bool {
 		return true
 	}
 	if f := math.Float64frombits(in.frac.Load()); f > 0 {
-		x := splitmix64(in.seed.Load() + in.calls.Add(1)*0x9E3779B97F4A7C15)
+		x := splitmix.Mix(in.seed.Load() + in.calls.Add(1)*splitmix.Gamma)
 		return float64(x>>11)/(1<<53) < f
 	}
 	return false
-}
-
-// splitmix64 is the SplitMix64 finaliser: a cheap, well-mixed hash of a counter.
-func splitmix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xBF58476D1CE4E5B9
-	x ^= x >> 27
-	x *= 0x94D049BB133111EB
-	return x ^ x>>31
 }

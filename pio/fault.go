@@ -3,6 +3,8 @@ package pio
 import (
 	"math"
 	"strconv"
+
+	"github.com/gosdma/gosdma/internal/splitmix"
 )
 
 // FaultPlan makes the chip model halt a context on purpose (the send context errors the kernel
@@ -62,13 +64,6 @@ func (f *faultState) haltNow(n uint64) bool {
 	if f.threshold == 0 {
 		return false
 	}
-	f.rng += 0x9e3779b97f4a7c15
-	return splitmix(f.rng)>>1 < f.threshold
-}
-
-// splitmix is splitmix64's output function (as package sdma's fault plan draws).
-func splitmix(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
+	f.rng += splitmix.Gamma
+	return splitmix.Mix(f.rng)>>1 < f.threshold
 }

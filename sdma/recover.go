@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gosdma/gosdma/desc"
+	"github.com/gosdma/gosdma/internal/splitmix"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 )
 
@@ -360,19 +361,12 @@ func (e *Engine) plannedHalt() *HaltError {
 		return e.injectedHalt(f.haltCause, "injected by FaultPlan.HaltAt")
 	}
 	if f.threshold > 0 {
-		f.rng += 0x9e3779b97f4a7c15
-		x := splitmix(f.rng)
+		f.rng += splitmix.Gamma
+		x := splitmix.Mix(f.rng)
 		if x>>1 < f.threshold {
-			c := CauseNone + 1 + HaltCause(splitmix(x)%uint64(NumHaltCauses-1))
+			c := CauseNone + 1 + HaltCause(splitmix.Mix(x)%uint64(NumHaltCauses-1))
 			return e.injectedHalt(c, "injected by FaultPlan.HaltRate")
 		}
 	}
 	return nil
-}
-
-// splitmix is splitmix64's output function.
-func splitmix(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }

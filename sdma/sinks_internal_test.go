@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gosdma/gosdma/internal/splitmix"
 )
 
 // The in-package tests' sinks: copies of sdmatest's captureSink and faultSink, which this
@@ -68,12 +70,12 @@ type faultSink struct {
 }
 
 func (s *faultSink) Deliver(engine int, segs [][]byte) error {
-	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
+	x := splitmix.Mix(s.Seed + s.n.Add(1)*splitmix.Gamma)
 	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
 		s.stalled.Add(1)
 		time.Sleep(s.Stall)
 	}
-	if s.FailRate > 0 && float64(splitmix(x)>>11)/(1<<53) < s.FailRate {
+	if s.FailRate > 0 && float64(splitmix.Mix(x)>>11)/(1<<53) < s.FailRate {
 		s.failed.Add(1)
 		return ErrInjected
 	}

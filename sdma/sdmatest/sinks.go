@@ -10,6 +10,7 @@ import (
 	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/internal/pcpu"
 	"github.com/gosdma/gosdma/internal/relaxed"
+	"github.com/gosdma/gosdma/internal/splitmix"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -232,12 +233,12 @@ func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
 // draw makes one packet's decisions: it may stall (sleep) and returns sdma.ErrInjected for a
 // packet to fail.
 func (s *FaultSink) draw() error {
-	x := splitmix(s.Seed + s.n.Add(1)*0x9e3779b97f4a7c15)
+	x := splitmix.Mix(s.Seed + s.n.Add(1)*splitmix.Gamma)
 	if s.StallRate > 0 && float64(x>>11)/(1<<53) < s.StallRate {
 		s.stalled.Add(1)
 		time.Sleep(s.Stall)
 	}
-	if s.FailRate > 0 && float64(splitmix(x)>>11)/(1<<53) < s.FailRate {
+	if s.FailRate > 0 && float64(splitmix.Mix(x)>>11)/(1<<53) < s.FailRate {
 		s.failed.Add(1)
 		return sdma.ErrInjected
 	}
@@ -290,10 +291,3 @@ func (s *FaultSink) Failed() uint64 { return s.failed.Load() }
 
 // Stalled returns the number of deliveries it stalled.
 func (s *FaultSink) Stalled() uint64 { return s.stalled.Load() }
-
-// splitmix is splitmix64's output function.
-func splitmix(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
