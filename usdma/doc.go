@@ -60,7 +60,14 @@
 // once seqsubmitted reaches npkts, so its error path keeps the entry). Pinning is registering the vector with the device
 // (sdma.Device.Register): page pieces are added with AddKVAddr, which finds the registration and
 // maps nothing, rather than mapped per packet (sdma_txadd_page's dma_map_page); a vector that
-// cannot be registered is mapped per packet instead.
+// cannot be registered is mapped per packet instead. The pin cache's limit is per queue,
+// Config.PinLimit pages, DefaultPinLimit (the kernel's cache_size default, 256 MB) unless set,
+// with NoPinLimit for none; the kernel's is the cache_size module parameter, shared by every
+// queue's cache. Its test is hfi1_can_pin_pages' cache check (refused when pinned + new pages >
+// limit; evict the new vector's page count, look again only if that much was cleared, else pin
+// anyway); the RLIMIT_MEMLOCK checks before it (the process's pinned_vm, a quarter of the limit
+// shared among the user contexts, skipped with CAP_IPC_LOCK) are not modelled: a Go process
+// registers memory with a simulated device and locks nothing.
 //
 // # Kernel names
 //
@@ -91,5 +98,6 @@
 //	enum hfi1_sdma_comp_state FREE/QUEUED/COMPLETE/ERROR  CompState Free, Queued, Complete, Error
 //	mmu_rb handler, struct sdma_mmu_node                  the pin cache (unexported), PinStats
 //	pin_vector_pages, sdma_rb_evict, hfi1_can_pin_pages   pinning on Submit, LRU eviction, Config.PinLimit
+//	cache_size module parameter (256 MB)                  DefaultPinLimit (pages)
 //	MMU notifier invalidate (sdma_rb_invalidate)          (*PktQ).Invalidate
 package usdma

@@ -37,7 +37,7 @@ import (
 // never per packet.
 type pinCache struct {
 	dev   *sdma.Device
-	limit int // pages; 0: no limit
+	limit int // pages, or NoPinLimit; read-only after New
 
 	mu      sync.Mutex
 	nodes   map[uintptr]*pinNode // live nodes by address (hfi1: the rb tree)
@@ -106,12 +106,12 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 	// hfi1: pin_sdma_pages' retry: while !hfi1_can_pin_pages, sdma_cache_evict(pq, npages)
 	// (target: the new vector's pages, not the excess), looking again only if that much was
 	// cleared; else it pins anyway.
-	for c.limit > 0 && c.pages+np > c.limit {
+	for !c.canPin(np) {
 		if c.evict(np) < np {
 			break
 		}
 	}
-	if c.limit > 0 && c.pages+np > c.limit {
+	if !c.canPin(np) {
 		c.stats.OverLimit++
 	}
 	reg, err := c.dev.Register(buf)
@@ -125,6 +125,13 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 	c.pages += np
 	c.stats.Misses++
 	return n, nil
+}
+
+// canPin reports whether np more pages fit under the limit (hfi1: hfi1_can_pin_pages' cache
+// check, "nlocked + npages > cache_limit_pages" refuses; its RLIMIT_MEMLOCK checks are not
+// modelled). mu held.
+func (c *pinCache) canPin(np int) bool {
+	return c.limit == NoPinLimit || c.pages+np <= c.limit
 }
 
 // put drops a request's reference (hfi1: atomic_dec(&node->refcount) in user_sdma_free_request);

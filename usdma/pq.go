@@ -9,12 +9,24 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 )
 
 // IOWaitTimeout is how long a deferred Submit waits for its queue to be activated before it
 // tries again (hfi1: SDMA_IOWAIT_TIMEOUT, 1000 ms).
 const IOWaitTimeout = time.Second
+
+// DefaultPinLimit is the pin cache's default limit, in pages: 256 MiB of dma.PageSize pages
+// (hfi1: user_pages.c's cache_size module parameter, "Send and receive side cache size limit
+// (in MB)", 256 by default, which hfi1_can_pin_pages turns into cache_limit_pages =
+// cache_size * 1024 * 1024 / PAGE_SIZE). Config.PinLimit 0 picks it.
+const DefaultPinLimit = 256 << 20 / dma.PageSize
+
+// NoPinLimit, as Config.PinLimit, lets the pin cache keep every vector pinned until it is
+// invalidated or the queue closes (the kernel has no such setting: its cache_size is a number
+// of MB, checked on every pin).
+const NoPinLimit = -1
 
 // QState is a packet queue's send state (hfi1: enum pkt_q_sdma_state).
 type QState uint32
@@ -78,9 +90,12 @@ type Config struct {
 	DisableAHG bool
 	// ExtendedPSN makes BTH.PSN 31 bits wide instead of 24 (HFI1_CAP_EXTENDED_PSN).
 	ExtendedPSN bool
-	// PinLimit caps the pages the pin cache keeps pinned (hfi1_can_pin_pages); least recently
-	// used vectors no request holds are evicted first, at least the new vector's page count at a
-	// time (sdma_cache_evict's target). 0 means no limit.
+	// PinLimit caps the pages the pin cache keeps pinned (hfi1_can_pin_pages): a vector that
+	// would take the pinned pages past it (pinned + new > PinLimit) first evicts the least
+	// recently used vectors no request holds, at least the new vector's page count at a time
+	// (sdma_cache_evict's target), and is pinned anyway if that does not make room (the pin
+	// goes over the limit, PinStats.OverLimit). 0 means DefaultPinLimit (the kernel's
+	// cache_size, 256 MB); NoPinLimit means no limit; other negative values are refused.
 	PinLimit int
 	// Timeout is how long a deferred Submit waits for room before it tries again
 	// (SDMA_IOWAIT_TIMEOUT); 0 means IOWaitTimeout.
@@ -214,8 +229,10 @@ func New(cfg Config) (*PktQ, error) {
 		return bad("MTU " + itoa(cfg.MTU) + " out of 64..10240")
 	case cfg.NumVLs < 0 || cfg.NumVLs > sdma.MaxVLs:
 		return bad("NumVLs " + itoa(cfg.NumVLs) + " out of 1..8")
-	case cfg.PinLimit < 0 || cfg.Timeout < 0:
-		return bad("negative PinLimit or Timeout")
+	case cfg.PinLimit < NoPinLimit:
+		return bad("PinLimit " + itoa(cfg.PinLimit) + " is negative and not NoPinLimit (-1)")
+	case cfg.Timeout < 0:
+		return bad("negative Timeout")
 	case cfg.Alloc != nil && reflect.ValueOf(cfg.Alloc).Kind() == reflect.Pointer && reflect.ValueOf(cfg.Alloc).IsNil():
 		return bad("Alloc is a nil pointer in a non-nil interface (use a nil Alloc for the default Slab)")
 	}
@@ -254,7 +271,7 @@ func New(cfg Config) (*PktQ, error) {
 		pq.reqs[i].pq = pq
 		pq.reqs[i].slot = i
 	}
-	pq.pins = pinCache{dev: cfg.Device, limit: cfg.PinLimit, nodes: make(map[uintptr]*pinNode)}
+	pq.pins = pinCache{dev: cfg.Device, limit: or(cfg.PinLimit, DefaultPinLimit), nodes: make(map[uintptr]*pinNode)}
 	if g, ok := pq.alloc.(interface {
 		GetCtx(context.Context) (*TxReq, error)
 	}); ok && pq.alloc.Traits().CanWait {

@@ -129,7 +129,7 @@ func TestNewBadConfig(t *testing.T) {
 		"slots":      {Device: dev, Slots: -1},
 		"mtu":        {Device: dev, MTU: 32},
 		"vls":        {Device: dev, NumVLs: 9},
-		"pin limit":  {Device: dev, PinLimit: -1},
+		"pin limit":  {Device: dev, PinLimit: NoPinLimit - 1},
 	} {
 		_, err := New(cfg)
 		assert.ErrorIs(t, err, ErrInvalid, name)
