@@ -44,7 +44,7 @@ type pinCache struct {
 	lruHead *pinNode             // most recently used
 	lruTail *pinNode             // least recently used: eviction starts here
 	pages   int                  // pages pinned by every node, live or dying (hfi1: pq->n_locked)
-	stuck   []*pinNode           // dead nodes whose registration someone else still uses; retried by Close
+	stuck   []*pinNode           // dead nodes whose registration someone else still uses: added by unmap, taken by Close (invalidateAll), which waits for them without mu
 	stats   PinStats
 }
 
@@ -178,14 +178,19 @@ func (c *pinCache) invalidate(addr uintptr, size int) int {
 	return k
 }
 
-// invalidateAll removes every node (Close).
-func (c *pinCache) invalidateAll() {
+// invalidateAll removes every node (Close) and takes the dead nodes whose registrations
+// someone else still uses out of the cache: the caller waits for them with drainStuck, without
+// mu, so that Stats and Invalidate do not wait for them too.
+func (c *pinCache) invalidateAll() []*pinNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		c.remove(n)
 		c.stats.Invalidations++
 	}
+	stuck := c.stuck
+	c.stuck = nil
+	return stuck
 }
 
 // remove takes n out of the index and the LRU list and unmaps it unless a request holds it.
@@ -227,16 +232,20 @@ func (c *pinCache) deregister(n *pinNode, ctx context.Context) bool {
 	return true
 }
 
-// drainStuck deregisters the nodes whose registrations were still in use, waiting until ctx
-// ends. mu held.
-func (c *pinCache) drainStuck(ctx context.Context) error {
-	for len(c.stuck) > 0 {
-		n := c.stuck[len(c.stuck)-1]
+// drainStuck deregisters stuck, the nodes invalidateAll took whose registrations were still in
+// use, waiting until ctx ends; those left then go back to the cache for the next Close. mu not
+// held: the nodes are out of the cache, the caller's alone (Close, serialised by sendMu).
+func (c *pinCache) drainStuck(ctx context.Context, stuck []*pinNode) error {
+	for len(stuck) > 0 {
+		n := stuck[len(stuck)-1]
 		if err := c.dev.Deregister(ctx, n.reg); err != nil {
+			c.mu.Lock()
+			c.stuck = append(c.stuck, stuck...)
+			c.mu.Unlock()
 			return err
 		}
 		n.reg, n.buf = nil, nil
-		c.stuck = c.stuck[:len(c.stuck)-1]
+		stuck = stuck[:len(stuck)-1]
 	}
 	return nil
 }

@@ -192,6 +192,9 @@ type pqTestHooks struct {
 	// compWindow, if set, is called by Comp between its load of the entry's status and its
 	// load of the errcode.
 	compWindow func()
+	// closeWait, if set, is called by Close once it found cached vectors whose registrations
+	// something else still uses, before it waits for them.
+	closeWait func()
 }
 
 // counters are the queue's statistics, each an atomic counter written where the event
@@ -477,7 +480,9 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 
 // Close shuts the queue (hfi1: hfi1_user_sdma_free_queues): new Submits get ErrClosed, a Submit
 // in progress finishes, Close waits until every packet in flight completed and every request
-// ended (its slot COMPLETE or ERROR), then unpins every cached vector. It returns ctx's error
+// ended (its slot COMPLETE or ERROR), then unpins every cached vector, waiting for a vector's
+// registration that txreqs other than the queue's still use (Stats and Invalidate run
+// meanwhile: the wait is made without the pin cache's lock). It returns ctx's error
 // if ctx ends first (the queue is closed to new requests either way; call Close again to finish
 // the wait). Packets in flight complete only as the engine runs them: close the device to
 // abort them instead.
@@ -509,8 +514,11 @@ func (pq *PktQ) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	pq.pins.invalidateAll()
-	pq.pins.mu.Lock()
-	defer pq.pins.mu.Unlock()
-	return pq.pins.drainStuck(ctx)
+	// The wait for registrations something else still uses is made without the cache's lock:
+	// Stats and Invalidate run meanwhile.
+	stuck := pq.pins.invalidateAll()
+	if pq.test != nil && pq.test.closeWait != nil && len(stuck) > 0 {
+		pq.test.closeWait()
+	}
+	return pq.pins.drainStuck(ctx, stuck)
 }

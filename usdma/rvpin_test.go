@@ -3,6 +3,7 @@ package usdma
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,81 @@ func TestPinLimitDefault(t *testing.T) {
 	assert.Equal(t, n, st.Nodes)
 	assert.Zero(t, st.Evictions)
 	assert.Zero(t, st.OverLimit)
+}
+
+// TestStatsAndInvalidateWhileCloseWaits: PktQ's doc says Stats and Invalidate may run alongside
+// the queue's other calls. Close waits for a cached vector's registration that someone else's
+// txreq still uses (the engine must not read unregistered memory); it held the pin cache's lock
+// across that wait, so Stats and Invalidate blocked until Close's context ended. They return
+// while Close waits, and Close returns once the use is gone.
+func TestStatsAndInvalidateWhileCloseWaits(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t)})
+	pq := testQueue(t, Config{Device: dev})
+	waiting := make(chan struct{})
+	pq.test = &pqTestHooks{closeWait: func() {
+		select {
+		case <-waiting: // the cleanup's Close, after a failure
+		default:
+			close(waiting)
+		}
+	}}
+	buf := make([]byte, 2*dma.PageSize)
+	v := buf[dma.PageSize-addrOf(buf)%dma.PageSize:][:dma.PageSize]
+	info, hdr := Message(0, 4096, testTemplate, v)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 0))
+	require.Zero(t, pq.Stats().Pins.Unregistered, "the vector is registered")
+
+	// Someone else's txreq uses the cached vector's registration.
+	tx := new(sdma.TxReq)
+	require.NoError(t, tx.Init(0, len(v), nil))
+	require.NoError(t, tx.AddKVAddr(dev, v))
+	defer func() { _ = tx.Clean() }() // on a failure: before the cleanup's Close
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends Close's wait if the test fails first
+	closed := make(chan error, 1)
+	go func() { closed <- pq.Close(ctx) }()
+	select {
+	case <-waiting:
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) without waiting for the registration in use", err)
+	}
+
+	// guard bounds a call that must not wait for Close: it fails the test, and ends Close's wait,
+	// if the call has not returned after a generous time (it returns at once when right).
+	guard := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+			t.Fatalf("%s blocked while Close waits for the registration in use", what)
+		}
+	}
+	var st Stats
+	guard("Stats", func() { st = pq.Stats() })
+	assert.Zero(t, st.Pins.Nodes)
+	assert.EqualValues(t, 1, st.Pins.Invalidations)
+	guard("Invalidate", func() { assert.Zero(t, pq.Invalidate(v)) })
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the registration is in use", err)
+	default:
+	}
+
+	// Close's context ends: it returns its error and keeps the registration for the next Close,
+	// which returns once the use ends.
+	cancel()
+	require.ErrorIs(t, <-closed, context.Canceled)
+	go func() { closed <- pq.Close(context.Background()) }()
+	require.NoError(t, tx.Clean()) // the use ends: Close deregisters and returns
+	require.NoError(t, <-closed)
+	assert.Zero(t, pq.Stats().Pins.Pages)
+	assert.Empty(t, pq.pins.stuck)
 }
