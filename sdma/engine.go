@@ -782,11 +782,30 @@ func (e *Engine) publish(w *IOWait, src *txSource, k int, res *ring.Reservation)
 // afterPublish runs after every Publish to an engine whose goroutine parks: the doorbell. (A
 // send that raced a halt or a close needs nothing here: the sw clean waited for its Publish, see
 // sendBatch and quiesce, and aborted it.)
+//
+// The producer's half of the Dekker pair is the tail store then the load of hwSleeping. On
+// amd64 the store is an XCHG, a full fence, so a plain load follows. Elsewhere the store is a
+// store-release (arm64's STLR), and the load is made a read-modify-write (Swap, clearing the
+// flag: the goroutine sets it again before it next parks), which no emulator lets pass the
+// store: qemu-aarch64 on an x86 host translates STLR then LDAR into a store and a load that the
+// host reorders, so that the producer read the flag clear while the goroutine, having set it,
+// read the old tail and parked with the packets unread (usdma's
+// TestBoundedAllocatorCloseAndCtxRace hung in Close, 1 run in 2-6 under qemu).
 func (e *Engine) afterPublish() {
-	if e.hwSleeping.Load() {
+	if tailStoreFences {
+		if e.hwSleeping.Load() {
+			e.ringBell()
+		}
+		return
+	}
+	if e.hwSleeping.Swap(false) {
 		e.ringBell()
 	}
 }
+
+// tailStoreFences says that the ring's seq-cst tail store is a full fence (XCHG on amd64), so
+// that afterPublish's load of hwSleeping cannot pass it.
+const tailStoreFences = runtime.GOARCH == "amd64"
 
 // ringBell wakes a parked hardware goroutine; it never blocks.
 func (e *Engine) ringBell() {

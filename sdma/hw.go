@@ -870,7 +870,10 @@ func (e *Engine) spin(waitTail uint64, limit, yieldMask int) bool {
 // afterPublish): one of the two sees the other. A busy-polling goroutine never parks, and its
 // producers skip the doorbell (Engine.parks).
 func (e *Engine) park(waitTail uint64) {
-	e.hwSleeping.Store(true)
+	// A Swap, not a Store: a read-modify-write, so that the re-check's load of the tail cannot
+	// pass it even where a store-release and a load-acquire are reordered (qemu-aarch64 on an
+	// x86 host; see afterPublish). On amd64 both are the same XCHG.
+	e.hwSleeping.Swap(true)
 	if e.ring.Tail() != waitTail || e.pending.Load() != 0 || e.stopping.Load() {
 		e.hwSleeping.Store(false)
 		return
