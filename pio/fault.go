@@ -40,13 +40,7 @@ type faultState struct {
 
 // newFaultState readies p for the context of index idx.
 func newFaultState(p FaultPlan, idx int) faultState {
-	f := faultState{plan: p, rng: p.Seed + uint64(idx)}
-	if p.HaltRate > 0 {
-		f.threshold = uint64(p.HaltRate * (1 << 63))
-		if p.HaltRate >= 1 {
-			f.threshold = 1<<63 + 1
-		}
-	}
+	f := faultState{plan: p, rng: p.Seed + uint64(idx), threshold: splitmix.Threshold(p.HaltRate)}
 	f.active = p.HaltAt > 0 || p.HaltEvery > 0 || f.threshold > 0
 	return f
 }
@@ -64,6 +58,5 @@ func (f *faultState) haltNow(n uint64) bool {
 	if f.threshold == 0 {
 		return false
 	}
-	f.rng += splitmix.Gamma
-	return splitmix.Mix(f.rng)>>1 < f.threshold
+	return splitmix.Next(&f.rng)>>1 < f.threshold
 }

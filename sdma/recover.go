@@ -341,12 +341,7 @@ func (e *Engine) setFaultsLocked(p faultPlan) {
 	if f.haltCause == CauseNone {
 		f.haltCause = CauseHalt
 	}
-	if p.HaltRate > 0 {
-		f.threshold = uint64(p.HaltRate * (1 << 63))
-		if p.HaltRate >= 1 {
-			f.threshold = 1<<63 + 1
-		}
-	}
+	f.threshold = splitmix.Threshold(p.HaltRate)
 	f.active = f.haltAt > 0 || f.threshold > 0
 	e.hw.faults = f
 }
@@ -361,8 +356,7 @@ func (e *Engine) plannedHalt() *HaltError {
 		return e.injectedHalt(f.haltCause, "injected by FaultPlan.HaltAt")
 	}
 	if f.threshold > 0 {
-		f.rng += splitmix.Gamma
-		x := splitmix.Mix(f.rng)
+		x := splitmix.Next(&f.rng)
 		if x>>1 < f.threshold {
 			c := CauseNone + 1 + HaltCause(splitmix.Mix(x)%uint64(NumHaltCauses-1))
 			return e.injectedHalt(c, "injected by FaultPlan.HaltRate")

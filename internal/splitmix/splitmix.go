@@ -14,3 +14,21 @@ func Mix(z uint64) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
+
+// Threshold scales a probability to the bound a draw is compared with: Next(&s)>>1 < Threshold(p)
+// holds with probability p (0 for p <= 0; every draw for p >= 1).
+func Threshold(p float64) uint64 {
+	switch {
+	case p <= 0:
+		return 0
+	case p >= 1:
+		return 1<<63 + 1
+	}
+	return uint64(p * (1 << 63))
+}
+
+// Next advances the generator state *s by Gamma and returns its next output.
+func Next(s *uint64) uint64 {
+	*s += Gamma
+	return Mix(*s)
+}

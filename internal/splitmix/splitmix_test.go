@@ -14,3 +14,21 @@ func TestMixKnownOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestThreshold: the bounds (0 never hits, 1 always) and a rate's share of draws.
+func TestThreshold(t *testing.T) {
+	var s uint64
+	hits := 0
+	for range 100000 {
+		x := Next(&s) >> 1
+		if x < Threshold(0) || x >= Threshold(1) {
+			t.Fatalf("draw %#x: rate 0 hit or rate 1 missed", x)
+		}
+		if x < Threshold(0.25) {
+			hits++
+		}
+	}
+	if hits < 24000 || hits > 26000 {
+		t.Fatalf("rate 0.25: %d hits of 100000", hits)
+	}
+}
