@@ -38,7 +38,8 @@ type Registrar interface {
 	// ends first returns an error matching ctx's and leaves the outcome to the others. So exactly
 	// one of any number of Deregisters of r returns nil, once no use is in flight.
 	//
-	// A registration of another mapper, or one deregistered already, is ErrNotMapped.
+	// A registration of another mapper, or one deregistered already, is ErrNotMapped; a nil ctx
+	// is ErrInvalid (whether or not a use is in flight), and changes nothing.
 	Deregister(ctx context.Context, r *Registration) error
 	// Registered returns the live registration holding all of buf, or nil (not registered, only
 	// partly, or being deregistered). It takes no lock and does not allocate.
@@ -523,6 +524,9 @@ func (c *core) Register(buf []byte, dir Direction) (*Registration, error) {
 
 // Deregister undoes Register once no use is in flight (see Registrar).
 func (c *core) Deregister(ctx context.Context, r *Registration) error {
+	if ctx == nil {
+		return fmt.Errorf("dma: deregister: nil context: %w", ErrInvalid)
+	}
 	if r == nil || r.owner != c {
 		return fmt.Errorf("dma: deregister of a registration of another mapper: %w", ErrNotMapped)
 	}

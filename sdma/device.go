@@ -534,8 +534,11 @@ func (e *Engine) closeEngine() {
 // Shutdown itself while it waits. Shutdowns that run at once all drain, each bounded by its own
 // ctx (the first to give up runs Close for all). Like Close, it is refused (ErrInvalid, nothing
 // changed) on an engine's own goroutine and from a callback that a call runs on its own goroutine
-// (see Close).
+// (see Close), and so is a nil ctx.
 func (dev *Device) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Shutdown") // refused at once: nothing drained, nothing closed
+	}
 	if err := dev.ownPass("Shutdown"); err != nil {
 		return err
 	}

@@ -860,9 +860,12 @@ func (e *Engine) flushFront(w *IOWait, src *txSource) error {
 // callers, built on the iowait protocol (the waiter parks on the engine's wait list and the
 // completion pass wakes it). It returns nil once tx is in flight, ctx's error if ctx ended first
 // (tx is then still the caller's), and Send's other errors (ErrInvalid, ErrNotRunning,
-// ErrClosed) as they are. On a Manual engine or one with CompletePoll, SendWait drives the
+// ErrClosed) as they are; a nil ctx is ErrInvalid (tx not sent). On a Manual engine or one with CompletePoll, SendWait drives the
 // engine itself while it waits (Process and Poll). The fast path does not allocate.
 func (e *Engine) SendWait(ctx context.Context, tx *TxReq) error {
+	if ctx == nil {
+		return errNilContext("SendWait")
+	}
 	var bw *blockWaiter
 	var host uint64 // the registration as a host (host.go) while SendWait drives e or gives back a wakeup
 	defer func() {

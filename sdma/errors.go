@@ -17,3 +17,8 @@ var (
 	ErrClosed     = errors.New("sdma: device closed")
 	ErrHalted     = errors.New("sdma: engine halted")
 )
+
+// errNilContext is the answer of an entry point that takes a context to a nil one: ErrInvalid,
+// given before anything else is done (the call changes nothing). A nil ctx would otherwise panic,
+// and only when the call had to wait.
+func errNilContext(op string) error { return txErr(op, ErrInvalid, "nil context") }

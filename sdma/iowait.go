@@ -166,8 +166,12 @@ func (w *IOWait) sdmaDec() bool {
 	return true
 }
 
-// Drain waits until w has no txreq in flight, or ctx is done (hfi1: iowait_sdma_drain).
+// Drain waits until w has no txreq in flight, or ctx is done (hfi1: iowait_sdma_drain). A nil
+// ctx is ErrInvalid, whether or not a txreq is in flight.
 func (w *IOWait) Drain(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("IOWait.Drain")
+	}
 	for {
 		w.drainMu.Lock()
 		if w.busy.Load() == 0 {

@@ -46,7 +46,8 @@ func (dev *Device) Register(buf []byte) (*dma.Registration, error) {
 // over the wait under its own context. Concurrent Deregisters of one registration wait for the
 // outcome of the one that waits for the packets: exactly one returns nil, the others
 // dma.ErrNotMapped (deregistered already) or, if their ctx ends first, an error matching it. A
-// registration deregistered already is dma.ErrNotMapped.
+// registration deregistered already is dma.ErrNotMapped; a nil ctx is dma.ErrInvalid (nothing
+// changed).
 func (dev *Device) Deregister(ctx context.Context, r *dma.Registration) error {
 	if dev.regs == nil {
 		return txErr("Deregister", ErrInvalid, "the mapper does not register memory")

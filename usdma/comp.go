@@ -102,9 +102,12 @@ type waiter struct {
 // Wait blocks until the request on slot has ended, or ctx is done, and returns its outcome:
 // nil for Complete, a *CompError (matching ErrFault, and the first cause) for Error. A slot
 // that has already ended returns at once with the outcome of its last request; a slot never
-// used is ErrSlotFree; an out-of-range slot ErrInvalid. Safe for concurrent use; each call
+// used is ErrSlotFree; an out-of-range slot, or a nil ctx, ErrInvalid. Safe for concurrent use; each call
 // that has to wait allocates its wake-up.
 func (pq *PktQ) Wait(ctx context.Context, slot int) error {
+	if ctx == nil {
+		return reqErr(slot, ErrInvalid, "nil context")
+	}
 	if slot < 0 || slot >= len(pq.comps) {
 		return reqErr(slot, ErrInvalid, "slot out of 0.."+itoa(len(pq.comps)-1))
 	}

@@ -3,6 +3,7 @@ package usdma
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -485,8 +486,11 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // meanwhile: the wait is made without the pin cache's lock). It returns ctx's error
 // if ctx ends first (the queue is closed to new requests either way; call Close again to finish
 // the wait). Packets in flight complete only as the engine runs them: close the device to
-// abort them instead.
+// abort them instead. A nil ctx is ErrInvalid, and the queue stays open.
 func (pq *PktQ) Close(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
+	}
 	pq.closed.Store(true)
 	pq.activate(nil, 0) // a deferred Submit stops waiting and sees the close
 	if w := pq.txWait.Load(); w != nil {

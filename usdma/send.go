@@ -93,12 +93,16 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 //
 // If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
 // no txreq could be had, a packet already completed aborted), Submit returns the error; the slot
-// still ends exactly once, ERROR, when the packets already handed over complete. ctx bounds only
+// still ends exactly once, ERROR, when the packets already handed over complete. A nil ctx is
+// ErrInvalid before the slot is claimed (the slot is untouched). ctx bounds only
 // the waits for ring room and for txreqs; a request cut short by ctx ends ERROR too. Room comes only as the engine runs: on
 // a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
 // while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
 // its interrupts do for the kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
+	if ctx == nil {
+		return reqErr(int(info.CompIdx), ErrInvalid, "nil context") // before the slot is claimed
+	}
 	if info.bad != nil {
 		return info.bad // Message could not fit a value in ReqInfo's 16-bit fields
 	}
