@@ -78,6 +78,9 @@
 // taken, hands out a never-used object while another goroutine is moving free objects between a
 // P and the depot.
 //
+// A nil *Slab, *List or *Pool is not an allocator: its methods panic, as on any nil pointer
+// (the zero values are: see each type).
+//
 // # Zero allocation
 //
 // In steady state Get and Put allocate nothing on any of the three (tests assert it with

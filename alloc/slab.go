@@ -18,7 +18,9 @@ type SlabConfig[T any] struct {
 	MaxSlabs int
 	// Init, if not nil, runs once on every object when its slab is created (the ctor argument of
 	// kmem_cache_create). If it panics, the slab is not created: the Get that grew panics on,
-	// and the Slab is as it was.
+	// and the Slab is as it was. It runs inside that Get, with the Slab's grow lock held: it must
+	// not call the Slab itself (a Get that has to grow would wait for that lock for ever), as a
+	// ctor must not allocate from its own cache.
 	Init func(*T)
 	// Reset, if not nil, runs on every object Put gives back, before it can be handed out again.
 	// If it panics, the Put is undone (the object stays in use) and the panic goes on.
