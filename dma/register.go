@@ -204,7 +204,9 @@ func (r *Registration) Dir() Direction { return r.dir }
 func (r *Registration) Live() bool { return r.owner != nil && r.state.Load() == regLive }
 
 // AddrOf returns the bus address of b's first byte if b lies wholly inside the registered memory:
-// arithmetic on immutable fields, no lock, no allocation.
+// arithmetic on immutable fields, no lock, no allocation. It answers the same after Deregister
+// (and during it), when the address no longer translates (a descriptor carrying it halts the
+// engine with a read fault): hold a use (Acquire) across the address's use, or check Live.
 func (r *Registration) AddrOf(b []byte) (Addr, bool) {
 	p := sliceAddr(b)
 	if len(b) == 0 || len(b) > len(r.buf) || p < r.cpu || p-r.cpu > uintptr(len(r.buf)-len(b)) {
