@@ -13,6 +13,9 @@ import "math/bits"
 // AHG_COPY into it; because the engine processes descriptors in ring order, an entry may be
 // freed as soon as the last packet using it is in the ring (user_sdma frees it then).
 func (e *Engine) AHGAlloc() (int, error) {
+	if e == nil {
+		return -1, txErr("AHGAlloc", ErrInvalid, "nil engine")
+	}
 	for {
 		old := e.ahgBits.Load()
 		if old == ^uint32(0) {
@@ -26,9 +29,12 @@ func (e *Engine) AHGAlloc() (int, error) {
 }
 
 // AHGFree gives back an entry AHGAlloc returned (hfi1: sdma_ahg_free). An index outside
-// 0..31, or an entry that is not allocated, is ErrInvalid and changes nothing (the kernel
-// ignores a negative index and clears the bit regardless).
+// 0..31, an entry that is not allocated, or a nil engine is ErrInvalid and changes nothing (the
+// kernel ignores a nil engine or an index outside 0..31 and clears the bit regardless).
 func (e *Engine) AHGFree(entry int) error {
+	if e == nil {
+		return txErr("AHGFree", ErrInvalid, "nil engine")
+	}
 	if entry < 0 || entry > MaxAHGEntry {
 		return txErr("AHGFree", ErrInvalid, "AHG entry "+itoa(entry)+" out of 0.."+itoa(MaxAHGEntry))
 	}
@@ -43,5 +49,10 @@ func (e *Engine) AHGFree(entry int) error {
 	}
 }
 
-// AHGInUse returns the number of AHG entries allocated now.
-func (e *Engine) AHGInUse() int { return bits.OnesCount32(e.ahgBits.Load()) }
+// AHGInUse returns the number of AHG entries allocated now (0 for a nil engine).
+func (e *Engine) AHGInUse() int {
+	if e == nil {
+		return 0
+	}
+	return bits.OnesCount32(e.ahgBits.Load())
+}

@@ -104,3 +104,17 @@ func TestAHG64ByteHeader(t *testing.T) {
 	require.Len(t, pk, 2)
 	assert.Equal(t, append(want, payload...), pk[1])
 }
+
+// TestAHGNilEngine: the kernel's sdma_ahg_alloc returns -EINVAL for a NULL engine and
+// sdma_ahg_free ignores one; AHGAlloc and AHGFree on a nil *Engine panicked with a nil
+// dereference. They return ErrInvalid, and AHGInUse reports 0.
+func TestAHGNilEngine(t *testing.T) {
+	var e *Engine
+	assert.NotPanics(t, func() {
+		i, err := e.AHGAlloc()
+		assert.ErrorIs(t, err, ErrInvalid)
+		assert.Equal(t, -1, i)
+		assert.ErrorIs(t, e.AHGFree(0), ErrInvalid)
+		assert.Zero(t, e.AHGInUse())
+	})
+}
