@@ -668,6 +668,7 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 			case sdmatest.S99Running, sdmatest.S80HwFreeze, sdmatest.S82FreezeSwClean:
 				m.swClean(me) // e00 there: s00 with the sw clean; from s20 and s00 none
 			}
+			m.flushList(me) // and Stop runs the flush worker's work (from s20 and s00 too)
 			me.st, me.goRun = sdmatest.S00HwDown, false
 		case k < 89:
 			err := me.e.Start()
@@ -695,6 +696,9 @@ func runFaultSoakManual(t *testing.T, seed uint64, steps int, batch bool) {
 			m.logf("e%d: RaiseEvent(%v) in %v: %v", idx, ev, me.st, err)
 			require.NoError(t, err)
 			m.raiseModel(me, ev)
+			if ev == sdmatest.E00GoHwDown {
+				m.flushList(me) // as Stop: the flush worker's work
+			}
 		case k < 96:
 			linkDown := rng.IntN(2) == 0
 			err := sdmatest.FreezeNotify(dev, linkDown)

@@ -213,6 +213,13 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 		return e.goneEvent(ev, cause)
 	}
 	e.raise(ev, cause, nil)
+	if ev == sm.E00GoHwDown {
+		// Stop's promise from every state: the table's e00 from s00, s10, s15 or s20 runs no sw
+		// clean (sdma_sw_tear_down only), leaving the flush list and the parked waiters to the
+		// flush worker (sdma_field_flush), which a Manual engine runs only at its next Process
+		// or Poll. Run it now (the ring is empty in s00: nothing to defer it for).
+		e.runFlushHW()
+	}
 	return nil
 }
 

@@ -369,3 +369,33 @@ func TestSwCleanWaitsForReservedPublishConcurrent(t *testing.T) {
 	sendsAgain(t, dev, e) // the engine runs again: a new packet completes OK
 	require.NoError(t, dev.Close())
 }
+
+// TestStopFromIdleOrDownCompletesFlushList: Stop promises that everything in flight completes
+// (the flush list aborted) and that waiters are woken before it returns. From s20 or s00 the
+// table does only sdma_sw_tear_down (no sw clean), so on a Manual engine a txreq sent to the
+// flush list stayed uncompleted and a parked waiter stayed parked after Stop, until the next
+// Process or Poll (or Start). Stop now runs the flush worker's work itself.
+func TestStopFromIdleOrDownCompletesFlushList(t *testing.T) {
+	for _, path := range [][]sm.Event{{sm.E70GoIdle}, {sm.E00GoHwDown}} {
+		dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+		e := dev.Engine(0)
+		for _, ev := range path {
+			require.NoError(t, e.event(ev, "setup"))
+		}
+		var c completions
+		tx := new(TxReq)
+		engTestBuild(t, dev, tx, 0, engTestPattern(8, 1), &c)
+		require.ErrorIs(t, e.Send(nil, tx, false), ErrNotRunning)
+		woken := 0
+		var w IOWait
+		w.Init(nil, func(_ *IOWait, _ int) { woken++ }, nil)
+		require.True(t, must(e.QueueWait(&w, 1, true)))
+
+		require.NoError(t, e.Stop())
+		assert.Equal(t, sm.S00HwDown, e.state())
+		st, ok := c.status(tx)
+		assert.True(t, ok && st == StatusAborted, "from %v: flush-list txreq after Stop: %v %v", path, st, ok)
+		assert.Equal(t, 1, woken, "from %v: parked waiter woken by Stop", path)
+		require.NoError(t, dev.Close())
+	}
+}
