@@ -6,13 +6,15 @@ import (
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 )
 
-// State is an SDMA engine state (hfi1: enum sdma_states); its String is the kernel's name
-// (sdma_state_names), e.g. "s99_running". The table in package sdma's documentation says what
-// each event does in each state.
+// State is an SDMA engine state (hfi1: enum sdma_states); its String is the kernel's enumerator
+// name without its sdma_state_ prefix, e.g. "s99_running" for sdma_state_s99_running (the
+// kernel's sdma_state_names prints "s99_Running"). The table in package sdma's documentation
+// says what each event does in each state.
 type State = sm.State
 
 // Event is an input to the engine state machine (hfi1: enum sdma_events); its String is the
-// kernel's name (sdma_event_names), e.g. "e30_go_running".
+// kernel's enumerator name without its sdma_event_ prefix, e.g. "e30_go_running" for
+// sdma_event_e30_go_running (the kernel's sdma_event_names prints "e30_GoRunning").
 type Event = sm.Event
 
 // The eleven engine states of hfi1's sdma.c.
