@@ -454,9 +454,10 @@ func (e *Engine) Poll() int {
 
 // ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
 // (hfi1: sdma_engine_progress_schedule, which forces the progress interrupt). The pass runs on
-// the caller's goroutine, unless one is running already. It reports whether it ran one.
+// the caller's goroutine, unless one is running already. It reports whether it ran one; a nil
+// engine runs none (the kernel returns at once for a NULL engine).
 func (e *Engine) ProgressSchedule() bool {
-	if e.ring.InProcess() < e.ring.Size()/8 {
+	if e == nil || e.ring.InProcess() < e.ring.Size()/8 {
 		return false
 	}
 	if !e.tryLockHead() {
