@@ -166,9 +166,9 @@ func validateSink(v sinkValidator) (err error) {
 // interrupts they ask for, and returns the number of packets delivered. If the engine halts
 // during the pass, the error is the *HaltError (matching ErrHalted): by then the engine has
 // recovered (the ring's remainder completed aborted, the ring restarted) and the next Process
-// goes on. An engine that is not in s99 returns ErrNotRunning, a closed device ErrClosed. Process
-// is how a Manual engine is driven; it is safe to call concurrently with anything (one hardware
-// pass runs at a time), but not from a txreq callback, a wakeup or a Sink.
+// goes on. An engine that is not in s99 returns an error matching ErrNotRunning, a closed device
+// ErrClosed. Process is how a Manual engine is driven; it is safe to call concurrently with
+// anything (one hardware pass runs at a time), but not from a txreq callback, a wakeup or a Sink.
 func (e *Engine) Process() (int, error) {
 	n, _, err := e.process()
 	return n, err
@@ -191,7 +191,7 @@ func (e *Engine) process() (int, uint64, error) {
 	}
 	if e.sm.cur != sm.S99Running { // the chip consumes only while running
 		e.hw.waitTail = r.Tail() // a state change rings the doorbell (apply)
-		return e.passDone(0, ErrNotRunning)
+		return e.passDone(0, errProcessNotRunning)
 	}
 	head := e.hw.head
 	tail := r.Tail()

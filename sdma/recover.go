@@ -255,11 +255,19 @@ func (e *Engine) injectHalt(c HaltCause) error {
 		return ErrClosed
 	}
 	if e.sm.cur != sm.S99Running {
-		return ErrNotRunning
+		return errInjectNotRunning // not the bare ErrNotRunning: nothing was flushed
 	}
 	e.halt(e.injectedHalt(c, "injected by InjectHalt"))
 	return nil
 }
+
+// errInjectNotRunning is InjectHalt's refusal of an engine that is not running, and
+// errProcessNotRunning Process's answer there: both match ErrNotRunning, whose own text ("txreq
+// flushed") is Send's.
+var (
+	errInjectNotRunning  = &TxError{Op: "InjectHalt", Reason: "engine not running: nothing to halt", Err: ErrNotRunning}
+	errProcessNotRunning = &TxError{Op: "Process", Reason: "engine not running: the hardware reads nothing", Err: ErrNotRunning}
+)
 
 // injectedHalt builds the record of an injected halt at the hardware's head. hwMu held.
 func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {

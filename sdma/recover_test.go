@@ -399,3 +399,21 @@ func TestStopFromIdleOrDownCompletesFlushList(t *testing.T) {
 		require.NoError(t, dev.Close())
 	}
 }
+
+// TestNotRunningErrorsSayWhat: InjectHalt and Process on an engine that is not running returned
+// the bare ErrNotRunning, "engine not running; txreq flushed", Send's answer: nothing was
+// flushed (no txreq is involved). They still match ErrNotRunning, and name the call.
+func TestNotRunningErrorsSayWhat(t *testing.T) {
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	e := dev.Engine(0)
+	require.NoError(t, e.Stop())
+	ierr := e.injectHalt(CauseHalt)
+	_, perr := e.Process()
+	for name, err := range map[string]error{"InjectHalt": ierr, "Process": perr} {
+		assert.ErrorIs(t, err, ErrNotRunning, name)
+		if err != nil {
+			assert.NotContains(t, err.Error(), "flushed", name)
+			assert.Contains(t, err.Error(), name, name)
+		}
+	}
+}
