@@ -7,6 +7,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // The completion side.
@@ -24,7 +25,7 @@ import (
 // otherwise) with headMu held: they must not block, and must not call Poll, Process or
 // ProgressSchedule. Device.Close, Shutdown and Event refuse with ErrInvalid when called from them
 // on the engine's goroutine or on a host's (host.go: every call that runs a pass but Process and
-// Poll). They may Send.
+// Poll of a Manual engine). They may Send.
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.
@@ -440,17 +441,51 @@ func (e *Engine) wakeAllLocked() {
 // is harmless. It waits for a pass already running to end (on a Manual engine also for a
 // Process). Not from a callback.
 func (e *Engine) Poll() int {
+	if !e.manual {
+		return e.pollDirect()
+	}
 	if e.pending.Load() != 0 { // the word as a whole, as process tests it: one compare, no mask
 		e.runFlush()
 	}
-	// The pass under the head lock, with no call but the pass's (lockHead's and Lock's fast
-	// paths inline here).
-	l := e.headLock()
-	l.Lock()
+	// The pass under the head lock (hwMu on a Manual engine), with no call but the pass's (Lock's
+	// fast path inlines here).
+	e.hwMu.Lock()
 	n := e.progressLocked()
-	l.Unlock()
+	e.hwMu.Unlock()
 	return n
 }
+
+// pollDirect is Poll of an engine with a goroutine: its flush and its pass run with the caller
+// recorded as the head lock's holder (pollG), so that a callback of theirs that calls Close,
+// Shutdown or an event is refused (ownPass) and one that calls runtime.Goexit has the head lock
+// released (callerExited). A pass with nothing to complete (the written-back head at swHead, read
+// under the lock) runs no callback: it is the empty pass, without the gid, which costs
+// microseconds where the build has no getg (gid).
+func (e *Engine) pollDirect() int {
+	if e.pending.Load()&pendFlush != 0 && !e.flushDeferred() {
+		e.headMu.Lock()
+		e.setPollG(gid())
+		e.flushWorker()
+		e.setPollG(0)
+		e.headMu.Unlock()
+	}
+	e.headMu.Lock()
+	n := 0
+	if r := e.ring; !canBias && r.HWHead() == r.SwHead() {
+		r.BeginWrite() // progressPass with nothing to walk: the pass still counts as progress
+		e.stats.passes.Add(1)
+		r.EndWrite()
+	} else {
+		e.setPollG(gid())
+		n = e.progressLocked()
+		e.setPollG(0)
+	}
+	e.headMu.Unlock()
+	return n
+}
+
+// setPollG records g as the direct Poll's head-lock holder (pollG). Head lock held.
+func (e *Engine) setPollG(g uint64) { relaxed.StoreRelease64(&e.pollG, g) }
 
 // ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
 // (hfi1: sdma_engine_progress_schedule, which forces the progress interrupt). The pass runs on

@@ -181,9 +181,18 @@ type Engine struct {
 	// (flushLocked); guarded by the head lock.
 	flushing TxList
 	// hosts are the goroutines that run this engine's passes in a call of their own (Stop,
-	// SendWait, ...), for Close and the events to refuse a call from a callback such a pass runs
-	// (host.go). Written by those calls (add, remove); read by Close, Shutdown and the events.
+	// SendWait, a direct Process of an engine with a goroutine, ...), for Close and the events to
+	// refuse a call from a callback such a pass runs (host.go). Written by those calls (add,
+	// remove); read by Close, Shutdown and the events.
 	hosts hostSet
+	// pollG is the gid (host.go) of the goroutine that runs a direct Poll's pass of an engine with
+	// a goroutine (pollDirect), 0 while none: Poll's cheaper registration as a host (hostHead),
+	// for the same refusals. Written (store-release, a plain MOV on amd64) only by the head
+	// lock's holder, set after it takes the lock and cleared before it releases it (or by the
+	// handler of a callback's runtime.Goexit, callerExited); read (atomic load) by ownPass and
+	// callerExited, which compare it with their own gid: a goroutine sees its own last store, and
+	// no other goroutine stores its gid, so the answer is exact without the lock.
+	pollG atomic.Uint64
 
 	_ [lineSize]byte
 

@@ -32,9 +32,9 @@ import "github.com/gosdma/gosdma/sdma/internal/sm"
 // On another goroutine (a caller's Process), a Sink's Goexit releases hwMu in the handler itself
 // (no deferred call of the library's is below it) and halts the engine the same way, which then
 // recovers with Stop and Start. A callback's Goexit on a caller's goroutine is handled by
-// callerExited where the call is known (a host's registration, or a direct Process or Poll of a
-// Manual engine), and left holding the locks otherwise (a direct Process or Poll of an engine
-// with a goroutine).
+// callerExited, which knows the call from its host registration (a direct Process of an engine
+// with a goroutine registers too, and a direct Poll of one records itself in pollG), or, with
+// none, as a direct Process or Poll of a Manual engine.
 
 // hwExit is what a Goexit in a Sink or callback left to do, recorded by the call helper that saw
 // it for the release (exitRelease). Guarded by hwMu (e.hw.exit): written by the handler of a
@@ -132,23 +132,27 @@ func (e *Engine) callbackExited(what string, w *IOWait) {
 
 // callerExited is callbackExited on a caller's goroutine, which ends in the pass of the call that
 // runs it: what the goroutine holds is known from that call's host registration (host.go:
-// hostKind), or, with none, the call is a direct Process or Poll, which on a Manual engine hold
-// the head lock only (hwMu there). It closes the write section if open and releases the head
+// hostKind; pollG for a direct Poll of an engine with a goroutine), or, with none, the call is a
+// direct Process or Poll of a Manual engine, which hold the head lock only (hwMu there). It closes the write section if open and releases the head
 // lock (hwMu of a Process on a Manual engine included); an event's hwMu is its deferred unlock's.
 // The engine goes on (the pass stopped after a completed step: the next one finds the rest), or,
 // for a Goexit in an event's recovery or a Process's halt, is left in the state the chain reached,
 // which the next Stop and Start (or Close) cleans up; the Goexit is recorded as a CallbackError.
-// (A Goexit in Close's clean leaves the rest of Close undone: the next Close does it.) Not
-// handled, the locks staying held: a direct Process or Poll of an engine with a goroutine (which
-// of hwMu and headMu the goroutine holds is not recorded on that path). Then it runs the
-// callbacks the Goexit kept from running, deferred (see exitRelease).
+// (A Goexit in Close's clean leaves the rest of Close undone: the next Close does it.) A direct
+// Process of an engine with a goroutine is a host (hostProcess: hwMu and headMu, both released
+// here), and a direct Poll of one is recorded in pollG (headMu). Then it runs the callbacks the
+// Goexit kept from running, deferred (see exitRelease).
 func (e *Engine) callerExited(what string, x hwExit) {
 	var me uint64
 	kind, ok := e.hosts.kindOf(&me)
+	polled := e.pollHeld(&me) // a direct Poll of an engine with a goroutine (pollDirect)
 	switch {
-	case !ok && !e.manual:
-		return
-	case !ok:
+	case ok:
+	case polled:
+		kind = hostHead
+	case !e.manual:
+		return // not reached: every pass on a caller's goroutine of such an engine is registered
+	default:
 		kind = hostHead // a direct Process or Poll of a Manual engine: hwMu, its head lock
 	}
 	e.stats.callbackPanics.Add(1)
@@ -156,9 +160,15 @@ func (e *Engine) callerExited(what string, x hwExit) {
 	if r := e.ring; r.Seq().Count()&1 != 0 {
 		r.EndWrite()
 	}
+	if polled {
+		e.setPollG(0) // before the head lock goes: the next holder's Poll may record itself
+	}
 	switch {
 	case kind == hostHead:
 		e.headLock().Unlock()
+	case kind == hostProcess: // hwMu and headMu, neither released by a deferred call
+		e.headMu.Unlock()
+		e.hwMu.Unlock()
 	case !e.manual: // hostEvent: headMu; hwMu, the head lock of a Manual engine, is the event's defer's
 		e.headMu.Unlock()
 	}

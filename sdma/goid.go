@@ -28,8 +28,8 @@ func goid() uint64 {
 // callback, a drained callback or a wakeup that it runs): op would wait for that goroutine, which
 // is waiting in op. nil elsewhere, and always on a Manual engine (its passes run on callers'
 // goroutines: ownPass, host.go, refuses the calls from those of them that register as hosts; a
-// Close from a Sink or callback that Process or Poll runs deadlocks, and is documented as
-// forbidden).
+// Close from a Sink or callback that a Manual engine's Process or Poll runs deadlocks, and is
+// documented as forbidden).
 func (e *Engine) ownGoroutine(op string) error {
 	if id := e.hwGoid.Load(); id != 0 && id == goid() {
 		return ownGoroutineErr(op, e.idx)

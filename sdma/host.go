@@ -14,10 +14,12 @@ import (
 // are not on the packet path register their goroutine as a host of the engine for as long as they
 // may run a pass (Stop, Start and the other events, InjectHalt, ProgressSchedule, SendWait while it
 // drives the engine or gives back a wakeup, Shutdown's drain, Close's sw clean), so that Close,
-// Shutdown and the events can refuse such a call with ErrInvalid instead of deadlocking. Process
-// and Poll do not register (a registration costs a lock hold, and they are the packet path of a
-// Manual or polled engine): from a Sink or callback they run, such a call still deadlocks, as
-// their docs say.
+// Shutdown and the events can refuse such a call with ErrInvalid instead of deadlocking. On an
+// engine with a goroutine, a direct Process registers too (hostProcess), and a direct Poll records
+// its goroutine in Engine.pollG (a registration of its own, two stores under the head lock). On a
+// Manual engine they do not register (they are its packet path: a registration costs a lock hold,
+// or a gid per pass): from a Sink or callback they run, such a call still deadlocks, as their docs
+// say.
 
 // gid identifies the calling goroutine among the running ones: its runtime g (getg, one load)
 // where the build has it, else its id (goid, microseconds). A host's entry is removed (deferred)
@@ -41,6 +43,10 @@ const (
 	// hostEvent: hwMu, which the call's deferred unlock releases, and the head lock (hwMu on a
 	// Manual engine): an event, InjectHalt, Close's clean of the engine.
 	hostEvent
+	// hostProcess: hwMu, which nothing deferred releases, and headMu: a direct Process of an
+	// engine with a goroutine (processDirect). (A direct Poll of one registers in Engine.pollG,
+	// as hostHead.)
+	hostProcess
 )
 
 // hostEntry is one registration.
@@ -111,7 +117,7 @@ func (s *hostSet) kindOf(me *uint64) (hostKind, bool) {
 // hostedErr is the refusal of op called from a callback, wakeup or Sink that a pass on the
 // caller's own goroutine runs for engine engine.
 func hostedErr(op string, engine int) error {
-	return txErr(op, ErrInvalid, "called from a callback that a pass of engine "+itoa(engine)+" runs on this goroutine (in a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close): it would wait for itself")
+	return txErr(op, ErrInvalid, "called from a callback that a pass of engine "+itoa(engine)+" runs on this goroutine (in a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown, Close, or a Process or Poll of an engine with a goroutine): it would wait for itself")
 }
 
 // ownPass refuses op when the caller's goroutine is e's goroutine or one of its hosts (see
@@ -121,10 +127,22 @@ func (e *Engine) ownPass(op string) error {
 		return err
 	}
 	var me uint64
-	if e.hosts.has(&me) {
+	if e.hosts.has(&me) || e.pollHeld(&me) {
 		return hostedErr(op, e.idx)
 	}
 	return nil
+}
+
+// pollHeld reports whether the caller runs a direct Poll's pass of e (pollG); *me as has's.
+func (e *Engine) pollHeld(me *uint64) bool {
+	g := e.pollG.Load()
+	if g == 0 {
+		return false
+	}
+	if *me == 0 {
+		*me = gid()
+	}
+	return g == *me
 }
 
 // ownPass is Engine.ownPass for every engine of dev (Close, Shutdown).
@@ -134,7 +152,7 @@ func (dev *Device) ownPass(op string) error {
 	}
 	var me uint64
 	for _, e := range dev.engines {
-		if e.hosts.has(&me) {
+		if e.hosts.has(&me) || e.pollHeld(&me) {
 			return hostedErr(op, e.idx)
 		}
 	}

@@ -170,14 +170,29 @@ func validateSink(v sinkValidator) (err error) {
 // ErrClosed. Process is how a Manual engine is driven; it is safe to call concurrently with
 // anything (one hardware pass runs at a time), but not from a txreq callback, a wakeup or a Sink.
 func (e *Engine) Process() (int, error) {
-	n, _, err := e.process()
+	n, _, err := e.process(!e.manual)
 	return n, err
+}
+
+// processDirect is Process of an engine with a goroutine (process with direct set): the caller
+// is registered as a host (hostProcess, host.go) while the pass runs, so that a Sink or callback
+// of the pass that calls Close, Shutdown or an event is refused and a callback's runtime.Goexit
+// has the pass's locks released (callerExited). The engine's own goroutine runs process with
+// direct clear.
+func (e *Engine) processDirect() (int, uint64, error) {
+	defer e.hosts.remove(e.hosts.add(hostProcess))
+	return e.process(false)
 }
 
 // process is Process: it takes hwMu, runs the pass, and releases hwMu (passDone) before it returns
 // the packets delivered, the tail the pass stopped at (hwState.waitTail, for run) and the error.
 // The lock is taken here rather than in Process so that Process inlines: the pass is one call.
-func (e *Engine) process() (int, uint64, error) {
+// direct: Process of an engine with a goroutine, which registers its caller first (processDirect;
+// a flag rather than a branch in Process, whose second call would keep it from inlining).
+func (e *Engine) process(direct bool) (int, uint64, error) {
+	if direct {
+		return e.processDirect()
+	}
 	e.hwMu.Lock()
 	e.hw.passes++
 	e.hw.intrPass = false
@@ -797,7 +812,7 @@ func (e *Engine) run() {
 	defer e.runDone(&returned)
 	e.hwGoid.Store(goid())
 	for !e.stopping.Load() {
-		n, waitTail, _ := e.process()
+		n, waitTail, _ := e.process(false)
 		if n > 0 && e.ring.Tail() != waitTail {
 			continue // more to read (or the pass stopped short: waitTail is ^0)
 		}

@@ -23,9 +23,7 @@ package sdma
 // dropped, a batch's other wakeups still run). A callback's Goexit on a caller's goroutine (a
 // Process, Poll, Stop, ProgressSchedule, SendWait that ran it) releases the pass's locks and is
 // recorded (Engine.CallbackError, Goexit set); the engine goes on (in Close's clean, Close ends
-// there: the next Close does the rest). A direct Process or Poll of an engine with its own
-// goroutine (not Manual) does not record which locks its goroutine holds: a callback's Goexit
-// there still leaves them held.
+// there: the next Close does the rest).
 type Sink interface {
 	Deliver(engine int, segs [][]byte) error
 }

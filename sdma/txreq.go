@@ -52,12 +52,13 @@ func (s Status) String() string {
 // (hfi1: callback_t). Complete runs on the completion pass, with the engine's locks held, and must
 // not block. Device.Close, Shutdown and the events (Stop, Start, ...) of its engine called from it
 // return ErrInvalid and change nothing, wherever the pass runs (the engine's goroutine, or the
-// goroutine of a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close), except
-// in a pass that Process or Poll runs, where they would wait for that call: see Device.Close. Poll
-// and Process must not be called from it either. A Complete that panics cannot wedge the engine:
-// the panic is recovered and recorded (Engine.CallbackError) and the pass goes on. One that calls
+// goroutine of a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close, or of a
+// Process or Poll of an engine with its own goroutine), except in a pass that Process or Poll of
+// a Manual engine runs, where they would wait for that call: see Device.Close. Poll and Process
+// must not be called from it either. A Complete that panics cannot wedge the engine: the panic is
+// recovered and recorded (Engine.CallbackError) and the pass goes on. One that calls
 // runtime.Goexit releases the pass's locks: on the engine's goroutine the engine halts; on a
-// caller's it goes on (see Sink, which names the call where the locks stay held).
+// caller's it goes on (see Sink).
 //
 // Implement it on a pointer to your own packet type, the one that holds the TxReq: storing a
 // pointer in an interface does not allocate, so
