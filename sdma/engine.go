@@ -91,9 +91,12 @@ type Engine struct {
 	// that takes the plan (under hwMu). Read by the hardware pass, Poll (pendFlush) and the
 	// hardware goroutine before it parks.
 	pending atomic.Uint32
-	// hwGoid is the id of the hardware-model goroutine (0: none, or not started yet). Written
-	// once by run as it starts; read by Close, Shutdown and Event to refuse a call from it.
-	hwGoid atomic.Uint64
+	// hwGid is the gid (host.go: its runtime g where the build has getg, else its goroutine id)
+	// of the hardware-model goroutine; 0: none, not started yet, or ended. Written by run as it
+	// starts and cleared by runDone as it ends (the runtime may give its g to a later goroutine);
+	// read by Close, Shutdown and Event to refuse a call from it (ownGoroutine) and by a Goexit's
+	// handler (onOwnGoroutine).
+	hwGid atomic.Uint64
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
 	stopping atomic.Bool
 

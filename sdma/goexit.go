@@ -51,11 +51,11 @@ type hwExit struct {
 	wakes   []*IOWait
 }
 
-// onOwnGoroutine reports whether the caller runs on e's hardware-model goroutine. It costs a goid
-// (microseconds): only for a Goexit's handler.
+// onOwnGoroutine reports whether the caller runs on e's hardware-model goroutine. It costs a gid
+// (a goid, microseconds, where the build has no getg): only for a Goexit's handler.
 func (e *Engine) onOwnGoroutine() bool {
-	id := e.hwGoid.Load()
-	return id != 0 && id == goid()
+	id := e.hwGid.Load()
+	return id != 0 && id == gid()
 }
 
 // sinkExited is the handler of a Goexit in the Sink's method what (Deliver, Queue, Flush): hwMu
@@ -185,7 +185,7 @@ func (e *Engine) callerExited(what string, x hwExit) {
 // library's own goes on to end the program), and it releases what the helper recorded as held
 // (exitRelease). A Goexit elsewhere (a Mapper's, say) left no record and is not handled.
 func (e *Engine) runDone(returned *bool) {
-	defer close(e.done)
+	defer e.runEnded()
 	if *returned {
 		return
 	}
@@ -195,6 +195,14 @@ func (e *Engine) runDone(returned *bool) {
 	if e.hw.exit.what != "" { // hwMu held: the record is this goroutine's
 		e.exitRelease(true)
 	}
+}
+
+// runEnded is the last thing the engine's goroutine does: it stops naming the goroutine (hwGid:
+// its g may go to a later goroutine, which must not be refused as this one) and closes done. After
+// the callbacks a Goexit kept from running (exitRelease's deferred calls), which still run on it.
+func (e *Engine) runEnded() {
+	e.hwGid.Store(0)
+	close(e.done)
 }
 
 // exitRelease halts the engine on the Goexit that e.hw.exit records and releases, exactly, what

@@ -1,13 +1,20 @@
 package sdma
 
-import "runtime"
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+// goidCalls, if set (by in-package tests, before any goroutine runs), counts goid's calls.
+var goidCalls *atomic.Int64
 
 // goid returns the calling goroutine's id, read from the header runtime.Stack writes
-// ("goroutine 42 [running]:"). It costs microseconds, so it runs only where a call from the wrong
-// goroutine would deadlock (Close, Shutdown, Event: see ownGoroutine; a host's registration where
-// the build has no getg: gid) and once when an engine's goroutine starts, never per packet.
-// Goroutine ids are never reused.
+// ("goroutine 42 [running]:"). It costs microseconds: it is gid's fallback where the build has no
+// getg, never per packet. Goroutine ids are never reused.
 func goid() uint64 {
+	if goidCalls != nil {
+		goidCalls.Add(1)
+	}
 	var buf [32]byte
 	b := buf[:runtime.Stack(buf[:], false)]
 	const prefix = "goroutine "
@@ -30,8 +37,12 @@ func goid() uint64 {
 // goroutines: ownPass, host.go, refuses the calls from those of them that register as hosts; a
 // Close from a Sink or callback that a Manual engine's Process or Poll runs deadlocks, and is
 // documented as forbidden).
+//
+// The goroutine is compared by gid (host.go): its runtime g, one load, where the build has getg,
+// else its id from runtime.Stack (microseconds); either is computed only on an engine with a
+// goroutine.
 func (e *Engine) ownGoroutine(op string) error {
-	if id := e.hwGoid.Load(); id != 0 && id == goid() {
+	if id := e.hwGid.Load(); id != 0 && id == gid() {
 		return ownGoroutineErr(op, e.idx)
 	}
 	return nil
@@ -41,16 +52,16 @@ func ownGoroutineErr(op string, engine int) error {
 	return txErr(op, ErrInvalid, "called on engine "+itoa(engine)+"'s own goroutine (from a Sink, a callback or a wakeup): it would wait for itself")
 }
 
-// ownGoroutine is Engine.ownGoroutine for every engine of dev, with one goid lookup.
+// ownGoroutine is Engine.ownGoroutine for every engine of dev, with one gid lookup.
 func (dev *Device) ownGoroutine(op string) error {
 	var me uint64
 	for _, e := range dev.engines {
-		id := e.hwGoid.Load()
+		id := e.hwGid.Load()
 		if id == 0 {
 			continue
 		}
 		if me == 0 {
-			me = goid()
+			me = gid()
 		}
 		if id == me {
 			return ownGoroutineErr(op, e.idx)

@@ -810,7 +810,7 @@ func (e *Engine) halt(h *HaltError) {
 func (e *Engine) run() {
 	returned := false
 	defer e.runDone(&returned)
-	e.hwGoid.Store(goid())
+	e.hwGid.Store(gid())
 	for !e.stopping.Load() {
 		n, waitTail, _ := e.process(false)
 		if n > 0 && e.ring.Tail() != waitTail {

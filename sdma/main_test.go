@@ -1,6 +1,7 @@
 package sdma
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,5 +10,6 @@ import (
 // Every test and example in the package must leave no goroutine behind: each device a test
 // opens is closed, and Close stops every goroutine the device started.
 func TestMain(m *testing.M) {
+	goidCalls = new(atomic.Int64) // before any goroutine of the package's runs
 	goleak.VerifyTestMain(m)
 }
