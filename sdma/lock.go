@@ -3,6 +3,7 @@ package sdma
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/gosdma/gosdma/internal/membarrier"
@@ -19,12 +20,15 @@ import (
 // parked waiters): a hardware pass that completes takes and releases two locks per packet, so
 // the ticket lock saves two locked instructions per packet on the common path.
 //
-// Waiters do not park: they spin on the turn, and yield the processor (runtime.Gosched) between
-// polls after a short spin, so a holder preempted on the same P runs again. The holds are short
-// (one pass over at most a ring's worth, callbacks that must not block); the long ones are the
-// sw clean's wait for producers (quiesce) and Close, whose waiters are rare. FIFO order keeps a
-// goroutine that takes the lock in a loop (the busy-polling hardware goroutine) from starving an
-// Event, Close or Poll waiting behind it.
+// Waiters spin on the turn, then yield the processor (runtime.Gosched) between polls, so a holder
+// preempted on the same P runs again, and then park: they sleep between polls, for longer each
+// time up to a bound (waitBackoff). Unlock stays one store and looks for nobody, so a parked
+// waiter wakes on its own: the lock may sit free for up to the sleep's length before it notices,
+// which only a waiter that has already waited long pays (a hold across a slow Sink, the sw
+// clean's wait for producers, a Close), while it no longer burns a processor for as long as the
+// hold lasts. The holds are mostly short (one pass over at most a ring's worth, callbacks that
+// must not block). FIFO order keeps a goroutine that takes the lock in a loop (the busy-polling
+// hardware goroutine) from starving an Event, Close or Poll waiting behind it.
 //
 // # The bias
 //
@@ -113,8 +117,34 @@ type biasRec struct {
 // keep changing pays at most one barrier per needMax holds.
 const needMax = 1 << 16
 
-// spinPolls is how many polls of the turn a waiter makes before it yields between polls.
-const spinPolls = 64
+// A waiter's polls (waitBackoff): spinPolls polls in a row, then yieldPolls polls each after a
+// runtime.Gosched, then polls each after a sleep that starts at parkMin and doubles up to parkMax.
+const (
+	spinPolls  = 64
+	yieldPolls = 256
+	parkMin    = 16 * time.Microsecond
+	parkMax    = time.Millisecond
+)
+
+// waitBackoff is a waiter's pause between two polls (wait, revoke): i counts the polls so far
+// (from 1), park is the last sleep (0 before the first).
+type waitBackoff struct {
+	i    int
+	park time.Duration
+}
+
+// pause waits before the next poll: nothing, a yield, or a sleep (see spinPolls).
+func (b *waitBackoff) pause() {
+	b.i++
+	switch {
+	case b.i < spinPolls:
+	case b.i < spinPolls+yieldPolls:
+		runtime.Gosched()
+	default:
+		b.park = min(max(2*b.park, parkMin), parkMax)
+		time.Sleep(b.park)
+	}
+}
 
 // Lock waits for the lock and takes it. Only the fast path (a free lock: one atomic add and a
 // load of the turn) is here, within the inliner's budget, so that taking a free lock is no call;
@@ -209,10 +239,9 @@ func (l *ticketLock) ticketTaken(g uintptr) {
 func (l *ticketLock) revoke() {
 	r := l.bias.Swap(nil)
 	membarrier.Barrier()
-	for i := 1; r.busy.Load() != 0; i++ {
-		if i >= spinPolls {
-			runtime.Gosched()
-		}
+	var b waitBackoff
+	for r.busy.Load() != 0 {
+		b.pause() // the owner may hold the lock for long (a slow Sink): park after a while
 	}
 	l.need = min(max(2*l.need, 2), needMax)
 	l.streak = 0
@@ -222,10 +251,9 @@ func (l *ticketLock) revoke() {
 //
 //go:noinline
 func (l *ticketLock) wait(t uint32) {
-	for i := 1; l.turn.Load() != t; i++ {
-		if i >= spinPolls {
-			runtime.Gosched()
-		}
+	var b waitBackoff
+	for l.turn.Load() != t {
+		b.pause()
 	}
 }
 
