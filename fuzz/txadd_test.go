@@ -48,6 +48,9 @@ func newEnv(t *testing.T) *env {
 	cnt := dma.NewCounting(fi)
 	dev, err := sdma.NewDevice(sdma.Config{Mapper: cnt})
 	require.NoError(t, err)
+	// Closed last (cleanups run in reverse): an input's device would otherwise outlive it, an
+	// engine goroutine and a ring per input, for the life of the fuzz worker.
+	t.Cleanup(func() { require.NoError(t, dev.Close()) })
 	r, err := dma.AllocPages(regionPages)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
