@@ -252,7 +252,7 @@ func (s *FaultSink) draw() error {
 // FaultSink.
 type FaultBatchSink struct {
 	FaultSink                // the fault plan: FailRate, StallRate, Stall, Seed; its Sink is unused
-	Batch     sdma.BatchSink // the wrapped sink
+	Batch     sdma.BatchSink // the wrapped sink; required (Validate refuses nil)
 }
 
 // Deliver draws, maybe stalls, and fails or delivers through the wrapped sink.
@@ -263,11 +263,15 @@ func (s *FaultBatchSink) Deliver(engine int, segs [][]byte) error {
 	return s.Batch.Deliver(engine, segs)
 }
 
-// Validate is FaultSink's, naming the field "sdmatest.FaultBatchSink.FailRate" say, and
-// validates the wrapped BatchSink if it has a Validate method.
+// Validate is FaultSink's, naming the field "sdmatest.FaultBatchSink.FailRate" say; it refuses a
+// nil Batch (there is nothing to deliver to, queue on or flush) and validates the wrapped
+// BatchSink if it has a Validate method.
 func (s *FaultBatchSink) Validate() error {
 	if err := s.validate("sdmatest.FaultBatchSink."); err != nil {
 		return err
+	}
+	if s.Batch == nil {
+		return &sdma.ConfigError{Field: "sdmatest.FaultBatchSink.Batch", Value: nil, Reason: "want the sdma.BatchSink to wrap"}
 	}
 	return validateInner(s.Batch)
 }

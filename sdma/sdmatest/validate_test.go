@@ -149,3 +149,20 @@ type validatingBatch struct {
 }
 
 func (v validatingBatch) Validate() error { return v.err }
+
+// TestFaultBatchSinkNilBatch: a FaultBatchSink with no BatchSink to wrap is refused by Validate,
+// and so by NewDevice, with a *sdma.ConfigError naming sdmatest.FaultBatchSink.Batch. NewDevice
+// used to refuse it only for its BatchLimit panicking on the nil interface, an error for Sink
+// quoting the whole struct and a nil pointer dereference.
+func TestFaultBatchSinkNilBatch(t *testing.T) {
+	s := &sdmatest.FaultBatchSink{FaultSink: sdmatest.FaultSink{FailRate: 0.5}}
+	for what, err := range map[string]error{
+		"Validate":  s.Validate(),
+		"NewDevice": func() error { _, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64, Sink: s}); return err }(),
+	} {
+		var ce *sdma.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "sdmatest.FaultBatchSink.Batch" || !errors.Is(err, sdma.ErrInvalid) {
+			t.Errorf("%s: %v, want a *sdma.ConfigError for sdmatest.FaultBatchSink.Batch", what, err)
+		}
+	}
+}
