@@ -78,8 +78,8 @@ func RaiseEvent(e *sdma.Engine, ev Event, cause string) error {
 
 // Transition records one state change of an engine, for diagnosis.
 type Transition struct {
-	From, To State
-	Event    Event
+	From, To State     // the state before and after
+	Event    Event     // the event that moved it
 	Cause    string    // why the event was raised (a halt cause, "Close", "user", …)
 	At       time.Time // when it happened
 }

@@ -177,7 +177,7 @@ type FaultSink struct {
 	FailRate  float64       // probability that a delivery fails, 0..1
 	StallRate float64       // probability that a delivery stalls first, 0..1
 	Stall     time.Duration // how long a stall lasts
-	Seed      uint64
+	Seed      uint64        // seeds the draws: the same Seed draws the same decisions in delivery order
 
 	n       atomic.Uint64 // deliveries so far, the draw index (atomic add by each delivering engine)
 	failed  atomic.Uint64 // deliveries failed (statistic; atomic add, read by Failed)
