@@ -20,6 +20,8 @@ package pcpu
 
 import "runtime"
 
-// Max is the number of per-P slots a cache should allocate: GOMAXPROCS at first use, at least
-// 1. A P index at or above it (GOMAXPROCS was raised later) must take the caller's shared path.
+// Max is the number of per-P slots a cache should allocate: GOMAXPROCS now, at least 1, read
+// afresh at each call (it is not remembered). A cache sizes its slots with it once, when made;
+// a P index at or above its slot count (GOMAXPROCS was raised later) must take the caller's
+// shared path.
 func Max() int { return max(1, runtime.GOMAXPROCS(0)) }

@@ -71,3 +71,16 @@ func BenchmarkPinUnpin(b *testing.B) {
 		Unpin()
 	}
 }
+
+// TestMaxFollowsGOMAXPROCS: Max is GOMAXPROCS at each call, not the value of the first call, so
+// a cache made after GOMAXPROCS changed sizes its slots for the new count.
+func TestMaxFollowsGOMAXPROCS(t *testing.T) {
+	old := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(old)
+	for _, n := range []int{1, old + 3, 2} {
+		runtime.GOMAXPROCS(n)
+		if got := Max(); got != n {
+			t.Fatalf("GOMAXPROCS %d: Max() = %d", n, got)
+		}
+	}
+}
