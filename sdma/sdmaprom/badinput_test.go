@@ -123,3 +123,27 @@ func TestDeviceNamesPerRegistry(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{"twin0": true, "twin1": true}, devices)
 }
+
+// TestZeroCollector: a Collector not made by New is refused at Register with an error that says
+// to use New, and the registry gathers on; a scrape of one (registered where nothing checks it)
+// yields an error, not a crash. Register used to panic with a nil dereference (on a nil
+// description, leaving Describe's goroutine blocked), and Collect to crash the scraping
+// goroutine.
+func TestZeroCollector(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	var err error
+	require.NotPanics(t, func() { err = reg.Register(&sdmaprom.Collector{}) })
+	require.ErrorContains(t, err, "sdmaprom.New")
+	_, err = reg.Gather()
+	require.NoError(t, err)
+
+	ch := make(chan prometheus.Metric, 64)
+	require.NotPanics(t, func() { (&sdmaprom.Collector{}).Collect(ch) })
+	close(ch)
+	n := 0
+	for m := range ch {
+		n++
+		require.ErrorContains(t, m.Write(nil), "sdmaprom.New")
+	}
+	require.Equal(t, 1, n)
+}

@@ -5,6 +5,7 @@
 package sdmaprom
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,9 @@ type counter struct {
 // the labels device (Device.Name) and engine (the engine's index); sdma_engine_halts_total also
 // has cause (HaltCause.String). The device's own counter, Device.UnmapErrors, is
 // sdma_device_unmap_errors_total, with the label device only.
+//
+// Make one with New: a Collector that New did not make (the zero value) is refused at Register
+// with an error saying so, and a scrape of one yields that error, not a crash.
 type Collector struct {
 	dev         *sdma.Device
 	counters    []counter
@@ -73,8 +77,18 @@ func New(dev *sdma.Device) *Collector {
 	}
 }
 
+// errNotNew is the refusal of a Collector that New did not make.
+var errNotNew = errors.New("sdmaprom: a Collector not made by sdmaprom.New (it has no device)")
+
+// notNew describes the refusal: a description that carries errNotNew, which Register returns.
+var notNew = prometheus.NewInvalidDesc(errNotNew)
+
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	if c.dev == nil {
+		ch <- notNew
+		return
+	}
 	for _, k := range c.counters {
 		ch <- k.desc
 	}
@@ -84,6 +98,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the device's and every engine's counters (Engine.Stats) and sends them.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.dev == nil {
+		ch <- prometheus.NewInvalidMetric(notNew, errNotNew)
+		return
+	}
 	ch <- prometheus.MustNewConstMetric(c.unmapErrors, prometheus.CounterValue, float64(c.dev.UnmapErrors()))
 	for i := range c.dev.NumEngines() {
 		s := c.dev.Engine(i).Stats()
