@@ -453,8 +453,14 @@ func (dev *Device) freeze() error { return dev.eventAll(sm.E81HwFrozen, "Freeze"
 
 func (dev *Device) unfreeze() error { return dev.eventAll(sm.E82HwUnfreeze, "Unfreeze") }
 
-// eventAll raises ev on every engine in order and returns the first error.
+// eventAll raises ev on every engine in order and returns the first error. Called on an
+// engine's own goroutine, or under a call hosted for one (a Sink, a callback), it is refused with
+// ErrInvalid before any engine gets the event: refused at that engine only, the others would
+// have moved.
 func (dev *Device) eventAll(ev sm.Event, cause string) error {
+	if err := dev.ownPass("Event"); err != nil {
+		return err
+	}
 	var first error
 	for _, e := range dev.engines {
 		if err := e.event(ev, cause); err != nil && first == nil {

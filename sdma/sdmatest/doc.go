@@ -12,10 +12,11 @@
 // for it.
 //
 // Everything here is safe for concurrent use unless its documentation says otherwise. The
-// functions that drive the state machine (SetFaults, InjectHalt, RaiseEvent, FreezeNotify,
-// Freeze, Unfreeze) wait for a hardware pass in progress: they must not be called from a txreq's
+// functions that drive the state machine (InjectHalt, RaiseEvent, FreezeNotify, Freeze,
+// Unfreeze) wait for a hardware pass in progress: they must not be called from a txreq's
 // completion, an IOWait's wakeup or a Sink (on the engine's own goroutine they refuse with
-// sdma.ErrInvalid; under the caller's own Process or Poll they would deadlock). A nil engine or
+// sdma.ErrInvalid; under the caller's own Process or Poll they would deadlock). SetFaults never
+// waits, and may be called from those too: the plan applies from the next pass. A nil engine or
 // device is refused with sdma.ErrInvalid; EngineState reports a nil engine as S00HwDown and
 // History gives it none.
 package sdmatest
