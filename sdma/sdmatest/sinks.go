@@ -1,6 +1,7 @@
 package sdmatest
 
 import (
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,13 +187,14 @@ type FaultSink struct {
 
 // Validate checks the fault settings: FailRate and StallRate in 0..1 (not NaN), Stall not
 // negative. A bad one is an *sdma.ConfigError (it matches sdma.ErrConfig and sdma.ErrInvalid)
-// naming the field, "sdmatest.FaultSink.FailRate" say. A wrapped sink with a Validate method of
-// its own is validated too. sdma.NewDevice calls it (see sdma.Config.Sink).
+// naming the field, "sdmatest.FaultSink.FailRate" say. A wrapped sink that is a nil pointer in a
+// non-nil interface is refused (as sdma.NewDevice refuses one as Config.Sink), and one with a
+// Validate method of its own is validated too. sdma.NewDevice calls it (see sdma.Config.Sink).
 func (s *FaultSink) Validate() error {
 	if err := s.validate("sdmatest.FaultSink."); err != nil {
 		return err
 	}
-	return validateInner(s.Sink)
+	return validateInner("sdmatest.FaultSink.Sink", " (use a nil Sink to drop the packets)", s.Sink)
 }
 
 // validate checks the fault fields, naming a bad one with prefix.
@@ -211,8 +213,16 @@ func (s *FaultSink) validate(prefix string) error {
 	return nil
 }
 
-// validateInner runs a wrapped sink's own Validate, if it has one.
-func validateInner(inner any) error {
+// validateInner refuses a wrapped sink (the field named field) that is a nil pointer, func or
+// other nil value in a non-nil interface, as NewDevice refuses one given as Config.Sink (every
+// delivery would panic; hint follows the reason), and runs its own Validate, if it has one.
+func validateInner(field, hint string, inner any) error {
+	switch r := reflect.ValueOf(inner); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan, reflect.Interface:
+		if r.IsNil() {
+			return &sdma.ConfigError{Field: field, Value: inner, Reason: "a nil pointer in a non-nil interface" + hint}
+		}
+	}
 	if v, ok := inner.(interface{ Validate() error }); ok {
 		return v.Validate()
 	}
@@ -273,7 +283,7 @@ func (s *FaultBatchSink) Validate() error {
 	if s.Batch == nil {
 		return &sdma.ConfigError{Field: "sdmatest.FaultBatchSink.Batch", Value: nil, Reason: "want the sdma.BatchSink to wrap"}
 	}
-	return validateInner(s.Batch)
+	return validateInner("sdmatest.FaultBatchSink.Batch", "", s.Batch)
 }
 
 // BatchLimit is the wrapped sink's.

@@ -166,3 +166,31 @@ func TestFaultBatchSinkNilBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultSinkTypedNilInner: a wrapped sink that is a nil pointer (or nil func) in a non-nil
+// interface is refused by Validate, and so by NewDevice, with a *sdma.ConfigError naming the
+// field, as NewDevice refuses one given as Config.Sink. It was accepted, and every delivery then
+// panicked in the wrapped sink (recovered and counted as a sink error) while every txreq
+// completed OK, its packet gone nowhere.
+func TestFaultSinkTypedNilInner(t *testing.T) {
+	for field, s := range map[string]interface {
+		sdma.Sink
+		Validate() error
+	}{
+		"sdmatest.FaultSink.Sink":        &sdmatest.FaultSink{Sink: (*sdmatest.CaptureSink)(nil)},
+		"sdmatest.FaultSink.Sink (func)": &sdmatest.FaultSink{Sink: sdma.SinkFunc(nil)},
+		"sdmatest.FaultBatchSink.Batch":  &sdmatest.FaultBatchSink{Batch: (*countBatch)(nil)},
+	} {
+		want, _, _ := strings.Cut(field, " ")
+		dev, devErr := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64, Sink: s})
+		if devErr == nil {
+			_ = dev.Close()
+		}
+		for what, err := range map[string]error{"Validate": s.Validate(), "NewDevice": devErr} {
+			var ce *sdma.ConfigError
+			if !errors.As(err, &ce) || ce.Field != want || !errors.Is(err, sdma.ErrInvalid) {
+				t.Errorf("%s: %s: %v, want a *sdma.ConfigError for %s", field, what, err, want)
+			}
+		}
+	}
+}
