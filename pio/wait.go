@@ -1,5 +1,7 @@
 package pio
 
+import "sync/atomic"
+
 // Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
 // release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
@@ -8,8 +10,12 @@ package pio
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
-	next   *Waiter       // list link, under the context's waitMu
-	queued bool          // on a wait list, under the context's waitMu
+	next   *Waiter       // list link, under the waitMu of the context in on
+	// on is the context whose wait list holds w, nil while w is on none. Set from nil by
+	// QueueWait (compare-and-swap) and cleared by the pass or CancelWait that takes w off, each
+	// under that context's waitMu; loaded by QueueWait and CancelWait of any context, so that a
+	// call on another context leaves the list and count of the one that holds w alone.
+	on atomic.Pointer[SendContext]
 }
 
 // Init sets the wake-up function. A Waiter must not be re-initialised while queued.
@@ -31,7 +37,8 @@ func newChanWaiter() *Waiter {
 // retries (the sleep window: credits that came back between the failed allocation and the
 // parking are never missed). Parking the first waiter asks the chip for a credit return (hfi1:
 // pio_wait's hfi1_sc_wantpiobuf_intr(sc, 1)); while waiters are queued the chip model returns
-// credits after every packet. A waiter already queued stays where it is. A nil w is a programmer
+// credits after every packet. A waiter already queued, on this context or another, stays where it
+// is (true: its wake-up comes from that context's list). A nil w is a programmer
 // error: QueueWait panics with a message saying so, before it takes the wait lock (there is nothing
 // to park, and no answer would be right: false asks for a retry, true for a wake-up).
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
@@ -39,12 +46,11 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 		panic("pio: QueueWait of a nil Waiter")
 	}
 	sc.waitMu.Lock()
-	if w.queued {
+	if !w.on.CompareAndSwap(nil, sc) {
 		sc.waitMu.Unlock()
 		return true
 	}
 	first := sc.waitHead == nil
-	w.queued = true
 	w.next = nil
 	if sc.waitTail == nil {
 		sc.waitHead = w
@@ -70,21 +76,22 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	return true
 }
 
-// CancelWait takes w off the wait list; it reports whether w was queued (never, for a nil w).
+// CancelWait takes w off the context's wait list; it reports whether w was queued on it (never,
+// for a nil w or one queued on another context, which stays queued there).
 func (sc *SendContext) CancelWait(w *Waiter) bool {
 	if w == nil {
 		return false
 	}
 	sc.waitMu.Lock()
 	defer sc.waitMu.Unlock()
-	if !w.queued {
+	if w.on.Load() != sc {
 		return false
 	}
 	sc.removeLocked(w)
 	return true
 }
 
-// removeLocked unlinks a queued w (waitMu held).
+// removeLocked unlinks w, queued on sc (waitMu held).
 func (sc *SendContext) removeLocked(w *Waiter) {
 	var prev *Waiter
 	for x := sc.waitHead; x != nil; prev, x = x, x.next {
@@ -100,7 +107,8 @@ func (sc *SendContext) removeLocked(w *Waiter) {
 			break
 		}
 	}
-	w.queued, w.next = false, nil
+	w.next = nil
+	w.on.Store(nil)
 	sc.waitCount.Add(-1)
 }
 
@@ -116,7 +124,8 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 		if sc.waitHead == nil {
 			sc.waitTail = nil
 		}
-		w.queued, w.next = false, nil
+		w.next = nil
+		w.on.Store(nil)
 		sc.waitCount.Add(-1)
 		batch[n] = w
 		n++

@@ -1,0 +1,67 @@
+package pio
+
+import (
+	"testing"
+	"time"
+)
+
+// TestWaiterOnOneContext: a Waiter queued on context A, then cancelled (or queued) through
+// context B, is A's: B's CancelWait reports false and B's QueueWait leaves it on A's list
+// (true: A wakes it), both leaving the two lists and counts alone. CancelWait on B used to see
+// the waiter's queued flag, "remove" it from B's list (where it was not), clear its link and
+// count B's waiters down to -1: A's list was cut after it, so the waiter behind it was never
+// woken, A's count stayed 1 with its list empty, and A's Close (wakeAll: pop until the count
+// is down) spun for ever.
+func TestWaiterOnOneContext(t *testing.T) {
+	// No Cleanup Close: before the fix A's Close spun for ever; the check below bounds it.
+	a, err := New(Config{Credits: 4, Threshold: 1, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Credits: 4, Threshold: 1, Manual: true, Index: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make([]int, 3)
+	ws := make([]*Waiter, 3)
+	seq := a.ReleaseSeq()
+	for i := range ws {
+		ws[i] = &Waiter{}
+		ws[i].Init(func(*Waiter) { woke[i]++ })
+		if !a.QueueWait(ws[i], seq) {
+			t.Fatal("QueueWait refused with no release since")
+		}
+	}
+	if b.CancelWait(ws[1]) {
+		t.Error("CancelWait on B of a waiter queued on A reported it queued")
+	}
+	if !b.QueueWait(ws[2], b.ReleaseSeq()) {
+		t.Error("QueueWait on B of a waiter queued on A: false, want true (it stays on A)")
+	}
+	if a.Waiting() != 3 || b.Waiting() != 0 {
+		t.Fatalf("waiting: A %d (want 3), B %d (want 0)", a.Waiting(), b.Waiting())
+	}
+	a.Process() // the first waiter's forced return: one pass wakes all three
+	for i, n := range woke {
+		if n != 1 {
+			t.Errorf("waiter %d woken %d times, want 1 (woke %v)", i, n, woke)
+		}
+	}
+	if a.Waiting() != 0 || b.Waiting() != 0 {
+		t.Errorf("after the pass, waiting: A %d, B %d", a.Waiting(), b.Waiting())
+	}
+	if !b.QueueWait(ws[1], b.ReleaseSeq()) || b.Waiting() != 1 || !b.CancelWait(ws[1]) || b.Waiting() != 0 {
+		t.Error("a waiter woken by A does not queue and cancel on B")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Close()
+		b.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // a hang, not a timing assertion
+		t.Fatal("Close hangs")
+	}
+}
