@@ -825,10 +825,17 @@ func (sc *SendContext) halted(h *HaltError) {
 
 // InjectHalt halts the context now, as a send context error would: allocations stop, the
 // pending packets are released with PRCSCDisable and the context is restarted before it
-// returns. A context that is not enabled gives ErrNotRunning. Like Restart, it waits for every
-// allocated buffer's copy to end: the caller must not hold an unfinished buffer of this context
-// (it would wait for itself forever).
+// returns. A context that is not enabled (stopped, disabled, halted) gives ErrNotRunning and is
+// left as it is, a closed one ErrClosed. Like Restart, it waits for every allocated buffer's copy
+// to end: the caller must not hold an unfinished buffer of this context (it would wait for
+// itself forever).
 func (sc *SendContext) InjectHalt() error {
+	if f := sc.flags.Load(); f&scfEnabled == 0 {
+		if f&scfInFree != 0 {
+			return ErrClosed
+		}
+		return ErrNotRunning
+	}
 	sc.hwMu.Lock()
 	if sc.hwHalted || sc.hwStopped {
 		sc.hwMu.Unlock()

@@ -1,6 +1,7 @@
 package pio
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -63,5 +64,41 @@ func TestWaiterOnOneContext(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second): // a hang, not a timing assertion
 		t.Fatal("Close hangs")
+	}
+}
+
+// TestInjectHaltNotEnabled: InjectHalt of a context that is not enabled gives ErrNotRunning, as
+// documented, and leaves it so; of a closed one ErrClosed (Close: later calls get ErrClosed).
+// A stopped context (Stop: the chip still sends, allocations refused) used to be halted and
+// restarted, which re-enabled allocations that Stop had stopped (Stop's doc: neither Enable
+// alone nor Restart undoes it), and InjectHalt returned nil; after Close it said ErrNotRunning.
+func TestInjectHaltNotEnabled(t *testing.T) {
+	sc := newManual(t, 8, nil)
+	sc.Stop()
+	if err := sc.InjectHalt(); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("InjectHalt of a stopped context: %v, want ErrNotRunning", err)
+	}
+	if sc.Enabled() || sc.Stats().Halts != 0 || sc.Stats().Restarts != 0 {
+		t.Errorf("InjectHalt of a stopped context changed it: enabled %v, %+v", sc.Enabled(), sc.Stats())
+	}
+	if b, err := sc.BufferAlloc(2, nil); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("BufferAlloc after Stop and InjectHalt: %v, want ErrNotRunning", err)
+		if err == nil {
+			_ = b.Copy(CreatePBC(0, 0, 0, 2), nil) // Disable below waits for it
+		}
+	}
+	sc.Disable()
+	if err := sc.InjectHalt(); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("InjectHalt of a disabled context: %v, want ErrNotRunning", err)
+	}
+	if err := sc.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.InjectHalt(); err != nil || sc.Stats().Halts != 1 || !sc.Enabled() {
+		t.Errorf("InjectHalt of an enabled context: %v, enabled %v, %+v", err, sc.Enabled(), sc.Stats())
+	}
+	sc.Close()
+	if err := sc.InjectHalt(); !errors.Is(err, ErrClosed) {
+		t.Errorf("InjectHalt after Close: %v, want ErrClosed", err)
 	}
 }
