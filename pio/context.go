@@ -203,6 +203,7 @@ type stats struct {
 	creditReturns, releases, flushed  atomic.Uint64
 	halts, restarts, noCredits, waits atomic.Uint64
 	wakeups, sinkErrors, relPanics    atomic.Uint64
+	wakePanics                        atomic.Uint64
 }
 
 // Stats are a context's counters.
@@ -220,6 +221,7 @@ type Stats struct {
 	Wakeups       uint64 // producers woken from the wait list
 	SinkErrors    uint64 // sink errors and panics
 	ReleasePanics uint64 // release callbacks that panicked
+	WakeupPanics  uint64 // waiter wake-ups that panicked
 }
 
 // New allocates and enables a send context (hfi1: sc_alloc + sc_enable). Bad configuration is an
@@ -334,7 +336,7 @@ func (sc *SendContext) Stats() Stats {
 		CreditReturns: s.creditReturns.Load(), Releases: s.releases.Load(), Flushed: s.flushed.Load(),
 		Halts: s.halts.Load(), Restarts: s.restarts.Load(), NoCredits: s.noCredits.Load(),
 		Waits: s.waits.Load(), Wakeups: s.wakeups.Load(), SinkErrors: s.sinkErrors.Load(),
-		ReleasePanics: s.relPanics.Load(),
+		ReleasePanics: s.relPanics.Load(), WakeupPanics: s.wakePanics.Load(),
 	}
 }
 

@@ -102,3 +102,52 @@ func TestInjectHaltNotEnabled(t *testing.T) {
 		t.Errorf("InjectHalt after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestWakeupPanicRecovered: a Waiter's wake-up that panics is recovered and counted
+// (Stats.WakeupPanics), and the other waiters taken off the list in the same pass are woken all
+// the same, as a panicking Releaser is recovered and counted. It used to run unrecovered: the
+// panic left the pass (on the chip goroutine: the program died; on a producer's BufferAlloc or
+// a Close: they panicked with another's wake-up), and the waiters behind it, already off the
+// list, were never woken.
+func TestWakeupPanicRecovered(t *testing.T) {
+	sc := newManual(t, 4, &captureSink{})
+	for range 4 {
+		b, err := sc.BufferAlloc(16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 16), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq := sc.ReleaseSeq()
+	woke := make([]int, 3)
+	for i := range woke {
+		w := &Waiter{}
+		w.Init(func(*Waiter) {
+			woke[i]++
+			if i == 0 {
+				panic("wake-up panics")
+			}
+		})
+		if !sc.QueueWait(w, seq) {
+			t.Fatal("QueueWait refused with no release since")
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("a wake-up's panic came out of Process: %v", p)
+			}
+		}()
+		sc.Process()
+	}()
+	for i, n := range woke {
+		if n != 1 {
+			t.Errorf("waiter %d woken %d times, want 1 (woke %v)", i, n, woke)
+		}
+	}
+	if st := sc.Stats(); st.WakeupPanics != 1 || st.Wakeups != 3 {
+		t.Errorf("stats %+v: want WakeupPanics 1, Wakeups 3", st)
+	}
+}

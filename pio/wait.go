@@ -6,7 +6,8 @@ import "sync/atomic"
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
 // release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
 // when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
-// until the lock is let go), so it may retry BufferAlloc on the context; it must not block.
+// until the lock is let go), so it may retry BufferAlloc on the context; it must not block. A
+// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken.
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -168,7 +169,18 @@ func (sc *SendContext) wakeBatch(ws []*Waiter) {
 	for _, w := range ws {
 		sc.stats.wakeups.Add(1)
 		if w.wakeup != nil {
-			w.wakeup(w)
+			sc.callWakeup(w)
 		}
 	}
+}
+
+// callWakeup runs w's wake-up; a panic in it is recovered and counted (Stats.WakeupPanics), so
+// that the rest of the batch is still woken and the pass's goroutine goes on.
+func (sc *SendContext) callWakeup(w *Waiter) {
+	defer func() {
+		if p := recover(); p != nil {
+			sc.stats.wakePanics.Add(1)
+		}
+	}()
+	w.wakeup(w)
 }
