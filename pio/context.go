@@ -38,7 +38,8 @@ type Config struct {
 	// Type is the context type; it picks the default size and threshold.
 	Type Type
 	// Credits is the size in 64-byte blocks, 1..MaxBlocks. 0: the type's default size from
-	// ContextSizes(SizeConfig{SDMA: true}) (kernel 18, VL15 102, ACK 32, user 1024).
+	// ContextSizes(SizeConfig{SDMA: true, RcvContexts: 2}), one user context beside the kernel
+	// receive queue (kernel 18, VL15 102, ACK 32, user 1024).
 	Credits int
 	// Threshold is the credit-return threshold in blocks: the chip writes the free counter back
 	// once this many consumed credits are unreturned. 0: DefaultCreditThreshold(Type, Credits,

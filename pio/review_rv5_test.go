@@ -151,3 +151,24 @@ func TestWakeupPanicRecovered(t *testing.T) {
 		t.Errorf("stats %+v: want WakeupPanics 1, Wakeups 3", st)
 	}
 }
+
+// TestDefaultCreditsAsDocumented: Config.Credits 0 gives each type the size ContextSizes gives
+// for the configuration Config's doc names. The doc named SizeConfig{SDMA: true}, whose user
+// contexts number RcvContexts − KrcvQueues = 0 and so have 0 blocks, where New gives a user
+// context 1024 (it asks for RcvContexts 2).
+func TestDefaultCreditsAsDocumented(t *testing.T) {
+	sz, err := ContextSizes(SizeConfig{SDMA: true, RcvContexts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ty := range Type(NumTypes) {
+		sc, err := New(Config{Type: ty, Manual: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Credits() != sz[ty].Blocks {
+			t.Errorf("%v: New's default %d credits, ContextSizes %d", ty, sc.Credits(), sz[ty].Blocks)
+		}
+		sc.Close()
+	}
+}
