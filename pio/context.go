@@ -696,9 +696,11 @@ func (sc *SendContext) hasWork() bool {
 // Process runs the chip model once: it consumes every fully written packet in order, hands each
 // to the sink, writes the free counter back when the threshold, the PBC, a waiting producer or a
 // forced return asks, and then runs the release pass (the credit-return interrupt). A halt it
-// detects (or injects) stops allocations and restarts the context before Process returns. It
+// detects (or injects) stops allocations and restarts the context before Process returns; like
+// Restart, the restart waits for every allocated buffer's copy to end, so a caller holding an
+// unfinished buffer of this context must not call Process (a halt would wait for it forever). It
 // returns the packets consumed. With Config.Manual it is the only way packets move; otherwise the
-// chip goroutine calls it, and calling it too is harmless.
+// chip goroutine calls it, and calling it too is harmless under the same condition.
 func (sc *SendContext) Process() int {
 	sc.hwMu.Lock()
 	n, h, wb := sc.consume()
@@ -867,7 +869,8 @@ func (sc *SendContext) SetFaults(p FaultPlan) error {
 // SendWait allocates a buffer for the packet made of segs (concatenated; a PBC of CreatePBC(flags,
 // 0, vl, length) is put in front), waiting on ctx while the context has no credits, copies it and
 // hands it to the chip. rel is told when its credits come back. It drives a manual chip itself
-// while it waits. It returns ctx's error if ctx ends first (nothing was allocated),
+// while it waits (Process: the caller must then hold no unfinished buffer of the context, see
+// BufferAllocWait). It returns ctx's error if ctx ends first (nothing was allocated),
 // ErrNotRunning if the context is halted or disabled, ErrClosed after Close.
 func (sc *SendContext) SendWait(ctx context.Context, flags PBC, vl uint8, segs [][]byte, rel Releaser) error {
 	n := 0
@@ -884,7 +887,8 @@ func (sc *SendContext) SendWait(ctx context.Context, flags PBC, vl uint8, segs [
 
 // BufferAllocWait is BufferAlloc that waits on ctx while there are no credits: it parks on the
 // context's wait list (QueueWait) and is woken by a release pass; with a manual chip it drives
-// the chip itself.
+// the chip itself (Process), so its caller must hold no unfinished buffer of the context: a halt
+// met there restarts the context, which waits for every copy to end.
 func (sc *SendContext) BufferAllocWait(ctx context.Context, dwLen int, rel Releaser) (*Buf, error) {
 	var w *Waiter
 	for {

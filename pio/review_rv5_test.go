@@ -172,3 +172,49 @@ func TestDefaultCreditsAsDocumented(t *testing.T) {
 		sc.Close()
 	}
 }
+
+// TestProcessHaltWaitsForHeldBuffer: a Process that meets a halt restarts the context before it
+// returns, and the restart waits for every allocated buffer's copy to end, so a caller holding
+// an unfinished buffer must not call Process (nor, with a manual chip, BufferAllocWait or
+// SendWait, which drive it). Process's doc called calling it "harmless" and none of the three
+// said so; a manual chip's only driver deadlocked itself. The test pins the wait: Process does
+// not return while the buffer is held, and does once its copy ends.
+func TestProcessHaltWaitsForHeldBuffer(t *testing.T) {
+	sc := newManual(t, 8, nil)
+	if err := sc.SetFaults(FaultPlan{HaltAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCounter()
+	b1, err := sc.BufferAlloc(2, &relOf{c, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := sc.BufferAlloc(2, &relOf{c, 1}) // held, unfinished, behind the halting packet
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc.Process()
+	}()
+	for sc.Stats().Halts == 0 { // the halt is met; its restart now waits for b2
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("Process returned with a buffer unfinished: the restart did not wait for it")
+	default:
+	}
+	if err := b2.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if st := sc.Stats(); st.Restarts != 1 || st.Flushed != 2 || !sc.Enabled() {
+		t.Errorf("after the restart: enabled %v, %+v", sc.Enabled(), st)
+	}
+	c.check(t, 2)
+}
