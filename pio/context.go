@@ -28,7 +28,9 @@ func (f ReleaseFunc) Released(code ReleaseCode) { f(code) }
 // them, as one segment or two (when the packet wraps at the end of the send buffer). It has the
 // shape of sdma.Sink, so any sdma sink serves a send context too. segs alias the send buffer and
 // are valid only during the call. An error is counted (Stats.SinkErrors), not propagated; a panic
-// is recovered and counted the same way.
+// is recovered and counted the same way. Deliver runs with the chip's lock held (and, in Disable
+// and Close, the allocation lock): like a Releaser it must not block and must not call into the
+// same context (Process, Disable, Close, ... would wait for themselves).
 type Sink interface {
 	Deliver(ctxt int, segs [][]byte) error
 }
