@@ -348,7 +348,8 @@ func (sc *SendContext) Stats() Stats {
 // buffer must then be written with Copy, or CopyStart, CopyMid... and CopyEnd.
 //
 // Not enough room: it refreshes its copy of the free count, then runs a release pass itself, and
-// if there is still no room returns ErrNoCredits (bare; nothing changed). A context that is not
+// if there is still no room returns ErrNoCredits (bare; nothing changed; see ErrNoCredits for
+// how to get credits back: the pass reads only what the chip last wrote back). A context that is not
 // enabled (halted, stopped, disabled) gives ErrNotRunning, a closed one ErrClosed. A length
 // outside 2..MaxPacketDWs or beyond the context's buffer is an error matching ErrMsgSize.
 //

@@ -17,7 +17,10 @@ var (
 	// ErrMsgSize: a packet longer than the context's buffer or than a PBC can describe.
 	ErrMsgSize = errors.New("pio: packet too long for the send context")
 	// ErrNoCredits: not enough free blocks right now (sc_buffer_alloc returned NULL). Nothing was
-	// changed; wait for a credit return (SendWait, QueueWait) or retry.
+	// changed; wait for a credit return (SendWait, QueueWait: they ask the chip for one), or ask
+	// for one (ReturnCredits) and retry. A bare retry may never succeed: below the credit-return
+	// threshold, with nobody waiting, the chip writes nothing back by itself (the kernel's callers
+	// pio_wait, which forces a return).
 	ErrNoCredits = errors.New("pio: no send credits")
 	// ErrNotRunning: the context is not enabled: halted, stopped or disabled (sc_buffer_alloc's
 	// ERR_PTR(-ECOMM)). Nothing was allocated.

@@ -1,7 +1,9 @@
 package pio
 
 import (
+	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -217,4 +219,45 @@ func TestProcessHaltWaitsForHeldBuffer(t *testing.T) {
 		t.Errorf("after the restart: enabled %v, %+v", sc.Enabled(), st)
 	}
 	c.check(t, 2)
+}
+
+// TestNoCreditsRetryNeedsReturn: ErrNoCredits said "wait for a credit return or retry", but a
+// bare retry never succeeds when the chip has consumed everything below its credit-return
+// threshold with nobody waiting: it writes nothing back by itself, and BufferAlloc's own release
+// pass reads only what it last wrote (100000 retries failed, no credit return). The doc now says
+// to ask for one (ReturnCredits) and retry; this pins both halves: the bare retry still fails,
+// the asked-for return lets the retry through.
+func TestNoCreditsRetryNeedsReturn(t *testing.T) {
+	sc, err := New(Config{Credits: 10, Threshold: 10, Sink: &captureSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	for range 3 { // 9 of 10 blocks, consumed below the threshold: nothing written back
+		if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 152)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for sc.Stats().Packets < 3 {
+		runtime.Gosched()
+	}
+	for range 100 {
+		if _, err := sc.BufferAlloc(40, nil); err != ErrNoCredits {
+			t.Fatalf("a bare retry: %v, want ErrNoCredits (the chip returned credits by itself?)", err)
+		}
+	}
+	sc.ReturnCredits()
+	for i := 0; ; i++ {
+		b, err := sc.BufferAlloc(40, nil)
+		if err == nil {
+			if err := b.Copy(CreatePBC(0, 0, 0, 40), make([]byte, 152)); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if err != ErrNoCredits || i == 1e7 {
+			t.Fatalf("retry %d after ReturnCredits: %v (stats %+v)", i, err, sc.Stats())
+		}
+		runtime.Gosched()
+	}
 }
