@@ -874,8 +874,12 @@ func (sc *SendContext) SetFaults(p FaultPlan) error {
 // hands it to the chip. rel is told when its credits come back. It drives a manual chip itself
 // while it waits (Process: the caller must then hold no unfinished buffer of the context, see
 // BufferAllocWait). It returns ctx's error if ctx ends first (nothing was allocated),
-// ErrNotRunning if the context is halted or disabled, ErrClosed after Close.
+// ErrNotRunning if the context is halted or disabled, ErrClosed after Close; a nil ctx is
+// ErrInvalid (nothing allocated).
 func (sc *SendContext) SendWait(ctx context.Context, flags PBC, vl uint8, segs [][]byte, rel Releaser) error {
+	if ctx == nil {
+		return errNilContext("SendWait")
+	}
 	n := 0
 	for _, s := range segs {
 		n += len(s)
@@ -891,8 +895,12 @@ func (sc *SendContext) SendWait(ctx context.Context, flags PBC, vl uint8, segs [
 // BufferAllocWait is BufferAlloc that waits on ctx while there are no credits: it parks on the
 // context's wait list (QueueWait) and is woken by a release pass; with a manual chip it drives
 // the chip itself (Process), so its caller must hold no unfinished buffer of the context: a halt
-// met there restarts the context, which waits for every copy to end.
+// met there restarts the context, which waits for every copy to end. A nil ctx is ErrInvalid
+// (nothing allocated).
 func (sc *SendContext) BufferAllocWait(ctx context.Context, dwLen int, rel Releaser) (*Buf, error) {
+	if ctx == nil {
+		return nil, errNilContext("BufferAllocWait")
+	}
 	var w *Waiter
 	for {
 		seq := sc.ReleaseSeq()

@@ -10,9 +10,9 @@ import (
 // ErrNoCredits and ErrNotRunning are returned bare, so the flow-control path does not allocate.
 var (
 	// ErrInvalid: a bad argument (type, credits, MTU, threshold, a copy of bytes that are not
-	// whole dwords, a Restart of a context that is not halted). Nothing was changed (-EINVAL). A
-	// PBC that does not match its buffer is not refused: the chip halts on it (CausePBCLength,
-	// CauseBadPBC), as the real chip does.
+	// whole dwords, a Restart of a context that is not halted, a nil context.Context). Nothing
+	// was changed (-EINVAL). A PBC that does not match its buffer is not refused: the chip halts
+	// on it (CausePBCLength, CauseBadPBC), as the real chip does.
 	ErrInvalid = errors.New("pio: invalid argument")
 	// ErrMsgSize: a packet longer than the context's buffer or than a PBC can describe.
 	ErrMsgSize = errors.New("pio: packet too long for the send context")
@@ -50,6 +50,11 @@ func errf(op string, sentinel error, msg string) *Error {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// errNilContext is the answer of an entry point that takes a context to a nil one: ErrInvalid,
+// before anything is done (as sdma's). A nil ctx would otherwise panic, and only when the call
+// had to wait.
+func errNilContext(op string) error { return errf(op, ErrInvalid, "nil context") }
 
 // HaltCause names why the chip model halted a context (hfi1: the send context error bits that
 // sc_stop(sc, SCF_HALTED) reacts to).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -260,4 +261,52 @@ func TestNoCreditsRetryNeedsReturn(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// TestNilContextRefused: SendWait and BufferAllocWait refuse a nil ctx with ErrInvalid before
+// anything changes, idle or full (sdma and usdma do the same since fab8750). They used to use
+// the nil ctx only when they had to wait: on a full context, ctx.Err() panicked (a nil
+// interface's method), which every quiet test missed.
+func TestNilContextRefused(t *testing.T) {
+	sc := newManual(t, 4, &captureSink{})
+	var nilCtx context.Context
+	check := func(state string) {
+		t.Helper()
+		before := sc.Avail()
+		for name, call := range map[string]func() error{
+			"SendWait": func() error { return sc.SendWait(nilCtx, 0, 0, [][]byte{make([]byte, 8)}, nil) },
+			"BufferAllocWait": func() error {
+				b, err := sc.BufferAllocWait(nilCtx, 4, nil)
+				if b != nil {
+					_ = b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8))
+				}
+				return err
+			},
+		} {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s, %s context, nil ctx: panic %v", name, state, p)
+					}
+				}()
+				if err := call(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nil context") {
+					t.Errorf("%s, %s context, nil ctx: %v, want ErrInvalid naming the nil context", name, state, err)
+				}
+			}()
+			if sc.Avail() != before {
+				t.Errorf("%s, %s context, nil ctx: avail %d -> %d", name, state, before, sc.Avail())
+			}
+		}
+	}
+	check("an idle")
+	for range 4 {
+		b, err := sc.BufferAlloc(16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(0, 0, 0, 16), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("a full")
 }
