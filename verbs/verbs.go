@@ -28,6 +28,13 @@ var (
 	ErrClosed error = closedError{}
 )
 
+// errNilContext is the answer of Send and Drain to a nil ctx: ErrInvalid, before anything is
+// sent or waited for (as sdma's and pio's). A nil ctx would otherwise panic, and only when the
+// call had to wait.
+func errNilContext(op string) error {
+	return errors.Join(ErrInvalid, errors.New("verbs: "+op+": nil context"))
+}
+
 // closedError is ErrClosed: one value that also matches both paths' closed sentinels.
 type closedError struct{}
 
@@ -298,12 +305,16 @@ func (f *Flow) choose(n int) Path {
 // same bytes, padded to whole dwords. It waits on ctx for room (credits, ring slots) and for the
 // drain; c, if not nil, is told when the memory of segs is the caller's again. It returns the
 // path taken, or an error with nothing sent: ErrClosed once the Device is closed (checked
-// first, so that every packet is refused, whatever its size), ctx's, ErrInvalid, or the path's
-// own (pio.ErrNotRunning, sdma.ErrClosed, ...); c is not told of a refused packet. An SDMA packet
-// refused with sdma.ErrNotRunning was accepted to the flush list: c is told ErrAborted later.
+// first, so that every packet is refused, whatever its size), ctx's, ErrInvalid (an empty
+// packet, a nil ctx: nothing sent, nothing waited for), or the path's own (pio.ErrNotRunning,
+// sdma.ErrClosed, ...); c is not told of a refused packet. An SDMA packet refused with
+// sdma.ErrNotRunning was accepted to the flush list: c is told ErrAborted later.
 func (f *Flow) Send(ctx context.Context, segs [][]byte, c Completion) (Path, error) {
 	if f.dev.closed.Load() {
 		return 0, ErrClosed
+	}
+	if ctx == nil {
+		return 0, errNilContext("Send")
 	}
 	n := 0
 	for _, s := range segs {
@@ -421,8 +432,12 @@ func (f *Flow) wait(ctx context.Context) error {
 // (iowait_drain). It runs the engine's completion pass itself while it waits (Process and Poll
 // with ManualPIO; otherwise Poll every 200 µs once it has waited that long), so that it also
 // returns on an engine in sdma.CompletePoll mode, whose txreqs complete only when someone polls;
-// on other engines the poll is harmless. Completions may then run on the caller's goroutine.
+// on other engines the poll is harmless. Completions may then run on the caller's goroutine. A
+// nil ctx is ErrInvalid, whether or not packets are in flight.
 func (f *Flow) Drain(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext("Drain")
+	}
 	if err := f.drainPIO(ctx); err != nil {
 		return err
 	}
