@@ -396,10 +396,13 @@ type dlidTable struct {
 }
 
 // SelectEngine picks the engine for a selector (a QP number, a hash, a CPU) on virtual lane vl
-// (hfi1: sdma_select_engine_vl): map[vl & mask].sde[selector & mask]. A vl past the mapped lanes
-// gets engine 0, as in the kernel.
+// (hfi1: sdma_select_engine_vl): map[vl & mask].sde[selector & mask]. A vl at or past MaxVLs
+// (the kernel's module parameter num_vls, at its default) gets engine 0, as in the kernel; a vl
+// from NumVLs (the operational VLs the map is built for) up to MaxVLs takes the map's slot
+// vl & mask, which repeats a lane's engines (sdma_map_init's map[i % num_vls]), as the kernel's
+// does.
 func (dev *Device) SelectEngine(selector uint32, vl uint8) *Engine {
-	if int(vl) >= dev.vlMap.actualVLs {
+	if vl >= MaxVLs {
 		return dev.engines[0]
 	}
 	el := dev.vlMap.elems[uint32(vl)&dev.vlMap.mask]

@@ -83,7 +83,9 @@ func ExampleDevice_SelectEngine() {
 		panic(err)
 	}
 	defer dev.Close()
-	for vl := uint8(0); vl < 3; vl++ {
+	// vl 2 is past the two VLs: it takes the map's repeated slot (VL 0's engines), as the
+	// kernel's does; a vl from MaxVLs (8) on gets engine 0.
+	for _, vl := range []uint8{0, 1, 2, sdma.MaxVLs} {
 		fmt.Printf("vl %d:", vl)
 		for sel := uint32(0); sel < 4; sel++ {
 			fmt.Printf(" %d", dev.SelectEngine(sel, vl).Index())
@@ -93,5 +95,6 @@ func ExampleDevice_SelectEngine() {
 	// Output:
 	// vl 0: 0 1 0 1
 	// vl 1: 2 3 2 3
-	// vl 2: 0 0 0 0
+	// vl 2: 0 1 0 1
+	// vl 8: 0 0 0 0
 }

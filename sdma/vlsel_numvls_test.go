@@ -10,11 +10,10 @@ import (
 // at or past the module parameter num_vls (default HFI1_MAX_VLS_SUPPORTED, 8); the map itself is
 // built for the operational VLs (sdma_map_init(dd, port, ppd->vls_operational, NULL)) and a vl
 // between the two indexes map[vl & mask], one of the repeated slots past the actual VLs. Here a
-// vl at or past Config.NumVLs gets engine 0, so those repeated slots (internal/vlmap builds them)
-// are never reached: with 16 engines on 3 VLs, vl 5 takes VL 1's engines in the kernel and
-// engine 0 here.
+// vl at or past Config.NumVLs got engine 0, so those repeated slots (internal/vlmap builds them)
+// were never reached: with 16 engines on 3 VLs, vl 5 takes VL 1's engines in the kernel and took
+// engine 0 here. A vl at or past MaxVLs (num_vls' default) gets engine 0.
 func TestSelectEngineVLPastOperational(t *testing.T) {
-	t.Skip("bug: SelectEngine (and verbs' pio index) bound vl by NumVLs, the kernel by num_vls (8 by default); a design call: model num_vls = MaxVLs, or document that NumVLs stands for both")
 	dev, err := sdma.NewDevice(sdma.Config{Engines: 16, NumVLs: 3, Manual: true, RingSize: 64})
 	if err != nil {
 		t.Fatal(err)
@@ -25,5 +24,24 @@ func TestSelectEngineVLPastOperational(t *testing.T) {
 		if got, want := dev.SelectEngine(sel, 5), dev.SelectEngine(sel, 1); got != want {
 			t.Errorf("selector %d, vl 5: engine %d, the kernel's (map[5 & 3] = VL 1's) %d", sel, got.Index(), want.Index())
 		}
+	}
+}
+
+// TestSelectEngineVLAtMaxVLs: a vl at or past MaxVLs (the kernel's num_vls default) gets engine
+// 0 whatever the selector, on a map of any number of VLs.
+func TestSelectEngineVLAtMaxVLs(t *testing.T) {
+	for _, vls := range []int{1, 3, 8} {
+		dev, err := sdma.NewDevice(sdma.Config{Engines: 16, NumVLs: vls, Manual: true, RingSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sel := uint32(0); sel < 16; sel++ {
+			for _, vl := range []uint8{sdma.MaxVLs, sdma.MaxVLs + 1, 255} {
+				if got := dev.SelectEngine(sel, vl).Index(); got != 0 {
+					t.Errorf("%d VLs, selector %d, vl %d: engine %d, want 0", vls, sel, vl, got)
+				}
+			}
+		}
+		_ = dev.Close()
 	}
 }

@@ -56,8 +56,8 @@ func TestPIOContextPerVLAsKernel(t *testing.T) {
 
 // TestPIOMapLayout: pio_map_init's layout without vl_scontexts, and pio_select_send_context_vl
 // on it: n / numVLs contexts a VL, the extras from the last VL down, each VL's table a power of
-// two filled round robin over its own run; a VL past the actual ones, or with no context, gets
-// context 0 (vld[0].sc).
+// two filled round robin over its own run; a VL past the actual ones takes the repeated slot
+// vl & mask; one at or past num_vls (8), or with no context, gets context 0 (vld[0].sc).
 func TestPIOMapLayout(t *testing.T) {
 	for _, c := range []struct {
 		n, vls int
@@ -78,8 +78,23 @@ func TestPIOMapLayout(t *testing.T) {
 				}
 			}
 		}
-		if got := m.index(5, uint8(c.vls)); got != 0 {
-			t.Errorf("%d contexts on %d VLs: a VL past them got context %d, want 0", c.n, c.vls, got)
+		// A vl from the actual VLs up to num_vls (8) takes slot vl & mask, which repeats VL
+		// (vl & mask) % vls (pio_map_init's map[i % num_vls]); from 8 on, context 0.
+		mask := 1
+		for mask < c.vls {
+			mask <<= 1
+		}
+		for vl := c.vls; vl < 8; vl++ {
+			for sel := range 8 {
+				if got, w := m.index(uint32(sel), uint8(vl)), c.want[(vl&(mask-1))%c.vls][sel]; got != w {
+					t.Errorf("%d contexts on %d VLs: vl %d selector %d: context %d, kernel's %d", c.n, c.vls, vl, sel, got, w)
+				}
+			}
+		}
+		for _, vl := range []uint8{8, 9, 255} {
+			if got := m.index(5, vl); got != 0 {
+				t.Errorf("%d contexts on %d VLs: vl %d (past num_vls) got context %d, want 0", c.n, c.vls, vl, got)
+			}
 		}
 	}
 }

@@ -275,11 +275,13 @@ func buildPIOMap(n, numVLs int) pioVLMap {
 	return pioVLMap{actualVLs: numVLs, mask: uint32(len(elems) - 1), elems: elems}
 }
 
-// index is pio_select_send_context_vl: the VL's table (a VL past the actual ones gets context 0,
-// the kernel's vld[0].sc), then ksc[selector & mask]; a VL without contexts gets context 0 too
-// (the kernel's NULL ksc entry falls back to vld[0].sc).
+// index is pio_select_send_context_vl: the VL's table, then ksc[selector & mask]. A vl at or past
+// sdma.MaxVLs (the kernel's module parameter num_vls, at its default) gets context 0 (the
+// kernel's vld[0].sc); a vl from the actual VLs up to it takes the table of slot vl & mask, which
+// repeats a lane's (pio_map_init's map[i % num_vls]), as in the kernel. A VL without contexts gets
+// context 0 too (the kernel's NULL ksc entry falls back to vld[0].sc).
 func (m *pioVLMap) index(selector uint32, vl uint8) int {
-	if int(vl) >= m.actualVLs {
+	if vl >= sdma.MaxVLs {
 		return 0
 	}
 	ksc := m.elems[uint32(vl)&m.mask]
