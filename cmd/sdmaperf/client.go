@@ -15,8 +15,16 @@ import (
 // errInterrupted is a run ended by Ctrl-C: the results so far were printed; exit 130.
 var errInterrupted = errors.New("interrupted")
 
-// runClient runs every size, streaming each size's row, and prints the report.
+// runClient runs every size, streaming each size's row, and prints the report. A run whose
+// results could not be written to stdout fails (a full disk, a closed pipe): the text tables and
+// --output print with fmt, whose errors stickyWriter keeps.
 func runClient(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	out := &stickyWriter{w: stdout}
+	return out.check(runClientTo(ctx, cfg, out, stderr))
+}
+
+// runClientTo is runClient writing its results to stdout.
+func runClientTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.Path == pathPIO || cfg.Path == pathAuto {
 		return runPaths(ctx, cfg, stdout)
 	}

@@ -311,5 +311,32 @@ func (r *Result) rates(bytes uint64) {
 	}
 }
 
+// stickyWriter writes to w and keeps the first error, for the output printed with fmt (whose
+// errors are not checked line by line). Once a write failed, every later one fails alike.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
+
+// check returns runErr, or when the run itself succeeded, the first write error: a run whose
+// results were lost fails.
+func (s *stickyWriter) check(runErr error) error {
+	if runErr == nil && s.err != nil {
+		return fmt.Errorf("writing the results: %w", s.err)
+	}
+	return runErr
+}
+
 // indent is used by the server's text output.
 func indent(s string) string { return " " + strings.ReplaceAll(s, "\n", "\n ") }

@@ -38,8 +38,14 @@ const waitForever = 100 * 365 * 24 * time.Hour
 
 // runServer is sdmaperf -server: receive one run over loopback UDP, check it, report. With the
 // client's -sweep it receives one run per size (the client ends each with its markers) and
-// prints a row per size as each ends.
+// prints a row per size as each ends. A report that could not be written to stdout fails.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	out := &stickyWriter{w: stdout}
+	return out.check(runServerTo(ctx, cfg, out, stderr))
+}
+
+// runServerTo is runServer writing its report to stdout.
+func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	idle, until := cfg.Idle, fmt.Sprintf("%v idle", cfg.Idle)
 	if idle == 0 { // -idle 0: wait for the client indefinitely (until Ctrl-C)
 		idle, until = waitForever, "Ctrl-C"
