@@ -46,7 +46,7 @@ func runClientTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	if err := cs.close(&rep); err != nil && runErr == nil {
 		runErr = err
 	}
-	if errors.Is(runErr, errNoReceiver) {
+	if errors.Is(runErr, errNoReceiver) && len(rep.Results) == 0 {
 		return runErr // nothing was measured: perftest's one line, no tables
 	}
 	rep.Interrupted = errors.Is(runErr, errInterrupted)
@@ -82,8 +82,10 @@ func runSizes(ctx context.Context, cfg Config, cs *clientSink, rep *Report, out 
 		switch {
 		case ctx.Err() != nil:
 			return errInterrupted
+		case errors.Is(err, errNoReceiver) && len(rep.Results) == 0:
+			return err // nobody listened from the start
 		case errors.Is(err, errNoReceiver):
-			return err
+			return fmt.Errorf("%d bytes: %w (the receiver took the results above, then stopped: a -server receives one run unless given the client's -sweep)", size, err)
 		case err != nil:
 			return fmt.Errorf("%d bytes: %w", size, err)
 		}

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
 )
 
 // errDiskFull stands for a stdout that refuses writes (sdmaperf > /dev/full, a full disk).
@@ -52,4 +56,34 @@ func TestServerStdoutWriteErrorFails(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, exitFail, <-done, stderr.String())
 	assert.True(t, strings.Contains(stderr.String(), errDiskFull.Error()), stderr.String())
+}
+
+// TestReceiverGoneMidSweepKeepsResults: a sweep whose receiver stops after the first size (a
+// -server not given the client's -sweep receives one run and exits) reports the sizes it
+// measured and fails naming the size that found nobody. The sizes measured were dropped: -json
+// printed nothing at all, the text tables stopped after the streamed rows, as if nothing had
+// been measured ("no receiver" is the one line of a client with nobody listening from the
+// start).
+func TestReceiverGoneMidSweepKeepsResults(t *testing.T) {
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{Idle: 30 * time.Second})
+	require.NoError(t, err)
+	done := make(chan udpsink.Report, 1)
+	go func() { // one run, then gone, as a -server without -sweep
+		rep, _ := r.Run(t.Context())
+		r.Close()
+		done <- rep
+	}()
+	code, out, errOut := runTool(t, "-sink", "udp", "-udp-addr", r.Addr().String(), "-sweep", "-size", "16",
+		"-frags", "1", "-n", "20000", "-warmup", "0", "-json")
+	first := <-done
+	require.True(t, first.Ended, "the receiver got the first size's run")
+	require.Equal(t, exitFail, code, errOut)
+	assert.Contains(t, errOut, "connection refused")
+	var rep Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), "stdout: %q", out)
+	require.NotEmpty(t, rep.Results)
+	assert.Equal(t, 2, rep.Results[0].Bytes)
+	assert.EqualValues(t, 20000, rep.Results[0].Iterations)
+	failed := 2 << len(rep.Results)
+	assert.Contains(t, errOut, fmt.Sprintf("sdmaperf: %d bytes: no receiver at %s", failed, r.Addr()))
 }
