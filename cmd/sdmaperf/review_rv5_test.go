@@ -87,3 +87,58 @@ func TestReceiverGoneMidSweepKeepsResults(t *testing.T) {
 	failed := 2 << len(rep.Results)
 	assert.Contains(t, errOut, fmt.Sprintf("sdmaperf: %d bytes: no receiver at %s", failed, r.Addr()))
 }
+
+// TestServerSweepRefusesOtherSizes: a -server sweep checks that each run's packets are the size
+// its row names. A client that sent another size (here one run of 4096-byte packets to a server
+// expecting -sweep -size 16) was printed as the sweep's first row, "2 bytes" at the 4096-byte
+// run's bandwidth, and the server then failed on the next size with "4 bytes: no packets
+// arrived", which named neither the mismatch nor its cure.
+func TestServerSweepRefusesOtherSizes(t *testing.T) {
+	var stdout syncBuffer
+	stderr := &readyWriter{ready: make(chan string, 1)}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(t.Context(), []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "2s", "-sweep", "-size", "16", "-frags", "1"}, &stdout, stderr)
+	}()
+	var addr string
+	select {
+	case addr = <-stderr.ready:
+	case code := <-done:
+		t.Fatalf("server exit %d: %s", code, stderr.String())
+	}
+	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "4096")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, exitFail, <-done, stderr.String())
+	assert.Contains(t, stderr.String(), "sdmaperf: 2 bytes: the client's packets carry 4096 bytes each, where a 2-byte packet carries 4")
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		assert.False(t, strings.HasPrefix(l, " 2 "), "no row for a run of another size: %q", l)
+	}
+}
+
+// TestCheckRunSize: the sizes a -server sweep accepts for a row: the packet padded to 4 bytes,
+// or -mode msg packets (64 header bytes each, a message cut at -mtu); and what it refuses: another
+// size, or the next size of a sweep that started elsewhere (another -frags).
+func TestCheckRunSize(t *testing.T) {
+	for _, c := range []struct {
+		size           int
+		packets, bytes uint64
+		ok             bool
+	}{
+		{2, 10, 40, true},                   // padded to 4
+		{4096, 10, 40960, true},             // packet mode
+		{4096, 10, 10 * (4096 + 64), true},  // -mode msg, one packet per message
+		{8192, 20, 20 * (4096 + 64), true},  // -mode msg -mtu 4096: two packets per message
+		{6, 10, 10 * (8 + 64), true},        // -mode msg, padded
+		{2, 10, 40960, false},               // one run of 4096 bytes against a sweep
+		{4, 10, 80, false},                  // the sweep one size ahead (-frags 3 against 1)
+		{64, 10, 1280, true},                // a 64-byte message's packet, or a 128-byte packet: either
+		{256, 10, 5120, false},              // the sweep one size ahead, larger
+		{4096, 10, 10 * 2048, false},        // smaller packets
+		{4096, 40, 40 * (1024 + 64), true},  // -mode msg -mtu 1024: four packets per message
+		{4096, 30, 30 * (1024 + 64), false}, // 1024-byte messages
+		{2, 0, 0, true},                     // nothing to check
+	} {
+		err := checkRunSize(c.size, &udpsink.Report{Packets: c.packets, Bytes: c.bytes})
+		assert.Equal(t, c.ok, err == nil, "%+v: %v", c, err)
+	}
+}

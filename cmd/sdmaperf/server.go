@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/sdma/udpsink"
+	"github.com/gosdma/gosdma/usdma"
 )
 
 // errReceiverSaw is returned when the receiver saw duplicated, reordered or corrupted packets, or
@@ -106,6 +107,10 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 			runErr = cmp.Or(err, fmt.Errorf("%d bytes: no packets arrived in %v", size, cfg.Idle))
 			break
 		}
+		if err := checkRunSize(size, &rep); err != nil {
+			runErr = err
+			break
+		}
 		reps = append(reps, SizeReport{size, rep})
 		if !cfg.JSON {
 			bw, rate := rates(&rep)
@@ -127,6 +132,34 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		return errInterrupted
 	}
 	return runErr
+}
+
+// checkRunSize checks that a run of a sweep is the size its row names: each frame carries the
+// packet, padded to 4 bytes as the SDMA engine pads it; or, from -mode msg, a message's packet:
+// its 64 header bytes and its part of the padded message (a message longer than -mtu is cut into
+// several), so that the frames of m messages of k packets each carry m*(size+64*k) bytes. With
+// packets lost or repeated, a -mode msg run is only checked for packets no larger than a
+// message's. The client sends no configuration, so this is where a client run of another size
+// than the server's -sweep names shows. (A 64-byte packet and a 0-byte message's cannot be
+// told apart; nor a message of size s and a packet of s+64: the sweep's earlier sizes tell.)
+func checkRunSize(size int, rep *udpsink.Report) error {
+	want := uint64(size+3) &^ 3
+	n, b := rep.Packets, rep.Bytes
+	if n == 0 || b == n*want {
+		return nil
+	}
+	if b > n*usdma.HeaderSize && b <= n*(want+usdma.HeaderSize) {
+		data := b - n*usdma.HeaderSize // the messages' padded bytes
+		if rep.Lost != 0 || rep.Dups != 0 || (data%want == 0 && n%(data/want) == 0) {
+			return nil
+		}
+	}
+	each := fmt.Sprintf("%d bytes each", b/n)
+	if b%n != 0 {
+		each = fmt.Sprintf("%.1f bytes on average", float64(b)/float64(n))
+	}
+	return fmt.Errorf("%d bytes: the client's packets carry %s, where a %d-byte packet carries %d: give -server the client's -sweep, -size and -frags",
+		size, each, size, want)
 }
 
 // receiveRun receives one run: it skips the repeats of the previous run's end markers, which
