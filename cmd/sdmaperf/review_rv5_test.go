@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +142,28 @@ func TestCheckRunSize(t *testing.T) {
 	} {
 		err := checkRunSize(c.size, &udpsink.Report{Packets: c.packets, Bytes: c.bytes})
 		assert.Equal(t, c.ok, err == nil, "%+v: %v", c, err)
+	}
+}
+
+// TestServerGarbageSaysWhatArrived: a -server that got only datagrams that are not sdmaperf
+// frames (another program on its port) says so; it said "no packets arrived", which sends the
+// user looking for a client that did not start.
+func TestServerGarbageSaysWhatArrived(t *testing.T) {
+	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
+		stderr := &readyWriter{ready: make(chan string, 1)}
+		done := make(chan int, 1)
+		go func() {
+			done <- run(t.Context(), append([]string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "300ms"}, sweep...), io.Discard, stderr)
+		}()
+		addr := <-stderr.ready
+		c, err := net.Dial("udp", addr)
+		require.NoError(t, err)
+		for _, d := range [][]byte{nil, []byte("x"), []byte("GET / HTTP/1.1\r\n\r\n"), make([]byte, 64)} {
+			_, err := c.Write(d)
+			require.NoError(t, err)
+		}
+		c.Close()
+		assert.Equal(t, exitFail, <-done)
+		assert.Contains(t, stderr.String(), "no sdmaperf packets arrived in 300ms: 4 datagrams were not sdmaperf frames", "%v", sweep)
 	}
 }

@@ -82,9 +82,18 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 		return errInterrupted // Ctrl-C: what arrived so far is printed above
 	}
 	if rep.Packets == 0 && !rep.Ended {
-		return fmt.Errorf("no packets arrived in %v", cfg.Idle)
+		return noPackets(cfg, &rep)
 	}
 	return checkReceiver(&rep, stderr)
+}
+
+// noPackets is the error of a run in which no sdmaperf packet arrived: nothing did, or only
+// datagrams that are not sdmaperf frames (another program sending to the port).
+func noPackets(cfg Config, rep *udpsink.Report) error {
+	if rep.BadFrames > 0 {
+		return fmt.Errorf("no sdmaperf packets arrived in %v: %d datagrams were not sdmaperf frames (another program sends to this port?)", cfg.Idle, rep.BadFrames)
+	}
+	return fmt.Errorf("no packets arrived in %v", cfg.Idle)
 }
 
 // SizeReport is what the receiver saw of one size of a sweep.
@@ -104,7 +113,7 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 	for _, size := range cfg.Sizes {
 		rep, err := receiveRun(ctx, r)
 		if err != nil || (rep.Packets == 0 && !rep.Ended) {
-			runErr = cmp.Or(err, fmt.Errorf("%d bytes: no packets arrived in %v", size, cfg.Idle))
+			runErr = cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
 			break
 		}
 		if err := checkRunSize(size, &rep); err != nil {
