@@ -167,3 +167,32 @@ func TestServerGarbageSaysWhatArrived(t *testing.T) {
 		assert.Contains(t, stderr.String(), "no sdmaperf packets arrived in 300ms: 4 datagrams were not sdmaperf frames", "%v", sweep)
 	}
 }
+
+// TestReceiverGoneMidRunSaysSo: a receiver that answered the warm-up and then went away (a
+// -server killed mid-run) is reported as such; the client said "no receiver at ADDR", the
+// message of a client that found nobody listening, which sends the user looking for a server
+// that was never started.
+func TestReceiverGoneMidRunSaysSo(t *testing.T) {
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{Idle: 30 * time.Second})
+	require.NoError(t, err)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_, _ = r.Run(t.Context())
+	}()
+	go func() { // gone after the warm-up and a few thousand measured packets
+		for r.Received() < 5000 {
+			select {
+			case <-ran:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		r.Close()
+	}()
+	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", r.Addr().String(), "-size", "64", "-frags", "1",
+		"-n", "100000000", "-warmup", "100")
+	<-ran
+	assert.Equal(t, exitFail, code, errOut)
+	assert.Contains(t, errOut, "sdmaperf: the receiver at "+r.Addr().String()+" stopped answering during the run: connection refused")
+}

@@ -35,6 +35,10 @@ type sizeRun struct {
 
 	measuring atomic.Bool // false during warm-up: completions are not recorded
 	stop      atomic.Bool // set when the duration is over
+	// answered: the warm-up's deliveries went out and none was refused, so a refusal in the
+	// measured run is a receiver that went away, not one that was never there. Written by arm,
+	// read by noReceiver (also on the sampler's goroutine, which starts after arm).
+	answered bool
 }
 
 // counters are the cumulative counts a result reports as differences over the measured run.
@@ -199,7 +203,9 @@ func (r *sizeRun) arm() error {
 	}
 	r.stop.Store(false)
 	r.start = r.counters()
-	return r.noReceiver() // the warm-up's deliveries were refused
+	err := r.noReceiver() // the warm-up's deliveries were refused
+	r.answered = r.answered || (err == nil && r.cfg.Warmup > 0)
+	return err
 }
 
 // counters reads the cumulative counters.
@@ -249,6 +255,9 @@ func (r *sizeRun) noReceiver() error {
 	}
 	for i := range r.dev.NumEngines() {
 		if err := r.dev.Engine(i).SinkError(); errors.Is(err, syscall.ECONNREFUSED) {
+			if r.answered {
+				return fmt.Errorf("the receiver at %s stopped answering during the run: %w", r.cfg.UDPAddr, errNoReceiver)
+			}
 			return fmt.Errorf("no receiver at %s: %w", r.cfg.UDPAddr, errNoReceiver)
 		}
 	}
