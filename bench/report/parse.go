@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/perf/benchfmt"
 )
@@ -24,8 +27,12 @@ type suite struct {
 // result line that is malformed, or has a figure that is not a finite number (NaN, ±Inf), is an
 // error naming its line.
 func parse(r io.Reader) (*suite, error) {
+	in, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
 	s := &suite{values: map[string]map[string][]float64{}}
-	br := benchfmt.NewReader(r, "bench output")
+	br := benchfmt.NewReader(bytes.NewReader(blankNonBenchmarks(in)), "bench output")
 	for br.Scan() {
 		var res *benchfmt.Result
 		switch rec := br.Result().(type) {
@@ -92,6 +99,21 @@ func parse(r io.Reader) (*suite, error) {
 		return nil, fmt.Errorf("no benchmark results in the input")
 	}
 	return s, nil
+}
+
+// blankNonBenchmarks empties the lines that begin with "Benchmark" and a lower-case letter
+// ("Benchmarks ran on 2 CPUs"): the testing package never names a benchmark so (its isTest), but
+// benchfmt reads every line with the prefix as a result and calls it malformed. The line is
+// kept, empty, so that an error names its line as counted in the input.
+func blankNonBenchmarks(in []byte) []byte {
+	lines := bytes.SplitAfter(in, []byte("\n"))
+	for i, l := range lines {
+		rest, ok := bytes.CutPrefix(l, []byte("Benchmark"))
+		if r, _ := utf8.DecodeRune(rest); ok && unicode.IsLower(r) {
+			lines[i] = []byte("\n")
+		}
+	}
+	return bytes.Join(lines, nil)
 }
 
 // get returns the median of a benchmark's values in unit over the -count runs.
