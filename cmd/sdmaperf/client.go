@@ -167,8 +167,11 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 		return cs, nil
 	}
 	if addr == "" {
+		// No idle timeout: the receiver lasts as long as the run, which close ends (its end
+		// markers, or closing the receiver). A sink holding a batch of stalled deliveries
+		// (-faults sinkstall) sends nothing for the batch's stalls, up to 1024 s.
 		var err error
-		if cs.recv, err = udpsink.Listen(udpsink.ReceiverConfig{Idle: 10 * time.Second}); err != nil {
+		if cs.recv, err = udpsink.Listen(udpsink.ReceiverConfig{Idle: waitForever}); err != nil {
 			return nil, err
 		}
 		addr = cs.recv.Addr().String()

@@ -196,3 +196,20 @@ func TestReceiverGoneMidRunSaysSo(t *testing.T) {
 	assert.Equal(t, exitFail, code, errOut)
 	assert.Contains(t, errOut, "sdmaperf: the receiver at "+r.Addr().String()+" stopped answering during the run: connection refused")
 }
+
+// TestInProcessReceiverOutlastsStalls: the in-process receiver of -sink udp waits as long as the
+// run goes on. It stopped after 10 s without a datagram, and a sink that holds a batch of stalled
+// deliveries sends nothing for the batch's stalls (here 11 of 1 s, sent as one sendmmsg at the
+// end): the receiver closed its socket mid-run and the client failed with "no receiver at :
+// connection refused", an empty address and the wrong diagnosis. It takes 11 s: the stalls are
+// the scenario, not a measurement.
+func TestInProcessReceiverOutlastsStalls(t *testing.T) {
+	code, out, errOut := runTool(t, "-sink", "udp", "-faults", "sinkstall=1,stall=1s", "-n", "11", "-warmup", "0",
+		"-size", "64", "-frags", "1", "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var rep Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.NotNil(t, rep.Receiver)
+	assert.EqualValues(t, 11, rep.Receiver.Packets, "every packet arrived")
+	assert.True(t, rep.Receiver.Ended)
+}
