@@ -103,10 +103,12 @@ type PutError struct {
 	Err error
 }
 
+// Error returns "ALLOCATOR: put ADDR: CAUSE", e.g. "slab: put 0xc000010000: alloc: object put back twice".
 func (e *PutError) Error() string {
 	return fmt.Sprintf("%s: put %#x: %v", e.Allocator, e.Addr, e.Err)
 }
 
+// Unwrap returns Err (ErrDoublePut or ErrForeign), so that errors.Is matches it.
 func (e *PutError) Unwrap() error { return e.Err }
 
 // Pool's object states, kept in each object's state word. (Slab and List keep theirs in the

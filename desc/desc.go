@@ -31,7 +31,13 @@ import (
 
 // Desc is one 16-byte SDMA descriptor (hfi1: struct hw_sdma_desc, and the qw[2] of struct sdma_desc).
 type Desc struct {
+	// Qw0 is the first quadword (hfi1: qw[0]): FirstFlag, LastFlag, the byte count (bits 61:48)
+	// and the 48-bit bus address (bits 47:0). Written by the Set methods (or whole, by the
+	// ring's writer), read by the engine model and the getters.
 	Qw0 uint64
+	// Qw1 is the second quadword (hfi1: qw[1]): the first AHG update word (bits 63:32), the
+	// header mode, index and dword count, the 2-bit Generation, IntReqFlag and HeadToHostFlag.
+	// Written and read as Qw0.
 	Qw1 uint64
 }
 
@@ -342,11 +348,11 @@ func AHGUpdate(data uint16, dwIndex, startBit, bits uint8) (uint32, error) {
 // AHGWord is a decoded AHG update word (the arguments of hfi1's sdma_build_ahg_descriptor, plus
 // the enable bit).
 type AHGWord struct {
-	Enable   bool
-	StartBit uint8
-	Bits     uint8
-	DWIndex  uint8
-	Value    uint16
+	Enable   bool   // the update-enable bit (AHGUpdateEnableFlag): the chip applies the word
+	StartBit uint8  // first bit of the field within its header dword, 0..31
+	Bits     uint8  // the field's width in bits, 1..16 (16 is encoded as 0)
+	DWIndex  uint8  // which dword of the saved header the field is in, 0..15
+	Value    uint16 // the new value of the field
 }
 
 // DecodeAHG splits an AHG update word into its fields: the inverse of AHGUpdate (the kernel has no

@@ -40,6 +40,7 @@ type Error struct {
 	Err error  // the sentinel
 }
 
+// Error returns "pio: OP: MSG"; the sentinel's text is not repeated.
 func (e *Error) Error() string { return "pio: " + e.Op + ": " + e.Msg }
 
 // Unwrap returns the sentinel.
@@ -84,9 +85,14 @@ type HaltError struct {
 	Context int       // the context's software index
 	Cause   HaltCause // why
 	Packet  uint64    // packets the chip took up before the halt, over the context's life as FaultPlan counts them (the halted packet is Packet+1)
-	Detail  string
+	// Detail is what the chip model saw, with its values (e.g. "PBC length 3 dwords" for
+	// CauseBadPBC, "InjectHalt" for CauseInjected); empty if it has none. It is for people to
+	// read: programs match on Cause.
+	Detail string
 }
 
+// Error returns "pio: send context N halted (CAUSE) at packet P[: DETAIL]", P counting from 1
+// (Packet+1, the halted packet).
 func (e *HaltError) Error() string {
 	s := "pio: send context " + itoa(e.Context) + " halted (" + e.Cause.String() + ") at packet " + strconv.FormatUint(e.Packet+1, 10)
 	if e.Detail != "" {

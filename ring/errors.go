@@ -46,6 +46,8 @@ type Error struct {
 // orderDetail is an out-of-order head move: the new head h outside [old, bound].
 type orderDetail struct{ h, old, bound uint64 }
 
+// Error returns "ring: OP: MSG"; for an out-of-order head move MSG is built from its values
+// ("head H outside [OLD, BOUND]").
 func (e *Error) Error() string { return "ring: " + e.Op + ": " + e.message() }
 
 // message is Msg, or for an out-of-order head move the text built from its values.

@@ -33,6 +33,8 @@ const faultPlanField = "sdmatest.FaultPlan."
 // a fault sink): Error names it as it is, not as a Config field.
 const sdmatestField = "sdmatest."
 
+// Error returns "sdma: Config.FIELD = VALUE: REASON" (an sdmatest field is named as it is,
+// e.g. "sdmatest.FaultPlan.HaltRate").
 func (e *ConfigError) Error() string {
 	name := "Config." + e.Field
 	if strings.HasPrefix(e.Field, sdmatestField) {
@@ -54,6 +56,8 @@ func configErr(field string, v any, reason string) error {
 type HaltCause int
 
 const (
+	// CauseNone is the zero HaltCause: no halt. No HaltError carries it (Halts[CauseNone] stays
+	// 0); as sdmatest.FaultPlan.HaltCause it means CauseHalt; sdmatest.InjectHalt refuses it.
 	CauseNone           HaltCause = iota
 	CauseGenMismatch              // SDMA_GEN_MISMATCH: the slot's generation is not the ring pass's
 	CauseFirstDesc                // SDMA_FIRST_DESC: a packet does not open with FIRST, or FIRST inside one
@@ -105,6 +109,8 @@ type HaltError struct {
 	Err    error     // the underlying error (a *dma.Fault), or nil
 }
 
+// Error returns "sdma: engine E halted: CAUSE at descriptor INDEX (QW0 QW1): DETAIL", then
+// ": " and the underlying error, if any.
 func (e *HaltError) Error() string {
 	s := fmt.Sprintf("sdma: engine %d halted: %v at descriptor %#x (%#016x %#016x): %s",
 		e.Engine, e.Cause, e.Index, e.Desc.Qw0, e.Desc.Qw1, e.Detail)
@@ -125,6 +131,7 @@ type SinkError struct {
 	Panic  any   // the value Deliver panicked with; nil if it returned an error
 }
 
+// Error returns "sdma: engine E: sink: ERR", or "sdma: engine E: sink panicked: VALUE".
 func (e *SinkError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("sdma: engine %d: sink: %v", e.Engine, e.Err)
@@ -152,6 +159,8 @@ type CallbackError struct {
 	Goexit   bool   // it called runtime.Goexit instead (Panic and Stack nil)
 }
 
+// Error returns "sdma: engine E: CALLBACK callback panicked: VALUE" (without the stack), or
+// "... callback called runtime.Goexit".
 func (e *CallbackError) Error() string {
 	if e.Goexit {
 		return fmt.Sprintf("sdma: engine %d: %s callback called runtime.Goexit", e.Engine, e.Callback)

@@ -192,6 +192,7 @@ type TxError struct {
 	Cause  error  // the underlying error, or nil
 }
 
+// Error returns "sdma: OP: REASON", then ": " and the cause, if any.
 func (e *TxError) Error() string {
 	s := "sdma: " + e.Op + ": " + e.Reason
 	if e.Cause != nil {

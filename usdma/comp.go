@@ -32,8 +32,8 @@ func (s CompState) String() string {
 
 // CompEntry is a snapshot of one completion ring entry (hfi1: struct hfi1_sdma_comp_entry).
 type CompEntry struct {
-	Status  CompState
-	Errcode uint32 // with Error: the errno (EFAULT, ECOMM, ...) or ErrcodeAborted; 0 otherwise
+	Status  CompState // FREE, QUEUED, COMPLETE or ERROR (the kernel's comp_state)
+	Errcode uint32    // with Error: the errno (EFAULT, ECOMM, ...) or ErrcodeAborted; 0 otherwise
 }
 
 // compEntry is one entry of the ring as the kernel maps it to user space: two words, written

@@ -43,6 +43,7 @@ type ReqError struct {
 	Err    error  // the sentinel
 }
 
+// Error returns "usdma: request slot N: REASON" (slot -1 for a bad Config given to New).
 func (e *ReqError) Error() string {
 	return "usdma: request slot " + strconv.Itoa(e.Slot) + ": " + e.Reason
 }
@@ -57,11 +58,13 @@ func reqErr(slot int, sentinel error, reason string) error {
 // CompError is the outcome of a request that ended in state Error: the errcode its completion
 // entry holds and the first error that caused it. It matches ErrFault, and the cause.
 type CompError struct {
-	Slot    int
+	Slot    int    // the request's completion slot (info.CompIdx)
 	Errcode uint32 // as in the completion entry
 	Cause   error  // the first error (a halt's abort, a mapping failure, ...), or nil
 }
 
+// Error returns "usdma: request slot N failed, errcode E", then ": " and the cause, if any.
+// Errcode is printed as the completion entry holds it (a u32: ErrcodeAborted is 4294967294).
 func (e *CompError) Error() string {
 	s := "usdma: request slot " + strconv.Itoa(e.Slot) + " failed, errcode " + strconv.FormatUint(uint64(e.Errcode), 10)
 	if e.Cause != nil {

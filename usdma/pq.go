@@ -215,7 +215,9 @@ type Stats struct {
 	AHGFallbacks uint64 // multi-packet requests sent with full headers because no AHG entry was free
 	Deferrals    uint64 // times the queue was parked on an engine's wait list (DEFERRED)
 	Timeouts     uint64 // deferred waits that ran out the timeout and retried
-	Pins         PinStats
+	// Pins are the counters of the queue's pinned-page cache (hfi1: mmu_rb.c and
+	// pin_vector_pages): hits, new pins, evictions, and the pages pinned now.
+	Pins PinStats
 }
 
 // New returns a packet queue on cfg.Device (hfi1: hfi1_user_sdma_alloc_queues). A bad field is

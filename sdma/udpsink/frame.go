@@ -40,9 +40,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Header is a decoded frame header.
 type Header struct {
-	Flags  uint8
-	Engine uint8
-	Seq    uint64
+	Flags  uint8  // 0 for a packet, FlagEnd for an end-of-run marker
+	Engine uint8  // the index of the engine that sent the frame (one sink serves up to MaxEngines)
+	Seq    uint64 // packets the engine sent before this one; with FlagEnd, the packets it sent in all
 	CRC    uint32 // CRC-32C of the payload
 }
 
