@@ -51,7 +51,7 @@ type Receiver struct {
 
 // EngineReport is what a Receiver saw from one engine.
 type EngineReport struct {
-	Engine  int    `json:"engine"`
+	Engine  int    `json:"engine"`  // the engine number of the frames' headers (Header.Engine)
 	Packets uint64 `json:"packets"` // data frames received, duplicates and bad checksums included
 	Bytes   uint64 `json:"bytes"`   // payload bytes of those frames
 	Sent    uint64 `json:"sent"`    // packets the sender says it sent (end marker), or highest seq+1
@@ -68,17 +68,17 @@ type EngineReport struct {
 
 // Report is what a Receiver saw in one run.
 type Report struct {
-	Packets     uint64         `json:"packets"`
-	Bytes       uint64         `json:"bytes"`
-	Lost        uint64         `json:"lost"`
-	Beyond      uint64         `json:"beyond"` // sequence numbers past the engines' end-marker counts, up to the highest received (EngineReport.Beyond)
-	Dups        uint64         `json:"dups"`
-	BadChecksum uint64         `json:"bad_checksum"`
-	BadFrames   uint64         `json:"bad_frames"` // datagrams too short or with a wrong magic
-	Engines     []EngineReport `json:"engines"`    // engines heard from, by number
-	Ended       bool           `json:"ended"`      // end markers arrived from every engine of the run
-	IdleTimeout bool           `json:"idle_timeout"`
-	Elapsed     time.Duration  `json:"elapsed_ns"` // first datagram to last
+	Packets     uint64         `json:"packets"`      // data frames received, all engines (the sum of EngineReport.Packets)
+	Bytes       uint64         `json:"bytes"`        // their payload bytes (the sum of EngineReport.Bytes)
+	Lost        uint64         `json:"lost"`         // sequence numbers missing or late, all engines (the sum of EngineReport.Lost)
+	Beyond      uint64         `json:"beyond"`       // sequence numbers past the engines' end-marker counts, up to the highest received (EngineReport.Beyond)
+	Dups        uint64         `json:"dups"`         // late or duplicate frames (the sum of EngineReport.Dups)
+	BadChecksum uint64         `json:"bad_checksum"` // frames whose payload CRC-32C did not match (the sum of EngineReport.BadChecksum)
+	BadFrames   uint64         `json:"bad_frames"`   // datagrams too short or with a wrong magic
+	Engines     []EngineReport `json:"engines"`      // engines heard from, by number
+	Ended       bool           `json:"ended"`        // end markers arrived from every engine of the run
+	IdleTimeout bool           `json:"idle_timeout"` // Run ended because no datagram arrived for ReceiverConfig.Idle
+	Elapsed     time.Duration  `json:"elapsed_ns"`   // first datagram to last
 }
 
 // OK reports whether the run ended cleanly with nothing lost, duplicated or corrupted.
