@@ -14,8 +14,8 @@ var (
 	ErrNotRunning = errors.New("sdma: engine not running; txreq flushed")     // -ECOMM
 	ErrAgain      = errors.New("sdma: progress made, retry")                  // -EAGAIN (sleep callback)
 	ErrQueued     = errors.New("sdma: txreq queued to iowait")                // -EIOCBQUEUED (sleep callback)
-	ErrClosed     = errors.New("sdma: device closed")
-	ErrHalted     = errors.New("sdma: engine halted")
+	ErrClosed     = errors.New("sdma: device closed")                         // Device.Close or Shutdown began: new calls are refused
+	ErrHalted     = errors.New("sdma: engine halted")                         // matched by a *HaltError: the hardware model halted the engine
 )
 
 // errNilContext is the answer of an entry point that takes a context to a nil one: ErrInvalid,

@@ -14,8 +14,8 @@ var (
 	ErrNotRunning = errors.New("usdma: engine not running")                    // -ECOMM
 	ErrFault      = errors.New("usdma: request failed")                        // -EFAULT: a packet of the request completed with an error
 	ErrNoMem      = errors.New("usdma: no txreq or mapping")                   // -ENOMEM, and -ENOSPC from a mapping
-	ErrClosed     = errors.New("usdma: packet queue closed")
-	ErrSlotFree   = errors.New("usdma: completion slot never used")
+	ErrClosed     = errors.New("usdma: packet queue closed")                   // PktQ.Close began: new Submits are refused
+	ErrSlotFree   = errors.New("usdma: completion slot never used")            // PktQ.Wait on a slot no request was submitted on
 )
 
 // Errno values written to a completion entry's Errcode, as the kernel writes them.
