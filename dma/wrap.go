@@ -23,6 +23,9 @@ type Counting struct {
 
 // Counts is a reading of a Counting's counters.
 type Counts struct {
+	// Calls of the Mapper method of each name, failed ones included: MapSingleSole and
+	// UnmapSingleSole count as MapSingle and UnmapSingle, and each entry of an UnmapBatch as
+	// its kind's Unmap call. Counts reads them one at a time, not as a snapshot.
 	MapSingle, UnmapSingle, MapPage, UnmapPage, MapSG, UnmapSG int
 	SyncForCPU, SyncForDevice, AllocCoherent, FreeCoherent     int
 	Translate                                                  int
