@@ -102,14 +102,19 @@ func (p *plainPeer) none() {
 }
 
 // checkFrames asserts that dgrams are engine's frames with sequence numbers from seq0 on, in
-// order, carrying want's payloads.
+// order, carrying want's payloads, all of one run (a nonzero run ID).
 func checkFrames(t *testing.T, dgrams [][]byte, engine uint8, seq0 uint64, want [][]byte) {
 	t.Helper()
 	require.Len(t, dgrams, len(want))
+	var run uint64
 	for i, d := range dgrams {
 		h, err := ParseHeader(d)
 		require.NoError(t, err)
-		assert.Equal(t, Header{Engine: engine, Seq: seq0 + uint64(i), CRC: Checksum([][]byte{want[i]})}, h, "frame %d", i)
+		if i == 0 {
+			run = h.Run
+			assert.NotZero(t, run, "the sink draws a nonzero run ID")
+		}
+		assert.Equal(t, Header{Engine: engine, Seq: seq0 + uint64(i), CRC: Checksum([][]byte{want[i]}), Run: run}, h, "frame %d", i)
 		assert.Equal(t, want[i], d[HeaderLen:], "frame %d payload", i)
 	}
 }
@@ -189,7 +194,7 @@ func TestBatchGSOBounds(t *testing.T) {
 	s.Flush(0, errs)
 	assert.Equal(t, []int{2}, fw.calls, "64 + 6 frames")
 	checkFrames(t, p.read(len(small)), 0, 0, small)
-	big := payloads(20, 8000) // 8016-byte frames: 8 fit in 65507 bytes
+	big := payloads(20, 8000) // 8024-byte frames: 8 fit in 65507 bytes
 	queueAll(t, s, 0, big)
 	s.Flush(0, errs[:len(big)])
 	assert.Equal(t, []int{2, 3}, fw.calls, "8 + 8 + 4 frames")

@@ -43,6 +43,11 @@ type Config struct {
 	// at most MaxGSOSegments frames and one datagram's size (65507 bytes). Needs batching: GSO
 	// with Batch 1 is ErrInvalid.
 	GSO bool
+	// Run is the run ID every frame of the sink carries (the end markers too), which tells
+	// the receiver this run's datagrams from another's: a late datagram of an earlier run, or
+	// one of a sender restarted on the same port. 0 means a random one (never 0); a caller that
+	// sets it gives each run its own.
+	Run uint64
 }
 
 // Stats are the sink's counters, summed over engines.

@@ -5,7 +5,7 @@
 //
 // # Wire format
 //
-// The sink prepends a 16-byte frame header, built in a per-engine buffer, as the first iovec
+// The sink prepends a 24-byte frame header, built in a per-engine buffer, as the first iovec
 // entry; the packet's segments follow untouched. All fields are little-endian:
 //
 //	offset  size  field
@@ -15,12 +15,20 @@
 //	4       8     sequence number: packets sent on this engine before this one; for an end
 //	              marker, the number of packets the engine sent in the run
 //	12      4     CRC-32C (Castagnoli) of the payload, the bytes after the header
+//	16      8     run ID: the same in every frame of one Sink (Config.Run, or drawn at random,
+//	              never 0), end markers included
 //
 // The payload is exactly the bytes the engine handed to Deliver, pad included. An end-of-run
 // marker (FlagEnd) carries a 4-byte payload: the number of engines in the run, so the receiver
 // knows when it has heard from all of them. Sequence numbers are per engine because the engines deliver
 // concurrently; within an engine, datagrams leave in ring order on one socket, and loopback
-// keeps that order.
+// keeps that order. The checksum covers the payload only, not the header.
+//
+// The run ID tells runs apart at the receiver: a Receiver's Run reports one run, named by the
+// first datagram it takes of a run no Run reported yet. It counts the datagrams of the last eight
+// runs it reported (a late frame, Close's repeated end markers) as Report.Stale and nowhere else,
+// and a datagram of yet another run (a sender restarted on the port without ending its run)
+// ends the Run, Report.Superseded, and opens the next.
 //
 // # Batching
 //

@@ -10,7 +10,7 @@ import (
 
 // Frame header constants (see the package documentation for the layout).
 const (
-	HeaderLen  = 16     // bytes of frame header before the payload
+	HeaderLen  = 24     // bytes of frame header before the payload
 	FrameMagic = 0x5344 // first two bytes of every frame, little-endian
 
 	// FlagEnd marks an end-of-run frame: Seq is the number of packets the engine sent.
@@ -44,6 +44,9 @@ type Header struct {
 	Engine uint8  // the index of the engine that sent the frame (one sink serves up to MaxEngines)
 	Seq    uint64 // packets the engine sent before this one; with FlagEnd, the packets it sent in all
 	CRC    uint32 // CRC-32C of the payload
+	// Run names the sender's run: every frame of one Sink carries the same (Config.Run, or one
+	// the sink drew), so that a receiver tells a run's frames from an earlier run's.
+	Run uint64
 }
 
 // PutHeader writes h into b[:HeaderLen]. It panics if b is shorter than HeaderLen.
@@ -54,6 +57,7 @@ func PutHeader(b []byte, h Header) {
 	b[3] = h.Engine
 	binary.LittleEndian.PutUint64(b[4:], h.Seq)
 	binary.LittleEndian.PutUint32(b[12:], h.CRC)
+	binary.LittleEndian.PutUint64(b[16:], h.Run)
 }
 
 // ParseHeader decodes the header of frame. It returns an error matching ErrBadFrame if frame is
@@ -70,6 +74,7 @@ func ParseHeader(frame []byte) (Header, error) {
 		Engine: frame[3],
 		Seq:    binary.LittleEndian.Uint64(frame[4:]),
 		CRC:    binary.LittleEndian.Uint32(frame[12:]),
+		Run:    binary.LittleEndian.Uint64(frame[16:]),
 	}, nil
 }
 

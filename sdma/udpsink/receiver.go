@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,12 @@ type ReceiverConfig struct {
 }
 
 // Receiver receives the Sink's datagrams and checks them: per-engine sequence order, payload
-// checksum, loss. Run is not safe for concurrent use; Addr and Close are.
+// checksum, loss. Each Run reports one run of one sender (one Sink's run ID, Config.Run): the
+// first datagram it takes of a run no Run has reported yet names the run; datagrams of the last
+// eight runs it reported (late frames, repeated end markers) are counted as Report.Stale only, and a
+// datagram of yet another run ends the Run (Report.Superseded: the sender restarted) and is the
+// next Run's first. It expects one sender at a time. Run is not safe for concurrent use; Addr
+// and Close are.
 type Receiver struct {
 	conn *net.UDPConn
 	rd   batchReader // recvmmsg on conn
@@ -47,6 +53,10 @@ type Receiver struct {
 	// Run tallies them first. Run only.
 	msgs    []ipv4.Message
 	next, n int
+	// done are the IDs of the last len(done) runs a Run reported (ended or not), a ring: the
+	// next goes to done[ndone%len(done)]. Their datagrams are stale. Run only.
+	done  [8]uint64
+	ndone int
 }
 
 // EngineReport is what a Receiver saw from one engine.
@@ -79,6 +89,14 @@ type Report struct {
 	Ended       bool           `json:"ended"`        // end markers arrived from every engine of the run
 	IdleTimeout bool           `json:"idle_timeout"` // Run ended because no datagram arrived for ReceiverConfig.Idle
 	Elapsed     time.Duration  `json:"elapsed_ns"`   // first datagram to last
+	// Run is the run ID of the run reported (Header.Run); 0 when no frame of a run arrived.
+	Run uint64 `json:"run"`
+	// Stale counts the datagrams of runs that earlier Runs reported (late frames, repeated end
+	// markers), which are not counted anywhere else.
+	Stale uint64 `json:"stale"`
+	// Superseded says a datagram of another run arrived before this run's end markers (a
+	// sender restarted): the Run ended there, and that datagram opens the next Run.
+	Superseded bool `json:"superseded"`
 }
 
 // OK reports whether the run ended cleanly with nothing lost, duplicated or corrupted.
@@ -89,11 +107,17 @@ func (r *Report) OK() bool {
 // String summarises the report on one line.
 func (r *Report) String() string {
 	end := "end marker"
-	if !r.Ended {
+	switch {
+	case r.Ended:
+	case r.Superseded:
+		end = "superseded by a new run"
+	case r.IdleTimeout:
+		end = "idle timeout"
+	default:
 		end = "no end marker"
-		if r.IdleTimeout {
-			end = "idle timeout"
-		}
+	}
+	if r.Stale != 0 {
+		end += fmt.Sprintf("; %d stale datagrams of earlier runs", r.Stale)
 	}
 	beyond := ""
 	if r.Beyond != 0 {
@@ -183,16 +207,20 @@ type runState struct {
 	tracks [MaxEngines]engineTrack
 	want   int // engines in the run, from the end markers; -1 before the first
 	ended  int // engines whose end marker arrived
+	// haveRun is set by the first frame of a run not in done, whose ID goes to rep.Run.
+	haveRun bool
+	done    []uint64 // the IDs of the runs earlier Runs reported (Receiver.done)
 }
 
-// Run receives until the end-of-run markers of every engine arrived (nil error), no datagram
-// arrived for the idle timeout (nil error, Report.IdleTimeout), ctx is done (ctx.Err()) or the
-// receiver is closed (ErrClosed). It returns what it saw in every case. It reads up to 32
-// datagrams a system call (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run
-// allocates. The datagrams read after the end markers that end a run are not dropped: the next
-// Run takes them first.
+// Run receives until the end-of-run markers of every engine arrived (nil error), a datagram of
+// another run arrived first (nil error, Report.Superseded), no datagram arrived for the idle
+// timeout (nil error, Report.IdleTimeout), ctx is done (ctx.Err()) or the receiver is closed
+// (ErrClosed). It returns what it saw in every case. It reads up to 32 datagrams a system call
+// (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run allocates. The datagrams
+// read after the end markers that end a run, or from the one that superseded it on, are not
+// dropped: the next Run takes them first.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
-	st := &runState{want: -1}
+	st := &runState{want: -1, done: r.done[:min(r.ndone, len(r.done))]}
 	if r.msgs == nil {
 		r.msgs = make([]ipv4.Message, recvBatch)
 		for i := range r.msgs {
@@ -206,7 +234,7 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	)
 	stopped := context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
 	defer stopped()
-	for !st.rep.Ended {
+	for !st.rep.Ended && !st.rep.Superseded {
 		if r.next < r.n { // the rest of the last batch, which the previous Run did not tally
 			last = time.Now()
 			if first.IsZero() {
@@ -240,6 +268,10 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 		st.tally(msgs, &r.next, r.n)
 	}
 	st.finish()
+	if st.haveRun { // reported: its datagrams are stale from now on
+		r.done[r.ndone%len(r.done)] = st.rep.Run
+		r.ndone++
+	}
 	if !first.IsZero() {
 		st.rep.Elapsed = last.Sub(first)
 	}
@@ -247,13 +279,16 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 }
 
 // tally takes the datagrams msgs[*next:n] in order, advancing *next past each, until the run
-// ends (every engine's end marker): the datagrams after that stay for the next Run (repeats of
-// the markers, or the next run's frames).
+// ends (every engine's end marker) or is superseded: the datagrams after that stay for the next
+// Run (repeats of the markers, or the next run's frames), the superseding one among them.
 func (st *runState) tally(msgs []ipv4.Message, next *int, n int) {
 	for *next < n {
 		m := &msgs[*next]
 		*next++
 		if st.frame(m.Buffers[0][:m.N]) {
+			if st.rep.Superseded {
+				*next-- // the next run's first datagram
+			}
 			return
 		}
 	}
@@ -273,12 +308,23 @@ func (r *Receiver) readErr(ctx context.Context, err error, rep *Report) error {
 	return fmt.Errorf("udpsink: receive: %w", err)
 }
 
-// frame tallies one datagram; it reports whether the run has ended (every engine's end marker).
+// frame tallies one datagram; it reports whether the run has ended (every engine's end marker)
+// or is superseded (a datagram of a new run, which it does not tally: rep.Superseded).
 func (st *runState) frame(frame []byte) bool {
 	h, err := ParseHeader(frame)
 	if err != nil {
 		st.rep.BadFrames++
 		return false
+	}
+	switch {
+	case slices.Contains(st.done, h.Run):
+		st.rep.Stale++
+		return false
+	case !st.haveRun:
+		st.haveRun, st.rep.Run = true, h.Run
+	case h.Run != st.rep.Run:
+		st.rep.Superseded = true
+		return true
 	}
 	payload := frame[HeaderLen:]
 	t := &st.tracks[h.Engine]

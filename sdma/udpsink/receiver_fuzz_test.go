@@ -14,7 +14,8 @@ import (
 // once (a data frame, a bad frame, or an end marker), every counter (per engine: packets, bytes,
 // bad checksums, dups, sent, ended; bad frames) equals a model's tally of the frames taken, and
 // the per-engine counts add up: lost plus distinct frames is the end marker's count plus the
-// frames numbered past it.
+// frames numbered past it. The first frame names the run; a frame of another run supersedes it
+// and is not taken.
 func FuzzReceiverFrames(f *testing.F) {
 	f.Add([]byte{0x44, 0x53, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add(endFrame(0, 3, 1))
@@ -31,10 +32,23 @@ func FuzzReceiverFrames(f *testing.F) {
 		}
 		var em [256]engModel
 		var badFrames uint64
+		var run uint64 // the run's ID, from its first frame
+		haveRun := false
 		for _, d := range bytes.Split(in, []byte{0xff, 0xfe}) {
 			if len(d) >= HeaderLen && d[0]&1 == 1 { // make it well formed but for its fields
 				binary.LittleEndian.PutUint16(d, FrameMagic)
 				binary.LittleEndian.PutUint32(d[12:], crc32.Checksum(d[HeaderLen:], castagnoli))
+				binary.LittleEndian.PutUint64(d[16:], uint64(d[16]&d[17]&1)) // mostly one run
+			}
+			if h, err := ParseHeader(d); err == nil {
+				if !haveRun {
+					haveRun, run = true, h.Run
+				} else if h.Run != run {
+					if !st.frame(d) || !st.rep.Superseded {
+						t.Fatalf("a frame of run %#x in run %#x did not supersede it: %+v", h.Run, run, st.rep)
+					}
+					break
+				}
 			}
 			n++
 			if h, err := ParseHeader(d); err != nil {
@@ -73,6 +87,9 @@ func FuzzReceiverFrames(f *testing.F) {
 			}
 		}
 		st.finish()
+		if st.rep.Run != run {
+			t.Fatalf("run %#x, the model says %#x", st.rep.Run, run)
+		}
 		var pk, dups uint64
 		var seen []int
 		for i := range em {

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHeaderRoundTrip(t *testing.T) {
 	b := make([]byte, HeaderLen)
-	want := Header{Flags: FlagEnd, Engine: 7, Seq: 1<<40 + 3, CRC: 0xdeadbeef}
+	want := Header{Flags: FlagEnd, Engine: 7, Seq: 1<<40 + 3, CRC: 0xdeadbeef, Run: 1<<63 | 5}
 	PutHeader(b, want)
 	got, err := ParseHeader(b)
 	require.NoError(t, err)
@@ -85,6 +85,12 @@ func frame(flags, engine uint8, seq uint64, payload []byte, crc uint32) []byte {
 	PutHeader(b, Header{Flags: flags, Engine: engine, Seq: seq, CRC: crc})
 	copy(b[HeaderLen:], payload)
 	return b
+}
+
+// inRun sets the run ID of frame d (run 0 as frame and endFrame build them).
+func inRun(run uint64, d []byte) []byte {
+	binary.LittleEndian.PutUint64(d[16:], run)
+	return d
 }
 
 func endFrame(engine uint8, sent uint64, engines uint32) []byte {
@@ -194,6 +200,8 @@ func (b *oneBatch) ReadBatch(ms []ipv4.Message, _ int) (int, error) {
 // one recvmmsg read after them go to the next Run (as a sweep's next size reaches the receiver
 // behind the previous size's markers). Run dropped the rest of its last batch as "repeats": the
 // next run's frames and markers there were lost, and that Run idled out having seen nothing.
+// The repeat of run 1's marker was a run of its own before frames carried a run ID; it is now
+// a stale datagram of the next Run.
 func TestReceiverKeepsDatagramsPastTheEnd(t *testing.T) {
 	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
 	require.NoError(t, err)
@@ -202,12 +210,12 @@ func TestReceiverKeepsDatagramsPastTheEnd(t *testing.T) {
 	good := crc32.Checksum(p, castagnoli)
 	// Run 1 (no packets, one engine), a repeat of its marker, then run 2 (two packets), read
 	// by one recvmmsg.
-	dgrams := [][]byte{endFrame(0, 0, 1), endFrame(0, 0, 1), frame(0, 0, 0, p, good), frame(0, 0, 1, p, good), endFrame(0, 2, 1)}
+	dgrams := [][]byte{inRun(1, endFrame(0, 0, 1)), inRun(1, endFrame(0, 0, 1)),
+		inRun(2, frame(0, 0, 0, p, good)), inRun(2, frame(0, 0, 1, p, good)), inRun(2, endFrame(0, 2, 1))}
 	r.rd = &oneBatch{dgrams: dgrams}
 	want := []Report{
-		{Ended: true, Engines: []EngineReport{{Ended: true}}},
-		{Ended: true, Engines: []EngineReport{{Ended: true}}}, // the repeat: a run of its own
-		{Ended: true, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2, Ended: true}}},
+		{Ended: true, Run: 1, Engines: []EngineReport{{Ended: true}}},
+		{Ended: true, Run: 2, Stale: 1, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2, Ended: true}}}, // the repeat: stale
 	}
 	for i, w := range want {
 		rep, err := r.Run(context.Background())
@@ -262,4 +270,75 @@ func TestReceiverLateFrame(t *testing.T) {
 	st.finish()
 	assert.Equal(t, EngineReport{Packets: 3, Bytes: 3, Sent: 3, Lost: 1, Dups: 1, Ended: true}, st.rep.Engines[0])
 	assert.False(t, st.rep.OK())
+}
+
+// batches is a batchReader whose ReadBatch calls return its batches in turn (each as one
+// recvmmsg returns the datagrams waiting), then time out.
+type batches [][][]byte
+
+func (b *batches) ReadBatch(ms []ipv4.Message, _ int) (int, error) {
+	if len(*b) == 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	next := (*b)[0]
+	*b = (*b)[1:]
+	for i, d := range next {
+		ms[i].N = copy(ms[i].Buffers[0], d)
+	}
+	return len(next), nil
+}
+
+// TestReceiverTellsRunsApart: the receiver counts a datagram in the run its run ID names. Before
+// frames carried one, an earlier run's datagrams counted in the current run: the repeat of run
+// A's engine 0 marker (its engine 1 repeat lost) ended engine 0 of run B at A's count, and B's
+// frames then read as numbered past it; A's late frame counted as B's; and a sender restarted
+// mid-run (C, then D from seq 0 again) read as duplicates and numbers past D's count in one run.
+// Now A's datagrams in B's Run are stale, and D's first frame ends C's Run (superseded) and
+// opens the next.
+func TestReceiverTellsRunsApart(t *testing.T) {
+	const a, b, c, d = 0xa, 0xb, 0xc, 0xd
+	p := []byte("payload!")
+	good := crc32.Checksum(p, castagnoli)
+	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
+	require.NoError(t, err)
+	defer r.Close()
+	script := batches{
+		{ // run A, two engines, ends
+			inRun(a, frame(0, 0, 0, p, good)), inRun(a, frame(0, 1, 0, p, good)),
+			inRun(a, endFrame(0, 1, 2)), inRun(a, endFrame(1, 1, 2)),
+		},
+		{ // a repeat of A's engine 0 marker, run B, and a late frame of A within it
+			inRun(a, endFrame(0, 1, 2)),
+			inRun(b, frame(0, 0, 0, p, good)), inRun(b, frame(0, 0, 1, p, good)),
+			inRun(a, frame(0, 1, 0, p, good)),
+			inRun(b, endFrame(0, 2, 2)), inRun(b, endFrame(1, 0, 2)),
+		},
+		{ // run C: two frames, then its sender restarts as run D
+			inRun(c, frame(0, 0, 0, p, good)), inRun(c, frame(0, 0, 1, p, good)),
+			inRun(d, frame(0, 0, 0, p, good)), inRun(d, endFrame(0, 1, 1)),
+			inRun(c, endFrame(0, 2, 1)), // C's sender, late: stale
+		},
+	}
+	r.rd = &script
+	one := func(packets uint64, sent uint64) EngineReport {
+		return EngineReport{Packets: packets, Bytes: packets * uint64(len(p)), Sent: sent, Ended: true}
+	}
+	e1 := func(er EngineReport) EngineReport { er.Engine = 1; return er }
+	want := []Report{
+		{Run: a, Ended: true, Packets: 2, Bytes: 16, Engines: []EngineReport{one(1, 1), e1(one(1, 1))}},
+		{Run: b, Ended: true, Stale: 2, Packets: 2, Bytes: 16, Engines: []EngineReport{one(2, 2), e1(one(0, 0))}},
+		{Run: c, Superseded: true, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2}}},
+		{Run: d, Ended: true, Packets: 1, Bytes: 8, Engines: []EngineReport{one(1, 1)}},
+		{Stale: 1, IdleTimeout: true}, // C's late marker, nothing else
+	}
+	for i, w := range want {
+		rep, err := r.Run(context.Background())
+		require.NoError(t, err, "run %d", i)
+		rep.Elapsed = 0
+		assert.Equal(t, w, rep, "run %d", i)
+		assert.Equal(t, i < 4 && i != 2, rep.OK(), "run %d: %s", i, rep.String())
+	}
+	assert.EqualValues(t, 15, r.Received())
+	assert.Contains(t, (&want[2]).String(), "superseded by a new run")
+	assert.Contains(t, (&want[1]).String(), "2 stale datagrams")
 }

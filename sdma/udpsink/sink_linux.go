@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -37,6 +38,7 @@ type Sink struct {
 	batchBytes int           // Config.BatchBytes: BatchLimit's bytes (read-only after New)
 	gso        atomic.Bool   // Config.GSO, cleared by a Flush whose GSO send the kernel refused
 	retryBase  time.Duration // the first pause before a resend (retryBase; a test may shorten it)
+	run        uint64        // the run ID every frame carries (Config.Run or drawn by New; read-only after New)
 	closed     atomic.Bool   // set by Close; read by Deliver, Queue and Flush to refuse late packets
 }
 
@@ -125,7 +127,10 @@ func New(cfg Config) (*Sink, error) {
 		conn.Close()
 		return nil, fmt.Errorf("udpsink: %w", err)
 	}
-	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes, retryBase: retryBase}
+	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes, retryBase: retryBase, run: cfg.Run}
+	for s.run == 0 {
+		s.run = rand.Uint64() // randomly seeded: two sinks draw one ID with odds of 2^-64
+	}
 	if ua.IP.To4() != nil {
 		s.w = ipv4.NewPacketConn(conn)
 	} else {
@@ -169,6 +174,9 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 	return e, nil
 }
 
+// Run returns the run ID the sink's frames carry (Config.Run, or the one New drew).
+func (s *Sink) Run() uint64 { return s.run }
+
 // RemoteAddr returns the receiver's address.
 func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
 
@@ -206,7 +214,7 @@ func (s *Sink) Deliver(engine int, segs [][]byte) error {
 		e.errs.Add(1)
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
 	}
-	PutHeader(e.hdr[:], Header{Engine: uint8(engine), Seq: e.seq, CRC: crc})
+	PutHeader(e.hdr[:], Header{Engine: uint8(engine), Seq: e.seq, CRC: crc, Run: s.run})
 	if err := s.write(e, iov); err != nil {
 		return err
 	}
@@ -298,7 +306,7 @@ func (s *Sink) sendEnd(i int) error {
 	e := &s.engines[i]
 	var payload [4]byte
 	binary.LittleEndian.PutUint32(payload[:], uint32(len(s.engines)))
-	PutHeader(e.hdr[:], Header{Flags: FlagEnd, Engine: uint8(i), Seq: e.seq, CRC: crc32.Checksum(payload[:], castagnoli)})
+	PutHeader(e.hdr[:], Header{Flags: FlagEnd, Engine: uint8(i), Seq: e.seq, CRC: crc32.Checksum(payload[:], castagnoli), Run: s.run})
 	iov := e.iov[:2]
 	iov[1] = unix.Iovec{Base: &payload[0]}
 	iov[1].SetLen(len(payload))

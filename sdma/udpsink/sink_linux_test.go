@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestSinkSendsSegmentsVerbatim(t *testing.T) {
 		require.NoError(t, err)
 		h, err := ParseHeader(buf[:n])
 		require.NoError(t, err)
-		assert.Equal(t, Header{Engine: 1, Seq: uint64(seq), CRC: Checksum(segs)}, h)
+		assert.Equal(t, Header{Engine: 1, Seq: uint64(seq), CRC: Checksum(segs), Run: s.Run()}, h)
 		assert.Equal(t, bytes.Join(segs, nil), buf[HeaderLen:n])
 	}
 }
@@ -221,4 +222,73 @@ func TestCloseMarkersNotCounted(t *testing.T) {
 	require.NoError(t, s.Close())
 	assert.Equal(t, before, s.Stats())
 	assert.EqualValues(t, 2, s.Stats().Syscalls)
+}
+
+// TestSinkRunID: every frame a sink sends, data (Deliver, and Queue with Flush) and end marker,
+// carries its run ID: Config.Run, or one New draws (nonzero, another for another sink).
+func TestSinkRunID(t *testing.T) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer pc.Close()
+	s1, err := New(Config{Addr: pc.LocalAddr().String()})
+	require.NoError(t, err)
+	s2, err := New(Config{Addr: pc.LocalAddr().String()})
+	require.NoError(t, err)
+	assert.NotZero(t, s1.Run())
+	assert.NotEqual(t, s1.Run(), s2.Run(), "two sinks, two runs")
+	require.NoError(t, s2.Close())
+	s, err := New(Config{Addr: pc.LocalAddr().String(), Batch: 4, Run: 42})
+	require.NoError(t, err)
+	assert.EqualValues(t, 42, s.Run())
+	require.NoError(t, s.Deliver(0, [][]byte{[]byte("lone")}))
+	require.NoError(t, s.Queue(0, [][]byte{[]byte("queued")}))
+	s.Flush(0, make([]error, 1))
+	require.NoError(t, s.Close())
+	require.NoError(t, s1.Close())
+	require.NoError(t, pc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	buf := make([]byte, 100)
+	runs := map[uint64][]uint8{}     // run → flags of its frames, in order
+	for range 3*len(endDelays) + 2 { // s2's markers, s's two packets and markers, s1's markers
+		n, err := pc.Read(buf)
+		require.NoError(t, err)
+		h, err := ParseHeader(buf[:n])
+		require.NoError(t, err)
+		runs[h.Run] = append(runs[h.Run], h.Flags)
+	}
+	ends := slices.Repeat([]uint8{FlagEnd}, len(endDelays))
+	assert.Equal(t, map[uint64][]uint8{s2.Run(): ends, 42: append([]uint8{0, 0}, ends...), s1.Run(): ends}, runs)
+}
+
+// TestRestartedSenderSupersedes: a sender that stops mid-run (no end markers) and a new one on
+// the same receiver: the receiver reports the first run as superseded, not ended, and the new
+// one clean. The two used to make one run of duplicates and numbers past the end count.
+func TestRestartedSenderSupersedes(t *testing.T) {
+	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
+	require.NoError(t, err)
+	defer r.Close()
+	old, err := New(Config{Addr: r.Addr().String(), Batch: 1})
+	require.NoError(t, err)
+	for i := range 5 {
+		require.NoError(t, old.Deliver(0, packet(0, i, 64, 2)))
+	}
+	s, err := New(Config{Addr: r.Addr().String(), Batch: 1})
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, s.Deliver(0, packet(0, i, 64, 2)))
+	}
+	require.NoError(t, s.Close())
+	rep, err := r.Run(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, old.Run(), rep.Run)
+	assert.True(t, rep.Superseded)
+	assert.False(t, rep.OK())
+	assert.EqualValues(t, 5, rep.Packets)
+	assert.Zero(t, rep.Dups+rep.Beyond+rep.Lost)
+	rep, err = r.Run(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, s.Run(), rep.Run)
+	assert.True(t, rep.OK(), rep.String())
+	assert.EqualValues(t, 3, rep.Packets)
+	assert.Zero(t, rep.Stale, "the receiver got both runs' frames in order")
+	require.NoError(t, old.Close())
 }

@@ -39,6 +39,9 @@ func (s *Sink) Flush(engine int, errs []error) {
 	}
 }
 
+// Run returns 0.
+func (s *Sink) Run() uint64 { return 0 }
+
 // Stats returns zero counters.
 func (s *Sink) Stats() Stats { return Stats{} }
 
