@@ -68,6 +68,7 @@ func (s *Sink) Queue(engine int, segs [][]byte) error {
 	if err != nil {
 		return err
 	}
+	// e.mu held: unlocked at each return, not deferred (a deferred call costs a wrapper a packet)
 	k := len(e.queue)
 	if (k+1)*HeaderLen > len(e.hdrs) {
 		e.growHeaders(k + 1)
@@ -88,12 +89,14 @@ func (s *Sink) Queue(engine int, segs [][]byte) error {
 	if n > MaxPayload {
 		clear(e.bufs[start:])
 		e.bufs = e.bufs[:start]
+		e.mu.Unlock()
 		e.errs.Add(1)
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
 	}
 	// seq is tentative: a frame that fails at Flush gives its number back (see failFrames).
 	PutHeader(hdr, Header{Engine: uint8(engine), Seq: e.seq + uint64(k), CRC: crc, Run: s.run})
 	e.queue = append(e.queue, queued{start: start, end: len(e.bufs), size: HeaderLen + n})
+	e.mu.Unlock()
 	return nil
 }
 
@@ -117,6 +120,9 @@ func (e *engineState) growHeaders(n int) {
 // is a programmer error: Flush then panics, before sending anything, naming both lengths; the
 // batch's packets fail (Stats.Errors) and are dropped, as the engine fails a batch whose Flush
 // panicked.
+//
+// After a Close that sent the batch (Close sends what the engines hold), Flush sends nothing and
+// reports what Close did with each packet.
 func (s *Sink) Flush(engine int, errs []error) {
 	if uint(engine) >= uint(len(s.engines)) {
 		for i := range errs {
@@ -125,6 +131,17 @@ func (s *Sink) Flush(engine int, errs []error) {
 		return
 	}
 	e := &s.engines[engine]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.drained != nil {
+		drained := e.drained
+		e.drained = nil
+		if len(errs) < len(drained) {
+			panic(fmt.Sprintf("udpsink: Flush of engine %d with %d error entries for %d packets queued (sent by Close)", engine, len(errs), len(drained)))
+		}
+		copy(errs, drained)
+		return
+	}
 	defer e.resetBatch()
 	if len(e.queue) == 0 {
 		return
@@ -134,10 +151,8 @@ func (s *Sink) Flush(engine int, errs []error) {
 		panic(fmt.Sprintf("udpsink: Flush of engine %d with %d error entries for %d packets queued", engine, len(errs), len(e.queue)))
 	}
 	e.batches.Add(1)
-	if s.closed.Load() {
-		e.failFrames(0, len(e.queue), ErrClosed, errs)
-		return
-	}
+	// No closed check: Queue refuses packets once Close began, and Close sends the batch held
+	// then (drain) before it closes the socket, so a batch here is one the socket can send.
 	s.sendBatch(e, errs)
 }
 

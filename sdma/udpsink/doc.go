@@ -52,7 +52,9 @@
 //
 // Both ends refuse any address that is not a loopback address (127.0.0.0/8 or ::1): this is a
 // measurement tool, not a transport. The Receiver stops by itself after an idle timeout or once
-// it has seen the end-of-run markers, and the Sink's Close sends those markers.
+// it has seen the end-of-run markers, and the Sink's Close sends those markers, after the
+// packets the engines hold (queued, not yet flushed): a packet the sink took is sent or failed,
+// never dropped, and Close may run while engines deliver.
 //
 // The sender needs Linux (sendmmsg through golang.org/x/net, sendmsg and UDP_SEGMENT through
 // golang.org/x/sys/unix); elsewhere New returns

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,8 +28,9 @@ const iovMax = 1024
 //
 // Deliver, Queue and Flush are safe for concurrent use by different engines; each engine must
 // call them one at a time, and not mix Deliver with a batch it holds (Deliver refuses that),
-// which is what the sdma engine guarantees. Stats is safe at any time. Close must not run concurrently with the others:
-// call it after the device stopped delivering.
+// which is what the sdma engine guarantees. Stats is safe at any time, and so is Close: it waits
+// for each engine's call in progress, sends the packets the engine holds (see Close), and refuses
+// the calls after it.
 type Sink struct {
 	conn       *net.UDPConn
 	rc         syscall.RawConn
@@ -39,12 +41,18 @@ type Sink struct {
 	gso        atomic.Bool   // Config.GSO, cleared by a Flush whose GSO send the kernel refused
 	retryBase  time.Duration // the first pause before a resend (retryBase; a test may shorten it)
 	run        uint64        // the run ID every frame carries (Config.Run or drawn by New; read-only after New)
-	closed     atomic.Bool   // set by Close; read by Deliver, Queue and Flush to refuse late packets
+	// closed is set by Close, before it takes each engine's mu; Deliver and Queue read it under
+	// their engine's mu and refuse a packet once it is set, so that none is taken after Close
+	// drained that engine.
+	closed atomic.Bool
 }
 
-// engineState is one engine's sender state. Every field but the counters is owned by the
-// engine's delivering goroutine; packets and bytes are written by it and read by Stats.
+// engineState is one engine's sender state. Every field but the counters is guarded by mu, which
+// the engine's Deliver, Queue and Flush hold (one engine calls them one at a time, so mu is
+// uncontended) and Close takes to drain the batch and send the end markers; packets and bytes
+// are written under it and read by Stats.
 type engineState struct {
+	mu    sync.Mutex
 	hdr   [HeaderLen]byte // the frame header scratch buffer, the first iovec entry
 	iov   []unix.Iovec    // header + segments, reused across packets (grown, never shrunk)
 	msg   unix.Msghdr     // points at iov; connected socket, so no name
@@ -61,6 +69,9 @@ type engineState struct {
 	hdrs  []byte
 	msgs  []ipv4.Message
 	oob   []byte
+	// drained is the outcome of each packet of the batch Close sent for the engine (nil: sent),
+	// which the engine's next Flush reports; nil when Close drained no batch. Under mu.
+	drained []error
 
 	// Counters: atomic add (or store) by the owner, load by Stats.
 	packets  atomic.Uint64 // datagrams sent (store by owner, load by Stats)
@@ -157,17 +168,21 @@ func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 // accept checks one packet handed to Deliver or Queue: an engine the sink was built for
 // (ErrEngine), a sink not closed (ErrClosed), and room for its segments and the frame header in
 // one message's gather list (ErrTooLarge; limit names the system call's limit in the error). It
-// returns the engine's state.
+// returns the engine's state with its mu held, which the caller unlocks; on an error, mu is not
+// held.
 func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, error) {
 	if uint(engine) >= uint(len(s.engines)) {
 		return nil, fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
 	}
 	e := &s.engines[engine]
+	e.mu.Lock()
 	if s.closed.Load() {
-		e.errs.Add(1) // a failed packet, as at a Flush after Close
+		e.mu.Unlock()
+		e.errs.Add(1) // a failed packet
 		return nil, ErrClosed
 	}
 	if len(segs)+1 > iovMax {
+		e.mu.Unlock()
 		e.errs.Add(1)
 		return nil, fmt.Errorf("%w: %d segments, %s %d (with the frame header, one gather list of %d entries)", ErrTooLarge, len(segs), limit, iovMax-1, iovMax)
 	}
@@ -189,9 +204,11 @@ func (s *Sink) Deliver(engine int, segs [][]byte) error {
 	if err != nil {
 		return err
 	}
+	// e.mu held: unlocked at each return, not deferred (a deferred call costs a wrapper a packet)
 	if len(e.queue) > 0 {
 		// The queued frames hold the next sequence numbers: sent now, this packet would take
 		// the first one's number and leave ahead of them.
+		e.mu.Unlock()
 		e.errs.Add(1)
 		return fmt.Errorf("%w: Deliver on engine %d while it holds %d queued packets (Flush them first)", ErrInvalid, engine, len(e.queue))
 	}
@@ -211,16 +228,19 @@ func (s *Sink) Deliver(engine int, segs [][]byte) error {
 		iov[len(iov)-1].SetLen(len(sg))
 	}
 	if n > MaxPayload {
+		e.mu.Unlock()
 		e.errs.Add(1)
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
 	}
 	PutHeader(e.hdr[:], Header{Engine: uint8(engine), Seq: e.seq, CRC: crc, Run: s.run})
 	if err := s.write(e, iov); err != nil {
+		e.mu.Unlock()
 		return err
 	}
 	e.seq++
 	e.packets.Store(e.seq)
 	e.bytes.Add(uint64(n))
+	e.mu.Unlock()
 	return nil
 }
 
@@ -270,21 +290,32 @@ func (s *Sink) Stats() Stats {
 // ends the repeats early.
 var endDelays = [...]time.Duration{0, time.Millisecond, 4 * time.Millisecond, 16 * time.Millisecond, 64 * time.Millisecond}
 
-// Close sends the end-of-run markers (each engine's packet count, repeated len(endDelays) times
-// at growing intervals until the receiver is gone) and closes the socket. It must not run
-// concurrently with Deliver: call it after the device stopped delivering. The markers are best
-// effort: an error sending the first round is returned, after the socket is closed; errors
-// sending the repeats end them and are not returned.
+// Close ends the run: it refuses every Deliver and Queue after it (ErrClosed), sends the packets
+// each engine holds (queued, not yet flushed), then the end-of-run markers (each engine's packet
+// count, those packets included, repeated len(endDelays) times at growing intervals until the
+// receiver is gone), and closes the socket. A packet the sink accepted is never dropped: Close
+// sends the held batches as Flush would (a send error fails a packet as at Flush, counted in
+// Stats.Errors), and the engine's next Flush reports each of those packets' outcome, nil for
+// the ones sent, so that each is reported once. (Failing them instead would lose packets that
+// could go; their segments are valid until that Flush returns, by sdma.BatchSink's contract.)
+//
+// Close is safe concurrently with Deliver, Queue and Flush: it waits for each engine's call in
+// progress, so that call's packets go out before the markers and are counted in them. The
+// markers are best effort: an error sending the first round is returned, after the socket is
+// closed; errors sending the repeats end them and are not returned.
 func (s *Sink) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
+	}
+	for i := range s.engines {
+		s.drain(&s.engines[i])
 	}
 	var first error
 rounds:
 	for r, d := range endDelays {
 		time.Sleep(d)
 		for i := range s.engines {
-			if err := s.sendEnd(i); err != nil {
+			if err := s.sendEndLocked(i); err != nil {
 				// Only the first round's errors count: a receiver that got that round
 				// stops, and the repeats then come back as ECONNREFUSED.
 				if r == 0 {
@@ -298,6 +329,29 @@ rounds:
 		first = err
 	}
 	return first
+}
+
+// drain sends the batch e holds, for Close, and keeps the packets' outcomes for the engine's
+// next Flush to report.
+func (s *Sink) drain(e *engineState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.queue) == 0 {
+		return
+	}
+	errs := make([]error, len(e.queue))
+	e.batches.Add(1)
+	s.sendBatch(e, errs)
+	e.resetBatch()
+	e.drained = errs
+}
+
+// sendEndLocked is sendEnd under engine i's mu.
+func (s *Sink) sendEndLocked(i int) error {
+	e := &s.engines[i]
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return s.sendEnd(i)
 }
 
 // sendEnd sends engine i's end-of-run marker: Seq is its packet count, the payload the number
