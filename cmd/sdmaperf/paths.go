@@ -9,14 +9,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +22,6 @@ import (
 
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
-	"github.com/gosdma/gosdma/sdma/sdmatest"
 	"github.com/gosdma/gosdma/verbs"
 )
 
@@ -196,9 +193,7 @@ sizes:
 	}
 	rep.Crossover = crossover(cfg.Mode, rep.Results)
 	if cfg.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSONValue(stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -354,28 +349,6 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResu
 	return r, nil
 }
 
-// pioPlan is the PIO contexts' fault plan from the start (the warm-up included): -faults
-// halt=RATE, a halt per packet with that probability, drawn from -faults seed (and the context's
-// index), as the SDMA engines' plan draws.
-func pioPlan(cfg Config) pio.FaultPlan {
-	return pio.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
-}
-
-// sdmaPlan is the SDMA engines' fault plan from the start, as sizeRun.newDevice sets it.
-func sdmaPlan(cfg Config) sdmatest.FaultPlan {
-	return sdmatest.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
-}
-
-// setSDMAFaults gives every engine of dev the plan p.
-func setSDMAFaults(dev *sdma.Device, p sdmatest.FaultPlan) error {
-	for i := range dev.NumEngines() {
-		if err := sdmatest.SetFaults(dev.Engine(i), p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // armPaths sets the faults that count from the measured run (-faults haltat=N), as the SDMA
 // run's sizeRun.arm does: each SDMA engine halts at the Nth descriptor it reads after the
 // warm-up (with the default cause), and each PIO context at the Nth packet it takes up. The PIO
@@ -387,15 +360,13 @@ func armPaths(cfg Config, dev *verbs.Device) error {
 	if n <= 0 {
 		return nil
 	}
-	sp := sdmaPlan(cfg)
-	sp.HaltAt, sp.HaltCause = n, cfg.Faults.haltCause()
-	if err := setSDMAFaults(dev.SDMA(), sp); err != nil {
+	if err := setSDMAFaults(dev.SDMA(), cfg.Faults.armedPlan()); err != nil {
 		return err
 	}
 	for i := range dev.NumContexts() {
 		sc := dev.Context(i)
 		s := sc.Stats()
-		p := pioPlan(cfg)
+		p := cfg.Faults.pioPlan()
 		p.HaltAt = s.Packets + s.Halts + uint64(n)
 		if err := sc.SetFaults(p); err != nil {
 			return err
@@ -420,13 +391,10 @@ func newPathDevice(cfg Config, path string, sink sdma.Sink) (*verbs.Device, func
 	if err != nil {
 		return nil, nil, err
 	}
-	w, _ := engineOptions(cfg)
-	sd, err := sdma.NewDevice(sdma.Config{Engines: cfg.Engines, Mapper: m, Sink: sink, Wait: w})
+	// -ring and -completion are refused with -path pio|auto (checkPath): their defaults, the
+	// device's own.
+	sd, err := newSDMADevice(cfg, m, sink)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := setSDMAFaults(sd, sdmaPlan(cfg)); err != nil {
-		sd.Close()
 		return nil, nil, err
 	}
 	vc := verbs.Config{SDMA: sd, Contexts: max(1, min(cfg.Producers, 16))}
@@ -436,7 +404,7 @@ func newPathDevice(cfg Config, path string, sink sdma.Sink) (*verbs.Device, func
 	case pathSDMA:
 		vc.DisablePIO = true
 	}
-	vc.PIOFaults = pioPlan(cfg) // haltat is armed after the warm-up (armPaths)
+	vc.PIOFaults = cfg.Faults.pioPlan() // haltat is armed after the warm-up (armPaths)
 	dev, err := verbs.New(vc)
 	if err != nil {
 		sd.Close()
@@ -603,16 +571,8 @@ func collectPath(cfg Config, path string, size int, packets uint64, el time.Dura
 
 // pathTogether runs f on every producer at once and returns the first error.
 func pathTogether(ps []*pathProducer, f func(*pathProducer) error) error {
-	var wg sync.WaitGroup
 	errs := make([]error, len(ps))
-	for i, p := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(p)
-		}()
-	}
-	wg.Wait()
+	atOnce(len(ps), func(i int) { errs[i] = f(ps[i]) })
 	return errors.Join(errs...)
 }
 

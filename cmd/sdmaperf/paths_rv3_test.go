@@ -43,7 +43,7 @@ func TestPathHaltRateIsARate(t *testing.T) {
 
 	cfg, err := parseConfig([]string{"-path", "auto", "-faults", "halt=0.3,seed=5"}, new(bytes.Buffer))
 	require.NoError(t, err)
-	assert.Equal(t, pio.FaultPlan{HaltRate: 0.3, Seed: 5}, pioPlan(cfg), "the rate and the seed reach the PIO contexts")
+	assert.Equal(t, pio.FaultPlan{HaltRate: 0.3, Seed: 5}, cfg.Faults.pioPlan(), "the rate and the seed reach the PIO contexts")
 }
 
 // TestPathFaultsReachSDMA: with -path auto the packets above the PIO threshold go by SDMA, and

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -130,22 +129,10 @@ func (r *sizeRun) newDevice(sink sdma.Sink) error {
 			fb.Batch, sink = bs, fb
 		}
 	}
-	wait, mode := engineOptions(cfg)
-	r.dev, err = sdma.NewDevice(sdma.Config{
-		Mapper: mapper, Engines: cfg.Engines, RingSize: cfg.Ring, Wait: wait, Completion: mode, Sink: sink,
-	})
-	if err != nil {
+	if r.dev, err = newSDMADevice(cfg, mapper, sink); err != nil {
 		return err
 	}
 	r.close = append(r.close, r.dev.Close)
-	if cfg.Faults.HaltRate > 0 {
-		plan := sdmatest.FaultPlan{HaltRate: cfg.Faults.HaltRate, Seed: uint64(cfg.Faults.Seed)}
-		for i := range r.dev.NumEngines() {
-			if err := sdmatest.SetFaults(r.dev.Engine(i), plan); err != nil {
-				return err
-			}
-		}
-	}
 	currentDev.Store(r.dev) // for -http's /debug/vars
 	r.close = append(r.close, func() error { currentDev.CompareAndSwap(r.dev, nil); return nil })
 	if inj != nil { // armed after NewDevice, so the pad's allocation is not a victim
@@ -187,11 +174,8 @@ func (r *sizeRun) arm() error {
 	if f.HaltAt > 0 {
 		// Armed now, so that haltat counts the descriptors of the measured run, not the
 		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate.
-		plan := sdmatest.FaultPlan{HaltAt: f.HaltAt, HaltCause: f.haltCause(), HaltRate: f.HaltRate, Seed: uint64(f.Seed)}
-		for i := range r.dev.NumEngines() {
-			if err := sdmatest.SetFaults(r.dev.Engine(i), plan); err != nil {
-				return err
-			}
+		if err := setSDMAFaults(r.dev, f.armedPlan()); err != nil {
+			return err
 		}
 	}
 	for _, p := range r.ps { // every packet of the warm-up or the last interval completed
@@ -416,12 +400,7 @@ func (r *sizeRun) collect(m measurement) Result {
 // together runs f on every producer in its own goroutine and waits; it returns the first
 // producer error.
 func together(ps []*producer, f func(*producer)) error {
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(p) }()
-	}
-	wg.Wait()
+	atOnce(len(ps), func(i int) { f(ps[i]) })
 	for _, p := range ps {
 		if p.err != nil {
 			return p.err
