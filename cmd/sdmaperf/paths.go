@@ -614,11 +614,13 @@ func (p *pathProducer) reset() {
 	}
 }
 
-// run sends until quota packets (quota > 0) or the deadline. In latency mode each packet is
-// timed from the send call until the sink has it.
+// run sends until quota packets (quota > 0) went out, or the deadline. A send refused while a
+// halted context or engine recovers sends nothing: it is counted (refused) and tried again, so
+// -n counts packets sent (delivered, or flushed by a halt), as without faults. In latency mode
+// each packet is timed from the send call until the sink has it.
 func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) error {
 	for i := 0; ; i++ {
-		if quota > 0 && i >= quota || quota == 0 && (deadline.IsZero() || i&63 == 0 && time.Now().After(deadline)) {
+		if quota > 0 && p.sent >= uint64(quota) || quota == 0 && (deadline.IsZero() || i&63 == 0 && time.Now().After(deadline)) {
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -628,6 +630,7 @@ func (p *pathProducer) run(ctx context.Context, quota int, deadline time.Time) e
 		_, err := p.flow.Send(ctx, p.segs, nil)
 		if errors.Is(err, pio.ErrNotRunning) || errors.Is(err, sdma.ErrNotRunning) { // a halted context or engine recovering: the packet was not sent
 			p.refused++
+			runtime.Gosched() // let the recovery run (on one P it needs this goroutine's time)
 			continue
 		}
 		if err != nil {
