@@ -218,8 +218,11 @@ type runState struct {
 // (ErrClosed). It returns what it saw in every case. It reads up to 32 datagrams a system call
 // (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run allocates. The datagrams
 // read after the end markers that end a run, or from the one that superseded it on, are not
-// dropped: the next Run takes them first.
+// dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
+	if ctx == nil {
+		return Report{}, fmt.Errorf("udpsink: Receiver.Run: nil context: %w", ErrInvalid)
+	}
 	st := &runState{want: -1, done: r.done[:min(r.ndone, len(r.done))]}
 	if r.msgs == nil {
 		r.msgs = make([]ipv4.Message, recvBatch)
