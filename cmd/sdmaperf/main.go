@@ -46,7 +46,7 @@ func interruptContext() (context.Context, context.CancelFunc) {
 // Exit statuses.
 const (
 	exitOK          = 0
-	exitFail        = 1   // the run failed, or the receiver saw loss or corruption
+	exitFail        = 1   // the run failed, or the receiver saw duplicates, corruption or frames past the count (loss is a warning)
 	exitUsage       = 2   // bad flags
 	exitInterrupted = 130 // Ctrl-C, as a shell reports 128+SIGINT
 )
