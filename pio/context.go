@@ -13,7 +13,9 @@ import (
 // arg). Released runs on the goroutine that ran the credit-return pass (the chip model's, a
 // BufferAlloc that found no room, or Disable, Restart and Close) with the context's release lock
 // held: it must not block and must not call into the same context. A panic in it is recovered
-// and counted (Stats.ReleasePanics); the pass goes on.
+// and counted (Stats.ReleasePanics); the pass goes on. A runtime.Goexit in it (a test's
+// t.FailNow) cannot be stopped: the locks its goroutine held are released and the context is left
+// halted (see Sink).
 type Releaser interface {
 	Released(code ReleaseCode)
 }
@@ -31,6 +33,17 @@ func (f ReleaseFunc) Released(code ReleaseCode) { f(code) }
 // is recovered and counted the same way. Deliver runs with the chip's lock held (and, in Disable
 // and Close, the allocation lock): like a Releaser it must not block and must not call into the
 // same context (Process, Disable, Close, ... would wait for themselves).
+//
+// A runtime.Goexit in Deliver or in a Releaser's Released (a test's t.FailNow; package sdma
+// survives one in its sink too) ends the goroutine that ran the pass: the chip goroutine, a
+// caller's Process or blocking send, a BufferAlloc, Disable, Restart or Close. The locks it held
+// are released, and the context is left halted, not restarted, with a *HaltError of cause
+// CauseGoexit (LastHalt, Stats.Halts): allocations get ErrNotRunning, waiters are woken, and the
+// packet whose Deliver exited, with every one still pending, is released with PRCSCDisable by the
+// next Restart, Disable or Close, exactly once (a Releaser that exited counts as called). If it
+// was the chip goroutine, nothing can consume packets any more: Restart and Enable give the
+// *HaltError, and only Close is left. An interrupted Close does the rest of its work when called
+// again.
 type Sink interface {
 	Deliver(ctxt int, segs [][]byte) error
 }
@@ -120,6 +133,12 @@ type SendContext struct {
 	quit    chan struct{}
 	done    chan struct{}
 	closeMu sync.Mutex // serialises Close
+	// closed is set, under closeMu, when Close has done all its work (a Goexit in a callback that
+	// Close's Disable runs leaves it clear: the next Close finishes).
+	closed bool
+	// gone is set by the chip goroutine's deferred handler (runDone) when a Goexit ended it:
+	// Enable and Restart refuse from then on. Read by them under allocMu (atomic load).
+	gone atomic.Bool
 
 	_ cpu.CacheLinePad
 
@@ -178,6 +197,7 @@ type SendContext struct {
 	hwStopped  bool   // Disable stopped the chip
 	faults     faultState
 	faultCount uint64    // packets consumed ever (for FaultPlan.HaltAt), never reset
+	inDisable  bool      // Disable holds allocMu too: what a Sink's Goexit must release (sinkExited)
 	segs       [2][]byte // the sink's segments for the packet being sent (no allocation per packet)
 	// threshold is the credit-return threshold in blocks. Written by SetThreshold (atomic
 	// store), read by the chip (atomic load).
@@ -376,7 +396,7 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 		// let go (the kernel runs them under alloc_lock; Waiter promises no locks held).
 		sc.allocFree = sc.free.Load()
 		if blocks > sc.credits-(sc.fill-sc.allocFree) {
-			sc.releasePass()
+			sc.releasePass(true)
 			wake = true
 			sc.allocFree = sc.free.Load()
 			if blocks > sc.credits-(sc.fill-sc.allocFree) {
@@ -430,13 +450,14 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate() }
 
 func (sc *SendContext) releaseUpdate() {
-	sc.releasePass()
+	sc.releasePass(false)
 	sc.piobufavail()
 }
 
 // releasePass is the release pass without its wake-ups (sc_release_update up to
 // sc_piobufavail): the caller runs piobufavail once it holds no lock.
-func (sc *SendContext) releasePass() {
+// alloc: the caller holds allocMu (BufferAlloc), for a Releaser's Goexit.
+func (sc *SendContext) releasePass(alloc bool) {
 	sc.releaseMu.Lock()
 	hw := sc.hwFree.Load()
 	old := sc.free.Load()
@@ -455,7 +476,7 @@ func (sc *SendContext) releasePass() {
 			}
 			b.rel = nil
 			sc.stats.releases.Add(1)
-			sc.callRelease(r, code)
+			sc.callRelease(r, code, alloc)
 		}
 		tail++
 		if tail >= sc.srSize {
@@ -472,13 +493,21 @@ func (sc *SendContext) releasePass() {
 	sc.releaseMu.Unlock()
 }
 
-func (sc *SendContext) callRelease(r Releaser, code ReleaseCode) {
+// callRelease runs r (releaseMu held, and allocMu when alloc: a BufferAlloc's pass or Disable's
+// flush); a panic is recovered and counted, a Goexit handled (releaseExited).
+func (sc *SendContext) callRelease(r Releaser, code ReleaseCode, alloc bool) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			sc.stats.relPanics.Add(1)
+		if !returned {
+			if p := recover(); p != nil {
+				sc.stats.relPanics.Add(1)
+			} else {
+				sc.releaseExited(alloc)
+			}
 		}
 	}()
 	r.Released(code)
+	returned = true
 }
 
 // ReturnCredits asks the chip for a credit return now (hfi1: sc_return_credits, a write of
@@ -532,10 +561,13 @@ func (sc *SendContext) Disable() {
 	}
 	sc.hwMu.Lock()
 	if !sc.hwHalted && !sc.hwStopped {
+		sc.inDisable = true // a Sink's Goexit releases allocMu too (sinkExited)
 		// sc_wait_for_packet_egress: what was launched goes out. A packet that halts the chip
 		// meanwhile is a halt like any other (the error interrupt's sc_stop(sc, SCF_HALTED)):
 		// recorded, and Halted until Enable; the flush below releases it.
-		if _, h, _ := sc.consume(); h != nil {
+		_, h, _ := sc.consume()
+		sc.inDisable = false
+		if h != nil {
 			sc.lastHalt.Store(h)
 			sc.stats.halts.Add(1)
 			sc.flags.Store(sc.flags.Load() | scfHalted)
@@ -552,7 +584,7 @@ func (sc *SendContext) Disable() {
 		if r := b.rel; r != nil {
 			b.rel = nil
 			sc.stats.flushed.Add(1)
-			sc.callRelease(r, PRCSCDisable)
+			sc.callRelease(r, PRCSCDisable, true)
 		}
 		sc.srTail++
 		if sc.srTail >= sc.srSize {
@@ -571,12 +603,16 @@ func (sc *SendContext) Disable() {
 // Enable enables the context (hfi1: sc_enable). If the hardware is already enabled it does
 // nothing (the kernel's "only clear free and fill if transitioning 0 -> 1"); otherwise it resets
 // the counters, the shadow ring and the chip, clears the flags and allows allocations. A closed
-// context gives ErrClosed.
+// context gives ErrClosed; one whose chip goroutine a runtime.Goexit ended (see Sink), the
+// recorded *HaltError.
 func (sc *SendContext) Enable() error {
 	sc.allocMu.Lock()
 	defer sc.allocMu.Unlock()
 	if sc.flags.Load()&scfInFree != 0 {
 		return errf("Enable", ErrClosed, "send context "+itoa(sc.index)+" is closed")
+	}
+	if sc.gone.Load() {
+		return sc.goneErr("Enable")
 	}
 	if sc.hwEnabled {
 		return nil
@@ -608,11 +644,15 @@ func (sc *SendContext) Enable() error {
 // Restart recovers a halted context (hfi1: sc_restart): with allocations already stopped by the
 // halt, it waits for the buffers being written to be finished, disables the context (every
 // pending packet is released with PRCSCDisable, exactly once) and enables it again. A context
-// that is not halted, or is closing, gives ErrInvalid. The chip model calls it itself after a
-// halt (the kernel's halt_work); it is exported for a manual chip and for tests.
+// that is not halted, or is closing, gives ErrInvalid; one whose chip goroutine a runtime.Goexit
+// ended (see Sink), the recorded *HaltError, and stays halted. The chip model calls it itself
+// after a halt (the kernel's halt_work); it is exported for a manual chip and for tests.
 func (sc *SendContext) Restart() error {
 	if f := sc.flags.Load(); f&scfHalted == 0 || f&scfInFree != 0 {
 		return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is not halted")
+	}
+	if sc.gone.Load() { // a Goexit ended the chip goroutine: nothing would consume packets
+		return sc.goneErr("Restart")
 	}
 	sc.Disable()
 	if err := sc.Enable(); err != nil {
@@ -625,11 +665,12 @@ func (sc *SendContext) Restart() error {
 // Close disables the context for good (hfi1: sc_free): every pending packet is released with
 // PRCSCDisable exactly once, every waiter is woken, the chip goroutine stops, and later calls get
 // ErrClosed. Like Disable it first waits for every allocated buffer's copy to end: a buffer left
-// unfinished keeps Close waiting. Close is idempotent and safe to call concurrently.
+// unfinished keeps Close waiting. Close is idempotent and safe to call concurrently; one that a
+// Goexit in a callback interrupted (see Sink) finishes on the next call.
 func (sc *SendContext) Close() error {
 	sc.closeMu.Lock()
 	defer sc.closeMu.Unlock()
-	if sc.flags.Load()&scfInFree != 0 {
+	if sc.closed {
 		return nil
 	}
 	sc.allocMu.Lock()
@@ -640,6 +681,7 @@ func (sc *SendContext) Close() error {
 		close(sc.quit)
 		<-sc.done
 	}
+	sc.closed = true
 	return nil
 }
 
@@ -648,14 +690,41 @@ func (sc *SendContext) Close() error {
 const chipSpin = 256
 
 // run is the chip goroutine: it consumes packets as they are written, spins a little when idle,
-// and parks on the doorbell until Close.
+// and parks on the doorbell until Close. A Sink or Releaser that ends it with runtime.Goexit
+// leaves it to runDone.
 func (sc *SendContext) run() {
-	defer close(sc.done)
+	returned := false
+	defer sc.runDone(&returned)
 	for {
 		sc.Process()
 		if sc.idle() {
+			returned = true
 			return
 		}
+	}
+}
+
+// runDone is run's deferred handler: it closes done, and if run did not return, a Goexit in a
+// Sink, Releaser or Waiter's wake-up is ending the chip goroutine (a panic there was recovered by
+// its helper; one of the library's own goes on to end the program). A Sink's or Releaser's handler
+// released the locks and halted the context (a wake-up holds no lock); runDone marks the
+// goroutine gone, so that Enable and Restart refuse, and halts the context if it is enabled: after
+// a wake-up's Goexit, or a Restart that got in between the handler and runDone (it is then halted
+// twice: both counted).
+func (sc *SendContext) runDone(returned *bool) {
+	defer close(sc.done)
+	if *returned {
+		return
+	}
+	if p := recover(); p != nil {
+		panic(p)
+	}
+	sc.gone.Store(true)
+	sc.allocMu.Lock()
+	again := sc.flags.Load()&scfEnabled != 0
+	sc.allocMu.Unlock()
+	if again {
+		sc.goexitHalt("code on the chip goroutine (a Sink, Releaser or Waiter's wake-up)", false, false)
 	}
 }
 
@@ -805,14 +874,77 @@ func (sc *SendContext) deliver(segs [][]byte) {
 	if sc.sink == nil {
 		return
 	}
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			sc.stats.sinkErrors.Add(1)
+		if !returned {
+			if p := recover(); p != nil {
+				sc.stats.sinkErrors.Add(1)
+			} else {
+				sc.sinkExited()
+			}
 		}
 	}()
-	if err := sc.sink.Deliver(sc.index, segs); err != nil {
+	err := sc.sink.Deliver(sc.index, segs)
+	returned = true
+	if err != nil {
 		sc.stats.sinkErrors.Add(1)
 	}
+}
+
+// sinkExited is deliver's handler of a Goexit in the Sink (hwMu held, and allocMu in Disable):
+// the chip halts on the packet being delivered, before hwMu goes, so that no other pass delivers
+// it again; it stays in the shadow ring for the next flush (PRCSCDisable). Then goexitHalt.
+func (sc *SendContext) sinkExited() {
+	sc.segs[0], sc.segs[1] = nil, nil
+	sc.hwHalted = true
+	sc.chipOff.Store(true)
+	alloc := sc.inDisable
+	sc.inDisable = false
+	sc.hwMu.Unlock()
+	sc.goexitHalt("the Sink's Deliver", alloc, true)
+}
+
+// releaseExited is callRelease's handler of a Goexit in a Releaser (releaseMu held, and allocMu
+// when alloc): the pass's tail and free are left as they were (the next pass walks the same
+// slots again; the exited callback's slot was cleared before the call, so it runs once). Then
+// goexitHalt.
+func (sc *SendContext) releaseExited(alloc bool) {
+	sc.releaseMu.Unlock()
+	sc.goexitHalt("a Releaser's Released", alloc, false)
+}
+
+// goneErr is Enable's and Restart's answer once a Goexit ended the chip goroutine: the recorded
+// halt (CauseGoexit), or, should there be none, ErrNotRunning.
+func (sc *SendContext) goneErr(op string) error {
+	if h := sc.lastHalt.Load(); h != nil {
+		return h
+	}
+	return errf(op, ErrNotRunning, "send context "+itoa(sc.index)+"'s chip goroutine ended in a runtime.Goexit")
+}
+
+// goexitHalt halts the context on a Goexit in what, with hwMu and releaseMu not held and allocMu
+// held if alloc (released here): allocations stop (scfHalted, not restarted: the goroutine is
+// ending), the chip stops, the halt is recorded (CauseGoexit; sink: the packet being delivered
+// is the halted one) and every waiter is woken. It runs on the exiting goroutine, in its deferred
+// calls.
+func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
+	if !alloc {
+		sc.allocMu.Lock()
+	}
+	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfHalted)
+	sc.hwMu.Lock()
+	sc.hwHalted = true
+	sc.chipOff.Store(true)
+	n := sc.faultCount
+	if sink {
+		n--
+	}
+	sc.hwMu.Unlock()
+	sc.lastHalt.Store(&HaltError{Context: sc.index, Cause: CauseGoexit, Packet: n,
+		Detail: what + " called runtime.Goexit: the context stays halted until Restart or Close (Close only, if that ended the chip goroutine)"})
+	sc.stats.halts.Add(1)
+	sc.allocMu.Unlock()
+	sc.wakeAll()
 }
 
 // writeBack writes the credit return word (hwMu held): the free counter modulo 2048 and why.

@@ -65,6 +65,7 @@ const (
 	CauseInjected  HaltCause = iota + 1 // an injected halt (FaultPlan, InjectHalt)
 	CausePBCLength                      // the PBC's length does not match the blocks written (a PBC error)
 	CauseBadPBC                         // a PBC of fewer than 2 dwords or past MaxPacketDWs
+	CauseGoexit                         // a Sink or Releaser called runtime.Goexit (see Sink): halted until Restart or Close
 )
 
 // String names the cause.
@@ -76,6 +77,8 @@ func (c HaltCause) String() string {
 		return "pbc-length"
 	case CauseBadPBC:
 		return "bad-pbc"
+	case CauseGoexit:
+		return "goexit"
 	}
 	return "HaltCause(" + itoa(int(c)) + ")"
 }

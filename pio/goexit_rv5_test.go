@@ -2,10 +2,10 @@ package pio
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // goexitSink calls runtime.Goexit in its first Deliver (as t.FailNow does in a test's sink).
@@ -20,38 +20,35 @@ func (s *goexitSink) Deliver(int, [][]byte) error {
 
 // TestSinkGoexitClose: a Sink that ends the chip goroutine with runtime.Goexit (t.FailNow in a
 // test's sink; verbs hands the SDMA device's sink to its PIO contexts, and package sdma survives
-// a sink's Goexit: the engine stays halted until Close, which completes everything) leaves the
-// context's hwMu locked, because Process unlocks it without a defer (deliver's recover sees no
-// panic and the goroutine ends): Close then hangs in Disable for ever, and so does every later
-// Process. A Releaser's Goexit does the same with releaseMu (and allocMu when BufferAlloc or
-// Disable ran the pass).
-//
-// Suggested fix (a design call, not made here): unlock hwMu (and, in the release pass,
-// releaseMu; allocMu in BufferAlloc and Disable) with defers, and have run, when the chip
-// goroutine ends by a Goexit, mark the context halted without a restart (flags scfHalted, chip
-// off), so producers get ErrNotRunning instead of waiting for credits nobody returns, and Close
-// flushes everything with PRCSCDisable, as sdma does for its engine (hwGone). Costs an
-// open-coded defer on the packet path (measure with bench/icount.sh, Payload/impl=pio).
+// a sink's Goexit) left the context's hwMu locked, because Process unlocked it without a defer
+// (deliver's recover saw no panic and the goroutine ended): Close then hung in Disable for ever,
+// and so did every later Process. Now deliver's handler releases hwMu and halts the context
+// (CauseGoexit), run's marks the goroutine gone (Restart refuses), and Close flushes every packet
+// once.
 func TestSinkGoexitClose(t *testing.T) {
-	t.Skip("bug: a Sink's runtime.Goexit on the chip goroutine leaves hwMu locked; Close hangs (see the suggested fix above)")
 	sc, err := New(Config{Credits: 8, Threshold: 1, Sink: &goexitSink{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, nil); err != nil {
+	rels := make([]countRel, 3)
+	if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, &rels[0]); err != nil {
 		t.Fatal(err)
 	}
-	for sc.Stats().Packets == 0 { // the chip took the packet up (and the sink ended its goroutine)
-		runtime.Gosched()
+	waitGoexitHalt(t, sc)
+	// The halt stops allocations; what the producers had written stays for the flush.
+	if _, err := sc.BufferAlloc(4, &rels[1]); err != ErrNotRunning {
+		t.Fatalf("BufferAlloc after the chip goroutine's Goexit: %v, want ErrNotRunning", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc.Close()
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second): // a hang, not a timing assertion
-		t.Fatal("Close hangs after a sink's Goexit on the chip goroutine")
+	if err := sc.Restart(); !errors.Is(err, ErrHalted) {
+		t.Fatalf("Restart with the chip goroutine gone: %v, want the Goexit's halt", err)
+	}
+	if err := sc.Enable(); !errors.Is(err, ErrHalted) {
+		t.Fatalf("Enable with the chip goroutine gone: %v, want the Goexit's halt", err)
+	}
+	bounded(t, "Close after a sink's Goexit on the chip goroutine", func() { sc.Close() })
+	rels[0].want(t, "the packet whose Deliver exited", 1, PRCSCDisable)
+	rels[1].want(t, "the refused allocation", 0, 0)
+	if _, err := sc.BufferAlloc(4, nil); err != ErrClosed {
+		t.Fatalf("BufferAlloc after Close: %v, want ErrClosed", err)
 	}
 }

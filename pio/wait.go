@@ -7,7 +7,9 @@ import "sync/atomic"
 // release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
 // when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
 // until the lock is let go), so it may retry BufferAlloc on the context; it must not block. A
-// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken.
+// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken, also
+// when it calls runtime.Goexit (which then ends the goroutine; the chip goroutine's end halts
+// the context, see Sink).
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -166,21 +168,30 @@ func (sc *SendContext) wakeAll() {
 }
 
 func (sc *SendContext) wakeBatch(ws []*Waiter) {
-	for _, w := range ws {
+	for i, w := range ws {
 		sc.stats.wakeups.Add(1)
 		if w.wakeup != nil {
-			sc.callWakeup(w)
+			sc.callWakeup(w, ws[i+1:])
 		}
 	}
 }
 
 // callWakeup runs w's wake-up; a panic in it is recovered and counted (Stats.WakeupPanics), so
-// that the rest of the batch is still woken and the pass's goroutine goes on.
-func (sc *SendContext) callWakeup(w *Waiter) {
+// that the rest of the batch is still woken and the pass's goroutine goes on. A runtime.Goexit
+// in it (no lock is held) ends the goroutine, which first wakes the rest of the batch, rest,
+// taken off the list with w (they would otherwise wait for ever); the chip goroutine's end is
+// then run's (runDone).
+func (sc *SendContext) callWakeup(w *Waiter, rest []*Waiter) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			sc.stats.wakePanics.Add(1)
+		if !returned {
+			if p := recover(); p != nil {
+				sc.stats.wakePanics.Add(1)
+			} else {
+				sc.wakeBatch(rest)
+			}
 		}
 	}()
 	w.wakeup(w)
+	returned = true
 }
