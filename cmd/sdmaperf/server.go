@@ -84,7 +84,26 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	if rep.Packets == 0 && !rep.Ended {
 		return noPackets(cfg, &rep)
 	}
+	if err := unended(cfg, &rep); err != nil {
+		return err
+	}
 	return checkReceiver(&rep, stderr)
+}
+
+// unended is the error of a -server run whose packets arrived without the client's end-of-run
+// markers: the client stopped (killed, or failed) or went quiet for longer than -idle, or a new
+// run began (a client restarted). The in-process receiver only warns (checkReceiver): there, the
+// client's own error says why; a -server has nobody else to say that its report is partial.
+func unended(cfg Config, rep *udpsink.Report) error {
+	switch {
+	case rep.Ended:
+		return nil
+	case rep.Superseded:
+		return fmt.Errorf("the run did not end: %d packets arrived, then a new run's (the client restarted)", rep.Packets)
+	case cfg.Idle == 0:
+		return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker", rep.Packets)
+	}
+	return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker within %v (the client stopped, or went quiet for longer than -idle: -idle 0 waits without limit)", rep.Packets, cfg.Idle)
 }
 
 // noPackets is the error of a run in which no sdmaperf packet arrived: nothing did, or only
@@ -118,6 +137,10 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		}
 		if err := checkRunSize(size, &rep); err != nil {
 			runErr = err
+			break
+		}
+		if err := unended(cfg, &rep); err != nil {
+			runErr = fmt.Errorf("%d bytes: %w", size, err)
 			break
 		}
 		reps = append(reps, SizeReport{size, rep})
