@@ -42,13 +42,17 @@ func writeHist(w io.Writer, h *hdrhistogram.Histogram) error {
 }
 
 // writeHistFile writes -hist: the latency distribution of the run (of all its sizes merged: a
-// file in this format holds one distribution).
+// file in this format holds one distribution). A run that recorded no latency (every packet
+// failed or was dropped) is an error, as for -plot, and writes no file.
 func writeHistFile(path string, rep Report) error {
 	h := newHistogram()
 	for _, r := range rep.Results {
 		if r.hist != nil {
 			h.Merge(r.hist)
 		}
+	}
+	if h.TotalCount() == 0 {
+		return fmt.Errorf("-hist: the run recorded no latency")
 	}
 	f, err := os.Create(path)
 	if err != nil {
