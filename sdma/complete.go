@@ -24,8 +24,8 @@ import (
 // in CompleteInterrupt mode, the caller of Poll, Process or another call that runs a pass
 // otherwise) with headMu held: they must not block, and must not call Poll, Process or
 // ProgressSchedule. Device.Close, Shutdown and Event refuse with ErrInvalid when called from them
-// on the engine's goroutine or on a host's (host.go: every call that runs a pass but Process and
-// Poll of a Manual engine). They may Send.
+// on the engine's goroutine or on a host's (host.go: every call that runs a pass; a Manual
+// engine's Process and Poll are known by its lock, manualPass). They may Send.
 // One that panics does not unwind the pass: the panic is recovered and recorded
 // (Engine.CallbackError, EngineStats.CallbackPanics), the txreq counts as completed, and the pass
 // goes on.

@@ -493,11 +493,11 @@ func (dev *Device) Sink() Sink { return dev.sink }
 // one of those is waiting for it: called from a Sink, a completion callback, a drained callback or
 // a wakeup that an engine's goroutine runs, or that a call runs on its own goroutine with an
 // engine's locks held (Stop, Start and the other events, InjectHalt, ProgressSchedule, SendWait,
-// Shutdown, Close itself: their sw clean, flush or pass; Process and Poll of an engine with its
-// own goroutine), it returns ErrInvalid and changes nothing (close from another goroutine).
-// Process and Poll of a Manual engine run callbacks on their caller's goroutine too, and are the
-// exception: they do not record their caller (they are that engine's packet path), so a Close
-// from a Sink or callback that they run would wait for them: do not.
+// Shutdown, Close itself: their sw clean, flush or pass; Process and Poll), it returns ErrInvalid
+// and changes nothing (close from another goroutine). Where the build has no getg (purego, or
+// not amd64), a Close from a Sink or callback that a Manual engine's Process or Poll runs is also
+// refused while another goroutine holds the lock of any Manual engine of the device (host.go:
+// manualPass; that build cannot tell which engine's pass the caller runs).
 func (dev *Device) Close() error {
 	if err := dev.ownPass("Close"); err != nil {
 		return err

@@ -34,9 +34,7 @@ func goid() uint64 {
 // ownGoroutine refuses op when called on e's hardware-model goroutine (from a Sink, a completion
 // callback, a drained callback or a wakeup that it runs): op would wait for that goroutine, which
 // is waiting in op. nil elsewhere, and always on a Manual engine (its passes run on callers'
-// goroutines: ownPass, host.go, refuses the calls from those of them that register as hosts; a
-// Close from a Sink or callback that a Manual engine's Process or Poll runs deadlocks, and is
-// documented as forbidden).
+// goroutines: ownPass, host.go, refuses the calls from those).
 //
 // The goroutine is compared by gid (host.go): its runtime g, one load, where the build has getg,
 // else its id from runtime.Stack (microseconds); either is computed only on an engine with a

@@ -1,6 +1,8 @@
 package sdma
 
 import (
+	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -17,9 +19,8 @@ import (
 // Shutdown and the events can refuse such a call with ErrInvalid instead of deadlocking. On an
 // engine with a goroutine, a direct Process registers too (hostProcess), and a direct Poll records
 // its goroutine in Engine.pollG (a registration of its own, two stores under the head lock). On a
-// Manual engine they do not register (they are its packet path: a registration costs a lock hold,
-// or a gid per pass): from a Sink or callback they run, such a call still deadlocks, as their docs
-// say.
+// Manual engine they are its packet path and record nothing: their caller holds hwMu, which knows
+// its holder where the build has getg (manualPass).
 
 // gid identifies the calling goroutine among the running ones: its runtime g (getg, one load)
 // where the build has it, else its id (goid, microseconds). A host's entry is removed (deferred)
@@ -117,7 +118,7 @@ func (s *hostSet) kindOf(me *uint64) (hostKind, bool) {
 // hostedErr is the refusal of op called from a callback, wakeup or Sink that a pass on the
 // caller's own goroutine runs for engine engine.
 func hostedErr(op string, engine int) error {
-	return txErr(op, ErrInvalid, "called from a callback that a pass of engine "+itoa(engine)+" runs on this goroutine (in a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown, Close, or a Process or Poll of an engine with a goroutine): it would wait for itself")
+	return txErr(op, ErrInvalid, "called from a callback that a pass of engine "+itoa(engine)+" runs on this goroutine (in a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown, Close, Process or Poll): it would wait for itself")
 }
 
 // ownPass refuses op when the caller's goroutine is e's goroutine or one of its hosts (see
@@ -127,7 +128,8 @@ func (e *Engine) ownPass(op string) error {
 		return err
 	}
 	var me uint64
-	if e.hosts.has(&me) || e.pollHeld(&me) {
+	var walked int8
+	if e.hosts.has(&me) || e.pollHeld(&me) || e.manualPass(&me, &walked) {
 		return hostedErr(op, e.idx)
 	}
 	return nil
@@ -151,10 +153,90 @@ func (dev *Device) ownPass(op string) error {
 		return err
 	}
 	var me uint64
+	var walked int8
 	for _, e := range dev.engines {
-		if e.hosts.has(&me) || e.pollHeld(&me) {
+		if e.hosts.has(&me) || e.pollHeld(&me) || e.manualPass(&me, &walked) {
 			return hostedErr(op, e.idx)
 		}
 	}
 	return nil
+}
+
+// manualPass reports whether the caller runs a direct pass of Manual engine e (a Process or Poll
+// on its own goroutine, whose Sink or callback called the caller): it holds e's hwMu, the
+// engine's one lock, which a Close or an event would wait for. Those passes are the engine's
+// packet path and record nothing of their own: where the build has getg, the lock knows its
+// holder at no cost to the path (ticketLock.heldBy: the bias record, or the ticket holder's
+// getg); elsewhere, while hwMu is held (by anyone), the caller's stack is searched for a Manual
+// engine's Process or Poll (inManualPass, microseconds: only while a pass or event holds the
+// lock). That search does not name the engine: there, a call from a Sink or callback of another
+// Manual engine's direct pass is refused too while e's hwMu is held by another goroutine. *me as
+// has's; *walked caches the search (0: not yet, 1: in a pass, -1: not).
+func (e *Engine) manualPass(me *uint64, walked *int8) bool {
+	if !e.manual {
+		return false
+	}
+	if canBias {
+		if *me == 0 {
+			*me = gid()
+		}
+		return e.hwMu.heldBy(uintptr(*me))
+	}
+	if !e.hwMu.ticketsOut() {
+		return false
+	}
+	if *walked == 0 {
+		*walked = -1
+		if inManualPass() {
+			*walked = 1
+		}
+	}
+	return *walked > 0
+}
+
+// The names of the functions inManualPass looks for on the caller's stack.
+var (
+	fnProcess       = enginePrefix + "Process"
+	fnProcessInner  = enginePrefix + "process"
+	fnProcessDirect = enginePrefix + "processDirect"
+	fnPoll          = enginePrefix + "Poll"
+	fnPollPass      = enginePrefix + "progressLocked"
+	fnPollFlush     = enginePrefix + "runFlush"
+	enginePrefix    = reflect.TypeFor[Engine]().PkgPath() + ".(*Engine)."
+)
+
+// inManualPass reports whether the calling goroutine is inside a direct Process or Poll of a
+// Manual engine (manualPass, on builds without getg): its stack holds Process calling process
+// but not from processDirect (that is an engine with a goroutine: a registered host), or Poll
+// calling the pass or the flush directly (not through pollDirect). Inlined calls count as frames
+// (runtime.CallersFrames). A runtime.Callers walk: microseconds.
+func inManualPass() bool {
+	pcs := make([]uintptr, 64)
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs))
+	}
+	frames := runtime.CallersFrames(pcs)
+	var callee, callee2 string // the frames below this one, nearest first
+	for {
+		f, more := frames.Next()
+		switch f.Function {
+		case fnProcess:
+			if callee == fnProcessInner && callee2 != fnProcessDirect {
+				return true
+			}
+		case fnPoll:
+			if callee == fnPollPass || callee == fnPollFlush {
+				return true
+			}
+		}
+		if !more {
+			return false
+		}
+		callee2, callee = callee, f.Function
+	}
 }

@@ -93,13 +93,24 @@ type ticketLock struct {
 	// revoke: an exchange, the locked store of the Dekker pair); read by every biased Lock (a
 	// plain load on amd64).
 	bias atomic.Pointer[biasRec]
-	// The ticket holders' bookkeeping, written and read only by a ticket holder: last is the
-	// last record granted (given again to the same goroutine), streakG and streak count the
-	// ticket holds in a row by one goroutine, need is the streak that earns the bias (0: 1).
-	last    *biasRec
+	// The ticket holders' bookkeeping, written and read only by a ticket holder: streakG and
+	// streak count the ticket holds in a row by one goroutine, need is the streak that earns the
+	// bias (0: 1).
 	streakG uintptr
 	streak  uint32
 	need    uint32
+	// last is the last record granted (given again to the same goroutine). Written by ticket
+	// holders only (grant: a store, the slow path); read by them and by heldBy (atomic loads):
+	// while its owner holds the lock through it, it is the lock's record (a grant to another
+	// goroutine revokes first, which waits for that hold to end).
+	last atomic.Pointer[biasRec]
+	// ownerG and ownerT name the last ticket holder: its getg and its ticket. Only where canBias:
+	// written by each ticket holder right after it takes the lock, ownerG first
+	// (store-releases, plain MOVs on amd64; nothing on the bias path, nor in Unlock); read by
+	// heldBy (atomic loads, in the other order): the lock is held with ticket turn by g exactly
+	// when a ticket is out and ownerT is turn and ownerG is g (see heldBy).
+	ownerG atomic.Uint64
+	ownerT atomic.Uint32
 }
 
 // biasRec is one grant of a ticketLock's bias (see ticketLock, "The bias").
@@ -176,12 +187,49 @@ func (l *ticketLock) lockBiasable() {
 			return
 		}
 	}
-	if t := atomic.AddUint32(&l.next, 1) - 1; l.turn.Load() != t {
+	t := atomic.AddUint32(&l.next, 1) - 1
+	if l.turn.Load() != t {
 		l.wait(t)
 	}
+	l.ticketHeld(g, t)
+}
+
+// ticketHeld is the bookkeeping of the goroutine whose getg is g (0: not computed yet), which has
+// just taken the lock with ticket t (canBias): it names itself the ticket holder (ownerG, ownerT)
+// and, on a biasable lock, runs ticketTaken.
+//
+//go:noinline
+func (l *ticketLock) ticketHeld(g uintptr, t uint32) {
+	if g == 0 {
+		g = getg()
+	}
+	relaxed.StoreRelease64(&l.ownerG, uint64(g))
+	relaxed.StoreRelease32(&l.ownerT, t)
 	if l.biasable {
 		l.ticketTaken(g)
 	}
+}
+
+// heldBy reports whether the goroutine whose getg is g, the caller, holds the lock. Only where
+// canBias. Through the bias: its record (last, which stays the lock's record while its owner
+// holds the lock through it) is busy, and the caller is not in an attempt, being here. With a
+// ticket: a ticket is out, and the last ticket holder (ownerT, ownerG) is the caller with the
+// ticket that holds the lock (turn). Each ticket holder writes ownerG before ownerT, read here in
+// the other order: an ownerT equal to turn was written by turn's holder (every ticket hold
+// writes it), so the ownerG read after it is that holder's, or a later one's, never the caller's
+// unless it holds the lock; the caller sees its own last stores. The answer is exact. It lets
+// Close refuse a call from a Sink or callback that a pass on the caller's own goroutine runs (a
+// Manual engine's Process or Poll: ownPass) at no cost to the packet path: neither the bias path
+// nor Unlock records anything more.
+func (l *ticketLock) heldBy(g uintptr) bool {
+	if r := l.last.Load(); r != nil && r.g == g && r.busy.Load() != 0 {
+		return true
+	}
+	t := l.turn.Load()
+	if atomic.LoadUint32(&l.next) == t { // no ticket out: free, or held through the bias
+		return false
+	}
+	return l.ownerT.Load() == t && l.ownerG.Load() == uint64(g)
 }
 
 // ticketsOut reports whether a ticket is taken and not yet released (next is past turn): a
@@ -222,10 +270,10 @@ func (l *ticketLock) ticketTaken(g uintptr) {
 	}
 	l.streak++
 	if l.streak >= max(l.need, 1) {
-		r := l.last
+		r := l.last.Load()
 		if r == nil || r.g != g {
 			r = &biasRec{g: g}
-			l.last = r
+			l.last.Store(r)
 		}
 		l.bias.Store(r) // its busy is 0: g is here, not in an attempt
 	}
@@ -288,9 +336,7 @@ func (l *ticketLock) tryLockBiasable() bool {
 	if atomic.LoadUint32(&l.next) != t || !atomic.CompareAndSwapUint32(&l.next, t, t+1) {
 		return false
 	}
-	if l.biasable {
-		l.ticketTaken(g)
-	}
+	l.ticketHeld(g, t)
 	return true
 }
 

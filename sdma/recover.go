@@ -194,9 +194,8 @@ func (e *Engine) history() []stateChange {
 // ErrInvalid for an unknown event, or when called on the engine's own goroutine (from a Sink, a
 // completion callback or a wakeup it runs: it would wait for itself) or from a callback that
 // another call runs for this engine on the caller's goroutine (an event's sw clean, Close's; see
-// host.go); ErrClosed once the device is closing. It waits for a hardware pass in progress; from
-// a callback or Sink that Process or Poll of a Manual engine runs it would deadlock (see
-// Device.Close).
+// host.go), or that Process or Poll runs (see Device.Close); ErrClosed once the device is
+// closing. It waits for a hardware pass in progress.
 func (e *Engine) event(ev sm.Event, cause string) error {
 	if ev >= sm.NumEvents {
 		return txErr("Event", ErrInvalid, "unknown event "+ev.String())
@@ -229,9 +228,8 @@ func (e *Engine) event(ev sm.Event, cause string) error {
 // in the ring or on the flush list StatusAborted), waiters are woken, and sends get ErrNotRunning
 // until Start. ErrInvalid on the engine's
 // own goroutine (from a Sink or a callback it runs) and from a callback that another call (an
-// event, Close, SendWait, ...) runs for this engine on its caller's goroutine, ErrClosed once the
-// device is closing. Not from a Sink or callback that Process or Poll of a Manual engine runs
-// (see Device.Close): it would wait for that call.
+// event, Close, SendWait, Process, Poll, ...) runs for this engine on its caller's goroutine (see
+// Device.Close), ErrClosed once the device is closing.
 func (e *Engine) Stop() error { return e.event(sm.E00GoHwDown, "Stop") }
 
 // Start starts a stopped or idle engine (e30_go_running): from s00 through the start-up states,

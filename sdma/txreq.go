@@ -52,10 +52,8 @@ func (s Status) String() string {
 // (hfi1: callback_t). Complete runs on the completion pass, with the engine's locks held, and must
 // not block. Device.Close, Shutdown and the events (Stop, Start, ...) of its engine called from it
 // return ErrInvalid and change nothing, wherever the pass runs (the engine's goroutine, or the
-// goroutine of a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown or Close, or of a
-// Process or Poll of an engine with its own goroutine), except in a pass that Process or Poll of
-// a Manual engine runs, where they would wait for that call: see Device.Close. Poll and Process
-// must not be called from it either. A Complete that panics cannot wedge the engine: the panic is
+// goroutine of a Stop, Start, InjectHalt, ProgressSchedule, SendWait, Shutdown, Close, Process or
+// Poll): see Device.Close. Poll and Process must not be called from it. A Complete that panics cannot wedge the engine: the panic is
 // recovered and recorded (Engine.CallbackError) and the pass goes on. One that calls
 // runtime.Goexit releases the pass's locks: on the engine's goroutine the engine halts; on a
 // caller's it goes on (see Sink).
