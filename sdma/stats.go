@@ -34,9 +34,12 @@ type EngineStats struct {
 // and the completion side's have one writer at a time (the holder of hwMu, of headMu), so they
 // are relaxed.Counters: an add without a locked instruction, one per packet saved several times
 // over. Hardware side (hwMu): packets, descs, bytes, interrupts, faults, sinkErrors, flushes,
-// halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups,
-// callbackPanics. Producers (slow paths only): ringFull (any producer: an atomic add) and sleeps
-// (under waitMu). The groups sit on separate cache lines, and apart from the rest of the Engine
+// halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups.
+// callbackPanics (slow path only: an atomic add) has no one writer: a panic in a pass counts it
+// under the head lock, a callback's runtime.Goexit under whichever lock its call held
+// (callerExited), and the callbacks that a Goexit kept from running count theirs with no lock
+// held (lateWakeup, lateDrained), at the same time as another goroutine's pass. Producers (slow
+// paths only): ringFull (any producer: an atomic add) and sleeps (under waitMu). The groups sit on separate cache lines, and apart from the rest of the Engine
 // (padding on both sides): a hardware-side add per packet on a line that a producer reads per
 // send (the engine's test-hook pointer shared one) costs a cross-core transfer each way.
 type counters struct {
@@ -44,7 +47,8 @@ type counters struct {
 	recoveries, flushes                                   relaxed.Counter
 	halts                                                 [NumHaltCauses]relaxed.Counter
 	_                                                     [lineSize]byte
-	passes, completed, aborted, wakeups, callbackPanics   relaxed.Counter
+	passes, completed, aborted, wakeups                   relaxed.Counter
+	callbackPanics                                        atomic.Uint64
 	_                                                     [lineSize]byte
 	ringFull                                              atomic.Uint64
 	sleeps                                                relaxed.Counter
