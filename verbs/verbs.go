@@ -75,8 +75,9 @@ type Config struct {
 	// Contexts is the number of kernel PIO send contexts, 1..160; 0 means 1. As pio_map_init
 	// does, each of the SDMA device's VLs gets its own share of them (Contexts / NumVLs, the
 	// extras from the last VL down), and a flow's selector picks one of its VL's
-	// (pio_select_send_context_vl). A VL left with none (fewer contexts than VLs), and a VL past
-	// the mapped ones, use context 0 (the kernel's vld[0].sc).
+	// (pio_select_send_context_vl). A VL left with none (fewer contexts than VLs), and a vl at or
+	// past sdma.MaxVLs (num_vls), use context 0 (the kernel's vld[0].sc); a vl from the mapped
+	// ones up to sdma.MaxVLs takes the contexts of the mapped VL vl & mask repeats.
 	Contexts int
 	// Credits is each context's size in blocks; 0 means the kernel's 3-deep size for the
 	// threshold, 3 × (min(threshold, 4096) + 128) / 64. Unless DisablePIO, it must hold a packet
