@@ -694,6 +694,9 @@ func registerVia(m Mapper, buf []byte, dir Direction) (*Registration, error) {
 }
 
 func deregisterVia(m Mapper, ctx context.Context, r *Registration) error {
+	if ctx == nil { // as core's Deregister, whatever m is (Registrar: a nil ctx is ErrInvalid)
+		return fmt.Errorf("dma: deregister: nil context: %w", ErrInvalid)
+	}
 	if rg, ok := m.(Registrar); ok {
 		return rg.Deregister(ctx, r)
 	}
