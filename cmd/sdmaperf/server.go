@@ -194,8 +194,10 @@ func checkRunSize(size int, rep *udpsink.Report) error {
 		size, each, size, want)
 }
 
-// receiveRun receives one run: it skips the repeats of the previous run's end markers, which
-// arrive first and end a run with no data.
+// receiveRun receives one run: it skips a run that ended with no packet (end markers alone).
+// Repeats of an earlier run's end markers no longer make such a run (the receiver counts them
+// as Stale, by the frames' run ID); a size of which the client delivered nothing does, and is
+// skipped too, so the next run is taken for it (checkRunSize then says the sizes differ).
 func receiveRun(ctx context.Context, r *udpsink.Receiver) (udpsink.Report, error) {
 	for {
 		rep, err := r.Run(ctx)
