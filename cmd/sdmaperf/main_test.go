@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -161,6 +162,25 @@ type readyWriter struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	ready chan string // cap 1
+}
+
+// startServer runs sdmaperf -server on a free loopback port with args (after -server and
+// -udp-addr) in a goroutine, its report to stdout, and returns the address it receives on (from
+// its stderr, also returned) and the channel its exit code comes on. A server that exits before
+// it listens fails the test.
+func startServer(t *testing.T, stdout io.Writer, args ...string) (addr string, stderr *readyWriter, done <-chan int) {
+	t.Helper()
+	stderr = &readyWriter{ready: make(chan string, 1)}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(t.Context(), append([]string{"-server", "-udp-addr", "127.0.0.1:0"}, args...), stdout, stderr)
+	}()
+	select {
+	case addr = <-stderr.ready:
+	case code := <-exit:
+		t.Fatalf("server exit %d: %s", code, stderr.String())
+	}
+	return addr, stderr, exit
 }
 
 func (w *readyWriter) Write(p []byte) (int, error) {

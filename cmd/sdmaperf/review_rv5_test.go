@@ -43,17 +43,7 @@ func TestStdoutWriteErrorFails(t *testing.T) {
 
 // TestServerStdoutWriteErrorFails: likewise for -server's report.
 func TestServerStdoutWriteErrorFails(t *testing.T) {
-	stderr := &readyWriter{ready: make(chan string, 1)}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(t.Context(), []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "30s"}, fullWriter{}, stderr)
-	}()
-	var addr string
-	select {
-	case addr = <-stderr.ready:
-	case code := <-done:
-		t.Fatalf("server exit %d: %s", code, stderr.String())
-	}
+	addr, stderr, done := startServer(t, fullWriter{}, "-idle", "30s")
 	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "64")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, exitFail, <-done, stderr.String())
@@ -97,17 +87,7 @@ func TestReceiverGoneMidSweepKeepsResults(t *testing.T) {
 // arrived", which named neither the mismatch nor its cure.
 func TestServerSweepRefusesOtherSizes(t *testing.T) {
 	var stdout syncBuffer
-	stderr := &readyWriter{ready: make(chan string, 1)}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(t.Context(), []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "2s", "-sweep", "-size", "16", "-frags", "1"}, &stdout, stderr)
-	}()
-	var addr string
-	select {
-	case addr = <-stderr.ready:
-	case code := <-done:
-		t.Fatalf("server exit %d: %s", code, stderr.String())
-	}
+	addr, stderr, done := startServer(t, &stdout, "-idle", "2s", "-sweep", "-size", "16", "-frags", "1")
 	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "4096")
 	require.Equal(t, exitOK, code, errOut)
 	require.Equal(t, exitFail, <-done, stderr.String())
@@ -150,12 +130,7 @@ func TestCheckRunSize(t *testing.T) {
 // user looking for a client that did not start.
 func TestServerGarbageSaysWhatArrived(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
-		stderr := &readyWriter{ready: make(chan string, 1)}
-		done := make(chan int, 1)
-		go func() {
-			done <- run(t.Context(), append([]string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "300ms"}, sweep...), io.Discard, stderr)
-		}()
-		addr := <-stderr.ready
+		addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", "300ms"}, sweep...)...)
 		c, err := net.Dial("udp", addr)
 		require.NoError(t, err)
 		for _, d := range [][]byte{nil, []byte("x"), []byte("GET / HTTP/1.1\r\n\r\n"), make([]byte, 64)} {

@@ -16,12 +16,7 @@ import (
 // it warned and exited 0, as if the run had been whole. With -sweep too.
 func TestServerRunWithoutEndFails(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
-		stderr := &readyWriter{ready: make(chan string, 1)}
-		done := make(chan int, 1)
-		go func() {
-			done <- run(t.Context(), append([]string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "300ms"}, sweep...), io.Discard, stderr)
-		}()
-		addr := <-stderr.ready
+		addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", "300ms"}, sweep...)...)
 		c, err := net.Dial("udp", addr)
 		require.NoError(t, err)
 		payload := make([]byte, 4) // a 2-byte packet's, the sweep's first size (padded to a dword)
