@@ -260,22 +260,7 @@ func TestHaltPacketOverLife(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	var at []uint64
-	for range 9 {
-		b, err := sc.BufferAlloc(4, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)); err != nil {
-			t.Fatal(err)
-		}
-		before := sc.Stats().Halts
-		sc.Process()
-		if sc.Stats().Halts != before {
-			at = append(at, sc.LastHalt().Packet+1)
-		}
-	}
-	if len(at) != 3 || at[0] != 3 || at[1] != 6 || at[2] != 9 {
+	if at := haltsOver(t, sc, 9); len(at) != 3 || at[0] != 3 || at[1] != 6 || at[2] != 9 {
 		t.Fatalf("halted packets %v, want [3 6 9]", at)
 	}
 	if err := sc.InjectHalt(); err != nil {
@@ -295,6 +280,14 @@ func haltedPackets(t *testing.T, idx, n int, plan FaultPlan) []uint64 {
 		t.Fatal(err)
 	}
 	defer sc.Close()
+	return haltsOver(t, sc, n)
+}
+
+// haltsOver sends n packets of 4 dwords one at a time through the manual context sc, each
+// followed by a Process, and returns the packets (1-based, over the context's life, as
+// LastHalt().Packet+1 says) whose Process halted it.
+func haltsOver(t *testing.T, sc *SendContext, n int) []uint64 {
+	t.Helper()
 	var at []uint64
 	for range n {
 		b, err := sc.BufferAlloc(4, nil)
