@@ -149,12 +149,22 @@ var ErrRange = errors.New("desc: value out of range")
 // FieldError reports a value refused by a setter or builder, naming the field.
 type FieldError struct {
 	Field string // e.g. "byte count", "address", "AHG index"
-	Value uint64 // the value given
+	Value uint64 // the value given (a negative int: its two's complement, with Negative set)
 	Max   uint64 // the largest value the field holds
+	Min   uint64 // the smallest value the field holds: 1 for the AHG field length, else 0
+	// Negative says that the value given was a negative int: it is int64(Value).
+	Negative bool
 }
 
-// Error names the field, the value and the field's largest value.
+// Error names the field, the value (a negative one in decimal) and the field's largest value,
+// and its smallest when the value lies below the field.
 func (e *FieldError) Error() string {
+	if e.Negative {
+		return fmt.Sprintf("desc: %s %d out of range (min %#x, max %#x)", e.Field, int64(e.Value), e.Min, e.Max)
+	}
+	if e.Value < e.Min {
+		return fmt.Sprintf("desc: %s %#x out of range (min %#x, max %#x)", e.Field, e.Value, e.Min, e.Max)
+	}
 	return fmt.Sprintf("desc: %s %#x out of range (max %#x)", e.Field, e.Value, e.Max)
 }
 
@@ -235,7 +245,7 @@ func (d *Desc) SetAddr(addr uint64) error {
 // which the kernel masks to 14 bits; here a negative count or one above MaxByteCount is refused).
 func (d *Desc) SetLen(n int) error {
 	if n < 0 {
-		return &FieldError{Field: "byte count", Value: uint64(int64(n)), Max: ByteCountMask}
+		return &FieldError{Field: "byte count", Value: uint64(int64(n)), Max: ByteCountMask, Negative: true}
 	}
 	if err := check("byte count", uint64(n), ByteCountMask); err != nil {
 		return err
@@ -330,7 +340,7 @@ func AHGUpdate(data uint16, dwIndex, startBit, bits uint8) (uint32, error) {
 		return 0, err
 	}
 	if bits == 0 || bits > 16 {
-		return 0, &FieldError{Field: "AHG field length", Value: uint64(bits), Max: 16}
+		return 0, &FieldError{Field: "AHG field length", Value: uint64(bits), Max: 16, Min: 1}
 	}
 	if int(startBit)+int(bits) > 32 {
 		return 0, &FieldError{Field: "AHG field end bit", Value: uint64(startBit) + uint64(bits), Max: 32}
@@ -376,7 +386,7 @@ func ahgBits(b uint8) uint8 {
 
 func checkInt(field string, v int, max uint64) error {
 	if v < 0 {
-		return &FieldError{Field: field, Value: uint64(int64(v)), Max: max}
+		return &FieldError{Field: field, Value: uint64(int64(v)), Max: max, Negative: true}
 	}
 	return check(field, uint64(v), max)
 }
