@@ -216,7 +216,10 @@ func (d Desc) HeaderMode() HeaderMode { return HeaderMode(d.Qw1 >> HeaderModeShi
 // HeaderIndex returns the AHG entry index (qw1 12:8).
 func (d Desc) HeaderIndex() int { return int(d.Qw1 >> HeaderIndexShift & HeaderIndexMask) }
 
-// HeaderDWs returns the header length in dwords (qw1 7:4).
+// HeaderDWs returns the header length in dwords (qw1 7:4), the raw field: in an APPLY_UPDATE mode
+// 0 means 16 dwords, the whole 64-byte AHG entry (user_sdma passes sizeof(struct
+// hfi1_pkt_header) = 64 bytes and _sdma_txreq_ahgadd masks 64>>2 = 16 to 0; sdma's hardware model
+// reads it so), as an AHG field length of 16 is encoded 0 (inferred).
 func (d Desc) HeaderDWs() int { return int(d.Qw1 >> HeaderDWsShift & HeaderDWsMask) }
 
 // Generation returns qw1 3:2: the ring generation, in the ring.
@@ -293,6 +296,8 @@ func (d *Desc) SetHeaderIndex(idx int) error {
 }
 
 // SetHeaderDWs sets the header length in dwords, 0..15 (hfi1: _sdma_txreq_ahgadd, ahg_hlen >> 2).
+// The kernel's usual 64-byte header (16 dwords) is encoded 0 (see HeaderDWs); 16 is refused here,
+// so set 0 for it.
 func (d *Desc) SetHeaderDWs(dws int) error {
 	if err := checkInt("header dwords", dws, HeaderDWsMask); err != nil {
 		return err
