@@ -32,7 +32,7 @@ func TestBadInputs(t *testing.T) {
 		{"SetHeaderIndex -1", "AHG index", func(d *Desc) error { return d.SetHeaderIndex(-1) }},
 		{"SetHeaderIndex 32", "AHG index", func(d *Desc) error { return d.SetHeaderIndex(32) }},
 		{"SetHeaderDWs -1", "header dwords", func(d *Desc) error { return d.SetHeaderDWs(-1) }},
-		{"SetHeaderDWs 16", "header dwords", func(d *Desc) error { return d.SetHeaderDWs(16) }},
+		{"SetHeaderDWs 17", "header dwords", func(d *Desc) error { return d.SetHeaderDWs(17) }},
 		{"SetGeneration 4", "generation", func(d *Desc) error { return d.SetGeneration(4) }},
 		{"SetGeneration 255", "generation", func(d *Desc) error { return d.SetGeneration(255) }},
 		{"Make address 2^48", "address", func(d *Desc) error { _, err := Make(MaxAddr+1, 8, 0); return err }},

@@ -295,14 +295,16 @@ func (d *Desc) SetHeaderIndex(idx int) error {
 	return nil
 }
 
-// SetHeaderDWs sets the header length in dwords, 0..15 (hfi1: _sdma_txreq_ahgadd, ahg_hlen >> 2).
-// The kernel's usual 64-byte header (16 dwords) is encoded 0 (see HeaderDWs); 16 is refused here,
-// so set 0 for it.
+// SetHeaderDWs sets the header length in dwords, 0..16 (hfi1: _sdma_txreq_ahgadd, ahg_hlen >> 2).
+// The kernel's usual 64-byte header (user_sdma's sizeof(struct hfi1_pkt_header), 16 dwords) does
+// not fit the 4-bit field: _sdma_txreq_ahgadd masks it to 0, which an APPLY_UPDATE mode reads as
+// 16 (see HeaderDWs), and so does SetHeaderDWs(16), as AHGUpdate does with a field length of 16.
+// Anything outside 0..16 is ErrRange.
 func (d *Desc) SetHeaderDWs(dws int) error {
-	if err := checkInt("header dwords", dws, HeaderDWsMask); err != nil {
+	if err := checkInt("header dwords", dws, HeaderDWsMask+1); err != nil {
 		return err
 	}
-	d.Qw1 = d.Qw1&^HeaderDWsSMask | uint64(dws)<<HeaderDWsShift
+	d.Qw1 = d.Qw1&^HeaderDWsSMask | uint64(dws)&HeaderDWsMask<<HeaderDWsShift
 	return nil
 }
 

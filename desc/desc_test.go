@@ -127,7 +127,7 @@ func TestOutOfRangeNamesTheField(t *testing.T) {
 		{"mode over 7", "header mode", func() error { var d Desc; return d.SetHeaderMode(8) }()},
 		{"index over 31", "AHG index", func() error { var d Desc; return d.SetHeaderIndex(32) }()},
 		{"negative index", "AHG index", func() error { var d Desc; return d.SetHeaderIndex(-1) }()},
-		{"dwords over 15", "header dwords", func() error { var d Desc; return d.SetHeaderDWs(16) }()},
+		{"dwords over 16", "header dwords", func() error { var d Desc; return d.SetHeaderDWs(17) }()},
 		{"generation over 3", "generation", func() error { var d Desc; return d.SetGeneration(4) }()},
 		{"make: address", "address", func() error { _, err := Make(1<<48, 1, 0); return err }()},
 		{"make: length", "byte count", func() error { _, err := Make(0, 1<<14, 0); return err }()},

@@ -21,7 +21,7 @@ func TestFieldErrorNamesNegativeAndMin(t *testing.T) {
 		{"SetLen -1", d.SetLen(-1), "desc: byte count -1 out of range (min 0x0, max 0x3fff)"},
 		{"SetLen MinInt", d.SetLen(math.MinInt), "desc: byte count -9223372036854775808 out of range (min 0x0, max 0x3fff)"},
 		{"SetHeaderIndex -3", d.SetHeaderIndex(-3), "desc: AHG index -3 out of range (min 0x0, max 0x1f)"},
-		{"SetHeaderDWs -1", d.SetHeaderDWs(-1), "desc: header dwords -1 out of range (min 0x0, max 0xf)"},
+		{"SetHeaderDWs -1", d.SetHeaderDWs(-1), "desc: header dwords -1 out of range (min 0x0, max 0x10)"},
 		{"Make length -2", func() error { _, err := Make(0, -2, 0); return err }(), "desc: byte count -2 out of range (min 0x0, max 0x3fff)"},
 		{"AHGUpdate 0 bits", func() error { _, err := AHGUpdate(0, 0, 0, 0); return err }(), "desc: AHG field length 0x0 out of range (min 0x1, max 0x10)"},
 		// Values above the field keep the short form.
