@@ -471,7 +471,7 @@ func (e *Engine) pollDirect() int {
 	}
 	e.headMu.Lock()
 	n := 0
-	if r := e.ring; !canBias && r.HWHead() == r.SwHead() {
+	if r := e.ring; !haveGetg && r.HWHead() == r.SwHead() {
 		r.BeginWrite() // progressPass with nothing to walk: the pass still counts as progress
 		e.stats.passes.Add(1)
 		r.EndWrite()

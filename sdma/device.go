@@ -495,9 +495,9 @@ func (dev *Device) Sink() Sink { return dev.sink }
 // engine's locks held (Stop, Start and the other events, InjectHalt, ProgressSchedule, SendWait,
 // Shutdown, Close itself: their sw clean, flush or pass; Process and Poll), it returns ErrInvalid
 // and changes nothing (close from another goroutine). Where the build has no getg (purego, or
-// not amd64), a Close from a Sink or callback that a Manual engine's Process or Poll runs is also
-// refused while another goroutine holds the lock of any Manual engine of the device (host.go:
-// manualPass; that build cannot tell which engine's pass the caller runs).
+// neither amd64 nor arm64), a Close from a Sink or callback that a Manual engine's Process or
+// Poll runs is also refused while another goroutine holds the lock of any Manual engine of the
+// device (host.go: manualPass; that build cannot tell which engine's pass the caller runs).
 func (dev *Device) Close() error {
 	if err := dev.ownPass("Close"); err != nil {
 		return err

@@ -1,9 +1,13 @@
-//go:build !amd64 || !gc || purego
+//go:build !(amd64 || arm64) || !gc || purego
 
 package sdma
 
-// getg is not available on this build; no lock is biased here (canBias).
+// getg is not available on this build (haveGetg): the own-goroutine checks use goroutine ids
+// and a stack search instead (gid, manualPass), and no lock is biased (canBias).
 func getg() uintptr { return 0 }
 
-// canBias reports whether getg works on this build (amd64, gc, not purego).
+// haveGetg reports whether getg works on this build (amd64 or arm64, gc, not purego).
+const haveGetg = false
+
+// canBias reports whether the locks may be biased on this build (amd64 with getg).
 const canBias = false

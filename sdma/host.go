@@ -20,13 +20,13 @@ import (
 // engine with a goroutine, a direct Process registers too (hostProcess), and a direct Poll records
 // its goroutine in Engine.pollG (a registration of its own, two stores under the head lock). On a
 // Manual engine they are its packet path and record nothing: their caller holds hwMu, which knows
-// its holder where the build has getg (manualPass).
+// its holder where the build has getg (amd64 and arm64, gc, not purego: manualPass).
 
 // gid identifies the calling goroutine among the running ones: its runtime g (getg, one load)
 // where the build has it, else its id (goid, microseconds). A host's entry is removed (deferred)
 // before its goroutine ends, so a g the runtime reuses never matches a stale entry.
 func gid() uint64 {
-	if canBias {
+	if haveGetg {
 		return uint64(getg())
 	}
 	return goid()
@@ -165,18 +165,20 @@ func (dev *Device) ownPass(op string) error {
 // manualPass reports whether the caller runs a direct pass of Manual engine e (a Process or Poll
 // on its own goroutine, whose Sink or callback called the caller): it holds e's hwMu, the
 // engine's one lock, which a Close or an event would wait for. Those passes are the engine's
-// packet path and record nothing of their own: where the build has getg, the lock knows its
-// holder at no cost to the path (ticketLock.heldBy: the bias record, or the ticket holder's
-// getg); elsewhere, while hwMu is held (by anyone), the caller's stack is searched for a Manual
-// engine's Process or Poll (inManualPass, microseconds: only while a pass or event holds the
-// lock). That search does not name the engine: there, a call from a Sink or callback of another
-// Manual engine's direct pass is refused too while e's hwMu is held by another goroutine. *me as
-// has's; *walked caches the search (0: not yet, 1: in a pass, -1: not).
+// packet path and record nothing of their own: where the build has getg (haveGetg: amd64 and
+// arm64, gc, not purego), the lock knows its holder (ticketLock.heldBy: the bias record, or the
+// ticket holder's getg), exactly: a call from a Sink or callback of another engine's pass is
+// answered by e's holder, whoever holds it. Elsewhere (purego, other ports), while hwMu is held
+// (by anyone), the caller's stack is searched for a Manual engine's Process or Poll
+// (inManualPass, microseconds: only while a pass or event holds the lock). That search does not
+// name the engine: there, a call from a Sink or callback of another Manual engine's direct pass
+// is refused too while e's hwMu is held by another goroutine. *me as has's; *walked caches the
+// search (0: not yet, 1: in a pass, -1: not).
 func (e *Engine) manualPass(me *uint64, walked *int8) bool {
 	if !e.manual {
 		return false
 	}
-	if canBias {
+	if haveGetg {
 		if *me == 0 {
 			*me = gid()
 		}
@@ -206,10 +208,10 @@ var (
 )
 
 // inManualPass reports whether the calling goroutine is inside a direct Process or Poll of a
-// Manual engine (manualPass, on builds without getg): its stack holds Process calling process
-// but not from processDirect (that is an engine with a goroutine: a registered host), or Poll
-// calling the pass or the flush directly (not through pollDirect). Inlined calls count as frames
-// (runtime.CallersFrames). A runtime.Callers walk: microseconds.
+// Manual engine (manualPass, on builds without getg: purego, other ports): its stack holds
+// Process calling process but not from processDirect (that is an engine with a goroutine: a
+// registered host), or Poll calling the pass or the flush directly (not through pollDirect).
+// Inlined calls count as frames (runtime.CallersFrames). A runtime.Callers walk: microseconds.
 func inManualPass() bool {
 	pcs := make([]uintptr, 64)
 	for {

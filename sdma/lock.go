@@ -69,7 +69,8 @@ import (
 //     which is harmless (its attempts run one at a time, too).
 //
 // Elsewhere (biasable false) the lock is the ticket lock alone: inline where the build has no
-// getg (canBias false), one call and one branch more where it has (amd64 under -race, say).
+// getg (haveGetg false), one call, one getg and two stores more where it has (arm64, amd64 under
+// -race, say), which name the ticket holder for heldBy.
 //
 // Not reentrant; the zero value is unlocked and not biasable; not to be copied (the atomics'
 // noCopy).
@@ -105,9 +106,10 @@ type ticketLock struct {
 	// while its owner holds the lock through it, it is the lock's record (a grant to another
 	// goroutine revokes first, which waits for that hold to end).
 	last atomic.Pointer[biasRec]
-	// ownerG and ownerT name the last ticket holder: its getg and its ticket. Only where canBias:
-	// written by each ticket holder right after it takes the lock, ownerG first
-	// (store-releases, plain MOVs on amd64; nothing on the bias path, nor in Unlock); read by
+	// ownerG and ownerT name the last ticket holder: its getg and its ticket. Only where
+	// haveGetg: written by each ticket holder right after it takes the lock, ownerG first
+	// (store-releases: plain MOVs on amd64, STLRs on arm64; nothing on the bias path, nor in
+	// Unlock); read by
 	// heldBy (atomic loads, in the other order): the lock is held with ticket turn by g exactly
 	// when a ticket is out and ownerT is turn and ownerG is g (see heldBy).
 	ownerG atomic.Uint64
@@ -173,10 +175,11 @@ func (b *waitBackoff) pause() {
 // a lock held by another goes to wait, kept out of line. The turn is loaded with
 // atomic.LoadUint32 on its word (an atomic.Uint32 holds its value at offset 0, as
 // internal/relaxed relies on too), the same load as turn.Load(): the method's wrapper would
-// cost the few inlining units that keep Lock under the budget. Where locks may be biased
-// (canBias), Lock is a call of lockBiasable instead.
+// cost the few inlining units that keep Lock under the budget. Where the build has getg
+// (haveGetg), Lock is a call of lockBiasable instead, which names the holder (and biases the
+// lock where canBias).
 func (l *ticketLock) Lock() {
-	if canBias {
+	if haveGetg {
 		l.lockBiasable()
 		return
 	}
@@ -185,14 +188,15 @@ func (l *ticketLock) Lock() {
 	}
 }
 
-// lockBiasable is Lock where a lock may be biased (canBias: the build has getg), out of line: a
-// lock that is not biasable takes a ticket; one that is is taken through the bias if the caller
-// owns it, else with a ticket and the ticket holder's bookkeeping (ticketTaken).
+// lockBiasable is Lock where the build has getg (haveGetg), out of line: a lock that is not
+// biasable (every lock where canBias is false: arm64) takes a ticket; one that is is taken
+// through the bias if the caller owns it, else with a ticket and the ticket holder's bookkeeping
+// (ticketTaken). Either ticket hold names its holder (ticketHeld).
 //
 //go:noinline
 func (l *ticketLock) lockBiasable() {
 	var g uintptr
-	if l.biasable {
+	if canBias && l.biasable {
 		g = getg()
 		if !l.ticketsOut() && l.lockBiased(g) {
 			return
@@ -206,8 +210,8 @@ func (l *ticketLock) lockBiasable() {
 }
 
 // ticketHeld is the bookkeeping of the goroutine whose getg is g (0: not computed yet), which has
-// just taken the lock with ticket t (canBias): it names itself the ticket holder (ownerG, ownerT)
-// and, on a biasable lock, runs ticketTaken.
+// just taken the lock with ticket t (haveGetg): it names itself the ticket holder (ownerG,
+// ownerT) and, on a biasable lock, runs ticketTaken.
 //
 //go:noinline
 func (l *ticketLock) ticketHeld(g uintptr, t uint32) {
@@ -216,22 +220,25 @@ func (l *ticketLock) ticketHeld(g uintptr, t uint32) {
 	}
 	relaxed.StoreRelease64(&l.ownerG, uint64(g))
 	relaxed.StoreRelease32(&l.ownerT, t)
-	if l.biasable {
+	if canBias && l.biasable {
 		l.ticketTaken(g)
 	}
 }
 
 // heldBy reports whether the goroutine whose getg is g, the caller, holds the lock. Only where
-// canBias. Through the bias: its record (last, which stays the lock's record while its owner
-// holds the lock through it) is busy, and the caller is not in an attempt, being here. With a
-// ticket: a ticket is out, and the last ticket holder (ownerT, ownerG) is the caller with the
-// ticket that holds the lock (turn). Each ticket holder writes ownerG before ownerT, read here in
-// the other order: an ownerT equal to turn was written by turn's holder (every ticket hold
-// writes it), so the ownerG read after it is that holder's, or a later one's, never the caller's
-// unless it holds the lock; the caller sees its own last stores. The answer is exact. It lets
-// Close refuse a call from a Sink or callback that a pass on the caller's own goroutine runs (a
-// Manual engine's Process or Poll: ownPass) at no cost to the packet path: neither the bias path
-// nor Unlock records anything more.
+// haveGetg. Through the bias (canBias only): its record (last, which stays the lock's record
+// while its owner holds the lock through it) is busy, and the caller is not in an attempt, being
+// here. With a ticket: a ticket is out, and the last ticket holder (ownerT, ownerG) is the caller
+// with the ticket that holds the lock (turn). Each ticket holder writes ownerG before ownerT,
+// read here in the other order: an ownerT equal to turn was written by turn's holder (every
+// ticket hold writes it), so the ownerG read after it is that holder's, or a later one's, never
+// the caller's unless it holds the lock; the caller sees its own last stores. The answer is
+// exact, on arm64 too: it needs two stores kept in order (release) and two loads (acquire),
+// never a store kept before a later load (which qemu-aarch64 does not do for STLR, LDAR). It
+// lets Close refuse a call from a Sink or callback that a pass on the caller's own goroutine
+// runs (a Manual engine's Process or Poll: ownPass) without a record on the packet path: the
+// bias path and Unlock record nothing, and a ticket hold's two stores (with the getg and the
+// call of lockBiasable: on amd64 the bias's bookkeeping needs them anyway) are all it costs.
 func (l *ticketLock) heldBy(g uintptr) bool {
 	if r := l.last.Load(); r != nil && r.g == g && r.busy.Load() != 0 {
 		return true
@@ -329,19 +336,19 @@ func (l *ticketLock) wait(t uint32) {
 // most for an owner's hold that began meanwhile. A TryLock by the lock's holder fails, whichever
 // way it holds the lock.
 func (l *ticketLock) TryLock() bool {
-	if canBias {
+	if haveGetg {
 		return l.tryLockBiasable()
 	}
 	t := l.turn.Load()
 	return atomic.LoadUint32(&l.next) == t && atomic.CompareAndSwapUint32(&l.next, t, t+1)
 }
 
-// tryLockBiasable is TryLock where a lock may be biased (canBias; see lockBiasable).
+// tryLockBiasable is TryLock where the build has getg (haveGetg; see lockBiasable).
 //
 //go:noinline
 func (l *ticketLock) tryLockBiasable() bool {
 	var g uintptr
-	if l.biasable {
+	if canBias && l.biasable {
 		g = getg()
 		if !l.ticketsOut() && l.lockBiased(g) {
 			return true

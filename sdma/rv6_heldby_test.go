@@ -14,7 +14,7 @@ import (
 // also while another goroutine waits to revoke the bias (the bias pointer is nil then), and is
 // false for every other goroutine and after Unlock.
 func TestLockHeldBy(t *testing.T) {
-	if !canBias {
+	if !haveGetg {
 		t.Skip("heldBy needs getg")
 	}
 	other := func(l *ticketLock) bool {
