@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/gosdma/gosdma/internal/goid"
 )
 
 // Releaser is told once per packet that its credits came back (hfi1: pio_release_cb with its
@@ -136,9 +138,16 @@ type SendContext struct {
 	// closed is set, under closeMu, when Close has done all its work (a Goexit in a callback that
 	// Close's Disable runs leaves it clear: the next Close finishes).
 	closed bool
-	// gone is set by the chip goroutine's deferred handler (runDone) when a Goexit ended it:
-	// Enable and Restart refuse from then on. Read by them under allocMu (atomic load).
+	// gone is set when a Goexit is ending the chip goroutine: by goexitHalt on that goroutine
+	// (a Sink's or Releaser's Goexit: under allocMu, with the halt, so that no Restart or Enable
+	// gets in between the halt and the goroutine's end), and by its deferred handler (runDone;
+	// a wake-up's Goexit). Enable and Restart refuse from then on. Read by Enable under allocMu,
+	// by Restart before it (atomic loads).
 	gone atomic.Bool
+	// chipG is the chip goroutine's id (internal/goid), or 0 before it runs and on a manual
+	// chip. Written once by run (atomic store); read by goexitHalt (atomic load), which tells
+	// the chip goroutine's Goexit from a caller's by it.
+	chipG atomic.Uint64
 
 	_ cpu.CacheLinePad
 
@@ -603,8 +612,8 @@ func (sc *SendContext) Disable() {
 // Enable enables the context (hfi1: sc_enable). If the hardware is already enabled it does
 // nothing (the kernel's "only clear free and fill if transitioning 0 -> 1"); otherwise it resets
 // the counters, the shadow ring and the chip, clears the flags and allows allocations. A closed
-// context gives ErrClosed; one whose chip goroutine a runtime.Goexit ended (see Sink), the
-// recorded *HaltError.
+// context gives ErrClosed; one whose chip goroutine a runtime.Goexit ended or is ending (see Sink
+// and Restart), the recorded *HaltError.
 func (sc *SendContext) Enable() error {
 	sc.allocMu.Lock()
 	defer sc.allocMu.Unlock()
@@ -645,8 +654,13 @@ func (sc *SendContext) Enable() error {
 // halt, it waits for the buffers being written to be finished, disables the context (every
 // pending packet is released with PRCSCDisable, exactly once) and enables it again. A context
 // that is not halted, or is closing, gives ErrInvalid; one whose chip goroutine a runtime.Goexit
-// ended (see Sink), the recorded *HaltError, and stays halted. The chip model calls it itself
-// after a halt (the kernel's halt_work); it is exported for a manual chip and for tests.
+// ended or is ending (see Sink), the recorded *HaltError, and stays halted. The refusal starts
+// with the halt itself, which that goroutine records before it ends, and Restart does not wait
+// for the end (it would change nothing but the wait: nothing consumes packets after it either).
+// A Restart that checked before the halt and disables the context after it gets the *HaltError
+// too (from its Enable): the context stays halted, its pending packets released once. The chip
+// model calls Restart itself after a halt (the kernel's halt_work); it is exported for a manual
+// chip and for tests.
 func (sc *SendContext) Restart() error {
 	if f := sc.flags.Load(); f&scfHalted == 0 || f&scfInFree != 0 {
 		return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is not halted")
@@ -693,6 +707,7 @@ const chipSpin = 256
 // and parks on the doorbell until Close. A Sink or Releaser that ends it with runtime.Goexit
 // leaves it to runDone.
 func (sc *SendContext) run() {
+	sc.chipG.Store(goid.ID())
 	returned := false
 	defer sc.runDone(&returned)
 	for {
@@ -707,10 +722,9 @@ func (sc *SendContext) run() {
 // runDone is run's deferred handler: it closes done, and if run did not return, a Goexit in a
 // Sink, Releaser or Waiter's wake-up is ending the chip goroutine (a panic there was recovered by
 // its helper; one of the library's own goes on to end the program). A Sink's or Releaser's handler
-// released the locks and halted the context (a wake-up holds no lock); runDone marks the
-// goroutine gone, so that Enable and Restart refuse, and halts the context if it is enabled: after
-// a wake-up's Goexit, or a Restart that got in between the handler and runDone (it is then halted
-// twice: both counted).
+// released the locks, halted the context and marked the goroutine gone, all at once (goexitHalt),
+// so Enable and Restart have refused since. After a wake-up's Goexit (no lock held, no halt)
+// runDone marks the goroutine gone and halts the context, which is enabled.
 func (sc *SendContext) runDone(returned *bool) {
 	defer close(sc.done)
 	if *returned {
@@ -718,6 +732,9 @@ func (sc *SendContext) runDone(returned *bool) {
 	}
 	if p := recover(); p != nil {
 		panic(p)
+	}
+	if h := testRunDone.Load(); h != nil {
+		(*h)(sc)
 	}
 	sc.gone.Store(true)
 	sc.allocMu.Lock()
@@ -926,11 +943,16 @@ func (sc *SendContext) goneErr(op string) error {
 // held if alloc (released here): allocations stop (scfHalted, not restarted: the goroutine is
 // ending), the chip stops, the halt is recorded (CauseGoexit; sink: the packet being delivered
 // is the halted one) and every waiter is woken. It runs on the exiting goroutine, in its deferred
-// calls.
+// calls. On the chip goroutine (chipG) it also marks the goroutine gone, under allocMu with the
+// halt, after the halt's record: a Restart or Enable from then on refuses with it (goneErr), also
+// before run's deferred handler has run, where one would have enabled the context again with
+// nothing left to consume its packets (runDone then halted it once more).
 func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 	if !alloc {
 		sc.allocMu.Lock()
 	}
+	g := sc.chipG.Load()
+	chip := g != 0 && g == goid.ID()
 	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfHalted)
 	sc.hwMu.Lock()
 	sc.hwHalted = true
@@ -940,8 +962,14 @@ func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 		n--
 	}
 	sc.hwMu.Unlock()
-	sc.lastHalt.Store(&HaltError{Context: sc.index, Cause: CauseGoexit, Packet: n,
-		Detail: what + " called runtime.Goexit: the context stays halted until Restart or Close (Close only, if that ended the chip goroutine)"})
+	detail := what + " called runtime.Goexit: the context stays halted until Restart or Close"
+	if chip {
+		detail = what + " called runtime.Goexit on the chip goroutine, which is ending: the context stays halted until Close (Restart and Enable refuse)"
+	}
+	sc.lastHalt.Store(&HaltError{Context: sc.index, Cause: CauseGoexit, Packet: n, Detail: detail})
+	if chip {
+		sc.gone.Store(true) // after lastHalt: a Restart that sees gone answers with this halt
+	}
 	sc.stats.halts.Add(1)
 	sc.allocMu.Unlock()
 	sc.wakeAll()
@@ -1065,3 +1093,8 @@ func (sc *SendContext) BufferAllocWait(ctx context.Context, dwLen int, rel Relea
 		}
 	}
 }
+
+// testRunDone, if set (by in-package tests), is called by runDone on the chip goroutine after a
+// Goexit, before it marks the goroutine gone: a test's window between the Goexit's halt and the
+// goroutine's end.
+var testRunDone atomic.Pointer[func(*SendContext)]

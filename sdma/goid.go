@@ -1,34 +1,22 @@
 package sdma
 
 import (
-	"runtime"
 	"sync/atomic"
+
+	goidpkg "github.com/gosdma/gosdma/internal/goid"
 )
 
 // goidCalls, if set (by in-package tests, before any goroutine runs), counts goid's calls.
 var goidCalls *atomic.Int64
 
-// goid returns the calling goroutine's id, read from the header runtime.Stack writes
-// ("goroutine 42 [running]:"). It costs microseconds: it is gid's fallback where the build has no
-// getg, never per packet. Goroutine ids are never reused.
+// goid returns the calling goroutine's id (internal/goid: from runtime.Stack's header). It costs
+// microseconds: it is gid's fallback where the build has no getg, never per packet. Goroutine
+// ids are never reused.
 func goid() uint64 {
 	if goidCalls != nil {
 		goidCalls.Add(1)
 	}
-	var buf [32]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	const prefix = "goroutine "
-	if len(b) < len(prefix) {
-		return 0
-	}
-	var id uint64
-	for _, c := range b[len(prefix):] {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
+	return goidpkg.ID()
 }
 
 // ownGoroutine refuses op when called on e's hardware-model goroutine (from a Sink, a completion
