@@ -87,6 +87,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	if err := unended(cfg, &rep); err != nil {
 		return err
 	}
+	warnEmptyRun("", &rep, stderr)
 	return checkReceiver(&rep, stderr)
 }
 
@@ -130,7 +131,7 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 	}
 	var runErr error
 	for _, size := range cfg.Sizes {
-		rep, err := receiveRun(ctx, r)
+		rep, err := r.Run(ctx)
 		if err != nil || (rep.Packets == 0 && !rep.Ended) {
 			runErr = cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
 			break
@@ -148,6 +149,7 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 			bw, rate := rates(&rep)
 			fmt.Fprintf(stdout, " %-8d %-12d %-14d %-9d %-7d %-13d %-18.2f %.6f\n", size, rep.Packets, rep.Bytes, rep.Lost, rep.Dups, rep.BadChecksum, bw, rate)
 		}
+		warnEmptyRun(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
 		if err := checkReceiver(&rep, stderr); err != nil {
 			runErr = fmt.Errorf("%d bytes: %w", size, err)
 			break
@@ -194,16 +196,13 @@ func checkRunSize(size int, rep *udpsink.Report) error {
 		size, each, size, want)
 }
 
-// receiveRun receives one run: it skips a run that ended with no packet (end markers alone).
-// Repeats of an earlier run's end markers no longer make such a run (the receiver counts them
-// as Stale, by the frames' run ID); a size of which the client delivered nothing does, and is
-// skipped too, so the next run is taken for it (checkRunSize then says the sizes differ).
-func receiveRun(ctx context.Context, r *udpsink.Receiver) (udpsink.Report, error) {
-	for {
-		rep, err := r.Run(ctx)
-		if err != nil || rep.Packets > 0 || !rep.Ended {
-			return rep, err
-		}
+// warnEmptyRun warns of a run that ended with no packet sent: its end markers alone arrived,
+// counting no packet (a client whose every delivery was refused, as with -faults sinkfail=1).
+// It is a run all the same, the row of its size in a sweep: receiveRun skipped it, and the next
+// size's run was taken for it. A run whose packets were all lost is warned of as loss.
+func warnEmptyRun(prefix string, rep *udpsink.Report, stderr io.Writer) {
+	if rep.Ended && rep.Packets == 0 && rep.Lost == 0 {
+		fmt.Fprintf(stderr, "sdmaperf: warning: %sthe client's run ended with no packet sent (it delivered none: see its #failed and sink-errors)\n", prefix)
 	}
 }
 

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma/udpsink"
+)
+
+// sendRun sends one client run to addr as a sweep's size does: n packets of payload bytes on
+// engine 0 of a UDP sink of its own, then its end markers (Close).
+func sendRun(t *testing.T, addr string, n, payload int) {
+	t.Helper()
+	s, err := udpsink.New(udpsink.Config{Addr: addr, Engines: 1})
+	require.NoError(t, err)
+	p := make([]byte, payload)
+	for range n {
+		require.NoError(t, s.Deliver(0, [][]byte{p}))
+	}
+	require.NoError(t, s.Close())
+}
+
+// TestServerSweepEmptySize: a -server sweep takes a run that ended with no packet (a size of
+// which the client delivered nothing: -faults sinkfail=1, every delivery refused) as that
+// size's row, 0 packets, and says so. receiveRun skipped such a run: the next size's run was
+// taken for it, and the server failed on a size mismatch whose cure (give -server the client's
+// -sweep) was wrong; with no packet at any size it waited out -idle and said "no packets
+// arrived".
+func TestServerSweepEmptySize(t *testing.T) {
+	var stdout syncBuffer
+	addr, stderr, done := startServer(t, &stdout, "-idle", "30s", "-sweep", "-size", "8")
+	sendRun(t, addr, 5, 4) // 2 bytes, padded to 4
+	sendRun(t, addr, 0, 4) // 4 bytes: nothing delivered
+	sendRun(t, addr, 5, 8) // 8 bytes
+	require.Equal(t, exitOK, <-done, stderr.String())
+	out := stdout.String()
+	assert.Regexp(t, `(?m)^ 2 +5 +20 `, out)
+	assert.Regexp(t, `(?m)^ 4 +0 +0 `, out)
+	assert.Regexp(t, `(?m)^ 8 +5 +40 `, out)
+	assert.Contains(t, stderr.String(), "sdmaperf: warning: 4 bytes: the client's run ended with no packet sent")
+	assert.False(t, strings.Contains(stderr.String(), "the client's packets carry"), stderr.String())
+}
+
+// TestServerClientDeliversNothing: the real client with every delivery refused (-faults
+// sinkfail=1) against a -server, one run or a sweep: a row of 0 packets per size, each named.
+// (-idle bounds the wait of the server before the fix, which skipped every run.)
+func TestServerClientDeliversNothing(t *testing.T) {
+	for _, c := range []struct {
+		sweep []string
+		sizes []string
+	}{{[]string{"-size", "8"}, []string{""}}, {[]string{"-sweep", "-size", "8"}, []string{"2", "4", "8"}}} {
+		var stdout syncBuffer
+		addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", "10s"}, c.sweep...)...)
+		code, _, errOut := runTool(t, append([]string{"-sink", "udp", "-udp-addr", addr, "-n", "50", "-warmup", "0",
+			"-faults", "sinkfail=1"}, c.sweep...)...)
+		require.Equal(t, exitOK, code, errOut)
+		require.Equal(t, exitOK, <-done, stderr.String())
+		for _, size := range c.sizes {
+			prefix := ""
+			if size != "" {
+				assert.Regexp(t, `(?m)^ `+size+` +0 +0 `, stdout.String())
+				prefix = size + " bytes: "
+			}
+			assert.Contains(t, stderr.String(), "sdmaperf: warning: "+prefix+"the client's run ended with no packet sent", "%v", c.sweep)
+		}
+	}
+}
