@@ -483,7 +483,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
-	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s), message_rate (Mpps) or latency (median, us) (perftest --output)")
+	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s) or message_rate (Mpps) in -mode bw and msg, latency (median, us) in -mode lat (perftest --output, which pairs them with the test alike)")
 	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits)")
 	fs.BoolVar(&cfg.RunInfinitely, "run_infinitely", false, "measure -D intervals one after another, printing a row for each, until Ctrl-C (perftest --run_infinitely)")
 	fs.BoolVar(&cfg.Histogram, "H", false, "print the latency histogram, in HdrHistogram's percentile distribution format (perftest -H)")
@@ -899,6 +899,37 @@ func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
 // outputChoices are --output's values.
 var outputChoices = []string{outBandwidth, outMsgRate, outLatency}
 
+// checkOutputMode checks --output against the kind of run, as perftest does: a bandwidth test
+// (-mode bw, and -mode msg, which keeps -depth messages in flight) prints bandwidth or
+// message_rate, a latency test (-mode lat) latency only; any other pairing is a usage error
+// (perftest exits 1). perftest (linux-rdma/perftest, src/perftest_parameters.c) takes the three
+// words in parser():
+//
+//	if (verbosity_output_flag) {
+//		if (strcmp("bandwidth",optarg) == 0) { user_param->output = OUTPUT_BW;
+//		} else if (strcmp("message_rate",optarg) == 0) { user_param->output = OUTPUT_MR;
+//		} else if (strcmp("latency",optarg) == 0) { user_param->output = OUTPUT_LAT;
+//		} else { fprintf(stderr, " Invalid verbosity level output flag. Please use bandwidth, latency, message_rate\n"); ...
+//
+// and pairs them with the test in force_dependecies():
+//
+//	if (user_param->tst == BW && !(user_param->output == OUTPUT_BW || user_param->output == OUTPUT_MR)) {
+//		fprintf(stderr," Output verbosity level for BW can be: bandwidth, message_rate\n"); exit(1);
+//	if (user_param->tst == LAT && !(user_param->output == OUTPUT_LAT)) {
+//		fprintf(stderr," Output verbosity level for LAT can be: latency\n"); exit(1);
+//
+// (its latency-under-load test, LAT_BY_BW, takes latency only; sdmaperf has none). --output=latency
+// prints the median (print_report_lat: the median as "latency"), as here.
+func checkOutputMode(mode Mode, output string) error {
+	switch {
+	case mode == ModeLat && output != outLatency:
+		return usagef("--output=%s: a latency run (-mode lat) prints %s only, as perftest's latency tests (%q takes -mode bw or msg)", output, outLatency, output)
+	case mode != ModeLat && output == outLatency:
+		return usagef("--output=%s: a bandwidth run (-mode %s) prints %s or %s, as perftest's bandwidth tests (%q takes -mode lat)", output, mode, outBandwidth, outMsgRate, output)
+	}
+	return nil
+}
+
 // plotFormats are -plot's file extensions.
 var plotFormats = []string{".svg", ".png", ".html"}
 
@@ -916,6 +947,9 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	}
 	if cfg.Output != "" {
 		if err := choice("output", cfg.Output, outputChoices...); err != nil {
+			return err
+		}
+		if err := checkOutputMode(cfg.Mode, cfg.Output); err != nil {
 			return err
 		}
 	}

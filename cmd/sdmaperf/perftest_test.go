@@ -70,7 +70,7 @@ func TestGoldenOutputs(t *testing.T) {
 		{"bw.csv", []string{"-csv"}},
 		{"output_bandwidth.txt", []string{"--output=bandwidth"}},
 		{"output_message_rate.txt", []string{"--output=message_rate"}},
-		{"output_latency.txt", []string{"--output=latency"}},
+		{"output_latency.txt", []string{"-mode", "lat", "--output=latency"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			golden(t, tc.name, render(t, goldenReport(t, tc.args...)))
