@@ -100,7 +100,7 @@ func unended(cfg Config, rep *udpsink.Report) error {
 	case rep.Ended:
 		return nil
 	case rep.Superseded:
-		return fmt.Errorf("the run did not end: %d packets arrived, then a new run's (the client restarted)", rep.Packets)
+		return fmt.Errorf("the run did not end: %d packets arrived, then a datagram of another run: the client restarted, or a second client sends to this port (-server takes one client at a time)", rep.Packets)
 	case cfg.Idle == 0:
 		return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker", rep.Packets)
 	}
@@ -136,22 +136,13 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 			runErr = cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
 			break
 		}
-		if err := checkRunSize(size, &rep); err != nil {
-			runErr = err
-			break
+		var row bool
+		row, runErr = sweepRow(cfg, size, &rep, stdout, stderr)
+		if row {
+			reps = append(reps, SizeReport{size, rep})
 		}
-		if err := unended(cfg, &rep); err != nil {
-			runErr = fmt.Errorf("%d bytes: %w", size, err)
-			break
-		}
-		reps = append(reps, SizeReport{size, rep})
-		if !cfg.JSON {
-			bw, rate := rates(&rep)
-			fmt.Fprintf(stdout, " %-8d %-12d %-14d %-9d %-7d %-13d %-18.2f %.6f\n", size, rep.Packets, rep.Bytes, rep.Lost, rep.Dups, rep.BadChecksum, bw, rate)
-		}
-		warnEmptyRun(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
-		if err := checkReceiver(&rep, stderr); err != nil {
-			runErr = fmt.Errorf("%d bytes: %w", size, err)
+		noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr) // a failed run's too: a second client's packets may be why
+		if runErr != nil {
 			break
 		}
 	}
@@ -166,6 +157,27 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		return errInterrupted
 	}
 	return runErr
+}
+
+// sweepRow checks a run of a sweep and prints its row (text); row says whether the run is the
+// size's row. A run of another size or one that did not end is an error and no row; one the
+// receiver saw corrupted is a row, and then an error.
+func sweepRow(cfg Config, size int, rep *udpsink.Report, stdout, stderr io.Writer) (row bool, err error) {
+	if err := checkRunSize(size, rep); err != nil {
+		return false, err
+	}
+	if err := unended(cfg, rep); err != nil {
+		return false, fmt.Errorf("%d bytes: %w", size, err)
+	}
+	if !cfg.JSON {
+		bw, rate := rates(rep)
+		fmt.Fprintf(stdout, " %-8d %-12d %-14d %-9d %-7d %-13d %-18.2f %.6f\n", size, rep.Packets, rep.Bytes, rep.Lost, rep.Dups, rep.BadChecksum, bw, rate)
+	}
+	warnEmptyRun(fmt.Sprintf("%d bytes: ", size), rep, stderr)
+	if err := checkReceiver(rep, stderr); err != nil {
+		return true, fmt.Errorf("%d bytes: %w", size, err)
+	}
+	return true, nil
 }
 
 // checkRunSize checks that a run of a sweep is the size its row names: each frame carries the
@@ -194,6 +206,19 @@ func checkRunSize(size int, rep *udpsink.Report) error {
 	}
 	return fmt.Errorf("%d bytes: the client's packets carry %s, where a %d-byte packet carries %d: give -server the client's -sweep, -size and -frags",
 		size, each, size, want)
+}
+
+// noteStale says, after a run's report, how many datagrams of runs already reported arrived
+// during it (Report.Stale), which the run does not count: packets of an earlier run (a second
+// client sending to this port, whose run was superseded and goes on sending, or a late frame)
+// and their end markers. End markers alone are not worth a line: every client repeats its
+// markers after its run (udpsink.Sink.Close), so each run of a sweep after the first counts a
+// few; JSON has both counts (stale, stale_ends). A superseded run is unended's error.
+func noteStale(prefix string, rep *udpsink.Report, stderr io.Writer) {
+	if pkts := rep.Stale - rep.StaleEnds; pkts > 0 {
+		fmt.Fprintf(stderr, "sdmaperf: %s%d stale datagrams arrived during this run, not counted in it: %d packets and %d end markers of runs already reported (a second client sends to this port, or frames came late)\n",
+			prefix, rep.Stale, pkts, rep.StaleEnds)
+	}
 }
 
 // warnEmptyRun warns of a run that ended with no packet sent: its end markers alone arrived,

@@ -94,6 +94,10 @@ type Report struct {
 	// Stale counts the datagrams of runs that earlier Runs reported (late frames, repeated end
 	// markers), which are not counted anywhere else.
 	Stale uint64 `json:"stale"`
+	// StaleEnds counts the end markers among Stale. A Sink repeats its end markers after its
+	// run ended (Close), so a Run after another usually counts a few; Stale less StaleEnds are
+	// packets of runs already reported (a superseded run's sender still sending, a late frame).
+	StaleEnds uint64 `json:"stale_ends"`
 	// Superseded says a datagram of another run arrived before this run's end markers (a
 	// sender restarted): the Run ended there, and that datagram opens the next Run.
 	Superseded bool `json:"superseded"`
@@ -322,6 +326,9 @@ func (st *runState) frame(frame []byte) bool {
 	switch {
 	case slices.Contains(st.done, h.Run):
 		st.rep.Stale++
+		if h.Flags&FlagEnd != 0 {
+			st.rep.StaleEnds++
+		}
 		return false
 	case !st.haveRun:
 		st.haveRun, st.rep.Run = true, h.Run

@@ -215,7 +215,7 @@ func TestReceiverKeepsDatagramsPastTheEnd(t *testing.T) {
 	r.rd = &oneBatch{dgrams: dgrams}
 	want := []Report{
 		{Ended: true, Run: 1, Engines: []EngineReport{{Ended: true}}},
-		{Ended: true, Run: 2, Stale: 1, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2, Ended: true}}}, // the repeat: stale
+		{Ended: true, Run: 2, Stale: 1, StaleEnds: 1, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2, Ended: true}}}, // the repeat: stale
 	}
 	for i, w := range want {
 		rep, err := r.Run(context.Background())
@@ -326,10 +326,10 @@ func TestReceiverTellsRunsApart(t *testing.T) {
 	e1 := func(er EngineReport) EngineReport { er.Engine = 1; return er }
 	want := []Report{
 		{Run: a, Ended: true, Packets: 2, Bytes: 16, Engines: []EngineReport{one(1, 1), e1(one(1, 1))}},
-		{Run: b, Ended: true, Stale: 2, Packets: 2, Bytes: 16, Engines: []EngineReport{one(2, 2), e1(one(0, 0))}},
+		{Run: b, Ended: true, Stale: 2, StaleEnds: 1, Packets: 2, Bytes: 16, Engines: []EngineReport{one(2, 2), e1(one(0, 0))}},
 		{Run: c, Superseded: true, Packets: 2, Bytes: 16, Engines: []EngineReport{{Packets: 2, Bytes: 16, Sent: 2}}},
 		{Run: d, Ended: true, Packets: 1, Bytes: 8, Engines: []EngineReport{one(1, 1)}},
-		{Stale: 1, IdleTimeout: true}, // C's late marker, nothing else
+		{Stale: 1, StaleEnds: 1, IdleTimeout: true}, // C's late marker, nothing else
 	}
 	for i, w := range want {
 		rep, err := r.Run(context.Background())
