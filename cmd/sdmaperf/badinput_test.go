@@ -58,3 +58,35 @@ func TestMsgModeRefusesPacketFlags(t *testing.T) {
 		assert.Contains(t, err.Error(), args[0]+" does not apply", "%v", args)
 	}
 }
+
+// TestErrorsNamePerftestSpelling: a bad value given under perftest's spelling (-s, -t, -a) is
+// refused naming that spelling: "-s 0" said "-size 0", a flag the user did not type. And -server
+// names the first flag it does not take in name order, as typed: it ranged over a map, so
+// "-server -t 5 -n 3" named -t, -depth or -n from one run to the next.
+func TestErrorsNamePerftestSpelling(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-s", "0"}, "-s 0: want 1..16383 bytes"},
+		{[]string{"-size", "0"}, "-size 0: want 1..16383 bytes"},
+		{[]string{"-s", "1", "-frags", "2"}, "-frags 2 with -s 1: a fragment is at least one byte"},
+		{[]string{"-a", "-s", "2", "-frags", "3"}, "-a -s 2: the sweep starts at 4 bytes (3 fragments of at least one byte); raise -s"},
+		{[]string{"-sweep", "-size", "2", "-frags", "3"}, "-sweep -size 2: the sweep starts at 4 bytes"},
+		{[]string{"-t", "0"}, "-t 0: want 1..4096 packets in flight per producer"},
+		{[]string{"-t", "99999"}, "-t 99999: want 1..4096"},
+		{[]string{"-mode", "lat", "-t", "8"}, "-t 8 applies to -mode bw"},
+		{[]string{"-mode", "msg", "-t", "70000", "-size", "64"}, "-t 70000: "},
+		{[]string{"-server", "-s", "0"}, "-s 0: want 1..16383 bytes"},
+		{[]string{"-server", "-t", "5"}, "-t does not apply to -server"},
+		{[]string{"-server", "-t", "5", "-n", "3"}, "-n does not apply to -server"},
+		{[]string{"-server", "-warmup", "1", "-t", "5", "-n", "3"}, "-n does not apply to -server"},
+	} {
+		for range 20 { // the map order the -server check used differs from run to run
+			_, err := parseConfig(c.args, new(bytes.Buffer))
+			var ue *usageError
+			require.ErrorAs(t, err, &ue, "%v", c.args)
+			require.Contains(t, err.Error(), c.want, "%v", c.args)
+		}
+	}
+}

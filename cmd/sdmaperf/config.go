@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/bits"
 	"net"
@@ -414,6 +415,18 @@ func (f *naFlag) Set(string) error {
 }
 func (f *naFlag) IsBoolFlag() bool { return !f.isValue }
 
+// spell is flag name as the command line gave it: "-s" for -size given as -s, so that an error
+// names the flag the user typed. (An alias and its flag both given are refused before any
+// check, so a set alias is the spelling.)
+func spell(set flagSet, name string) string {
+	for _, a := range aliases {
+		if a.flag == name && set[a.alias] {
+			return "-" + a.alias
+		}
+	}
+	return "-" + name
+}
+
 // aliasOf returns the flag name alias stands for, or "".
 func aliasOf(alias string) string {
 	for _, a := range aliases {
@@ -653,8 +666,11 @@ var serverOnly = []string{"idle"}
 
 // validateServer checks -server's flags: only the receiver's make sense.
 func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
-	for n := range set {
-		if !slices.Contains(serverFlags, n) {
+	// In name order, each as typed (-t, not the -depth it sets): a map's order would name a
+	// different flag from run to run.
+	names := slices.Sorted(maps.Keys(set))
+	for _, n := range names {
+		if !slices.Contains(serverFlags, n) && spell(set, n) == "-"+n {
 			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", n)
 		}
 	}
@@ -741,7 +757,7 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 		size = maxSweepSize
 	}
 	if hi := maxSizeFor(cfg.Mode); size < 1 || size > hi {
-		return usagef("-size %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", size, hi, maxPacket, maxMessage)
+		return usagef("%s %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", spell(set, "size"), size, hi, maxPacket, maxMessage)
 	}
 	frags := cfg.Frags
 	if cfg.Mode == ModeMsg {
@@ -749,14 +765,14 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 	}
 	if !raw.sweep {
 		if frags > size {
-			return usagef("-frags %d with -size %d: a fragment is at least one byte", cfg.Frags, size)
+			return usagef("-frags %d with %s %d: a fragment is at least one byte", cfg.Frags, spell(set, "size"), size)
 		}
 		cfg.Sizes = []int{size}
 		return nil
 	}
 	lo := max(minSweepSize, 1<<bits.Len(uint(frags-1))) // every fragment at least a byte
 	if size < lo {
-		return usagef("-sweep -size %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise -size", size, lo, cfg.Frags)
+		return usagef("%s %s %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise %[2]s", spell(set, "sweep"), spell(set, "size"), size, lo, cfg.Frags)
 	}
 	for s := lo; s <= size; s *= 2 {
 		cfg.Sizes = append(cfg.Sizes, s)
@@ -802,12 +818,12 @@ func checkLength(cfg *Config, raw rawFlags, set flagSet) error {
 func checkDepth(cfg *Config, _ rawFlags, set flagSet) error {
 	if cfg.Mode == ModeLat {
 		if set["depth"] && cfg.Depth != 1 {
-			return usagef("-mode lat sends one packet at a time per producer; -depth %d applies to -mode bw", cfg.Depth)
+			return usagef("-mode lat sends one packet at a time per producer; %s %d applies to -mode bw", spell(set, "depth"), cfg.Depth)
 		}
 		cfg.Depth = 1
 	}
 	if cfg.Depth < 1 || cfg.Depth > maxDepth {
-		return usagef("-depth %d: want 1..%d packets in flight per producer", cfg.Depth, maxDepth)
+		return usagef("%s %d: want 1..%d packets in flight per producer", spell(set, "depth"), cfg.Depth, maxDepth)
 	}
 	// Every packet in flight has payload memory of its own: producers × depth slots.
 	slot := cfg.largest()

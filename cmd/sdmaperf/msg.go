@@ -55,7 +55,7 @@ func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
 		return usagef("-mode msg: the packet queue waits for ring room itself (usdma's deferral); -send does not apply")
 	}
 	if cfg.Depth > 1<<16 {
-		return usagef("-depth %d: a packet queue has at most 65536 request slots", cfg.Depth)
+		return usagef("%s %d: a packet queue has at most 65536 request slots", spell(set, "depth"), cfg.Depth)
 	}
 	// A request's packet count is 16 bits (usdma.Message: NPkts): the largest message in
 	// -mtu packets must fit, or every Submit of the run is refused.
