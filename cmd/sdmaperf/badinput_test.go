@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,5 +89,29 @@ func TestErrorsNamePerftestSpelling(t *testing.T) {
 			require.ErrorAs(t, err, &ue, "%v", c.args)
 			require.Contains(t, err.Error(), c.want, "%v", c.args)
 		}
+	}
+}
+
+// TestIdleTakesSeconds: -idle takes a bare number of seconds as -D does (perftest's habit), or
+// a Go duration; nonsense is refused saying what it wants. "-idle 5" was refused with Go's
+// "parse error" (a time.Duration needs a unit), which said neither.
+func TestIdleTakesSeconds(t *testing.T) {
+	for v, want := range map[string]time.Duration{"5": 5 * time.Second, "1.5": 1500 * time.Millisecond, "300ms": 300 * time.Millisecond, "0": 0} {
+		cfg, err := parseConfig([]string{"-server", "-idle", v}, new(bytes.Buffer))
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.Idle, v)
+	}
+	for v, want := range map[string]string{
+		"x":    `invalid value "x" for flag -idle: want seconds (5) or a duration (500ms)`,
+		"1k":   `invalid value "1k" for flag -idle: want seconds (5) or a duration (500ms)`,
+		"NaN":  `invalid value "NaN" for flag -idle: want seconds (5) or a duration (500ms), at most 292 years`,
+		"1e30": `invalid value "1e30" for flag -idle: want seconds (5) or a duration (500ms), at most 292 years`,
+		"-1":   "-idle -1s: want a duration, or 0 to wait for the client indefinitely",
+		"-5ms": "-idle -5ms: want a duration, or 0 to wait for the client indefinitely",
+	} {
+		_, err := parseConfig([]string{"-server", "-idle", v}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, v)
+		assert.Contains(t, err.Error(), want, v)
 	}
 }

@@ -505,7 +505,8 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /debug/vars (expvar, with the engines' counters) and /debug/pprof/ on this address during the run, such as localhost:6060")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")
-	fs.DurationVar(&cfg.Idle, "idle", 5*time.Second, "with -server: stop after this long without a packet")
+	cfg.Idle = 5 * time.Second
+	fs.Var((*seconds)(&cfg.Idle), "idle", "with -server: stop after this long without a packet, in `seconds` (-idle 5) or a Go duration (-idle 500ms), as -D; 0 waits without limit")
 	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given, and -n counts per queue pair, as perftest's does")
 	for _, a := range aliases {
 		fs.Var(fs.Lookup(a.flag).Value, a.alias, "perftest's spelling of -"+a.flag)
