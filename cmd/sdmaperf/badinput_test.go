@@ -115,3 +115,17 @@ func TestIdleTakesSeconds(t *testing.T) {
 		assert.Contains(t, err.Error(), want, v)
 	}
 }
+
+// TestClientRefusesPortZero: a client's -udp-addr with port 0 is a usage error naming the flag.
+// It was taken, and the run failed after the header with exit 1 and the UDP sink's "invalid
+// configuration: ... has port 0", which named no flag. (A -server's port 0 is a free port.)
+func TestClientRefusesPortZero(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", ":0", "[::1]:0", "localhost:0"} {
+		code, out, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "10")
+		assert.Equal(t, exitUsage, code, addr)
+		assert.Empty(t, out, addr)
+		assert.Contains(t, errOut, "sdmaperf: -udp-addr "+addr+": port 0; give the receiver's port", addr)
+	}
+	_, err := parseConfig([]string{"-server", "-udp-addr", "127.0.0.1:0"}, new(bytes.Buffer))
+	assert.NoError(t, err, "-server: any free port")
+}

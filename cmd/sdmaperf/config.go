@@ -866,8 +866,12 @@ func checkSink(cfg *Config, _ rawFlags, set flagSet) error {
 		return usagef("-udp-gso with -udp-batch 1: GSO needs batching (-udp-batch 0 or 2..%d); -udp-batch 1 sends each packet with its own sendmsg", sdma.MaxBatch)
 	}
 	if cfg.Sink == "udp" && cfg.UDPAddr != "" {
-		if _, err := udpsink.ResolveLoopback(cfg.UDPAddr); err != nil {
+		ua, err := udpsink.ResolveLoopback(cfg.UDPAddr)
+		if err != nil {
 			return usagef("-udp-addr: %v", err)
+		}
+		if ua.Port == 0 { // a -server binds a free port for :0; a client cannot send to one
+			return usagef("-udp-addr %s: port 0; give the receiver's port (a -server prints it: \"receiving on ADDR\"), or no -udp-addr for an in-process receiver", cfg.UDPAddr)
 		}
 	}
 	return nil
