@@ -129,3 +129,20 @@ func TestClientRefusesPortZero(t *testing.T) {
 	_, err := parseConfig([]string{"-server", "-udp-addr", "127.0.0.1:0"}, new(bytes.Buffer))
 	assert.NoError(t, err, "-server: any free port")
 }
+
+// TestRunInfinitelyRefusesTinyIntervals: --run_infinitely prints a row every -D; a -D below the
+// bandwidth sampling interval (50ms) is refused. "-D 1ns" was taken and printed some 20000 rows
+// a second, each of next to no packets, until Ctrl-C.
+func TestRunInfinitelyRefusesTinyIntervals(t *testing.T) {
+	for _, d := range []string{"1e-9", "1ms", "0.049"} {
+		_, err := parseConfig([]string{"--run_infinitely", "-D", d}, new(bytes.Buffer))
+		var ue *usageError
+		require.ErrorAs(t, err, &ue, d)
+		assert.Contains(t, err.Error(), "--run_infinitely -D ", d)
+		assert.Contains(t, err.Error(), "want at least 50ms", d)
+	}
+	for _, d := range []string{"0.05", "1"} {
+		_, err := parseConfig([]string{"--run_infinitely", "-D", d}, new(bytes.Buffer))
+		assert.NoError(t, err, d)
+	}
+}

@@ -988,6 +988,9 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.RunInfinitely && (cfg.Iterations > 0 || len(cfg.Sizes) > 1) {
 		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
 	}
+	if cfg.RunInfinitely && cfg.Duration < sampleInterval {
+		return usagef("--run_infinitely -D %v: a row every -D; want at least %v, the bandwidth sampling interval (a shorter one measures next to nothing and prints thousands of rows a second)", cfg.Duration, sampleInterval)
+	}
 	return checkHTTP(cfg.HTTP)
 }
 
