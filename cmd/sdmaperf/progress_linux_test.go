@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +48,14 @@ func TestProgressOnATerminal(t *testing.T) {
 	off, err := parseConfig([]string{"-D", "10s", "-progress=false"}, new(bytes.Buffer))
 	require.NoError(t, err)
 	assert.Nil(t, newProgress(off, 4096, slave, off.Duration), "-progress=false")
+
+	// -n of any size: a long run gets a line. The length guessed from an -n past 2^63/1000
+	// overflowed to a negative one, and the longest runs got none.
+	for _, n := range []string{"100000000", strconv.Itoa(math.MaxInt)} {
+		huge, err := parseConfig([]string{"-n", n}, new(bytes.Buffer))
+		require.NoError(t, err)
+		assert.NotNil(t, newProgress(huge, 4096, slave, expectedLength(huge)), "-n %s", n)
+	}
 
 	p := newProgress(cfg, 4096, slave, cfg.Duration)
 	require.NotNil(t, p)

@@ -248,6 +248,19 @@ func (r *sizeRun) noReceiver() error {
 	return nil
 }
 
+// expectedLength guesses how long a measured run takes, so that only long ones get a progress
+// line (newProgress): -D, or a microsecond a packet of -n, saturated: an -n past 2^63/1000
+// overflowed to a negative length, and the longest runs got no progress line.
+func expectedLength(cfg Config) time.Duration {
+	if cfg.Iterations == 0 {
+		return cfg.Duration
+	}
+	if int64(cfg.Iterations) > int64(math.MaxInt64/time.Microsecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(cfg.Iterations) * time.Microsecond
+}
+
 // measure runs the measured part: every producer sends its quota (-n) or until the duration
 // is over (-D), then waits for its packets, while a sampler tracks the peak bandwidth and stops
 // the run early when the receiver is missing. An interrupted run (ctx done) returns what it
@@ -255,10 +268,9 @@ func (r *sizeRun) noReceiver() error {
 func (r *sizeRun) measure(ctx context.Context, stderr io.Writer) (measurement, error) {
 	cfg := r.cfg
 	var quota []int
-	expected := cfg.Duration
+	expected := expectedLength(cfg)
 	if cfg.Iterations > 0 {
 		quota = split(cfg.Iterations, len(r.ps))
-		expected = time.Duration(cfg.Iterations) * time.Microsecond // a guess: show a bar only on big runs
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
