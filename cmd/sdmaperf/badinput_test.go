@@ -146,3 +146,16 @@ func TestRunInfinitelyRefusesTinyIntervals(t *testing.T) {
 		assert.NoError(t, err, d)
 	}
 }
+
+// TestRunInfinitelyOnlyInBandwidthRuns: perftest refuses --run_infinitely in a latency test
+// (force_dependecies: "run_infinitely exists only in BW tests for now."); sdmaperf ran it.
+func TestRunInfinitelyOnlyInBandwidthRuns(t *testing.T) {
+	_, err := parseConfig([]string{"-mode", "lat", "--run_infinitely"}, new(bytes.Buffer))
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	assert.Contains(t, err.Error(), "--run_infinitely exists only in bandwidth runs")
+	for _, mode := range []string{"bw", "msg"} {
+		_, err := parseConfig([]string{"-mode", mode, "--run_infinitely"}, new(bytes.Buffer))
+		assert.NoError(t, err, mode)
+	}
+}

@@ -988,6 +988,10 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.RunInfinitely && (cfg.Iterations > 0 || len(cfg.Sizes) > 1) {
 		return usagef("--run_infinitely measures one size for -D intervals: it takes neither -n nor -sweep")
 	}
+	// perftest_parameters.c, force_dependecies(): "run_infinitely exists only in BW tests for now."
+	if cfg.RunInfinitely && cfg.Mode == ModeLat {
+		return usagef("--run_infinitely exists only in bandwidth runs (-mode bw, msg), as in perftest; -mode lat measures -n or -D once")
+	}
 	if cfg.RunInfinitely && cfg.Duration < sampleInterval {
 		return usagef("--run_infinitely -D %v: a row every -D; want at least %v, the bandwidth sampling interval (a shorter one measures next to nothing and prints thousands of rows a second)", cfg.Duration, sampleInterval)
 	}
