@@ -139,14 +139,14 @@ type SendContext struct {
 	// Close's Disable runs leaves it clear: the next Close finishes).
 	closed bool
 	// gone is set when a Goexit is ending the chip goroutine: by goexitHalt on that goroutine
-	// (a Sink's or Releaser's Goexit: under allocMu, with the halt, so that no Restart or Enable
-	// gets in between the halt and the goroutine's end), and by its deferred handler (runDone;
-	// a wake-up's Goexit). Enable and Restart refuse from then on. Read by Enable under allocMu,
+	// (a Sink's, Releaser's or wake-up's Goexit: under allocMu, with the halt, so that no
+	// Restart or Enable gets in between the halt and the goroutine's end), and by its deferred
+	// handler (runDone). Enable and Restart refuse from then on. Read by Enable under allocMu,
 	// by Restart before it (atomic loads).
 	gone atomic.Bool
 	// chipG is the chip goroutine's id (internal/goid), or 0 before it runs and on a manual
-	// chip. Written once by run (atomic store); read by goexitHalt (atomic load), which tells
-	// the chip goroutine's Goexit from a caller's by it.
+	// chip. Written once by run (atomic store); read by onChip (atomic load), which tells the
+	// chip goroutine's Goexit from a caller's by it.
 	chipG atomic.Uint64
 
 	_ cpu.CacheLinePad
@@ -723,8 +723,9 @@ func (sc *SendContext) run() {
 // Sink, Releaser or Waiter's wake-up is ending the chip goroutine (a panic there was recovered by
 // its helper; one of the library's own goes on to end the program). A Sink's or Releaser's handler
 // released the locks, halted the context and marked the goroutine gone, all at once (goexitHalt),
-// so Enable and Restart have refused since. After a wake-up's Goexit (no lock held, no halt)
-// runDone marks the goroutine gone and halts the context, which is enabled.
+// and so did a wake-up's (callWakeup), so Enable and Restart have refused since. runDone marks
+// the goroutine gone again and halts the context should it be enabled: it is not, unless a
+// Goexit came from elsewhere on the goroutine.
 func (sc *SendContext) runDone(returned *bool) {
 	defer close(sc.done)
 	if *returned {
@@ -951,8 +952,7 @@ func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 	if !alloc {
 		sc.allocMu.Lock()
 	}
-	g := sc.chipG.Load()
-	chip := g != 0 && g == goid.ID()
+	chip := sc.onChip()
 	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfHalted)
 	sc.hwMu.Lock()
 	sc.hwHalted = true
@@ -973,6 +973,13 @@ func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 	sc.stats.halts.Add(1)
 	sc.allocMu.Unlock()
 	sc.wakeAll()
+}
+
+// onChip reports whether the caller runs on the chip goroutine (chipG): a goroutine id, from
+// runtime.Stack (microseconds), only for a Goexit's handler.
+func (sc *SendContext) onChip() bool {
+	g := sc.chipG.Load()
+	return g != 0 && g == goid.ID()
 }
 
 // writeBack writes the credit return word (hwMu held): the free counter modulo 2048 and why.

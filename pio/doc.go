@@ -57,11 +57,11 @@
 // (sc_enable: counters and shadow ring reset), all before the call that met the halt returns
 // (the kernel's halt_work). Producers meanwhile get ErrNotRunning. Close is a final Disable.
 //
-// A Sink or Releaser that calls runtime.Goexit (a test's t.FailNow) halts the context too
-// (CauseGoexit), but nothing restarts it: the goroutine that met it is ending. Its locks are
-// released on the way out, and the pending packets wait in the shadow ring for Restart, Disable
-// or Close, which release them as above; if it was the chip goroutine, only Close is left (see
-// Sink).
+// A Sink or Releaser that calls runtime.Goexit (a test's t.FailNow), or a Waiter's wake-up on
+// the chip goroutine, halts the context too (CauseGoexit), but nothing restarts it: the goroutine
+// that met it is ending. Its locks are released on the way out, and the pending packets wait in
+// the shadow ring for Restart, Disable or Close, which release them as above; if it was the chip
+// goroutine, only Close is left, from the halt on (see Sink and Restart).
 //
 // # Kernel names
 //

@@ -65,7 +65,7 @@ const (
 	CauseInjected  HaltCause = iota + 1 // an injected halt (FaultPlan, InjectHalt)
 	CausePBCLength                      // the PBC's length does not match the blocks written (a PBC error)
 	CauseBadPBC                         // a PBC of fewer than 2 dwords or past MaxPacketDWs
-	CauseGoexit                         // a Sink or Releaser called runtime.Goexit (see Sink): halted until Restart or Close
+	CauseGoexit                         // a Sink, Releaser or (chip goroutine) wake-up called runtime.Goexit (see Sink): halted until Restart or Close
 )
 
 // String names the cause.

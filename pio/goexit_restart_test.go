@@ -41,30 +41,75 @@ func inChipGoexitWindow(t *testing.T) (target func(*SendContext), answers <-chan
 	return func(sc *SendContext) { sc0 = sc; close(set) }, ch
 }
 
-// TestRestartInChipGoexitWindow: a Sink's or Releaser's runtime.Goexit on the chip goroutine
-// halts the context (CauseGoexit) in the goroutine's deferred calls, and the goroutine ends
-// later (runDone). A Restart from another goroutine in between re-enabled the context, with
-// nothing left to consume its packets, until runDone halted it again (two halts counted). Now
-// the halt marks the goroutine gone at once: Restart and Enable in that window refuse with the
-// recorded *HaltError, the context stays halted (one halt, no restart), and Close releases every
-// packet exactly once.
-func TestRestartInChipGoexitWindow(t *testing.T) {
-	for _, where := range []string{"sink", "releaser"} {
-		t.Run(where, func(t *testing.T) {
-			target, answers := inChipGoexitWindow(t)
-			cfg := Config{Credits: 64, Threshold: 1}
-			var first Releaser = new(countRel)
-			if where == "sink" {
-				cfg.Sink = &goexitSink{}
-			} else {
-				first = new(exitRel)
+// chipGoexitCase makes sc's chip goroutine call runtime.Goexit in user code (where). start
+// returns what finishes, after the Goexit's halt, the buffer it left being written (or nil),
+// and what checks, after Close, that every packet it sent was released exactly once.
+type chipGoexitCase struct {
+	where string
+	cfg   Config
+	start func(t *testing.T, sc *SendContext) (finish, released func(t *testing.T))
+}
+
+func chipGoexitCases() []chipGoexitCase {
+	sendOneRel := func(first Releaser) func(t *testing.T, sc *SendContext) (func(t *testing.T), func(t *testing.T)) {
+		return func(t *testing.T, sc *SendContext) (func(t *testing.T), func(t *testing.T)) {
+			sendOne(t, sc, first)
+			return nil, func(t *testing.T) {
+				switch r := first.(type) {
+				case *countRel:
+					r.want(t, "the packet whose Deliver exited", 1, PRCSCDisable)
+				case *exitRel:
+					if n := r.n.Load(); n != 1 {
+						t.Fatalf("the exited Releaser ran %d times, want 1", n)
+					}
+				}
 			}
-			sc, err := New(cfg)
+		}
+	}
+	return []chipGoexitCase{
+		{"sink", Config{Credits: 64, Threshold: 1, Sink: &goexitSink{}}, sendOneRel(new(countRel))},
+		{"releaser", Config{Credits: 64, Threshold: 1}, sendOneRel(new(exitRel))},
+		{"wakeup", Config{Credits: 1, Threshold: 1}, func(t *testing.T, sc *SendContext) (func(t *testing.T), func(t *testing.T)) {
+			// As TestWakeupGoexitChip: the only credit allocated, not written; a waiter whose
+			// wake-up exits, woken by QueueWait's forced return on the chip goroutine.
+			rel := new(countRel)
+			b, err := sc.BufferAlloc(4, rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &Waiter{}
+			w.Init(func(*Waiter) { runtime.Goexit() })
+			if !sc.QueueWait(w, sc.ReleaseSeq()) {
+				t.Fatal("QueueWait did not park")
+			}
+			finish := func(t *testing.T) {
+				if err := b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return finish, func(t *testing.T) { rel.want(t, "the pending packet", 1, PRCSCDisable) }
+		}},
+	}
+}
+
+// TestRestartInChipGoexitWindow: a Sink's, Releaser's or wake-up's runtime.Goexit on the chip
+// goroutine halts the context (CauseGoexit) in the goroutine's deferred calls, and the goroutine
+// ends later (runDone). A Restart from another goroutine in between re-enabled the context after
+// a Sink's or Releaser's Goexit, with nothing left to consume its packets, until runDone halted
+// it again (two halts counted); after a wake-up's the context stayed enabled until runDone
+// (Restart: "not halted"). Now the halt marks the goroutine gone at once: Restart and Enable in
+// that window refuse with the recorded *HaltError, the context stays halted (one halt, no
+// restart), and Close releases every packet exactly once.
+func TestRestartInChipGoexitWindow(t *testing.T) {
+	for _, c := range chipGoexitCases() {
+		t.Run(c.where, func(t *testing.T) {
+			target, answers := inChipGoexitWindow(t)
+			sc, err := New(c.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			target(sc)
-			sendOne(t, sc, first)
+			finish, released := c.start(t, sc)
 			var a windowAnswer
 			bounded(t, "the chip goroutine's Goexit", func() { a = <-answers })
 			var h *HaltError
@@ -87,15 +132,14 @@ func TestRestartInChipGoexitWindow(t *testing.T) {
 			if err := sc.Restart(); !errors.Is(err, ErrHalted) {
 				t.Fatalf("Restart after the goroutine's end: %v, want the Goexit's halt", err)
 			}
-			bounded(t, "Close", func() { sc.Close() })
-			switch r := first.(type) {
-			case *countRel:
-				r.want(t, "the packet whose Deliver exited", 1, PRCSCDisable)
-			case *exitRel:
-				if n := r.n.Load(); n != 1 {
-					t.Fatalf("the exited Releaser ran %d times, want 1", n)
-				}
+			if _, err := sc.BufferAlloc(4, nil); err != ErrNotRunning {
+				t.Fatalf("BufferAlloc after the Goexit: %v, want ErrNotRunning", err)
 			}
+			if finish != nil {
+				finish(t) // Close waits for every copy to end
+			}
+			bounded(t, "Close", func() { sc.Close() })
+			released(t)
 		})
 	}
 }

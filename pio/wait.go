@@ -8,8 +8,8 @@ import "sync/atomic"
 // when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
 // until the lock is let go), so it may retry BufferAlloc on the context; it must not block. A
 // panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken, also
-// when it calls runtime.Goexit (which then ends the goroutine; the chip goroutine's end halts
-// the context, see Sink).
+// when it calls runtime.Goexit (which then ends the goroutine; on the chip goroutine it halts
+// the context as a Sink's would, see Sink).
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -179,8 +179,12 @@ func (sc *SendContext) wakeBatch(ws []*Waiter) {
 // callWakeup runs w's wake-up; a panic in it is recovered and counted (Stats.WakeupPanics), so
 // that the rest of the batch is still woken and the pass's goroutine goes on. A runtime.Goexit
 // in it (no lock is held) ends the goroutine, which first wakes the rest of the batch, rest,
-// taken off the list with w (they would otherwise wait for ever); the chip goroutine's end is
-// then run's (runDone).
+// taken off the list with w (they would otherwise wait for ever). If that is the chip goroutine,
+// it then halts the context (goexitHalt: CauseGoexit, the goroutine gone), unless a Goexit
+// before this one on the goroutine did (a wake-up that goexitHalt's own wakeAll runs): from
+// then on allocations get ErrNotRunning and Restart and Enable the *HaltError, also before the
+// goroutine's end (runDone), where the context stayed enabled with nothing to consume its
+// packets. A caller's goroutine leaves the context as it is.
 func (sc *SendContext) callWakeup(w *Waiter, rest []*Waiter) {
 	returned := false
 	defer func() {
@@ -189,6 +193,9 @@ func (sc *SendContext) callWakeup(w *Waiter, rest []*Waiter) {
 				sc.stats.wakePanics.Add(1)
 			} else {
 				sc.wakeBatch(rest)
+				if !sc.gone.Load() && sc.onChip() {
+					sc.goexitHalt("a Waiter's wake-up", false, false)
+				}
 			}
 		}
 	}()
