@@ -100,11 +100,7 @@ func TestPinCacheEvictsNewVectorsPages(t *testing.T) {
 	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
 	pages := func(i, n int) []byte { return buf[base+i*dma.PageSize : base+(i+n)*dma.PageSize] }
 	for slot, v := range [][]byte{pages(0, 1), pages(1, 1), pages(2, 2)} {
-		info, hdr := Message(slot, 4096, testTemplate, v)
-		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
-		_, err := dev.Engine(0).Process()
-		require.NoError(t, err)
-		require.NoError(t, waitSlot(t, pq, slot))
+		sendOne(t, pq, dev, slot, 4096, v)
 	}
 	st := pq.Stats().Pins
 	assert.EqualValues(t, 2, st.Evictions, "target: the new vector's 2 pages")
@@ -126,11 +122,7 @@ func TestPinCacheSameAddressOtherLength(t *testing.T) {
 	buf := make([]byte, 4*dma.PageSize)
 	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
 	for slot, v := range [][]byte{buf[base : base+dma.PageSize], buf[base : base+2*dma.PageSize], buf[base : base+2*dma.PageSize]} {
-		info, hdr := Message(slot, 4096, testTemplate, v)
-		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
-		_, err := dev.Engine(0).Process()
-		require.NoError(t, err)
-		require.NoError(t, waitSlot(t, pq, slot))
+		sendOne(t, pq, dev, slot, 4096, v)
 	}
 	st := pq.Stats().Pins
 	assert.Equal(t, 1, st.Nodes, "one node per address")

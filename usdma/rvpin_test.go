@@ -20,13 +20,19 @@ func sendDistinctVectors(t *testing.T, pq *PktQ, dev *sdma.Device, n, pages int)
 	buf := make([]byte, (n+pages+1)*dma.PageSize)
 	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
 	for i := range n {
-		v := buf[base+i*dma.PageSize : base+(i+pages)*dma.PageSize]
-		info, hdr := Message(0, 8192, testTemplate, v)
-		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
-		_, err := dev.Engine(0).Process()
-		require.NoError(t, err)
-		require.NoError(t, waitSlot(t, pq, 0))
+		sendOne(t, pq, dev, 0, 8192, buf[base+i*dma.PageSize:base+(i+pages)*dma.PageSize])
 	}
+}
+
+// sendOne sends v as the one-vector request of slot in fragments of frag bytes, runs engine 0 of
+// the Manual device dev once and waits for the slot's completion, which must not be an error.
+func sendOne(t *testing.T, pq *PktQ, dev *sdma.Device, slot, frag int, v []byte) {
+	t.Helper()
+	info, hdr := Message(slot, frag, testTemplate, v)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, slot))
 }
 
 // TestPinLimitDefault: a zero Config.PinLimit is the kernel's default cache size, 256 MB of
