@@ -9,9 +9,10 @@ import (
 )
 
 // kernelSM is a second, independent port of hfi1's __sdma_process_event and sdma_set_state
-// (drivers/infiniband/hw/hfi1/sdma.c), written case by case from the kernel's switch rather than
-// from stateTable, so that the two can be compared cell by cell. It records what the kernel does
-// as the same stateAction bits, plus whether sdma_set_state called sdma_flush.
+// (drivers/infiniband/hw/hfi1/sdma.c): kernelSwitch, written case by case from the kernel's
+// switch rather than from stateTable, so that the two can be compared cell by cell. It records
+// what the kernel does as the same stateAction bits, plus whether sdma_set_state called
+// sdma_flush.
 type kernelSM struct {
 	cur     sm.State
 	goRun   bool
@@ -45,175 +46,128 @@ func (k *kernelSM) upState() sm.State {
 	return sm.S20Idle
 }
 
-// event is __sdma_process_event's switch, state by state. Events a state does not name are a
-// "break" in the kernel too (every state lists all fourteen).
+// event is __sdma_process_event: the case kernelSwitch names for the state and event, if any.
 func (k *kernelSM) event(ev sm.Event) {
 	k.acts, k.flushed, k.moved = 0, false, false
-	needProgress := false
-	switch k.cur {
-	case sm.S00HwDown:
-		switch ev {
-		case sm.E30GoRunning:
-			k.goRun = true
-			k.setState(sm.S10HwStartUpHaltWait) // fall through to e10
-		case sm.E10GoHwStart:
-			k.setState(sm.S10HwStartUpHaltWait)
-		case sm.E40SwCleaned:
-			k.acts |= actSwTearDown
-		}
-	case sm.S10HwStartUpHaltWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwTearDown
-		case sm.E15HwHaltDone:
-			k.setState(sm.S15HwStartUpCleanWait)
-			k.acts |= actHwCleanUp
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E60HwHalted:
-			k.acts |= actErrHaltWorker
-		case sm.E70GoIdle:
-			k.goRun = false
-		}
-	case sm.S15HwStartUpCleanWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwTearDown
-		case sm.E25HwCleanUpDone:
-			k.acts |= actHwStartUp
-			k.setState(k.upState())
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E70GoIdle:
-			k.goRun = false
-		}
-	case sm.S20Idle:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwTearDown
-		case sm.E30GoRunning:
-			k.setState(sm.S99Running)
-			k.goRun = true
-		case sm.E60HwHalted:
-			k.setState(sm.S50HwHaltWait)
-			k.acts |= actErrHaltWorker
-		case sm.E85LinkDown, sm.E80HwFreeze: // e85 falls through, go_s99_running untouched
-			k.setState(sm.S80HwFreeze)
-			k.acts |= actFreezeNotify
-		}
-	case sm.S30SwCleanUpWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E40SwCleaned:
-			k.setState(sm.S40HwCleanUpWait)
-			k.acts |= actHwCleanUp
-		case sm.E70GoIdle, sm.E85LinkDown:
-			k.goRun = false
-		}
-	case sm.S40HwCleanUpWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E25HwCleanUpDone:
-			k.acts |= actHwStartUp
-			k.setState(k.upState())
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E70GoIdle, sm.E85LinkDown:
-			k.goRun = false
-		}
-	case sm.S50HwHaltWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E15HwHaltDone:
-			k.setState(sm.S30SwCleanUpWait)
-			k.acts |= actSwCleanUp
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E60HwHalted:
-			k.acts |= actErrHaltWorker
-		case sm.E70GoIdle, sm.E85LinkDown:
-			k.goRun = false
-		}
-	case sm.S60IdleHaltWait:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E15HwHaltDone:
-			k.setState(sm.S30SwCleanUpWait)
-			k.acts |= actSwCleanUp
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E60HwHalted:
-			k.acts |= actErrHaltWorker
-		case sm.E70GoIdle:
-			k.goRun = false
-		}
-	case sm.S80HwFreeze:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E70GoIdle:
-			k.goRun = false
-		case sm.E81HwFrozen:
-			k.setState(sm.S82FreezeSwClean)
-			k.acts |= actSwCleanUp
-		}
-	case sm.S82FreezeSwClean:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E30GoRunning:
-			k.goRun = true
-		case sm.E40SwCleaned:
-			k.acts |= actUnfreezeDone
-		case sm.E70GoIdle:
-			k.goRun = false
-		case sm.E82HwUnfreeze:
-			k.acts |= actHwStartUp
-			k.setState(k.upState())
-		}
-	case sm.S99Running:
-		switch ev {
-		case sm.E00GoHwDown:
-			k.setState(sm.S00HwDown)
-			k.acts |= actSwCleanUp
-		case sm.E60HwHalted:
-			needProgress = true
-			k.setState(sm.S50HwHaltWait) // falls through to e90
-			k.acts |= actErrHaltWorker
-		case sm.E90SwHalted:
-			k.setState(sm.S50HwHaltWait)
-			k.acts |= actErrHaltWorker
-		case sm.E70GoIdle:
-			k.setState(sm.S60IdleHaltWait)
-		case sm.E85LinkDown:
-			k.goRun = false
-			k.setState(sm.S80HwFreeze) // falls through to e80
-			k.acts |= actFreezeNotify
-		case sm.E80HwFreeze:
-			k.setState(sm.S80HwFreeze)
-			k.acts |= actFreezeNotify
-		}
+	c, ok := kernelSwitch[k.cur][ev]
+	if !ok {
+		return // "break"
 	}
-	if needProgress {
-		k.acts |= actProgress
+	switch c.run {
+	case kSet:
+		k.goRun = true
+	case kClear:
+		k.goRun = false
+	}
+	k.acts |= c.act
+	switch {
+	case c.to == kUp:
+		k.setState(k.upState())
+	case c.to != kStay:
+		k.setState(sm.State(c.to - 1))
 	}
 }
+
+// kto is where a case moves the engine: nowhere (kStay: no sdma_set_state), to a state (moveTo),
+// or kUp (sdma_set_state(sde, ss->go_s99_running ? s99 : s20)).
+type kto uint8
+
+const (
+	kStay kto = 0
+	kUp   kto = 0xff
+)
+
+func moveTo(s sm.State) kto { return kto(s) + 1 }
+
+// go_s99_running in a case: kept, set (kSet) or cleared (kClear), before sdma_set_state.
+const (
+	kSet   int8 = 1
+	kClear int8 = -1
+)
+
+// kcase is one case of a state's switch: what it does to go_s99_running, the work it starts (as
+// stateAction bits; need_progress is actProgress), and where it moves the engine.
+type kcase struct {
+	run int8
+	act stateAction
+	to  kto
+}
+
+// kernelSwitch is __sdma_process_event's switch (drivers/infiniband/hw/hfi1/sdma.c), state by
+// state and case by case as the kernel writes them, fall-throughs merged into the case they
+// start from. An event a state does not name is a "break" in the kernel too (every state lists
+// all fourteen).
+var kernelSwitch = func() [sm.NumStates]map[sm.Event]kcase {
+	down := func(act stateAction) kcase { return kcase{act: act, to: moveTo(sm.S00HwDown)} }
+	// goFlag adds the e30 and e70 cases of every state but s00, s20 and s99: go_s99_running set
+	// (e30) or cleared (e70), nothing else.
+	goFlag := func(m map[sm.Event]kcase) map[sm.Event]kcase {
+		m[sm.E30GoRunning] = kcase{run: kSet}
+		m[sm.E70GoIdle] = kcase{run: kClear}
+		return m
+	}
+	return [sm.NumStates]map[sm.Event]kcase{
+		sm.S00HwDown: {
+			sm.E30GoRunning: {run: kSet, to: moveTo(sm.S10HwStartUpHaltWait)}, // falls through to e10
+			sm.E10GoHwStart: {to: moveTo(sm.S10HwStartUpHaltWait)},
+			sm.E40SwCleaned: {act: actSwTearDown},
+		},
+		sm.S10HwStartUpHaltWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:   down(actSwTearDown),
+			sm.E15HwHaltDone: {act: actHwCleanUp, to: moveTo(sm.S15HwStartUpCleanWait)},
+			sm.E60HwHalted:   {act: actErrHaltWorker},
+		}),
+		sm.S15HwStartUpCleanWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:      down(actSwTearDown),
+			sm.E25HwCleanUpDone: {act: actHwStartUp, to: kUp},
+		}),
+		sm.S20Idle: {
+			sm.E00GoHwDown:  down(actSwTearDown),
+			sm.E30GoRunning: {run: kSet, to: moveTo(sm.S99Running)},
+			sm.E60HwHalted:  {act: actErrHaltWorker, to: moveTo(sm.S50HwHaltWait)},
+			sm.E85LinkDown:  {act: actFreezeNotify, to: moveTo(sm.S80HwFreeze)}, // falls through, go_s99_running untouched
+			sm.E80HwFreeze:  {act: actFreezeNotify, to: moveTo(sm.S80HwFreeze)},
+		},
+		sm.S30SwCleanUpWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:  down(0),
+			sm.E40SwCleaned: {act: actHwCleanUp, to: moveTo(sm.S40HwCleanUpWait)},
+			sm.E85LinkDown:  {run: kClear},
+		}),
+		sm.S40HwCleanUpWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:      down(actSwCleanUp),
+			sm.E25HwCleanUpDone: {act: actHwStartUp, to: kUp},
+			sm.E85LinkDown:      {run: kClear},
+		}),
+		sm.S50HwHaltWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:   down(actSwCleanUp),
+			sm.E15HwHaltDone: {act: actSwCleanUp, to: moveTo(sm.S30SwCleanUpWait)},
+			sm.E60HwHalted:   {act: actErrHaltWorker},
+			sm.E85LinkDown:   {run: kClear},
+		}),
+		sm.S60IdleHaltWait: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:   down(actSwCleanUp),
+			sm.E15HwHaltDone: {act: actSwCleanUp, to: moveTo(sm.S30SwCleanUpWait)},
+			sm.E60HwHalted:   {act: actErrHaltWorker},
+		}),
+		sm.S80HwFreeze: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown: down(actSwCleanUp),
+			sm.E81HwFrozen: {act: actSwCleanUp, to: moveTo(sm.S82FreezeSwClean)},
+		}),
+		sm.S82FreezeSwClean: goFlag(map[sm.Event]kcase{
+			sm.E00GoHwDown:   down(actSwCleanUp),
+			sm.E40SwCleaned:  {act: actUnfreezeDone},
+			sm.E82HwUnfreeze: {act: actHwStartUp, to: kUp},
+		}),
+		sm.S99Running: {
+			sm.E00GoHwDown: down(actSwCleanUp),
+			sm.E60HwHalted: {act: actErrHaltWorker | actProgress, to: moveTo(sm.S50HwHaltWait)}, // need_progress, falls through to e90
+			sm.E90SwHalted: {act: actErrHaltWorker, to: moveTo(sm.S50HwHaltWait)},
+			sm.E70GoIdle:   {to: moveTo(sm.S60IdleHaltWait)},
+			sm.E85LinkDown: {run: kClear, act: actFreezeNotify, to: moveTo(sm.S80HwFreeze)}, // falls through to e80
+			sm.E80HwFreeze: {act: actFreezeNotify, to: moveTo(sm.S80HwFreeze)},
+		},
+	}
+}()
 
 // TestStateTableMatchesKernel walks every event in every state, with go_s99_running clear and
 // set, through stateMachine.step and through kernelSM, and compares the next state, the flag,
