@@ -125,8 +125,9 @@ func (sl *Slab[T]) growGet() (*T, error) {
 }
 
 // Put gives p back for re-use, running the Reset hook on it first. It returns a [*PutError]
-// matching ErrForeign if p is nil or not from this Slab, or ErrDoublePut if p is already free; the
-// Slab is unchanged then (kernel: kmem_cache_free).
+// matching ErrForeign if p is nil, not from this Slab, or one of its objects that no Get handed
+// out yet (as Init may have seen it), or ErrDoublePut if p was handed out and is already free;
+// the Slab is unchanged then (kernel: kmem_cache_free).
 func (sl *Slab[T]) Put(p *T) error { return sl.s.put(p) }
 
 // Owns reports whether p points to an object of this Slab, free or in use.

@@ -263,7 +263,7 @@ func (s *stack[T]) put(p *T) error {
 					if !c.link.CompareAndSwap(linkInUse|linkTouched, w) {
 						m.leave()
 						pcpu.Unpin()
-						return s.putError(p, ErrDoublePut)
+						return s.refused(p, c)
 					}
 					relaxed.StoreRelease64(&m.cur, magPush(w, i))
 					m.leave()
@@ -274,7 +274,7 @@ func (s *stack[T]) put(p *T) error {
 				if w&^magPlain < magSize<<32 { // room: fewer than magSize cells
 					if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|w) {
 						pcpu.Unpin()
-						return s.putError(p, ErrDoublePut)
+						return s.refused(p, c)
 					}
 					if nw := magPush(w, i); !m.cur.CompareAndSwap(w, nw) {
 						s.putLocal(m, c, i) // a drainer emptied cur: link again
@@ -308,6 +308,17 @@ func (s *stack[T]) putError(p *T, err error) error {
 	return &PutError{Allocator: s.kind, Addr: addrOf(p), Err: err}
 }
 
+// refused returns the error of a Put of p, whose cell c is free (its link CAS failed): ErrForeign
+// if c was never handed out (a Slab's Init hook sees every object before any Get: the object is
+// the allocator's, but no Get gave it to the caller), else ErrDoublePut. A Get racing with the
+// refused Put may touch c meanwhile: the Put was then of an object it did not own either way.
+func (s *stack[T]) refused(p *T, c *cell[T]) error {
+	if c.link.Load()&linkTouched == 0 {
+		return s.putError(p, ErrForeign)
+	}
+	return s.putError(p, ErrDoublePut)
+}
+
 // free is put's first half: it finds p's cell, marks it free (the double-put check) and runs the
 // reset hook. The caller then owns the free cell until it pushes it.
 func (s *stack[T]) free(p *T) (*cell[T], uint32, error) {
@@ -316,7 +327,7 @@ func (s *stack[T]) free(p *T) (*cell[T], uint32, error) {
 		return nil, 0, s.putError(p, ErrForeign)
 	}
 	if !c.link.CompareAndSwap(linkInUse|linkTouched, linkTouched|uint64(nilIndex)) {
-		return nil, 0, s.putError(p, ErrDoublePut)
+		return nil, 0, s.refused(p, c)
 	}
 	if s.reset != nil {
 		runReset(s.reset, &c.obj, func() { c.link.Store(linkInUse | linkTouched) })

@@ -1,0 +1,223 @@
+package alloc
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rvObj is an object with an owner word: a Get's CAS from 0 fails if the object is held.
+type rvObj struct {
+	owner atomic.Int64
+	_     [40]byte
+}
+
+// TestRvallocChaosExactlyOnce: every object handed out exactly once at a time, and none lost,
+// while GOMAXPROCS moves below and above the count the allocator was made with, Ps take plain
+// mode after every CAS op (plainAfter 1, where available), goroutines migrate while holding
+// objects, GetCtx waiters park and are woken, and drainers run. At the end every object is free
+// in exactly one place and a lone goroutine gets exactly the capacity.
+func TestRvallocChaosExactlyOnce(t *testing.T) {
+	prev := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(prev)
+	const n = 48
+	rounds := 1500
+	if testing.Short() {
+		rounds = 400
+	}
+	for _, withReset := range []bool{false, true} {
+		var reset func(*rvObj)
+		if withReset {
+			reset = func(o *rvObj) {
+				if o.owner.Load() != 0 {
+					panic("reset of an owned object")
+				}
+			}
+		}
+		l, err := NewList[rvObj](n, reset)
+		require.NoError(t, err)
+		l.s.plainAfter = 1
+		sl, err := NewSlab(SlabConfig[rvObj]{ObjectsPerSlab: 7, MaxSlabs: 7, Reset: reset})
+		require.NoError(t, err)
+		sl.s.plainAfter = 1
+		for name, a := range map[string]Allocator[rvObj]{"list": l, "slab": sl} {
+			t.Run(name, func(t *testing.T) {
+				var failed atomic.Bool
+				stop := make(chan struct{})
+				var bg sync.WaitGroup
+				bg.Add(2)
+				go func() { // GOMAXPROCS below and above 3
+					defer bg.Done()
+					rng := rand.New(rand.NewPCG(1, 2))
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						runtime.GOMAXPROCS(1 + rng.IntN(5))
+						runtime.Gosched()
+					}
+				}()
+				s := stackOf[rvObj](a)
+				go func() {
+					defer bg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						s.drain()
+						runtime.Gosched()
+					}
+				}()
+				var wg sync.WaitGroup
+				for w := range 6 {
+					wg.Add(1)
+					go func(id int64) {
+						defer wg.Done()
+						rng := rand.New(rand.NewPCG(uint64(id), 7))
+						var held []*rvObj
+						for r := range rounds {
+							if failed.Load() {
+								return
+							}
+							for range 1 + rng.IntN(12) {
+								var o *rvObj
+								var err error
+								if w%3 == 0 && name == "list" {
+									ctx, cancel := context.WithCancel(context.Background())
+									if rng.IntN(4) == 0 {
+										cancel()
+									}
+									o, err = l.GetCtx(ctx)
+									cancel()
+								} else {
+									o, err = a.Get()
+								}
+								if errors.Is(err, ErrEmpty) || errors.Is(err, context.Canceled) {
+									break
+								}
+								if err != nil {
+									t.Error(err)
+									failed.Store(true)
+									return
+								}
+								if !o.owner.CompareAndSwap(0, id) {
+									t.Errorf("object handed out while held by %d", o.owner.Load())
+									failed.Store(true)
+									return
+								}
+								held = append(held, o)
+							}
+							if r%3 == 0 {
+								runtime.Gosched() // move to another P while holding
+							}
+							rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+							keep := 0
+							if rng.IntN(2) == 0 {
+								keep = rng.IntN(len(held) + 1)
+							}
+							for _, o := range held[keep:] {
+								o.owner.Store(0)
+								if err := a.Put(o); err != nil {
+									t.Error(err)
+									failed.Store(true)
+									return
+								}
+							}
+							held = held[:keep]
+						}
+						for _, o := range held {
+							o.owner.Store(0)
+							if err := a.Put(o); err != nil {
+								t.Error(err)
+								failed.Store(true)
+							}
+						}
+					}(int64(w + 1))
+				}
+				wg.Wait()
+				close(stop)
+				bg.Wait()
+				require.False(t, failed.Load())
+				st := s.stats()
+				assert.Zero(t, st.InUse)
+				free := freeCells(t, s)
+				assert.Len(t, free, int(st.Objects))
+				t.Logf("revocations %d, objects %d", s.revokes.Load(), st.Objects)
+				// A lone goroutine, moving between Ps, gets exactly the capacity.
+				var got []*rvObj
+				for k := 0; ; k++ {
+					o, err := a.Get()
+					if err != nil {
+						require.ErrorIs(t, err, ErrEmpty)
+						break
+					}
+					require.True(t, o.owner.CompareAndSwap(0, -1), "handed out twice")
+					got = append(got, o)
+					if k%5 == 0 {
+						runtime.Gosched()
+					}
+				}
+				assert.Len(t, got, a.Traits().Capacity)
+				for _, o := range got {
+					o.owner.Store(0)
+					require.NoError(t, a.Put(o))
+				}
+			})
+		}
+	}
+}
+
+// TestRvallocPutNeverHandedOut: a Slab's Init hook sees every object of a new slab before any
+// Get hands it out. A Put of such an object is of one the Slab did not hand out: ErrForeign (the
+// package documentation and ErrForeign's own), not ErrDoublePut ("put back twice", when it was
+// never put back nor handed out), on the fast path (no Reset hook) and the general one, and in
+// plain mode; the Slab is unchanged (its objects are handed out once each, then ErrEmpty).
+func TestRvallocPutNeverHandedOut(t *testing.T) {
+	for _, reset := range []func(*rvObj){nil, func(*rvObj) {}} {
+		var seen []*rvObj
+		sl, err := NewSlab(SlabConfig[rvObj]{ObjectsPerSlab: 8, MaxSlabs: 1, Reset: reset,
+			Init: func(o *rvObj) { seen = append(seen, o) }})
+		require.NoError(t, err)
+		sl.s.plainAfter = 1
+		x, err := sl.Get()
+		require.NoError(t, err)
+		require.Len(t, seen, 8)
+		for round := range 4 { // the magazines go through both modes
+			for _, o := range seen {
+				if o == x {
+					continue
+				}
+				err := sl.Put(o)
+				require.ErrorIs(t, err, ErrForeign, "round %d: Put of an object never handed out", round)
+				require.NotErrorIs(t, err, ErrDoublePut)
+			}
+			require.NoError(t, sl.Put(x))
+			require.ErrorIs(t, sl.Put(x), ErrDoublePut, "a real double put")
+			x, err = sl.Get()
+			require.NoError(t, err)
+		}
+		require.NoError(t, sl.Put(x))
+		st := sl.Stats()
+		assert.Equal(t, Stats{InUse: 0, HighWater: 1, Objects: 8, Slabs: 1}, st)
+		got := map[*rvObj]bool{}
+		for range 8 {
+			o, err := sl.Get()
+			require.NoError(t, err)
+			require.False(t, got[o], "handed out twice")
+			got[o] = true
+		}
+		_, err = sl.Get()
+		require.ErrorIs(t, err, ErrEmpty)
+	}
+}
