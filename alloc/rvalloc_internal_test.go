@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,5 +220,19 @@ func TestRvallocPutNeverHandedOut(t *testing.T) {
 		}
 		_, err = sl.Get()
 		require.ErrorIs(t, err, ErrEmpty)
+	}
+}
+
+// TestRvallocSlabIndexSpace: a MaxSlabs past the index space caps at the largest whole number
+// of slabs below nilIndex: 2^32-1 objects of one per slab (the documented bound; it said 2^32-2).
+func TestRvallocSlabIndexSpace(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("32-bit int: Traits.Capacity stops at MaxInt")
+	}
+	big := int64(1) << 40 // a MaxSlabs past the index space (a variable: no constant overflow on 32-bit)
+	for _, c := range []struct{ per, want int64 }{{1, 1<<32 - 1}, {3, (1<<32 - 1) / 3 * 3}, {1 << 20, (1<<32 - 1) >> 20 << 20}} {
+		sl, err := NewSlab(SlabConfig[int]{ObjectsPerSlab: int(c.per), MaxSlabs: int(big)})
+		require.NoError(t, err)
+		assert.Equal(t, c.want, int64(sl.Traits().Capacity), "ObjectsPerSlab %d", c.per)
 	}
 }

@@ -13,7 +13,8 @@ type SlabConfig[T any] struct {
 	// ObjectsPerSlab is how many objects each slab holds (N). Must be at least 1, below 2^32-1,
 	// and no more than one allocation may hold (NewSlab says so with an error).
 	ObjectsPerSlab int
-	// MaxSlabs caps the number of slabs; 0 means no cap (up to 2^32-2 objects in all). A Get
+	// MaxSlabs caps the number of slabs; 0 means no cap (up to 2^32-1 objects in all, the
+	// largest whole number of slabs that fits; a larger MaxSlabs caps at that too). A Get
 	// that would need a slab past the cap returns ErrEmpty.
 	MaxSlabs int
 	// Init, if not nil, runs once on every object when its slab is created (the ctor argument of
