@@ -33,11 +33,13 @@
 // its core; and when a producer gets on one core and a completion goroutine puts back on
 // another, they meet once per magazine, not once per object.
 //
-// Objects of Slab and List larger than half a cache line are laid out as the kernel's
-// SLAB_HWCACHE_ALIGN caches lay theirs (hfi1 creates its txreq cache so): each starts on a cache
-// line and is padded to a whole number of lines (two 64-byte lines on amd64, for the adjacent-line
-// prefetcher), so two objects used on different cores never share a line, at a cost under one
-// padding unit (128 bytes on amd64) per object. Smaller objects stay packed.
+// Objects of Slab and List are kept in cells, each the object after a 16-byte header. Cells
+// larger than half a padding unit (64 bytes on amd64, so objects of more than 48 bytes) are laid
+// out as the kernel's SLAB_HWCACHE_ALIGN caches lay theirs (hfi1 creates its txreq cache so):
+// each starts on a cache line and is padded to a whole number of padding units (two 64-byte lines
+// on amd64, for the adjacent-line prefetcher), so two objects used on different cores never share
+// a line, at a cost under one padding unit (128 bytes on amd64) per object. Smaller cells stay
+// packed.
 //
 // Objects in a magazine are free, never lost to the rest: before a Get reports ErrEmpty (List),
 // grows (Slab) or hands out an object never used before, it drains every P's magazines into the

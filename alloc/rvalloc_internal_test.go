@@ -26,14 +26,19 @@ type rvObj struct {
 // objects, GetCtx waiters park and are woken, and drainers run. At the end every object is free
 // in exactly one place and a lone goroutine gets exactly the capacity.
 func TestRvallocChaosExactlyOnce(t *testing.T) {
-	prev := runtime.GOMAXPROCS(3)
+	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
 	const n = 48
 	rounds := 1500
 	if testing.Short() {
 		rounds = 400
 	}
-	for _, withReset := range []bool{false, true} {
+	for _, c := range []struct {
+		made      int
+		withReset bool
+	}{{3, false}, {3, true}, {1, false}, {6, true}} {
+		withReset := c.withReset
+		runtime.GOMAXPROCS(c.made) // the allocators' magazines: one pair per P now
 		var reset func(*rvObj)
 		if withReset {
 			reset = func(o *rvObj) {
@@ -63,7 +68,7 @@ func TestRvallocChaosExactlyOnce(t *testing.T) {
 							return
 						default:
 						}
-						runtime.GOMAXPROCS(1 + rng.IntN(5))
+						runtime.GOMAXPROCS(1 + rng.IntN(7))
 						runtime.Gosched()
 					}
 				}()
@@ -235,4 +240,22 @@ func TestRvallocSlabIndexSpace(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, c.want, int64(sl.Traits().Capacity), "ObjectsPerSlab %d", c.per)
 	}
+}
+
+// TestRvallocPaddingThreshold: what decides the padded layout is the cell (object and 16-byte
+// header) against half a padding unit, as the package documentation now says; it said objects
+// "larger than half a cache line", which objects of 49 to 64 bytes (padded) and of 33 to 48
+// bytes (packed, on a 64-byte line) both contradicted.
+func TestRvallocPaddingThreshold(t *testing.T) {
+	gap := func(a, b uintptr) uintptr { return max(a, b) - min(a, b) }
+	big, err := NewList[[cacheLine/2 - cellHeader + 1]byte](2, nil)
+	require.NoError(t, err)
+	x, _ := big.Get()
+	y, _ := big.Get()
+	assert.Equal(t, uintptr(cacheLine), gap(addrOf(x), addrOf(y)), "cell over half a unit: padded")
+	small, err := NewList[[cacheLine/2 - cellHeader]byte](2, nil)
+	require.NoError(t, err)
+	p, _ := small.Get()
+	q, _ := small.Get()
+	assert.Equal(t, uintptr(cacheLine/2), gap(addrOf(p), addrOf(q)), "cell of half a unit: packed")
 }
