@@ -259,3 +259,169 @@ func TestRvallocPaddingThreshold(t *testing.T) {
 	q, _ := small.Get()
 	assert.Equal(t, uintptr(cacheLine/2), gap(addrOf(p), addrOf(q)), "cell of half a unit: packed")
 }
+
+// TestRvallocPoolChaos: Pool objects are handed out once at a time while the garbage collector
+// runs (taking idle chunks back) and GOMAXPROCS moves; Puts of fresh heap objects of the same
+// type (which may reuse a collected chunk's memory) are ErrForeign. (A second Put here could
+// race with another goroutine's Get of the object: double puts are checked where that cannot be.)
+func TestRvallocPoolChaos(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	p := NewPool[rvObj](func(o *rvObj) {
+		if o.owner.Load() != 0 {
+			panic("reset of an owned object")
+		}
+	})
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			runtime.GC()
+			runtime.GOMAXPROCS(1 + k%4)
+		}
+	}()
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	rounds := 3000
+	if testing.Short() {
+		rounds = 1000
+	}
+	for w := range 4 {
+		wg.Add(1)
+		go func(id int64) {
+			defer wg.Done()
+			var held []*rvObj
+			for r := range rounds {
+				if failed.Load() {
+					return
+				}
+				for range 1 + r%20 {
+					o, err := p.Get()
+					if err != nil || !o.owner.CompareAndSwap(0, id) {
+						t.Errorf("Get: %v, or handed out while held", err)
+						failed.Store(true)
+						return
+					}
+					held = append(held, o)
+				}
+				if err := p.Put(new(rvObj)); !errors.Is(err, ErrForeign) {
+					t.Errorf("Put of a heap object: %v", err)
+					failed.Store(true)
+				}
+				for _, o := range held {
+					o.owner.Store(0)
+					if err := p.Put(o); err != nil {
+						t.Error(err)
+						failed.Store(true)
+						return
+					}
+				}
+				held = held[:0]
+			}
+		}(int64(w + 1))
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	require.False(t, failed.Load())
+}
+
+// TestRvallocCloseMidRun: Close while getters, GetCtx waiters and putters run. Every GetCtx
+// returns an object (then put back) or ErrClosed / its context's error; objects out at Close are
+// put back after it without error, a second Put of each is ErrDoublePut, and at the end every
+// object is free in exactly one place (the free list is whole, though Get no longer hands out).
+func TestRvallocCloseMidRun(t *testing.T) {
+	for round := range 20 {
+		l, err := NewList[rvObj](16, nil)
+		require.NoError(t, err)
+		l.s.plainAfter = 1
+		var wg sync.WaitGroup
+		var failed atomic.Bool
+		var outMu sync.Mutex
+		var out []*rvObj // objects held when their goroutine saw ErrClosed
+		var ops atomic.Int64
+		for w := range 6 {
+			wg.Add(1)
+			go func(id int64) {
+				defer wg.Done()
+				var held []*rvObj
+				defer func() {
+					outMu.Lock()
+					out = append(out, held...)
+					outMu.Unlock()
+				}()
+				for k := 0; ; k++ {
+					if ops.Add(1); k%8 == 7 {
+						runtime.Gosched() // let the closer run at GOMAXPROCS 1
+					}
+					var o *rvObj
+					var err error
+					if w%2 == 0 {
+						o, err = l.GetCtx(context.Background())
+					} else {
+						o, err = l.Get()
+					}
+					switch {
+					case errors.Is(err, ErrClosed):
+						return
+					case errors.Is(err, ErrEmpty):
+						if len(held) > 0 {
+							held[0].owner.Store(0)
+							if err := l.Put(held[0]); err != nil {
+								t.Error(err)
+								failed.Store(true)
+								return
+							}
+							held = held[1:]
+						}
+						runtime.Gosched()
+						continue
+					case err != nil:
+						t.Error(err)
+						failed.Store(true)
+						return
+					}
+					if !o.owner.CompareAndSwap(0, id) {
+						t.Error("handed out while held")
+						failed.Store(true)
+						return
+					}
+					held = append(held, o)
+					if len(held) > 4 {
+						held[0].owner.Store(0)
+						if err := l.Put(held[0]); err != nil {
+							t.Error(err)
+							failed.Store(true)
+							return
+						}
+						held = held[1:]
+					}
+				}
+			}(int64(w + 1))
+		}
+		for ops.Load() < int64(200*(round%4+1)) { // Close after some traffic
+			runtime.Gosched()
+		}
+		require.NoError(t, l.Close())
+		wg.Wait()
+		require.False(t, failed.Load())
+		for _, o := range out {
+			o.owner.Store(0)
+			require.NoError(t, l.Put(o), "Put after Close")
+			require.ErrorIs(t, l.Put(o), ErrDoublePut)
+		}
+		_, err = l.Get()
+		require.ErrorIs(t, err, ErrClosed)
+		assert.Zero(t, l.Stats().InUse)
+		assert.Len(t, freeCells(t, &l.s), 16)
+		assert.Zero(t, l.waiters.Load())
+		assert.Empty(t, l.queue)
+	}
+}
