@@ -425,3 +425,114 @@ func TestRvallocCloseMidRun(t *testing.T) {
 		assert.Empty(t, l.queue)
 	}
 }
+
+// TestRvallocHookPanicsConcurrent: a fault schedule under concurrency: Init panics on every
+// seventh object it sees and Reset on every fifth call, while six goroutines get and put (plain
+// mode after every CAS op where available; GOMAXPROCS moving). A Get that grew panics on and
+// changes nothing; a Put whose Reset panics is undone (the object stays the caller's, who puts it
+// back again). Every object is handed out once at a time, and at the end the Slab is whole.
+func TestRvallocHookPanicsConcurrent(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	var inits, resets atomic.Int64
+	sl, err := NewSlab(SlabConfig[rvObj]{ObjectsPerSlab: 3, MaxSlabs: 40,
+		Init: func(o *rvObj) {
+			if inits.Add(1)%7 == 0 {
+				panic("init fault")
+			}
+		},
+		Reset: func(o *rvObj) {
+			if o.owner.Load() != 0 {
+				panic("reset of an owned object")
+			}
+			if resets.Add(1)%5 == 0 {
+				panic("reset fault")
+			}
+		}})
+	require.NoError(t, err)
+	sl.s.plainAfter = 1
+	try := func(f func()) (v any) {
+		defer func() { v = recover() }()
+		f()
+		return nil
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			runtime.GOMAXPROCS(1 + k%5)
+			runtime.Gosched()
+		}
+	}()
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	rounds := 600
+	if testing.Short() {
+		rounds = 200
+	}
+	for w := range 6 {
+		wg.Add(1)
+		go func(id int64) {
+			defer wg.Done()
+			var held []*rvObj
+			for r := range rounds {
+				if failed.Load() {
+					return
+				}
+				for range 1 + r%9 {
+					var o *rvObj
+					var err error
+					if v := try(func() { o, err = sl.Get() }); v != nil {
+						if v != "init fault" {
+							t.Errorf("Get panicked: %v", v)
+							failed.Store(true)
+							return
+						}
+						continue
+					}
+					if errors.Is(err, ErrEmpty) {
+						break
+					}
+					if err != nil || !o.owner.CompareAndSwap(0, id) {
+						t.Errorf("Get: %v, or handed out while held", err)
+						failed.Store(true)
+						return
+					}
+					held = append(held, o)
+				}
+				for _, o := range held {
+					o.owner.Store(0)
+					for {
+						var err error
+						v := try(func() { err = sl.Put(o) })
+						if v == nil && err == nil {
+							break
+						}
+						if v != "reset fault" || err != nil {
+							t.Errorf("Put: %v, panic %v", err, v)
+							failed.Store(true)
+							return
+						}
+					}
+				}
+				held = held[:0]
+			}
+		}(int64(w + 1))
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	require.False(t, failed.Load())
+	st := sl.Stats()
+	assert.Zero(t, st.InUse)
+	assert.Len(t, freeCells(t, &sl.s), int(st.Objects))
+	assert.Equal(t, st.Objects, int64(st.Slabs)*3)
+	t.Logf("stats %+v, inits %d, resets %d", st, inits.Load(), resets.Load())
+}
