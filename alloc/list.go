@@ -114,7 +114,9 @@ func (l *List[T]) get() (*T, error) {
 // Get that does not wait may still take an object ahead of them. As with a semaphore, GetCtx may
 // succeed without waiting even when ctx is already done.
 //
-// A nil ctx is refused with an error (whether or not an object is free), and changes nothing.
+// A nil ctx is refused with an error (whether or not an object is free), and changes nothing;
+// a ctx whose Done closed while its Err is nil (against the context.Context contract) gets an
+// error too, never a nil object with a nil error.
 //
 // Waiting allocates (a channel); the non-waiting path does not.
 func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
@@ -161,7 +163,10 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 			l.queue = append(l.queue[:k], l.queue[k+1:]...)
 			l.waiters.Add(-1)
 			l.mu.Unlock()
-			return nil, ctx.Err()
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return nil, errDoneNoErr // a Context that breaks its contract: never (nil, nil)
 		}
 	}
 	l.mu.Unlock()
@@ -172,6 +177,10 @@ func (l *List[T]) GetCtx(ctx context.Context) (*T, error) {
 // errNilContext is GetCtx's answer to a nil context (which would otherwise leave a waiter queued
 // that nobody reads: the next Put's object would be handed to it and lost).
 var errNilContext = errors.New("alloc: List.GetCtx: nil context")
+
+// errDoneNoErr is GetCtx's answer when ctx's Done channel closed but its Err is nil (which the
+// context.Context contract rules out): an error, so the caller never gets no object and no error.
+var errDoneNoErr = errors.New("alloc: List.GetCtx: context done, but its Err is nil")
 
 func (l *List[T]) handed(c *cell[T]) (*T, error) {
 	if c == nil {

@@ -536,3 +536,31 @@ func TestRvallocHookPanicsConcurrent(t *testing.T) {
 	assert.Equal(t, st.Objects, int64(st.Slabs)*3)
 	t.Logf("stats %+v, inits %d, resets %d", st, inits.Load(), resets.Load())
 }
+
+// brokenCtx is a Context whose Done channel is closed while its Err is nil: it breaks the
+// context.Context contract, a bad input.
+type brokenCtx struct{ context.Context }
+
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (brokenCtx) Done() <-chan struct{} { return closedDone }
+func (brokenCtx) Err() error            { return nil }
+
+// TestRvallocGetCtxBrokenContext: GetCtx on an empty List with a Context whose Done is closed but
+// whose Err is nil returns an error, not (nil, nil), which a caller would take for an object; it
+// leaves no waiter behind, and the List works on.
+func TestRvallocGetCtxBrokenContext(t *testing.T) {
+	l, err := NewList[rvObj](1, nil)
+	require.NoError(t, err)
+	x, err := l.Get()
+	require.NoError(t, err)
+	o, err := l.GetCtx(brokenCtx{context.Background()})
+	require.Error(t, err, "no object and no error")
+	require.Nil(t, o)
+	assert.Zero(t, l.waiters.Load())
+	assert.Empty(t, l.queue)
+	require.NoError(t, l.Put(x))
+	y, err := l.GetCtx(brokenCtx{context.Background()}) // free: no wait
+	require.NoError(t, err)
+	require.Same(t, x, y)
+}
