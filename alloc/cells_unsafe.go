@@ -131,12 +131,18 @@ type cellRun[T any] struct {
 	stride uintptr
 }
 
+// minCells returns the fewest cells newCells allocates for lay: for padded cells, enough to make
+// a large object (which starts on a page); else 1.
+func (l *layout) minCells() int {
+	if !l.padded {
+		return 1
+	}
+	return int((largeObject + l.stride - 1) / l.stride)
+}
+
 // newCells allocates n zeroed cells laid out by lay.
 func newCells[T any](n int, lay layout) cellRun[T] {
-	alloc := n
-	if lay.padded {
-		alloc = max(n, int((largeObject+lay.stride-1)/lay.stride))
-	}
+	alloc := max(n, lay.minCells())
 	v := reflect.MakeSlice(reflect.SliceOf(lay.elem), alloc, alloc)
 	return cellRun[T]{base: v.UnsafePointer(), n: n, stride: lay.stride}
 }

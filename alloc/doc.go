@@ -38,8 +38,10 @@
 // out as the kernel's SLAB_HWCACHE_ALIGN caches lay theirs (hfi1 creates its txreq cache so):
 // each starts on a cache line and is padded to a whole number of padding units (two 64-byte lines
 // on amd64, for the adjacent-line prefetcher), so two objects used on different cores never share
-// a line, at a cost under one padding unit (128 bytes on amd64) per object. Smaller cells stay
-// packed.
+// a line, at a cost under one padding unit (128 bytes on amd64) per object once there are a few
+// hundred: padded cells are allocated at least 32 KiB at a time (a large object, which starts on
+// a page), so a List of few padded objects takes 32 KiB, and a Slab carves its first slabs from
+// one such allocation. Smaller cells stay packed.
 //
 // Objects in a magazine are free, never lost to the rest: before a Get reports ErrEmpty (List),
 // grows (Slab) or hands out an object never used before, it drains every P's magazines into the

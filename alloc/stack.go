@@ -18,7 +18,8 @@ import (
 // Every object lives in a cell, in a slab (per cells, never freed while the allocator lives; laid
 // out as cells_unsafe.go says). Cells are numbered from 0 across slabs: cell i is slab i/per,
 // element i%per. Slabs are carved, in order, from regions: one allocation holding one slab while
-// the allocator is small and, as it grows, an eighth of its slabs so far (see grow). A slab is
+// the allocator is small and, as it grows, an eighth of its slabs so far (see grow); padded cells
+// (cells_unsafe.go) come in allocations of at least 32 KiB, which hold as many slabs as fit. A slab is
 // created (counted, its objects initialized and freed) only when it is needed; the rest of its
 // region waits, zeroed.
 // The head word packs, in one uint64 so a single CAS moves both,
@@ -444,8 +445,8 @@ func (t *table[T]) region(a uintptr) *region[T] {
 //
 // Growing must not cost a copy of the table per slab (that made growing to n slabs O(n²)):
 //   - the slab comes from the current region, and a new region, when one is needed, holds an
-//     eighth of the slabs so far (at least one, at most room), so byAddr, which lists regions,
-//     changes O(log n) times;
+//     eighth of the slabs so far (at least one, or for padded cells as many as its least
+//     allocation holds; at most room), so byAddr, which lists regions, changes O(log n) times;
 //   - the new table appends to the old one's slices in place when they have room. Readers of the
 //     old table never look past its lengths, and grow (serialized, always on the latest table)
 //     writes only past them.
@@ -458,7 +459,14 @@ func (s *stack[T]) grow(init func(*T), room int) {
 	// panics, the Slab is as it was (the window is carved again, zeroed, by the next grow).
 	cur, used := s.cur, s.used
 	if cur == nil || used+per > cur.cells.n {
-		slabs := min(max(1, len(old.byIndex)/8), room)
+		slabs := max(1, len(old.byIndex)/8)
+		if s.lay.padded {
+			// newCells allocates padded cells as a large object (at least largeObject bytes,
+			// to start on a page) however few are asked for: carve as many slabs from it as it
+			// holds, instead of a 32 KiB allocation per slab while the Slab is small.
+			slabs = max(slabs, s.lay.minCells()/per)
+		}
+		slabs = min(slabs, room)
 		r := &region[T]{cells: newCells[T](slabs*per, s.lay), first: first}
 		r.base, r.end = r.cells.objects()
 		if n := len(byAddr); n == 0 || byAddr[n-1].base < r.base {
