@@ -1,0 +1,322 @@
+package usdma
+
+// Fault-schedule soak of the message path (review rvsoak): seeded random schedules mixing, on
+// one device shared by several packet queues, injected halts, planned random halts, Stop/Start,
+// failing, stalling and panicking sinks, pin-cache invalidation (deregistration of the vectors'
+// registrations while their packets are in flight), context cancellation of Submit, bounded
+// allocators, both completion modes, and the queues' and the device's Close or Shutdown at a
+// random point. The ledger at the end: every request a Submit accepted ended exactly once
+// (Done, the test hook and Stats agree), no slot is left QUEUED, every Wait returned, every
+// txreq is back in its allocator, Close returned, no goroutine is left.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+// rvPanicSink panics on every period-th delivery, else passes the packet on.
+type rvPanicSink struct {
+	inner  sdma.Sink
+	period uint64
+	n      atomic.Uint64
+}
+
+func (s *rvPanicSink) Deliver(engine int, segs [][]byte) error {
+	if s.period > 0 && s.n.Add(1)%s.period == 0 {
+		panic("rvsoak: sink panic")
+	}
+	return s.inner.Deliver(engine, segs)
+}
+
+type rvQueue struct {
+	pq    *PktQ
+	a     interface{ Stats() alloc.Stats }
+	done  sync.Map // slot -> *atomic.Int64: Done calls
+	ndone atomic.Int64
+	hook  atomic.Int64
+}
+
+func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	cfg := sdma.Config{
+		Engines:  1 + rng.IntN(2),
+		RingSize: []int{64, 128, 256}[rng.IntN(3)],
+		Sink: &rvPanicSink{period: uint64([]int{0, 37, 101}[rng.IntN(3)]), inner: &sdmatest.FaultSink{
+			Sink: &sdmatest.DiscardSink{}, FailRate: 0.05, StallRate: 0.02, Stall: 20 * time.Microsecond, Seed: seed,
+		}},
+	}
+	poll := rng.IntN(3) == 0
+	if poll {
+		cfg.Completion = sdma.CompletePoll
+	}
+	if rng.IntN(2) == 0 {
+		cfg.Mapper = testIOMMU(t)
+	}
+	dev, err := sdma.NewDevice(cfg)
+	require.NoError(t, err)
+	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v", seed, cfg.Engines, cfg.RingSize, poll)
+	for i := range dev.NumEngines() {
+		if rng.IntN(2) == 0 {
+			require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.01, Seed: seed}))
+		}
+	}
+	const slots = 4
+	nq := 1 + rng.IntN(3)
+	qs := make([]*rvQueue, nq)
+	for i := range qs {
+		q := &rvQueue{}
+		var a alloc.Allocator[TxReq]
+		switch rng.IntN(3) {
+		case 0:
+			l, err := alloc.NewList[TxReq](4+rng.IntN(8), nil)
+			require.NoError(t, err)
+			a, q.a = l, l
+		case 1:
+			s, err := alloc.NewSlab(alloc.SlabConfig[TxReq]{ObjectsPerSlab: 4 + rng.IntN(8), MaxSlabs: 1})
+			require.NoError(t, err)
+			a, q.a = s, s
+		default:
+			s, err := alloc.NewSlab(alloc.SlabConfig[TxReq]{ObjectsPerSlab: 64})
+			require.NoError(t, err)
+			a, q.a = s, s
+		}
+		qc := Config{Device: dev, Slots: slots, Alloc: a, Ctxt: uint16(i), Timeout: 200 * time.Microsecond,
+			DisableAHG: rng.IntN(4) == 0, PinLimit: []int{0, 4, NoPinLimit}[rng.IntN(3)]}
+		qc.Done = func(slot int, e CompEntry) {
+			v, _ := q.done.LoadOrStore(slot, new(atomic.Int64))
+			v.(*atomic.Int64).Add(1)
+			q.ndone.Add(1)
+			if e.Status != Complete && e.Status != Error {
+				t.Errorf("%s: Done with state %v", desc, e.Status)
+			}
+		}
+		q.pq, err = New(qc)
+		require.NoError(t, err)
+		testHooks(q.pq).onEnd = func(int, CompState) { q.hook.Add(1) }
+		qs[i] = q
+	}
+	// Vectors: a few buffers, some shared between queues (one registration, several pins).
+	bufs := make([][]byte, 6)
+	for i := range bufs {
+		bufs[i] = pattern(1+rng.IntN(20000), byte(i))
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bg sync.WaitGroup
+	var stopped atomic.Bool
+	// Pollers for CompletePoll.
+	if poll {
+		for i := range dev.NumEngines() {
+			bg.Add(1)
+			go func(e *sdma.Engine) {
+				defer bg.Done()
+				for !stopped.Load() {
+					if e.Poll() == 0 {
+						time.Sleep(5 * time.Microsecond)
+					}
+				}
+			}(dev.Engine(i))
+		}
+	}
+	// Submitters: one per queue, random messages round-robin on the slots.
+	for qi, q := range qs {
+		wg.Add(1)
+		go func(qi int, q *rvQueue, seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(qi)))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				slot := i % slots
+				if i >= slots {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					_ = q.pq.Wait(ctx, slot)
+					expired := ctx.Err() != nil
+					cancel()
+					if expired {
+						t.Errorf("%s: queue %d slot %d never ended: %v", desc, qi, slot, q.pq.Comp(slot))
+						return
+					}
+				}
+				nv := 1 + rng.IntN(3)
+				vecs := make([][]byte, nv)
+				for k := range vecs {
+					b := bufs[rng.IntN(len(bufs))]
+					off := rng.IntN(len(b))
+					vecs[k] = b[off : off+1+rng.IntN(len(b)-off)]
+				}
+				frag := []int{64, 256, 1024, 4096}[rng.IntN(4)]
+				info, hdr := Message(slot, frag, testTemplate, vecs...)
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if rng.IntN(4) == 0 {
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(200))*time.Microsecond)
+				}
+				err := q.pq.Submit(ctx, info, &hdr, vecs...)
+				cancel()
+				switch {
+				case err == nil:
+				case errors.Is(err, ErrClosed):
+					if q.pq.closed.Load() {
+						return
+					}
+				case errors.Is(err, ErrNotRunning), errors.Is(err, ErrFault), errors.Is(err, ErrNoMem),
+					errors.Is(err, ErrInvalid), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+					if errors.Is(err, ErrNotRunning) {
+						time.Sleep(10 * time.Microsecond)
+					}
+				default:
+					t.Errorf("%s: queue %d: Submit: unexpected %v", desc, qi, err)
+				}
+			}
+		}(qi, q, seed)
+	}
+	// Chaos.
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		rng := rand.New(rand.NewPCG(seed, 99))
+		for !stopped.Load() {
+			e := dev.Engine(rng.IntN(dev.NumEngines()))
+			switch rng.IntN(7) {
+			case 0:
+				_ = sdmatest.InjectHalt(e, sdma.HaltCause(1+rng.IntN(int(sdma.NumHaltCauses)-1)))
+			case 1:
+				_ = e.Stop()
+				time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
+				_ = e.Start()
+			case 2:
+				b := bufs[rng.IntN(len(bufs))]
+				qs[rng.IntN(len(qs))].pq.Invalidate(b)
+			case 4:
+				if rng.IntN(4) == 0 { // a freeze cycle, or an idle halt, then the engines run again
+					linkDown := rng.IntN(2) == 0
+					_ = sdmatest.FreezeNotify(dev, linkDown)
+					time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
+					_ = sdmatest.Freeze(dev)
+					_ = sdmatest.Unfreeze(dev)
+				} else {
+					_ = sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "rvsoak")
+				}
+				for i := range dev.NumEngines() {
+					_ = dev.Engine(i).Start()
+				}
+			default:
+				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+			}
+		}
+	}()
+	time.Sleep(time.Duration(steps) * time.Duration(1+rng.IntN(3)) * time.Millisecond)
+
+	// The end, in a random order.
+	closeQueues := func() {
+		for qi, q := range qs {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := q.pq.Close(ctx)
+			cancel()
+			if err != nil {
+				t.Errorf("%s: queue %d: Close: %v (busy %d, reqs %d)", desc, qi, err, q.pq.busy.Busy(), q.pq.nreqs)
+			}
+		}
+	}
+	how := rng.IntN(4)
+	desc += fmt.Sprintf(" end %d", how)
+	switch how {
+	case 0: // queues first, chaos still running, then the device
+		closeQueues()
+		close(stop)
+		wg.Wait()
+		stopped.Store(true)
+		bg.Wait()
+		require.NoError(t, dev.Close())
+	case 1: // the device closes under the submitters, then the queues
+		require.NoError(t, dev.Close())
+		close(stop)
+		closeQueues()
+		wg.Wait()
+		stopped.Store(true)
+		bg.Wait()
+	case 2: // Shutdown under the submitters
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := dev.Shutdown(ctx)
+		cancel()
+		if err != nil {
+			t.Errorf("%s: Shutdown: %v", desc, err)
+		}
+		close(stop)
+		closeQueues()
+		wg.Wait()
+		stopped.Store(true)
+		bg.Wait()
+		require.NoError(t, dev.Close())
+	default: // queues and device at once
+		close(stop)
+		var cw sync.WaitGroup
+		cw.Add(1)
+		go func() { defer cw.Done(); closeQueues() }()
+		require.NoError(t, dev.Close())
+		cw.Wait()
+		wg.Wait()
+		stopped.Store(true)
+		bg.Wait()
+	}
+	for qi, q := range qs {
+		st := q.pq.Stats()
+		assert.EqualValues(t, st.Requests, q.ndone.Load(), "%s: queue %d: requests vs Done calls", desc, qi)
+		assert.EqualValues(t, st.Requests, q.hook.Load(), "%s: queue %d: requests vs ends", desc, qi)
+		assert.EqualValues(t, st.Requests, st.Completed+st.Failed, "%s: queue %d", desc, qi)
+		for s := range slots {
+			assert.NotEqual(t, Queued, q.pq.Comp(s).Status, "%s: queue %d slot %d", desc, qi, s)
+		}
+		assert.Zero(t, q.a.Stats().InUse, "%s: queue %d: txreqs not back", desc, qi)
+		assert.Zero(t, q.pq.Stats().Pins.Pages, "%s: queue %d: pages still pinned", desc, qi)
+	}
+	if testing.Verbose() {
+		for qi, q := range qs {
+			st := q.pq.Stats()
+			t.Logf("%s: queue %d: %d requests, %d complete, %d error, %d packets, %d deferrals", desc, qi, st.Requests, st.Completed, st.Failed, st.Packets, st.Deferrals)
+		}
+	}
+	if t.Failed() {
+		for i := range dev.NumEngines() {
+			t.Logf("engine %d: %v %v", i, sdmatest.EngineState(dev.Engine(i)), dev.Engine(i).Stats())
+		}
+	}
+}
+
+// TestRVSoakUsdmaFaultSchedules: see runRVUsdmaSoak.
+func TestRVSoakUsdmaFaultSchedules(t *testing.T) {
+	seeds, steps := 24, 20
+	if testing.Short() {
+		seeds, steps = 6, 8
+	}
+	base := uint64(1)
+	if v := os.Getenv("RVSOAK_SEED"); v != "" {
+		base, _ = strconv.ParseUint(v, 10, 64)
+	}
+	for s := range seeds {
+		t.Run(fmt.Sprint(s), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			runRVUsdmaSoak(t, base+uint64(s), steps)
+		})
+	}
+}
