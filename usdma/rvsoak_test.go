@@ -50,6 +50,7 @@ type rvQueue struct {
 	done  sync.Map // slot -> *atomic.Int64: Done calls
 	ndone atomic.Int64
 	hook  atomic.Int64
+	shut  atomic.Bool // Close returned nil: no request may end after it
 }
 
 func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
@@ -68,9 +69,12 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 	if rng.IntN(2) == 0 {
 		cfg.Mapper = testIOMMU(t)
 	}
+	cfg.Manual = rng.IntN(4) == 0 // driven by the poller goroutines below
 	dev, err := sdma.NewDevice(cfg)
 	require.NoError(t, err)
-	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v", seed, cfg.Engines, cfg.RingSize, poll)
+	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v manual %v", seed, cfg.Engines, cfg.RingSize, poll, cfg.Manual)
+	how := rng.IntN(4) // how it ends
+	desc += fmt.Sprintf(" end %d", how)
 	for i := range dev.NumEngines() {
 		if rng.IntN(2) == 0 {
 			require.NoError(t, sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.01, Seed: seed}))
@@ -102,6 +106,9 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 			v, _ := q.done.LoadOrStore(slot, new(atomic.Int64))
 			v.(*atomic.Int64).Add(1)
 			q.ndone.Add(1)
+			if q.shut.Load() {
+				t.Errorf("%s: slot %d ended after Close returned", desc, slot)
+			}
 			if e.Status != Complete && e.Status != Error {
 				t.Errorf("%s: Done with state %v", desc, e.Status)
 			}
@@ -122,13 +129,17 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 	var bg sync.WaitGroup
 	var stopped atomic.Bool
 	// Pollers for CompletePoll.
-	if poll {
+	if poll || cfg.Manual {
 		for i := range dev.NumEngines() {
 			bg.Add(1)
 			go func(e *sdma.Engine) {
 				defer bg.Done()
 				for !stopped.Load() {
-					if e.Poll() == 0 {
+					n := 0
+					if cfg.Manual {
+						n, _ = e.Process()
+					}
+					if e.Poll()+n == 0 {
 						time.Sleep(5 * time.Microsecond)
 					}
 				}
@@ -233,13 +244,12 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := q.pq.Close(ctx)
 			cancel()
+			q.shut.Store(err == nil)
 			if err != nil {
 				t.Errorf("%s: queue %d: Close: %v (busy %d, reqs %d)", desc, qi, err, q.pq.busy.Busy(), q.pq.nreqs)
 			}
 		}
 	}
-	how := rng.IntN(4)
-	desc += fmt.Sprintf(" end %d", how)
 	switch how {
 	case 0: // queues first, chaos still running, then the device
 		closeQueues()

@@ -93,6 +93,8 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 		t.Fatal(err)
 	}
 	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v", seed, cfg.Engines, cfg.RingSize, poll)
+	how := rng.IntN(3) // how it ends
+	desc += fmt.Sprintf(" end %d", how)
 
 	// Packet memory: a few buffers, each registered or not, deregistered and registered again
 	// by the chaos goroutine while packets from it are in flight.
@@ -237,8 +239,6 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 			cancel()
 		}
 	}
-	how := rng.IntN(3)
-	desc += fmt.Sprintf(" end %d", how)
 	switch how {
 	case 0: // the verbs device first, the flows drain with the engines still faulting
 		_ = d.Close()

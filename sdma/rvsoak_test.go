@@ -1,0 +1,505 @@
+package sdma_test
+
+// Fault-schedule soak of SendList with the user_sdma sleeper, from the outside (review
+// rvsoak): the combination the other soaks do not schedule together. Producers take txreqs from
+// an alloc.Slab, build packets whose header and payload pieces come from up to four buffers
+// (more registrations than one txreq holds, so some pieces are mapped per add), and send lists
+// of them with SendList and DeferOrRetry (parking, waiting for the wakeup, resending the rest),
+// draining their IOWait now and then; meanwhile a chaos goroutine deregisters and registers the
+// buffers again with packets in flight, injects halts, stops and starts the engines and changes
+// the fault plans, the sink fails, stalls and panics, completion callbacks panic, and Close or
+// Shutdown comes at a random point. The ledger: every txreq SendList took completes exactly
+// once (and returns to the allocator once), none it did not take completes, no sleeper is left
+// parked unwoken, the hardware never reads deregistered memory (no CauseMemRead halt the chaos
+// did not inject), every Deregister returns, nothing stays mapped, Close returns, no goroutine
+// is left.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+type rvTx struct {
+	sdma.TxReq
+	hdr     [8]byte // the txreq's id, the packet's first piece: the sinks check it
+	id      int64
+	ledger  *rvLedger
+	panicky bool
+}
+
+type rvLedger struct {
+	slab    *alloc.Slab[rvTx]
+	mu      sync.Mutex
+	done    map[int64]int
+	status  map[int64]sdma.Status
+	sent    map[int64]bool // delivered, or flushed by a batch sink
+	late    []string       // packets a sink read after their txreq completed
+	closed  atomic.Bool    // Close (or Shutdown) returned
+	after   atomic.Int64   // completions after that
+	taken   map[int64]bool
+	nextID  atomic.Int64
+	badPuts atomic.Int64
+}
+
+func (tx *rvTx) Complete(_ *sdma.TxReq, st sdma.Status) {
+	l, id, p := tx.ledger, tx.id, tx.panicky
+	if l.closed.Load() {
+		l.after.Add(1)
+	}
+	l.mu.Lock()
+	l.done[id]++
+	l.status[id] = st
+	l.mu.Unlock()
+	if err := l.slab.Put(tx); err != nil {
+		l.badPuts.Add(1)
+	}
+	if p {
+		panic("rvsoak: callback panic")
+	}
+}
+
+type rvPanicSink struct {
+	inner  sdma.Sink
+	period uint64
+	n      atomic.Uint64
+}
+
+func (s *rvPanicSink) Deliver(engine int, segs [][]byte) error {
+	if s.period > 0 && s.n.Add(1)%s.period == 0 {
+		panic("rvsoak: sink panic")
+	}
+	return s.inner.Deliver(engine, segs)
+}
+
+// see records a packet a sink reads (at Deliver, Queue and Flush): its txreq must not have
+// completed yet (completion unmaps it, and a slab reuses it).
+func (l *rvLedger) see(segs [][]byte, what string, sent bool) {
+	id := int64(binary.LittleEndian.Uint64(segs[0][:8]))
+	l.mu.Lock()
+	if l.done[id] != 0 && len(l.late) < 10 {
+		l.late = append(l.late, fmt.Sprintf("%s of txreq %d after its completion (%v)", what, id, l.status[id]))
+	}
+	if sent {
+		l.sent[id] = true
+	}
+	l.mu.Unlock()
+}
+
+// rvLedgerSink is the soak's sink: a plain one, or a BatchSink keeping slice headers until Flush.
+type rvLedgerSink struct {
+	l     *rvLedger
+	batch int
+	held  [][][]byte // per engine
+	mu    []sync.Mutex
+}
+
+func (s *rvLedgerSink) Deliver(engine int, segs [][]byte) error {
+	s.l.see(segs, "Deliver", true)
+	return nil
+}
+
+func (s *rvLedgerSink) BatchLimit() (int, int) { return s.batch, 0 }
+
+func (s *rvLedgerSink) Queue(engine int, segs [][]byte) error {
+	s.l.see(segs, "Queue", false)
+	s.mu[engine].Lock()
+	s.held[engine] = append(s.held[engine], append([][]byte(nil), segs...)...)
+	s.held[engine] = append(s.held[engine], nil) // the packet's end
+	s.mu[engine].Unlock()
+	return nil
+}
+
+func (s *rvLedgerSink) Flush(engine int, errs []error) {
+	s.mu[engine].Lock()
+	h := s.held[engine]
+	s.held[engine] = nil
+	s.mu[engine].Unlock()
+	start := 0
+	for i, seg := range h {
+		if seg == nil {
+			s.l.see(h[start:i], "Flush", true)
+			start = i + 1
+		}
+	}
+}
+
+func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 0x51157))
+	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &rvLedger{done: map[int64]int{}, taken: map[int64]bool{}, status: map[int64]sdma.Status{}, sent: map[int64]bool{}}
+	cfg := sdma.Config{
+		Engines:  1 + rng.IntN(2),
+		RingSize: []int{64, 128, 512}[rng.IntN(3)],
+		Mapper:   iommu,
+	}
+	ls := &rvLedgerSink{l: l, held: make([][][]byte, cfg.Engines), mu: make([]sync.Mutex, cfg.Engines)}
+	batch := rng.IntN(2) == 0
+	if batch {
+		ls.batch = 2 + rng.IntN(16)
+		cfg.Sink = &sdmatest.FaultBatchSink{FaultSink: sdmatest.FaultSink{FailRate: 0.05, StallRate: 0.02, Stall: 20 * time.Microsecond, Seed: seed}, Batch: ls}
+	} else {
+		cfg.Sink = &rvPanicSink{period: uint64([]int{0, 53, 131}[rng.IntN(3)]), inner: &sdmatest.FaultSink{
+			Sink: ls, FailRate: 0.05, StallRate: 0.02, Stall: 20 * time.Microsecond, Seed: seed,
+		}}
+	}
+	poll := rng.IntN(3) == 0
+	if poll {
+		cfg.Completion = sdma.CompletePoll
+	}
+	cfg.Manual = rng.IntN(4) == 0
+	dev, err := sdma.NewDevice(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := make([]bool, dev.NumEngines()) // HaltRate draws every cause, CauseMemRead too
+	for i := range dev.NumEngines() {
+		if rng.IntN(2) == 0 {
+			planned[i] = true
+			_ = sdmatest.SetFaults(dev.Engine(i), sdmatest.FaultPlan{HaltRate: 0.005, Seed: seed})
+		}
+	}
+	var addFails atomic.Int64
+	slab, err := alloc.NewSlab(alloc.SlabConfig[rvTx]{ObjectsPerSlab: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.slab = slab
+	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v manual %v batch %d", seed, cfg.Engines, cfg.RingSize, poll, cfg.Manual, ls.batch)
+	how := rng.IntN(2) // how it ends
+	desc += fmt.Sprintf(" end %d", how)
+
+	type buf struct {
+		mu  sync.Mutex
+		b   []byte
+		reg *dma.Registration
+	}
+	bufs := make([]*buf, 4)
+	for i := range bufs {
+		bufs[i] = &buf{b: make([]byte, 3*dma.PageSize)}
+		for k := range bufs[i].b {
+			bufs[i].b[k] = byte(k*3 + i)
+		}
+		if rng.IntN(3) != 0 {
+			bufs[i].reg, _ = dev.Register(bufs[i].b)
+		}
+	}
+	var stopped, closing atomic.Bool
+	var pw, bg sync.WaitGroup
+	fail := func(format string, args ...any) { t.Errorf(desc+": "+format, args...) }
+
+	nprod := 2 + rng.IntN(3)
+	for p := range nprod {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(p)+10))
+			e := dev.Engine(p % dev.NumEngines())
+			woke := make(chan struct{}, 1)
+			var w sdma.IOWait
+			w.Init(func(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
+				return e.DeferOrRetry(w, tx, seq, pktsSent)
+			}, func(*sdma.IOWait, int) {
+				select {
+				case woke <- struct{}{}:
+				default:
+				}
+			}, nil)
+			giveBack := func(list *sdma.TxList) {
+				for stx := list.PopFront(); stx != nil; stx = list.PopFront() {
+					tx := alloc.Outer[rvTx](stx)
+					_ = tx.Clean()
+					if err := slab.Put(tx); err != nil {
+						l.badPuts.Add(1)
+					}
+				}
+			}
+			for !stopped.Load() {
+				if r.IntN(30) == 0 {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					if err := w.Drain(ctx); err != nil {
+						fail("producer %d: Drain: %v (busy %d)", p, err, w.Busy())
+					}
+					cancel()
+				}
+				var list sdma.TxList
+				n := 1 + r.IntN(40)
+				for range n {
+					tx, err := slab.Get()
+					if err != nil {
+						fail("Get: %v", err)
+						return
+					}
+					tx.ledger, tx.id, tx.panicky = l, l.nextID.Add(1), r.IntN(60) == 0
+					// Pieces: a header and up to three payload pieces, each from a random buffer.
+					binary.LittleEndian.PutUint64(tx.hdr[:], uint64(tx.id))
+					pieces := [][]byte{tx.hdr[:]}
+					np := 1 + r.IntN(4)
+					tlen := len(tx.hdr)
+					for range np {
+						b := bufs[r.IntN(len(bufs))].b
+						ln := 4 * (1 + r.IntN(128))
+						off := 4 * r.IntN((len(b)-ln)/4)
+						pieces = append(pieces, b[off:off+ln])
+						tlen += ln
+					}
+					if err := tx.Init(0, tlen, tx); err != nil {
+						fail("Init: %v", err)
+						return
+					}
+					ok := true
+					for _, pc := range pieces {
+						if err := tx.AddKVAddr(dev, pc); err != nil {
+							ok = false // a mapping failure: the add cleaned tx
+							if addFails.Add(1) == 1 {
+								t.Logf("%s: first add failure: %v", desc, err)
+							}
+							break
+						}
+					}
+					if !ok {
+						_ = slab.Put(tx)
+						if stopped.Load() || closing.Load() {
+							giveBack(&list) // the device is closing: the built ones are ours
+							return
+						}
+						continue
+					}
+					list.PushBack(&tx.TxReq)
+				}
+				ids := make([]int64, 0, list.Len())
+				for stx := list.Front(); stx != nil; stx = list.Next(stx) {
+					ids = append(ids, alloc.Outer[rvTx](stx).id)
+				}
+				l.mu.Lock() // taken before the send: a completion may come before SendList returns
+				for _, id := range ids {
+					l.taken[id] = true
+				}
+				l.mu.Unlock()
+				for list.Len() > 0 {
+					_, err := e.SendList(&w, &list)
+					if err == nil || errors.Is(err, sdma.ErrNotRunning) {
+						if list.Len() > 0 && err == nil {
+							continue
+						}
+						break
+					}
+					if errors.Is(err, sdma.ErrBusy) {
+						select {
+						case <-woke:
+						case <-time.After(20 * time.Second):
+							fail("producer %d: parked and never woken (waiting %v, state %v)", p, e.Waiting(&w), sdmatest.EngineState(e))
+							w.Unqueue()
+						}
+						continue
+					}
+					if !errors.Is(err, sdma.ErrClosed) {
+						fail("producer %d: SendList: %v", p, err)
+					}
+					// Refused: the rest of the list is ours again.
+					l.mu.Lock()
+					for stx := list.Front(); stx != nil; stx = list.Next(stx) {
+						delete(l.taken, alloc.Outer[rvTx](stx).id)
+					}
+					l.mu.Unlock()
+					giveBack(&list)
+					return
+				}
+			}
+		}()
+	}
+	if poll || cfg.Manual {
+		for i := range dev.NumEngines() {
+			bg.Add(1)
+			go func(e *sdma.Engine) {
+				defer bg.Done()
+				for !stopped.Load() {
+					n := 0
+					if cfg.Manual {
+						n, _ = e.Process()
+					}
+					if e.Poll()+n == 0 {
+						time.Sleep(10 * time.Microsecond)
+					}
+				}
+			}(dev.Engine(i))
+		}
+	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		r := rand.New(rand.NewPCG(seed, 1234))
+		for !stopped.Load() {
+			e := dev.Engine(r.IntN(dev.NumEngines()))
+			switch r.IntN(7) {
+			case 0:
+				c := sdma.HaltCause(1 + r.IntN(int(sdma.NumHaltCauses)-1))
+				if c == sdma.CauseMemRead || c == sdma.CauseLengthMismatch {
+					c = sdma.CauseHalt
+				}
+				_ = sdmatest.InjectHalt(e, c)
+			case 1:
+				_ = e.Stop()
+				time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
+				_ = e.Start()
+			case 2, 3:
+				bf := bufs[r.IntN(len(bufs))]
+				bf.mu.Lock()
+				if bf.reg != nil {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
+					err := dev.Deregister(ctx, bf.reg)
+					cancel()
+					switch {
+					case err == nil:
+						bf.reg = nil
+					case errors.Is(err, context.DeadlineExceeded):
+					default:
+						fail("Deregister: %v", err)
+					}
+				} else if reg, err := dev.Register(bf.b); err == nil {
+					bf.reg = reg
+				}
+				bf.mu.Unlock()
+			case 4:
+				if r.IntN(4) == 0 { // a freeze cycle, or an idle halt, then the engines run again
+					linkDown := r.IntN(2) == 0
+					_ = sdmatest.FreezeNotify(dev, linkDown)
+					time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
+					_ = sdmatest.Freeze(dev)
+					_ = sdmatest.Unfreeze(dev)
+				} else {
+					_ = sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "rvsoak")
+				}
+				for i := range dev.NumEngines() {
+					_ = dev.Engine(i).Start()
+				}
+			default:
+				time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+			}
+		}
+	}()
+	time.Sleep(dur)
+	closed := make(chan error, 1)
+	closing.Store(true)
+	go func() {
+		if how == 0 {
+			closed <- dev.Close()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		closed <- dev.Shutdown(ctx)
+	}()
+	select {
+	case err := <-closed:
+		l.closed.Store(true)
+		if err != nil {
+			fail("Close/Shutdown: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatalf("%s: Close/Shutdown did not return", desc)
+	}
+	stopped.Store(true)
+	pw.Wait()
+	bg.Wait()
+	if how == 1 {
+		if err := dev.Close(); err != nil {
+			fail("Close after Shutdown: %v", err)
+		}
+	}
+	for _, bf := range bufs {
+		if bf.reg != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := dev.Deregister(ctx, bf.reg); err != nil && !errors.Is(err, dma.ErrNotMapped) {
+				fail("final Deregister: %v", err)
+			}
+			cancel()
+		}
+	}
+	for i := range dev.NumEngines() {
+		st := dev.Engine(i).Stats()
+		if n := st.Halts[sdma.CauseMemRead] + st.Halts[sdma.CauseLengthMismatch]; n != 0 && !planned[i] {
+			fail("engine %d: %d halts reading memory: %v", i, n, dev.Engine(i).HaltCause())
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bad := 0
+	for id := int64(1); id <= l.nextID.Load(); id++ {
+		want := 0
+		if l.taken[id] {
+			want = 1
+		}
+		if got := l.done[id]; got != want && bad < 10 {
+			bad++
+			fail("txreq %d: %d completions, want %d", id, got, want)
+		}
+	}
+	if n := l.after.Load(); n != 0 {
+		fail("%d completions after Close/Shutdown returned", n)
+	}
+	for _, m := range l.late {
+		fail("%s", m)
+	}
+	for id, st := range l.status {
+		if st != sdma.StatusOK && l.sent[id] {
+			fail("txreq %d completed %v but was sent", id, st)
+			break
+		}
+	}
+	if n := l.badPuts.Load(); n != 0 {
+		fail("%d txreqs put back twice or wrongly", n)
+	}
+	if st := slab.Stats(); st.InUse != 0 {
+		fail("%d txreqs not back in the allocator", st.InUse)
+	}
+	if n := len(iommu.Live()); n != 0 {
+		fail("%d mappings left", n)
+	}
+	if testing.Verbose() {
+		var halts, aborted uint64
+		for i := range dev.NumEngines() {
+			st := dev.Engine(i).Stats()
+			t.Logf("engine %d: %+v %v", i, st, sdmatest.History(dev.Engine(i)))
+			halts += st.Faults
+			aborted += st.Aborted
+		}
+		t.Logf("%s: %d txreqs, %d taken, %d add failures, %d faults, %d aborted", desc, l.nextID.Load(), len(l.taken), addFails.Load(), halts, aborted)
+	}
+}
+
+// TestRVSoakSendListDeregister: see runRVSendListSoak.
+func TestRVSoakSendListDeregister(t *testing.T) {
+	seeds, dur := 16, 40*time.Millisecond
+	if testing.Short() {
+		seeds, dur = 5, 10*time.Millisecond
+	}
+	base := uint64(1)
+	if v := os.Getenv("RVSOAK_SEED"); v != "" {
+		base, _ = strconv.ParseUint(v, 10, 64)
+	}
+	for s := range seeds {
+		t.Run(fmt.Sprint(s), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			runRVSendListSoak(t, base+uint64(s), dur)
+		})
+	}
+}
