@@ -75,6 +75,7 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 	if poll {
 		cfg.Completion = sdma.CompletePoll
 	}
+	cfg.Manual = rng.IntN(4) == 0 // with ManualPIO: a driver goroutine and Drain drive both
 	sd, err := sdma.NewDevice(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 			_ = sdmatest.SetFaults(sd.Engine(i), sdmatest.FaultPlan{HaltRate: 0.01, Seed: seed})
 		}
 	}
-	vc := Config{SDMA: sd, Contexts: 2}
+	vc := Config{SDMA: sd, Contexts: 2, ManualPIO: cfg.Manual}
 	if rng.IntN(2) == 0 {
 		vc.PIOFaults = pio.FaultPlan{HaltRate: 0.01, Seed: seed}
 	}
@@ -92,7 +93,7 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v", seed, cfg.Engines, cfg.RingSize, poll)
+	desc := fmt.Sprintf("seed %d: engines %d ring %d poll %v manual %v", seed, cfg.Engines, cfg.RingSize, poll, cfg.Manual)
 	how := rng.IntN(3) // how it ends
 	desc += fmt.Sprintf(" end %d", how)
 
@@ -165,13 +166,28 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 			}
 		}()
 	}
-	if poll {
+	if cfg.Manual {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for !stopped.Load() {
+				if d.Process() == 0 {
+					time.Sleep(10 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	if poll || cfg.Manual {
 		for i := range sd.NumEngines() {
 			bg.Add(1)
 			go func(e *sdma.Engine) {
 				defer bg.Done()
 				for !stopped.Load() {
-					if e.Poll() == 0 {
+					n := 0
+					if cfg.Manual {
+						n, _ = e.Process()
+					}
+					if e.Poll()+n == 0 {
 						time.Sleep(10 * time.Microsecond)
 					}
 				}
