@@ -5,7 +5,8 @@ package sdma_test
 // an alloc.Slab, build packets whose header and payload pieces come from up to four buffers
 // (more registrations than one txreq holds, so some pieces are mapped per add), and send lists
 // of them with SendList and DeferOrRetry (parking, waiting for the wakeup, resending the rest),
-// draining their IOWait now and then; meanwhile a chaos goroutine deregisters and registers the
+// draining their IOWait now and then (one producer in two seeds sends each txreq with SendWait
+// under a context that may expire instead); meanwhile a chaos goroutine deregisters and registers the
 // buffers again with packets in flight, injects halts, stops and starts the engines and changes
 // the fault plans, the sink fails, stalls and panics, completion callbacks panic, and Close or
 // Shutdown comes at a random point. The ledger: every txreq SendList took completes exactly
@@ -213,6 +214,7 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 			defer pw.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(p)+10))
 			e := dev.Engine(p % dev.NumEngines())
+			sendWait := p == 0 && r.IntN(2) == 0
 			woke := make(chan struct{}, 1)
 			var w sdma.IOWait
 			w.Init(func(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
@@ -294,6 +296,38 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 					l.taken[id] = true
 				}
 				l.mu.Unlock()
+				if sendWait {
+					// SendWait per txreq, with a context that may expire while it waits for room.
+					for stx := list.PopFront(); stx != nil; stx = list.PopFront() {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(300))*time.Microsecond)
+						err := e.SendWait(ctx, stx)
+						cancel()
+						if err == nil || errors.Is(err, sdma.ErrNotRunning) {
+							continue
+						}
+						if !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, context.DeadlineExceeded) {
+							fail("producer %d: SendWait: %v", p, err)
+						}
+						l.mu.Lock()
+						delete(l.taken, alloc.Outer[rvTx](stx).id)
+						l.mu.Unlock()
+						tx := alloc.Outer[rvTx](stx)
+						_ = tx.Clean()
+						if err := slab.Put(tx); err != nil {
+							l.badPuts.Add(1)
+						}
+						if errors.Is(err, sdma.ErrClosed) {
+							l.mu.Lock()
+							for stx := list.Front(); stx != nil; stx = list.Next(stx) {
+								delete(l.taken, alloc.Outer[rvTx](stx).id)
+							}
+							l.mu.Unlock()
+							giveBack(&list)
+							return
+						}
+					}
+					continue
+				}
 				for list.Len() > 0 {
 					_, err := e.SendList(&w, &list)
 					if err == nil || errors.Is(err, sdma.ErrNotRunning) {
