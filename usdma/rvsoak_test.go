@@ -2,7 +2,7 @@ package usdma
 
 // Fault-schedule soak of the message path (review rvsoak): seeded random schedules mixing, on
 // one device shared by several packet queues, injected halts, planned random halts, Stop/Start,
-// failing, stalling and panicking sinks, pin-cache invalidation (deregistration of the vectors'
+// failing, stalling and panicking sinks, Done callbacks that panic, pin-cache invalidation (deregistration of the vectors'
 // registrations while their packets are in flight), context cancellation of Submit, bounded
 // allocators, both completion modes, and the queues' and the device's Close or Shutdown at a
 // random point. The ledger at the end: every request a Submit accepted ended exactly once
@@ -81,6 +81,10 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 		}
 	}
 	const slots = 4
+	panicky := rng.IntN(3) == 0 // every 7th Done panics: on the completion pass, or out of Submit
+	if panicky {
+		desc += " panicky"
+	}
 	nq := 1 + rng.IntN(3)
 	qs := make([]*rvQueue, nq)
 	for i := range qs {
@@ -108,6 +112,9 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 			q.ndone.Add(1)
 			if q.shut.Load() {
 				t.Errorf("%s: slot %d ended after Close returned", desc, slot)
+			}
+			if panicky && q.ndone.Load()%7 == 0 {
+				panic("rvsoak: Done panic")
 			}
 			if e.Status != Complete && e.Status != Error {
 				t.Errorf("%s: Done with state %v", desc, e.Status)
@@ -182,7 +189,15 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 				if rng.IntN(4) == 0 {
 					ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(200))*time.Microsecond)
 				}
-				err := q.pq.Submit(ctx, info, &hdr, vecs...)
+				var err error
+				func() {
+					defer func() {
+						if p := recover(); p != nil && p != "rvsoak: Done panic" {
+							panic(p)
+						}
+					}()
+					err = q.pq.Submit(ctx, info, &hdr, vecs...) // a request that ends here calls Done here
+				}()
 				cancel()
 				switch {
 				case err == nil:
