@@ -145,12 +145,11 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 					segs = [][]byte{b[off : off+k], b[off+k : off+n]}
 				}
 				c := &rvRec{panicky: r.IntN(40) == 0}
-				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				wait := 20 * time.Second
 				if r.IntN(4) == 0 {
-					ctx, cancel = context.WithTimeout(ctx, time.Duration(r.IntN(100))*time.Microsecond)
-				} else {
-					ctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+					wait = time.Duration(r.IntN(100)) * time.Microsecond
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), wait)
 				p, err := f.Send(ctx, segs, c)
 				cancel()
 				c.path, c.err = p, err
