@@ -1215,159 +1215,8 @@ func TestFaultSoakGoroutineSleepers(t *testing.T) {
 	}
 }
 
-// The kernel's __sdma_process_event (drivers/infiniband/hw/hfi1/sdma.c), transcribed from the C
-// for the model, independently of package sdma's table: the next state (or the same), the
-// effect on go_s99_running, and the work started, as letters: H err_halt_worker, S sw clean, C hw
-// clean, U sdma_hw_start_up, T sw tear-down, F freeze notify, D unfreeze done, P a final
-// sdma_make_progress.
-type kcell struct {
-	to   sdmatest.State
-	up   bool // the next state is s99 if go_s99_running, else s20 (after U)
-	gset int  // +1 sets go_s99_running, -1 clears it, 0 keeps it
-	acts string
-}
-
-func kernelStep(s sdmatest.State, ev sdmatest.Event) kcell {
-	same := kcell{to: s}
-	set := kcell{to: s, gset: 1}
-	clr := kcell{to: s, gset: -1}
-	switch s {
-	case sdmatest.S00HwDown:
-		switch ev {
-		case sdmatest.E30GoRunning: // go_s99_running = 1, fall through to e10
-			return kcell{to: sdmatest.S10HwStartUpHaltWait, gset: 1}
-		case sdmatest.E10GoHwStart:
-			return kcell{to: sdmatest.S10HwStartUpHaltWait}
-		case sdmatest.E40SwCleaned:
-			return kcell{to: s, acts: "T"}
-		}
-	case sdmatest.S10HwStartUpHaltWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "T"}
-		case sdmatest.E15HwHaltDone:
-			return kcell{to: sdmatest.S15HwStartUpCleanWait, acts: "C"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E60HwHalted:
-			return kcell{to: s, acts: "H"}
-		case sdmatest.E70GoIdle:
-			return clr
-		}
-	case sdmatest.S15HwStartUpCleanWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "T"}
-		case sdmatest.E25HwCleanUpDone:
-			return kcell{up: true, acts: "U"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E70GoIdle:
-			return clr
-		}
-	case sdmatest.S20Idle:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "T"}
-		case sdmatest.E30GoRunning:
-			return kcell{to: sdmatest.S99Running, gset: 1}
-		case sdmatest.E60HwHalted:
-			return kcell{to: sdmatest.S50HwHaltWait, acts: "H"}
-		case sdmatest.E85LinkDown, sdmatest.E80HwFreeze: // e85 falls through, go kept
-			return kcell{to: sdmatest.S80HwFreeze, acts: "F"}
-		}
-	case sdmatest.S30SwCleanUpWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E40SwCleaned:
-			return kcell{to: sdmatest.S40HwCleanUpWait, acts: "C"}
-		case sdmatest.E70GoIdle, sdmatest.E85LinkDown:
-			return clr
-		}
-	case sdmatest.S40HwCleanUpWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E25HwCleanUpDone:
-			return kcell{up: true, acts: "U"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E70GoIdle, sdmatest.E85LinkDown:
-			return clr
-		}
-	case sdmatest.S50HwHaltWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E15HwHaltDone:
-			return kcell{to: sdmatest.S30SwCleanUpWait, acts: "S"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E60HwHalted:
-			return kcell{to: s, acts: "H"}
-		case sdmatest.E70GoIdle, sdmatest.E85LinkDown:
-			return clr
-		}
-	case sdmatest.S60IdleHaltWait:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E15HwHaltDone:
-			return kcell{to: sdmatest.S30SwCleanUpWait, acts: "S"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E60HwHalted:
-			return kcell{to: s, acts: "H"}
-		case sdmatest.E70GoIdle:
-			return clr
-		}
-	case sdmatest.S80HwFreeze:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E70GoIdle:
-			return clr
-		case sdmatest.E81HwFrozen:
-			return kcell{to: sdmatest.S82FreezeSwClean, acts: "S"}
-		}
-	case sdmatest.S82FreezeSwClean:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E30GoRunning:
-			return set
-		case sdmatest.E40SwCleaned:
-			return kcell{to: s, acts: "D"}
-		case sdmatest.E70GoIdle:
-			return clr
-		case sdmatest.E82HwUnfreeze:
-			return kcell{up: true, acts: "U"}
-		}
-	case sdmatest.S99Running:
-		switch ev {
-		case sdmatest.E00GoHwDown:
-			return kcell{to: sdmatest.S00HwDown, acts: "S"}
-		case sdmatest.E60HwHalted: // need_progress, falls through to e90
-			return kcell{to: sdmatest.S50HwHaltWait, acts: "HP"}
-		case sdmatest.E90SwHalted:
-			return kcell{to: sdmatest.S50HwHaltWait, acts: "H"}
-		case sdmatest.E70GoIdle:
-			return kcell{to: sdmatest.S60IdleHaltWait}
-		case sdmatest.E85LinkDown: // go_s99_running = 0, falls through to e80
-			return kcell{to: sdmatest.S80HwFreeze, gset: -1, acts: "F"}
-		case sdmatest.E80HwFreeze:
-			return kcell{to: sdmatest.S80HwFreeze, acts: "F"}
-		}
-	}
-	return same
-}
-
-// raiseModel is RaiseEvent in the model: the kernel's cells, with each worker's and tasklet's
+// raiseModel is RaiseEvent in the model: the kernel's cells (sdma.KernelCell: the transcription
+// of __sdma_process_event that state_kernel_test.go checks the engine's table against), with each worker's and tasklet's
 // "done" event following at once (a software chip waits for nothing) and the SendDmaCtrl halt of
 // entering s10 or s60 raising e60, until the engine rests.
 func (m *fsManual) raiseModel(me *fsEngine, ev sdmatest.Event) {
@@ -1376,22 +1225,21 @@ func (m *fsManual) raiseModel(me *fsEngine, ev sdmatest.Event) {
 		ev := q[0]
 		q = q[1:]
 		from := me.st
-		c := kernelStep(from, ev)
-		switch c.gset {
+		to, up, gset, acts := sdma.KernelCell(from, ev)
+		switch gset {
 		case 1:
 			me.goRun = true
 		case -1:
 			me.goRun = false
 		}
-		to := c.to
-		if c.up {
+		if up {
 			to = sdmatest.S20Idle
 			if me.goRun {
 				to = sdmatest.S99Running
 			}
 		}
 		// sdma_set_state's bookkeeping.
-		if to != from || c.up {
+		if to != from || up {
 			switch to {
 			case sdmatest.S00HwDown, sdmatest.S60IdleHaltWait:
 				me.goRun = false
@@ -1404,7 +1252,7 @@ func (m *fsManual) raiseModel(me *fsEngine, ev sdmatest.Event) {
 			me.stats.Faults++ // an explicit halt: CauseHalt
 			me.stats.Halts[sdma.CauseHalt]++
 		}
-		for _, a := range c.acts {
+		for _, a := range acts {
 			switch a {
 			case 'P':
 				if from == sdmatest.S99Running {

@@ -169,6 +169,30 @@ var kernelSwitch = func() [sm.NumStates]map[sm.Event]kcase {
 	}
 }()
 
+// KernelCell is kernelSwitch's case for s and ev in the form the fault soak's model of the
+// engine reads (faultsoak_test.go, package sdma_test): the next state (s if the case does not
+// move the engine); up if it is instead s99 when go_s99_running, else s20 (after
+// sdma_hw_start_up); the effect on go_s99_running (+1 sets it, -1 clears it, 0 keeps it); and the
+// work started, as letters: T sw tear-down, C hw clean, S sw clean, H err_halt_worker,
+// U sdma_hw_start_up, F freeze notify, D unfreeze done, P a final sdma_make_progress.
+func KernelCell(s sm.State, ev sm.Event) (to sm.State, up bool, goSet int, acts string) {
+	c := kernelSwitch[s][ev]
+	switch c.to {
+	case kStay:
+		to = s
+	case kUp:
+		up = true
+	default:
+		to = sm.State(c.to - 1)
+	}
+	for i, letter := range "TCSHUFDP" { // the stateAction bits in order
+		if c.act&(1<<i) != 0 {
+			acts += string(letter)
+		}
+	}
+	return to, up, int(c.run), acts
+}
+
 // TestStateTableMatchesKernel walks every event in every state, with go_s99_running clear and
 // set, through stateMachine.step and through kernelSM, and compares the next state, the flag,
 // the work started, whether a transition was recorded, and whether sdma_flush runs.
