@@ -31,29 +31,37 @@ func fillRing(t *testing.T, dev *Device, e *Engine, cb Completer) int {
 	}
 }
 
-// runSleepWindow drives the 2019 sleep-window race deterministically: the ring is full and every
-// packet in it has been processed by the hardware but not completed (CompletePoll), a verbs-style
-// sleeper (ParkOrRetry) finds no progress, and the test hook runs a completion pass — which frees
-// the whole ring and is the last pass anybody runs — between that check and the queueing. It
-// reports whether the sleeper was woken.
-func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
-	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
-	e := dev.Engine(0)
-	var c completions
-	sent := fillRing(t, dev, e, &c)
+// sleepWindowRig is the setting of the sleep-window races: a Manual engine whose ring is full
+// and processed by the hardware but not completed (CompletePoll), with the test hook that runs
+// a completion pass, which frees the whole ring and is the last pass anybody runs, in the window
+// of the first sleeper between its progress check and its queueing.
+type sleepWindowRig struct {
+	dev      *Device
+	e        *Engine
+	c        completions
+	sent     int            // txreqs in the ring
+	passDone sync.WaitGroup // the pass run in the window
+	wait     time.Duration  // how long a sleeper waits for its wakeup
+}
+
+func newSleepWindowRig(t *testing.T, skipWaitLock bool) *sleepWindowRig {
+	r := new(sleepWindowRig)
+	r.dev, _ = engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+	e := r.dev.Engine(0)
+	r.e = e
+	r.sent = fillRing(t, r.dev, e, &r.c)
 	n, err := e.Process()
 	require.NoError(t, err)
-	require.Equal(t, sent, n)
+	require.Equal(t, r.sent, n)
 
 	var once sync.Once
-	var passDone sync.WaitGroup
 	e.test = &engineTestHooks{skipWaitLock: skipWaitLock}
 	e.test.sleepWindow = func() {
 		once.Do(func() {
 			done := make(chan struct{})
-			passDone.Add(1)
+			r.passDone.Add(1)
 			go func() {
-				defer passDone.Done()
+				defer r.passDone.Done()
 				e.Poll()
 				close(done)
 			}()
@@ -70,6 +78,19 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 			}
 		})
 	}
+	r.wait = 10 * time.Second // generous: with the wait lock the wakeup comes
+	if skipWaitLock {
+		r.wait = 300 * time.Millisecond // no pass will come: the wakeup is lost for good
+	}
+	return r
+}
+
+// runSleepWindow drives the 2019 sleep-window race deterministically (sleepWindowRig): a
+// verbs-style sleeper (ParkOrRetry) finds no progress, and the completion pass runs between that
+// check and the queueing. It reports whether the sleeper was woken.
+func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
+	r := newSleepWindowRig(t, skipWaitLock)
+	dev, e, c, sent := r.dev, r.e, &r.c, r.sent
 	woken := make(chan struct{}, 1)
 	var w IOWait
 	w.Init(func(e *Engine, w *IOWait, tx *TxReq, seq uint32, pktsSent bool) error {
@@ -77,20 +98,16 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	}, func(*IOWait, int) { woken <- struct{}{} }, nil)
 
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c)
 	require.ErrorIs(t, e.Send(&w, &tx, true), ErrBusy)
 	require.Same(t, &tx, w.TxHead().Front(), "the verbs sleeper keeps the txreq")
-	passDone.Wait()
+	r.passDone.Wait()
 	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
 	require.Equal(t, 63, e.DescqFreeCnt(), "the ring is free: nobody will run another pass")
 
-	wait := 10 * time.Second // generous: with the wait lock the wakeup comes
-	if skipWaitLock {
-		wait = 300 * time.Millisecond // no pass will come: the wakeup is lost for good
-	}
 	select {
 	case <-woken:
-	case <-time.After(wait):
+	case <-time.After(r.wait):
 		// Lost wakeup: the sleeper waits for a pass that will never come.
 		e.waitMu.Lock()
 		if e.dmawait.head == &w {
@@ -103,7 +120,7 @@ func runSleepWindow(t *testing.T, skipWaitLock bool) bool {
 	resend := w.TxHead().PopFront()
 	require.Same(t, &tx, resend)
 	require.NoError(t, e.Send(&w, resend, true))
-	_, err = e.Process()
+	_, err := e.Process()
 	require.NoError(t, err)
 	e.Poll()
 	require.EqualValues(t, sent+1, c.n.Load())
@@ -125,50 +142,19 @@ func TestSleepWindowWithoutWaitLockLosesWakeup(t *testing.T) {
 // completion pass runs in the window before it queues. It reports whether the waiter was woken
 // (parkBlocking returned nil) rather than left to its context's deadline.
 func runSleepWindowBlocking(t *testing.T, skipWaitLock bool) bool {
-	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
-	e := dev.Engine(0)
-	var c completions
-	sent := fillRing(t, dev, e, &c)
-	_, err := e.Process()
-	require.NoError(t, err)
-
-	var once sync.Once
-	var passDone sync.WaitGroup
-	e.test = &engineTestHooks{skipWaitLock: skipWaitLock}
-	e.test.sleepWindow = func() {
-		once.Do(func() {
-			done := make(chan struct{})
-			passDone.Add(1)
-			go func() {
-				defer passDone.Done()
-				e.Poll()
-				close(done)
-			}()
-			if skipWaitLock { // as in runSleepWindow
-				<-done
-				return
-			}
-			select {
-			case <-done:
-			case <-time.After(50 * time.Millisecond):
-			}
-		})
-	}
+	r := newSleepWindowRig(t, skipWaitLock)
+	dev, e, c, sent := r.dev, r.e, &r.c, r.sent
 	var tx TxReq
-	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
+	engTestBuild(t, dev, &tx, 0, make([]byte, 6), c)
 	seq := e.HeadSeq()
 	require.ErrorIs(t, e.Send(nil, &tx, true), ErrBusy)
 	bw := blockWaiters.Get().(*blockWaiter)
 	defer blockWaiters.Put(bw)
 	// SendWait drives a manual engine itself and never parks: call its parking step directly.
-	wait := 10 * time.Second // generous: with the wait lock the wakeup comes
-	if skipWaitLock {
-		wait = 300 * time.Millisecond // no pass will come: the wakeup is lost for good
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), r.wait)
 	defer cancel()
-	err = e.parkBlocking(ctx, bw, &tx, seq)
-	passDone.Wait()
+	err := e.parkBlocking(ctx, bw, &tx, seq)
+	r.passDone.Wait()
 	require.EqualValues(t, sent, c.n.Load(), "the pass in the window completed the ring")
 	e.waitMu.Lock()
 	assert.Nil(t, e.dmawait.head, "no waiter left behind")
