@@ -445,11 +445,7 @@ func TestDescAvailOrderBatchAndStop(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var order []int
-	mk := func(id int) *IOWait {
-		w := new(IOWait)
-		w.Init(nil, func(*IOWait, int) { order = append(order, id) }, nil)
-		return w
-	}
+	mk := recordWakes(&order)
 	free := func() {
 		t.Helper()
 		fillRing(t, dev, e, nil)

@@ -17,11 +17,7 @@ func TestStarvedCountIsKernelU8(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var order []int
-	mk := func(id int) *IOWait {
-		w := new(IOWait)
-		w.Init(nil, func(*IOWait, int) { order = append(order, id) }, nil)
-		return w
-	}
+	mk := recordWakes(&order)
 	starve := func(w *IOWait, n int) {
 		for range n {
 			require.True(t, must(e.QueueWait(w, 2, false)))

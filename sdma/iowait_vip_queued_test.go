@@ -7,6 +7,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// recordWakes returns a maker of waiters (no sleeper) whose wakeup appends their id to *order.
+func recordWakes[T any](order *[]T) func(id T) *IOWait {
+	return func(id T) *IOWait {
+		w := new(IOWait)
+		w.Init(nil, func(*IOWait, int) { *order = append(*order, id) }, nil)
+		return w
+	}
+}
+
 // TestVIPPriorityOfQueuedWaiterAtWake: the kernel computes a waiter's priority again when it
 // wakes it (sdma_desc_avail: iowait_init_priority, then iowait_get_all_desc, which adds one for
 // a VIP first txreq on tx_head and takes that txreq's descriptors as the need). A waiter queued
@@ -19,11 +28,7 @@ func TestVIPPriorityOfQueuedWaiterAtWake(t *testing.T) {
 	dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 	e := dev.Engine(0)
 	var order []string
-	mk := func(id string) *IOWait {
-		w := new(IOWait)
-		w.Init(nil, func(*IOWait, int) { order = append(order, id) }, nil)
-		return w
-	}
+	mk := recordWakes(&order)
 	fillRing(t, dev, e, nil)
 	plain, vip := mk("plain"), mk("vip")
 	var ptx, dtx, vtx TxReq

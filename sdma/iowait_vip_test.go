@@ -31,11 +31,7 @@ func TestVIPPriorityFromFirstParkedTxReq(t *testing.T) {
 			dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
 			e := dev.Engine(0)
 			var order []string
-			mk := func(id string) *IOWait {
-				w := new(IOWait)
-				w.Init(nil, func(*IOWait, int) { order = append(order, id) }, nil)
-				return w
-			}
+			mk := recordWakes(&order)
 			fillRing(t, dev, e, nil)
 			plain, vip := mk("plain"), mk("vip")
 			var ptx, vtx, front TxReq
