@@ -60,7 +60,7 @@ func (e *Engine) progressPass(intr bool) int {
 	}
 	r := e.ring
 	r.BeginWrite()
-	e.stats.passes.Add(1)
+	e.passStats.passes.Add(1)
 	n := 0
 	if hw, sw := r.HWHead(), r.SwHead(); hw != sw {
 		if i := (hw - 1) & e.mask; e.txRing[i] != nil && hw-sw == uint64(e.txRing[i].numDesc) {
@@ -73,7 +73,7 @@ func (e *Engine) progressPass(intr bool) int {
 			w, c := tx.wait, tx.complete
 			tx.wait = nil
 			tx.clean()
-			e.stats.completed.Add(1)
+			e.passStats.completed.Add(1)
 			if c != nil {
 				e.callComplete(c, tx, StatusOK, w)
 			}
@@ -228,7 +228,7 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 	tx.wait = nil
 	tx.clean()
 	if st == StatusOK {
-		e.stats.completed.Add(1)
+		e.passStats.completed.Add(1)
 	} else {
 		e.stats.aborted.Add(1)
 	}
@@ -473,7 +473,7 @@ func (e *Engine) pollDirect() int {
 	n := 0
 	if r := e.ring; !haveGetg && r.HWHead() == r.SwHead() {
 		r.BeginWrite() // progressPass with nothing to walk: the pass still counts as progress
-		e.stats.passes.Add(1)
+		e.passStats.passes.Add(1)
 		r.EndWrite()
 	} else {
 		e.setPollG(gid())
@@ -597,7 +597,7 @@ func (e *Engine) swCleanLocked() {
 	r := e.ring
 	e.lockHeadHW()
 	r.BeginWrite()
-	e.stats.passes.Add(1)
+	e.passStats.passes.Add(1)
 	if hw := r.HWHead(); hw != r.SwHead() {
 		e.walkLocked(hw, StatusOK)
 		e.wakeAvail() // sdma_make_progress's sdma_desc_avail, for the room it freed

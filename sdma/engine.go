@@ -39,24 +39,45 @@ const lineSize = cacheline.Pad
 // The ring's indices are free-running uint64s (see package ring); txRing records each txreq
 // against the ring slot of its last descriptor.
 type Engine struct {
-	// Read-mostly: set by newEngine, never written again, read by everyone.
-	dev      *Device
-	idx      int            // this_idx
-	ring     *ring.Ring     // descq with its indices and the head seqcount
-	mask     uint64         // ring size - 1 (sdma_mask)
-	descIntr int            // sdma_desct_intr
-	strategy WaitStrategy   // how the hardware goroutine idles
-	mode     CompletionMode // who runs the completion pass
-	manual   bool           // no hardware goroutine
-	parks    bool           // a hardware goroutine that may park (not Manual, not WaitBusyPoll): producers ring the doorbell
+	// The engine's fields are grouped by who writes them, each group on lines of its own, and
+	// the groups that every packet touches are packed into as few cache lines as they fit: a
+	// packet's path touches some fifty distinct lines besides its payload, and at 16 KiB a
+	// packet's copy fills the L1 data cache (the copy's source and destination are 512 lines,
+	// all of a 32 KiB 8-way cache), so that each line more evicts a payload line, which then
+	// misses again. The offsets below are for 64-bit targets; the Engine is allocated with the
+	// runtime's 8-byte allocation header before it (an object over 512 bytes with pointers), so
+	// its field at offset o lies in the cache line of o+8 (TestEngineHotLines pins the groups).
+	//
+	// The read group: read by every Send and every hardware pass, and written rarely (gate,
+	// pending, stopping) or never (the rest, set by newEngine). Send's fields lie in its first
+	// line, the pass's in the first two.
+
+	// gate is the atomic mirror of the state machine for producers (gateRunning | gateDraining |
+	// gateDown bits). The running bit is written under hwMu and stMu by the state machine (And
+	// when it leaves s99, before any clean-up; Or when it enters s99, after sdma_hw_start_up and
+	// after the ring is opened again); Shutdown and Close Or in their bits. Read by every Send
+	// before it reserves (and again when the ring refuses it as closed: see sendBatch), by
+	// flushFront after it raised inflight, by the sleepers, and by the hardware model, which
+	// reads the running bit as the state machine's "state == s99" (under hwMu the two agree:
+	// both change together, see process).
+	gate   atomic.Int32
+	parks  bool // a hardware goroutine that may park (not Manual, not WaitBusyPoll): producers ring the doorbell
+	manual bool // no hardware goroutine
 	// plainSleepers: the completion pass reads the sleepers' announcements with a plain load and
 	// a sleeper pays for the fence with a process-wide barrier (descAvail, announceSleeper;
 	// internal/membarrier.Available).
 	plainSleepers bool
-	sink          Sink          // where packets go
-	bell          chan struct{} // doorbell to a parked hardware goroutine (cap 1)
-	stopCh        chan struct{} // closed by stopGoroutine
-	done          chan struct{} // closed when the hardware goroutine returns (nil if manual)
+	// batching: the sink is a BatchSink that holds packets (hw.batch.sink != nil), so that the
+	// packet's path reads the batch's line only then.
+	batching bool
+	dev      *Device
+	ring     *ring.Ring // descq with its indices and the head seqcount
+	mask     uint64     // ring size - 1 (sdma_mask)
+
+	// test holds the test hooks; nil outside in-package tests, which set it before the engine is
+	// used. One pointer, so the hooks cost production one load and one word. Read-mostly: it is
+	// read by every publish, so it must not share a line with anything written per packet.
+	test *engineTestHooks
 
 	// txRing is the software shadow (hfi1: tx_ring): txRing[i&mask] is the txreq whose last
 	// descriptor is ring index i, or nil. Written by the producer that reserved i before it
@@ -65,25 +86,6 @@ type Engine struct {
 	// the slot is a producer's again after the pass moves swHead past i (store-release).
 	txRing []*TxReq
 
-	// test holds the test hooks; nil outside in-package tests, which set it before the engine is
-	// used. One pointer, so the hooks cost production one load and one word. Read-mostly: it is
-	// read by every publish, so it must not share a line with anything written per packet.
-	test *engineTestHooks
-
-	_ [lineSize]byte
-
-	// gate is the atomic mirror of the state machine for producers (gateRunning | gateDraining |
-	// gateDown bits). The running bit is written under hwMu and stMu by the state machine (And
-	// when it leaves s99, before any clean-up; Or when it enters s99, after sdma_hw_start_up and
-	// after the ring is opened again); Shutdown and Close Or in their bits. Read by every Send
-	// before it reserves (and again when the ring refuses it as closed: see sendBatch), by
-	// flushFront after it raised inflight, and by the hardware model and the sleepers.
-	gate atomic.Int32
-	// hwSleeping is set by the hardware goroutine just before it parks (seq-cst store, then it
-	// re-checks the tail) and cleared when it runs; read by producers after they publish (the
-	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
-	// the producer sees the flag or the goroutine sees the new tail.
-	hwSleeping atomic.Bool
 	// pending is the work a hardware pass does at its start before it reads the ring, one bit
 	// each, so that the common pass tests one word (process): pendFlush is set (atomic Or) by a
 	// Send that put a txreq on the flush list and cleared (atomic And) by whoever then runs the
@@ -91,14 +93,30 @@ type Engine struct {
 	// that takes the plan (under hwMu). Read by the hardware pass, Poll (pendFlush) and the
 	// hardware goroutine before it parks.
 	pending atomic.Uint32
+	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
+	stopping atomic.Bool
+	descIntr int            // sdma_desct_intr
+	mode     CompletionMode // who runs the completion pass
+	sink     Sink           // where packets go
+	idx      int            // this_idx
+	strategy WaitStrategy   // how the hardware goroutine idles
+	bell     chan struct{}  // doorbell to a parked hardware goroutine (cap 1)
+	stopCh   chan struct{}  // closed by stopGoroutine
+	done     chan struct{}  // closed when the hardware goroutine returns (nil if manual)
+
+	_ [lineSize]byte
+
+	// hwSleeping is set by the hardware goroutine just before it parks (seq-cst store, then it
+	// re-checks the tail) and cleared when it runs; read by producers after they publish (the
+	// doorbell: ring only when it is set). The two seq-cst pairs form a Dekker handshake: either
+	// the producer sees the flag or the goroutine sees the new tail.
+	hwSleeping atomic.Bool
 	// hwGid is the gid (host.go: its runtime g where the build has getg, else its goroutine id)
 	// of the hardware-model goroutine; 0: none, not started yet, or ended. Written by run as it
 	// starts and cleared by runDone as it ends (the runtime may give its g to a later goroutine);
 	// read by Close, Shutdown and Event to refuse a call from it (ownGoroutine) and by a Goexit's
 	// handler (onOwnGoroutine).
 	hwGid atomic.Uint64
-	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
-	stopping atomic.Bool
 
 	_ [lineSize]byte
 
@@ -110,15 +128,39 @@ type Engine struct {
 	// flushFront; read by quiesce.
 	inflight atomic.Int64
 
-	_ [lineSize]byte
+	_ [lineSize + 16]byte // and to a line's start: hwStats begins a line
 
+	// The hardware group, written by hwMu's holder on every packet, in four lines: hwStats and
+	// the words of hwMu that a hold touches, then hwMu's other words and hw's per-packet fields
+	// (see hwState), then the first segments.
+
+	// hwStats are the hardware side's per-packet counters (hwMu's holder adds; Stats reads).
+	hwStats hwCounters
 	// hwMu makes one hardware model at a time: the engine's goroutine or a caller's Process.
 	// It also excludes the hardware while the sw clean unmaps what is left in the ring.
 	// Lock order: hwMu, then headMu, then waitMu; flushMu is a leaf.
 	hwMu ticketLock
 	hw   hwState // guarded by hwMu
 
-	_ [lineSize]byte
+	_ [lineSize + 56]byte // and to a line's start: waitMu begins a line
+
+	// The completion group, one line: what a completion pass touches on every pass (descAvail's
+	// check of dmawait's count and sleepers, and passStats), with the wait lock and list.
+
+	// waitMu is sde->waitlock: it guards dmawait and every queued IOWait's list fields. A
+	// sleeper holds it across its Progress check and its queueing (the 2019 fix).
+	waitMu  sync.Mutex
+	dmawait waitList // parked iowaits in wake order; guarded by waitMu
+	// sleepers counts the sleepers inside their wait-lock hold (lockUnlessProgress, announced
+	// before the Progress check, withdrawn after the queueing). Written (atomic add) by them;
+	// read by descAvail (a plain load with plainSleepers, else an atomic add of 0), which skips
+	// the wait lock when it and the wait list's count are 0.
+	// A plain int32 accessed only through sync/atomic's functions (AddInt32): the method
+	// wrapper's inlining cost would keep descAvail's check from inlining into the pass.
+	sleepers int32
+	// passStats are the completion side's per-pass counters (the head lock's holder adds; Stats
+	// reads).
+	passStats passCounters
 
 	// headMu is the writer side of head_lock: one completion pass (or flush, or sw clean) at a
 	// time; the ring's seqcount is its sequence. A Manual engine does not use it: with no
@@ -132,18 +174,6 @@ type Engine struct {
 	unmaps    unmapBatch             // the completion pass's unmap scratch (complete.go); guarded by headMu
 
 	_ [lineSize]byte
-
-	// waitMu is sde->waitlock: it guards dmawait and every queued IOWait's list fields. A
-	// sleeper holds it across its Progress check and its queueing (the 2019 fix).
-	waitMu  sync.Mutex
-	dmawait waitList // parked iowaits in wake order; guarded by waitMu
-	// sleepers counts the sleepers inside their wait-lock hold (lockUnlessProgress, announced
-	// before the Progress check, withdrawn after the queueing). Written (atomic add) by them;
-	// read by descAvail (a plain load with plainSleepers, else an atomic add of 0), which skips
-	// the wait lock when it and the wait list's count are 0.
-	// A plain int32 accessed only through sync/atomic's functions (AddInt32): the method
-	// wrapper's inlining cost would keep descAvail's check from inlining into the pass.
-	sleepers int32
 
 	// flushMu guards flush (sde->flushlist_lock / flushlist): txreqs sent while the engine was
 	// not running, completed aborted later by the flush.
@@ -199,9 +229,8 @@ type Engine struct {
 
 	_ [lineSize]byte
 
-	// stats are the counters, on lines of their own grouped by writer (see counters): the
-	// hardware side's are added to per packet, and a word a producer reads on one of their lines
-	// would bounce it between the cores on every packet.
+	// stats are the other counters, on lines of their own grouped by writer (see counters): a
+	// word a producer reads on one of their lines would bounce it between the cores.
 	stats counters
 }
 
@@ -250,6 +279,7 @@ func newEngine(dev *Device, idx int, cfg *Config, lim [2]int) (*Engine, error) {
 	e.hwMu.biasable = canBias && e.plainSleepers
 	e.headMu.biasable = e.hwMu.biasable
 	e.hw.init(e.sink, lim)
+	e.batching = e.hw.batch.sink != nil
 	return e, nil
 }
 
@@ -978,4 +1008,4 @@ func (e *Engine) stopGoroutine() {
 
 // Stats returns a snapshot of the engine's counters. Each counter is read atomically; the
 // snapshot as a whole is not (counters may move between reads).
-func (e *Engine) Stats() EngineStats { return e.stats.snapshot() }
+func (e *Engine) Stats() EngineStats { return e.snapshot() }

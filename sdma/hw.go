@@ -51,19 +51,17 @@ import (
 // header halts the engine (CauseHeaderLength, CauseHeaderAddress); a mode above APPLY_UPDATE3
 // halts it with CauseHeaderSelect.
 
-// hwState is the chip's internal state. Guarded by Engine.hwMu.
+// hwState is the chip's internal state. Guarded by Engine.hwMu. The fields a pass and a packet
+// touch come first, in the order that packs them with hwMu into the engine's hardware group (see
+// Engine): the pass's words, then the fault plan, whose first word (active) is read per packet,
+// then the segments, of which a packet uses the first one to three.
 type hwState struct {
-	faults    faultState // the fault plan (setFaults)
-	head      uint64     // the chip's head: the next descriptor to read (>= ring.HWHead())
-	sinceIntr int        // descriptors since the last count interrupt
-	idle      bool       // the idle interrupt for the current idle period was raised
-	// headToHost: a packet of this pass asked for a HEAD_TO_HOST write-back that is not done
-	// yet (finished); the pass does it at its end (writeBackHead clears it).
-	headToHost bool
+	head uint64 // the chip's head: the next descriptor to read (>= ring.HWHead())
 	// waitTail is the tail the last pass stopped at: until the ring's tail moves past it (or a
 	// flush, a stop or a state change comes), another pass can do nothing. The hardware
 	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
-	waitTail uint64
+	waitTail  uint64
+	sinceIntr int // descriptors since the last count interrupt
 	// passes counts hardware passes (process calls); tests read it to prove that an idle
 	// engine parks instead of spinning.
 	passes uint64
@@ -72,7 +70,12 @@ type hwState struct {
 	// completed every txreq before it, callbacks included. An idle interrupt at that same head
 	// finds nothing to do (see interrupt). intrPass is cleared at the start of every pass.
 	completed uint64
-	intrPass  bool
+	idle      bool // the idle interrupt for the current idle period was raised
+	// headToHost: a packet of this pass asked for a HEAD_TO_HOST write-back that is not done
+	// yet (finished); the pass does it at its end (writeBackHead clears it).
+	headToHost bool
+	intrPass   bool
+	faults     faultState // the fault plan (setFaults)
 	// segs holds the packet being delivered, a packet's most segments: an array, so that a
 	// packet's slices of it need no bounds check and no load of a slice header.
 	segs  [desc.MaxDesc + 1][]byte
@@ -200,13 +203,14 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		e.runPending(p) // a new fault plan, the flush worker: one load and branch for both
 	}
 	r := e.ring
-	if e.gate.Load()&gateDown != 0 {
-		e.hw.waitTail = r.Tail()
-		return e.passDone(0, ErrClosed)
-	}
-	if e.sm.cur != sm.S99Running { // the chip consumes only while running
-		e.hw.waitTail = r.Tail() // a state change rings the doorbell (apply)
-		return e.passDone(0, errProcessNotRunning)
+	// The chip consumes only while running (else ErrNotRunning; ErrClosed once the device is
+	// closing): the gate's running bit, not the state machine's state, whose line the pass would
+	// read for this alone. Under hwMu the two agree: the state machine changes both with hwMu
+	// held (apply clears the bit in the step that leaves s99 and sets it before it releases hwMu
+	// after the step that enters s99; exitHalt clears it with its step), which
+	// TestProcessGateIsState checks.
+	if g := e.gate.Load(); g&(gateDown|gateRunning) != gateRunning {
+		return e.passRefused(g)
 	}
 	head := e.hw.head
 	tail := r.Tail()
@@ -232,7 +236,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		if tail-head > touchAhead {
 			e.touchTx(head + touchAhead) // the txreq of a packet further on: see touchAhead
 		}
-		n, flags, h := e.packet(head, tail)
+		n, flags, segs, h := e.packet(head, tail)
 		if h != nil {
 			e.halt(h)
 			return e.passDone(pkts, h)
@@ -243,17 +247,14 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 			e.hw.waitTail = tail
 			break
 		}
+		e.deliver(segs, head+n)
 		pkts++
 		head += n
 		e.hw.head = head
 		e.hw.idle = false
-		e.hw.faults.seen += n
 		flags |= e.countDescs(n)
-		if b := &e.hw.batch; b.held > 0 {
-			b.flags |= flags // the sink still holds the packet: its write-back waits for Flush
-			if b.held >= b.maxPkts || (b.maxBytes > 0 && b.bytes >= b.maxBytes) {
-				e.flushBatch()
-			}
+		if e.batching && e.hw.batch.held > 0 {
+			e.heldPacket(flags) // the sink still holds the packet: its write-back waits for Flush
 		} else {
 			e.finished(flags)
 		}
@@ -263,7 +264,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 			}
 		}
 	}
-	if e.hw.batch.held > 0 {
+	if e.batching && e.hw.batch.held > 0 {
 		e.flushBatch() // nothing more to read this pass: send what the sink holds
 	}
 	if head == tail {
@@ -275,7 +276,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		// HEAD_TO_HOST ones too.
 		e.writeBackHead()
 		e.hw.idle = true
-		e.stats.interrupts.Add(1)
+		e.hwStats.interrupts.Add(1)
 		if e.intrRunsPass() {
 			// An interrupt's pass (intr), but on a Manual engine a plain one, in this frame
 			// (hwMu is its head lock): the pass's last interrupt leaves nothing for a later
@@ -300,10 +301,34 @@ func (e *Engine) runPending(p uint32) {
 	}
 }
 
+// passRefused ends a pass that reads nothing: the gate g says the device is closing (ErrClosed)
+// or the engine is not running (ErrNotRunning). A state change rings the doorbell (apply).
+func (e *Engine) passRefused(g int32) (int, uint64, error) {
+	e.hw.waitTail = e.ring.Tail()
+	if g&gateDown != 0 {
+		return e.passDone(0, ErrClosed)
+	}
+	return e.passDone(0, errProcessNotRunning)
+}
+
+// heldPacket records the interrupt flags of a packet that the BatchSink holds (its write-back
+// waits for the flush) and flushes the batch once it is full. hwMu held.
+func (e *Engine) heldPacket(flags uint64) {
+	b := &e.hw.batch
+	b.flags |= flags
+	if b.held >= b.maxPkts || (b.maxBytes > 0 && b.bytes >= b.maxBytes) {
+		e.flushBatch()
+	}
+}
+
 // countDescs counts n descriptors read toward the count interrupt, every DescIntr descriptors,
-// and returns the INT_REQ flag when it is due (the interrupt re-arms: sdma_set_desc_cnt). hwMu
-// held.
+// and returns the INT_REQ flag when it is due (the interrupt re-arms: sdma_set_desc_cnt); and
+// toward the fault plan's halt while a plan is active (plannedHalt reads the count only then,
+// and a new plan starts it at 0: no store to the plan's other words without one). hwMu held.
 func (e *Engine) countDescs(n uint64) uint64 {
+	if e.hw.faults.active {
+		e.hw.faults.seen += n
+	}
 	if e.hw.sinceIntr += int(n); e.hw.sinceIntr >= e.descIntr {
 		e.hw.sinceIntr = 0
 		return desc.IntReqFlag
@@ -420,7 +445,7 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 //
 // process's idle interrupt runs these steps inline: keep the two alike.
 func (e *Engine) interrupt() {
-	e.stats.interrupts.Add(1)
+	e.hwStats.interrupts.Add(1)
 	e.writeBackHead()
 	if e.intrRunsPass() {
 		e.progressPass(true)
@@ -443,32 +468,34 @@ func (e *Engine) writeBackHead() {
 	}
 }
 
-// packet checks, gathers and delivers the packet that starts at ring index start, in three steps
-// as the chip reads it: parseHead (the first descriptor and the AHG edit descriptors), gather (the
-// data descriptors, through the mapper's Translate) and applyAHG (store or build the header). It
-// returns the number of descriptors the packet spans and the OR of its descriptors' qw1 interrupt
-// flags; n == 0 means the packet's LAST is not published yet. A non-nil *HaltError means the chip
-// rejects it.
-func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltError) {
+// packet checks and gathers the packet that starts at ring index start, in three steps as the
+// chip reads it: parseHead (the first descriptor and the AHG edit descriptors), gather (the data
+// descriptors, through the mapper's Translate) and applyAHG (store or build the header), and
+// counts it. It returns the number of descriptors the packet spans, the OR of its descriptors'
+// qw1 interrupt flags and its segments (in hw.segs), for process to deliver (deliver); n == 0
+// means the packet's LAST is not published yet. A non-nil *HaltError means the chip rejects it.
+//
+// The delivery is not packet's: the sink's call (and whatever it calls: the copy of a sink that
+// copies) then runs below process's frame, not below packet's, which holds what the gathering
+// keeps across its calls: a packet's stack reaches some 0x100 bytes (four cache lines) less deep.
+func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, segs [][]byte, h *HaltError) {
 	r := e.ring
-	segs := e.hw.segs[:0] // cap MaxDesc+1, a packet's most segments: no append reallocates it
-	var total int
 	d0 := r.Slot(start)
+	var total int
 	switch {
 	case !plainHead(d0, r.Generation(start)):
-		if segs, n, flags, total, h = e.ahgGather(start, tail, segs); n == 0 || h != nil {
-			return 0, 0, h
-		}
+		return e.packetMulti(start, tail, d0)
 	case d0.Last():
 		// A packet of one descriptor (no AHG): gather's checks, without its call and its loop.
 		// It cannot be too long (a descriptor's byte count is below maxPacketBytes) and has no
 		// second descriptor to check.
+		segs = e.hw.segs[:0] // cap MaxDesc+1: no append's growth check
 		if total = d0.Len(); total > 0 {
 			buf, err := e.dev.hints.TranslateSole(dma.Addr(d0.Addr()), total, dma.ToDevice, soleOf(e.packetTx(start), 0))
 			if err != nil || len(buf) != total {
-				return 0, 0, e.readErr(start, d0, total, len(buf), err)
+				return 0, 0, nil, e.readErr(start, d0, total, len(buf), err)
 			}
-			segs = e.hw.segs[:1] // cap MaxDesc+1: no append's growth check
+			segs = e.hw.segs[:1]
 			segs[0] = buf
 		}
 		n, flags = 1, d0.Qw1&(desc.HeadToHostFlag|desc.IntReqFlag)
@@ -483,33 +510,71 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		tx := e.packetTx(start + 1)
 		b0, err := e.dev.hints.TranslateSole(dma.Addr(d0.Addr()), l0, dma.ToDevice, soleOf(tx, 0))
 		if err != nil || len(b0) != l0 {
-			return 0, 0, e.readErr(start, d0, l0, len(b0), err)
+			return 0, 0, nil, e.readErr(start, d0, l0, len(b0), err)
 		}
 		b1, err := e.dev.hints.TranslateSole(dma.Addr(d1.Addr()), l1, dma.ToDevice, soleOf(tx, 1))
 		if err != nil || len(b1) != l1 {
-			return 0, 0, e.readErr(start+1, d1, l1, len(b1), err)
+			return 0, 0, nil, e.readErr(start+1, d1, l1, len(b1), err)
 		}
 		segs = e.hw.segs[:2] // cap MaxDesc+1: no append's growth check
 		segs[0], segs[1] = b0, b1
 		total = l0 + l1
 		n, flags = 2, (d0.Qw1|d1.Qw1)&(desc.HeadToHostFlag|desc.IntReqFlag)
 	default:
-		// The common packet (no AHG): its first descriptor is all of its head, and there is no
-		// header to build; parseHead and applyAHG would find the same.
-		if segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs); n == 0 || h != nil {
-			return 0, 0, h
-		}
+		return e.packetMulti(start, tail, d0)
 	}
 	if total&3 != 0 {
-		return 0, 0, e.haltErr(CauseWrongDW, start+n-1, e.ring.Slot(start+n-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
+		return 0, 0, nil, e.wrongDW(start+n, total)
 	}
-	e.stats.packets.Add(1)
-	e.stats.descs.Add(n)
-	e.stats.bytes.Add(uint64(total))
-	// deliver, without its call: the deferred function calls recover only if the sink did not
-	// return, and then drops the segments' references itself and, for a panic, lets packet
-	// return n and flags, as if the sink had returned. A runtime.Goexit cannot be stopped: the
-	// engine halts and hwMu is released (sinkPanicked, sinkExited).
+	e.countPacket(n, total)
+	return n, flags, segs, nil
+}
+
+// packetMulti is packet for a packet that is neither of one plain descriptor nor of two: AHG
+// (ahgGather) or more descriptors (gather). d0 is the descriptor at start. Out of packet, whose
+// frame (below which the mapper's Translate runs) then holds only the common packets' values.
+func (e *Engine) packetMulti(start, tail uint64, d0 desc.Desc) (n uint64, flags uint64, segs [][]byte, h *HaltError) {
+	segs = e.hw.segs[:0] // cap MaxDesc+1, a packet's most segments: no append reallocates it
+	var total int
+	if !plainHead(d0, e.ring.Generation(start)) {
+		segs, n, flags, total, h = e.ahgGather(start, tail, segs)
+	} else {
+		// The common packet (no AHG): its first descriptor is all of its head, and there is no
+		// header to build; parseHead and applyAHG would find the same.
+		segs, n, flags, total, h = e.gather(start, tail, d0, start+1, segs)
+	}
+	if n == 0 || h != nil {
+		return 0, 0, nil, h
+	}
+	if total&3 != 0 {
+		return 0, 0, nil, e.wrongDW(start+n, total)
+	}
+	e.countPacket(n, total)
+	return n, flags, segs, nil
+}
+
+// countPacket counts a packet of n descriptors and total bytes that the chip read in full.
+func (e *Engine) countPacket(n uint64, total int) {
+	e.hwStats.packets.Add(1)
+	e.hwStats.descs.Add(n)
+	e.hwStats.bytes.Add(uint64(total))
+}
+
+// wrongDW is the halt record of a packet of total bytes, not a whole number of dwords, whose
+// descriptors end before ring index end. Out of line: packet's frame holds no string to build.
+//
+//go:noinline
+func (e *Engine) wrongDW(end uint64, total int) *HaltError {
+	return e.haltErr(CauseWrongDW, end-1, e.ring.Slot(end-1), "packet of "+itoa(total)+" bytes is not a whole number of dwords", nil)
+}
+
+// deliver hands the packet that process gathered (packet), its segments segs ending before ring
+// index end, to the sink: to a BatchSink's Queue if a batch is held or more is published after
+// it (queue), else to Deliver. The deferred function calls recover only if the sink did not
+// return, and then drops the segments' references itself and, for a panic, lets the pass go on
+// as if the sink had returned. A runtime.Goexit cannot be stopped: the engine halts and hwMu is
+// released (sinkPanicked, sinkExited). hwMu held.
+func (e *Engine) deliver(segs [][]byte, end uint64) {
 	returned := false
 	defer func() {
 		if !returned {
@@ -518,7 +583,7 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 		}
 	}()
 	var err error
-	if b := &e.hw.batch; b.sink != nil && (b.held > 0 || r.Tail() != start+n) {
+	if b := &e.hw.batch; e.batching && (b.held > 0 || e.ring.Tail() != end) {
 		err = e.queue(b, segs)
 	} else {
 		err = e.sink.Deliver(e.idx, segs)
@@ -533,7 +598,6 @@ func (e *Engine) packet(start, tail uint64) (n uint64, flags uint64, h *HaltErro
 	for i := 0; i < len(segs); i++ {
 		segs[i] = nil
 	}
-	return n, flags, nil
 }
 
 // ahgGather is packet's gather for a packet whose first descriptor is not a plain head

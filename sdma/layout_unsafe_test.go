@@ -37,22 +37,30 @@ func TestTxReqCompletionGroup(t *testing.T) {
 // lines.
 func TestEngineCounterLines(t *testing.T) {
 	var e Engine
-	stats := unsafe.Offsetof(e.stats)
 	perSend := map[string]uintptr{ // read or written by a producer on every send
 		"test":     unsafe.Offsetof(e.test),
 		"txRing":   unsafe.Offsetof(e.txRing),
 		"gate":     unsafe.Offsetof(e.gate),
 		"inflight": unsafe.Offsetof(e.inflight),
 	}
+	written := map[string]uintptr{ // the first words written per packet or pass by the engine
+		"hwStats":   unsafe.Offsetof(e.hwStats),
+		"passStats": unsafe.Offsetof(e.waitMu), // the completion group's line
+		"stats":     unsafe.Offsetof(e.stats),
+	}
 	for f, o := range perSend {
-		assert.GreaterOrEqual(t, stats-o, uintptr(lineSize), "%s a line before the counters", f)
+		for g, w := range written {
+			assert.GreaterOrEqual(t, w-o, uintptr(lineSize), "%s a line before %s", f, g)
+		}
 	}
 	end := unsafe.Offsetof(e.stats.sleeps) + unsafe.Sizeof(e.stats.sleeps)
 	assert.GreaterOrEqual(t, unsafe.Sizeof(e)-end, uintptr(lineSize), "tail padding after the counters")
 	hwSide := unsafe.Offsetof(e.stats.recoveries)
-	completion := unsafe.Offsetof(e.stats.passes)
+	completion := unsafe.Offsetof(e.stats.aborted)
 	assert.GreaterOrEqual(t, completion-hwSide, uintptr(lineSize), "hardware and completion counters apart")
 	assert.GreaterOrEqual(t, unsafe.Offsetof(e.stats.ringFull)-completion, uintptr(lineSize), "completion and producer counters apart")
+	hwEnd := unsafe.Offsetof(e.hw) + unsafe.Sizeof(e.hw)
+	assert.GreaterOrEqual(t, unsafe.Offsetof(e.waitMu)-hwEnd, uintptr(lineSize), "hardware and completion groups apart")
 }
 
 // TestTxReqSolesLine checks that the descriptors' Sole handles, which every add writes and every

@@ -33,39 +33,52 @@ type EngineStats struct {
 // counters are the engine's live counters, read by Stats with atomic loads. The hardware side's
 // and the completion side's have one writer at a time (the holder of hwMu, of headMu), so they
 // are relaxed.Counters: an add without a locked instruction, one per packet saved several times
-// over. Hardware side (hwMu): packets, descs, bytes, interrupts, faults, sinkErrors, flushes,
-// halts, recoveries. Completion side (headMu): passes, completed, aborted, wakeups.
+// over. The ones every packet adds to are not here but beside what the same writer touches per
+// packet: the hardware side's packets, descs, bytes and interrupts on hwMu's line (hwCounters,
+// Engine.hwStats), the completion side's passes and completed on the completion group's line
+// (passCounters, Engine.passStats). Here: the hardware side's faults, sinkErrors, flushes,
+// halts and recoveries (hwMu); the completion side's aborted and wakeups (headMu).
 // callbackPanics (slow path only: an atomic add) has no one writer: a panic in a pass counts it
 // under the head lock, a callback's runtime.Goexit under whichever lock its call held
 // (callerExited), and the callbacks that a Goexit kept from running count theirs with no lock
 // held (lateWakeup, lateDrained), at the same time as another goroutine's pass. Producers (slow
-// paths only): ringFull (any producer: an atomic add) and sleeps (under waitMu). The groups sit on separate cache lines, and apart from the rest of the Engine
-// (padding on both sides): a hardware-side add per packet on a line that a producer reads per
-// send (the engine's test-hook pointer shared one) costs a cross-core transfer each way.
+// paths only): ringFull (any producer: an atomic add) and sleeps (under waitMu). The groups sit
+// on separate cache lines, and apart from the rest of the Engine (padding on both sides): a
+// hardware-side add on a line that a producer reads per send (the engine's test-hook pointer
+// shared one) costs a cross-core transfer each way.
 type counters struct {
-	packets, descs, bytes, interrupts, faults, sinkErrors relaxed.Counter
-	recoveries, flushes                                   relaxed.Counter
-	halts                                                 [NumHaltCauses]relaxed.Counter
-	_                                                     [lineSize]byte
-	passes, completed, aborted, wakeups                   relaxed.Counter
-	callbackPanics                                        atomic.Uint64
-	_                                                     [lineSize]byte
-	ringFull                                              atomic.Uint64
-	sleeps                                                relaxed.Counter
-	_                                                     [lineSize]byte // nothing after the engine shares the producers' line
+	faults, sinkErrors, recoveries, flushes relaxed.Counter
+	halts                                   [NumHaltCauses]relaxed.Counter
+	_                                       [lineSize]byte
+	aborted, wakeups                        relaxed.Counter
+	callbackPanics                          atomic.Uint64
+	_                                       [lineSize]byte
+	ringFull                                atomic.Uint64
+	sleeps                                  relaxed.Counter
+	_                                       [lineSize]byte // nothing after the engine shares the producers' line
 }
 
-func (c *counters) snapshot() EngineStats {
+// hwCounters are the hardware side's per-packet counters (Engine.hwStats), added to by hwMu's
+// holder.
+type hwCounters struct{ packets, descs, bytes, interrupts relaxed.Counter }
+
+// passCounters are the completion side's per-pass counters (Engine.passStats), added to by the
+// head lock's holder.
+type passCounters struct{ passes, completed relaxed.Counter }
+
+// snapshot reads the engine's counters (Stats).
+func (e *Engine) snapshot() EngineStats {
+	c, h, p := &e.stats, &e.hwStats, &e.passStats
 	s := EngineStats{
-		Packets:    c.packets.Load(),
-		Descs:      c.descs.Load(),
-		Bytes:      c.bytes.Load(),
+		Packets:    h.packets.Load(),
+		Descs:      h.descs.Load(),
+		Bytes:      h.bytes.Load(),
 		RingFull:   c.ringFull.Load(),
 		Sleeps:     c.sleeps.Load(),
 		Wakeups:    c.wakeups.Load(),
-		Interrupts: c.interrupts.Load(),
-		Passes:     c.passes.Load(),
-		Completed:  c.completed.Load(),
+		Interrupts: h.interrupts.Load(),
+		Passes:     p.passes.Load(),
+		Completed:  p.completed.Load(),
 		Aborted:    c.aborted.Load(),
 		Faults:     c.faults.Load(),
 		SinkErrors: c.sinkErrors.Load(),
