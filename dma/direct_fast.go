@@ -70,7 +70,7 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	if !dir.Valid() {
 		goto general
 	}
-	if d.testPublished != nil {
+	if d.tab.testPublished != nil {
 		goto general
 	}
 	if mayOverlapRegion(sliceAddr(buf), uintptr(n)) {

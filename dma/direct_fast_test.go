@@ -29,7 +29,7 @@ func TestDirectFastMultiPage(t *testing.T) {
 				buf := heap[base+off : base+off+n]
 				copy(buf, pattern(n, byte(off)))
 				fast, slow := NewDirect(), NewDirect()
-				slow.testPublished = func() {} // mapBuf only
+				slow.tab.testPublished = func() {} // mapBuf only
 				for round := range 3 {
 					a, h, err := fast.MapSingleSole(buf, ToDevice)
 					require.NoError(t, err)
@@ -139,6 +139,7 @@ func TestDirectFastFaults(t *testing.T) {
 func TestDirectFastRegion(t *testing.T) {
 	r := newRegion(t, 6)
 	snap := regionList.Load()
+	require.Equal(t, [2]uintptr{snap.lo, snap.hi}, [2]uintptr{regionSpan.lo.Load(), regionSpan.hi.Load()}, "regionSpan is the snapshot's")
 	require.False(t, mayOverlapRegion(snap.lo-PageSize, PageSize))
 	require.True(t, mayOverlapRegion(snap.lo-PageSize, PageSize+1), "the range's last byte is the span's first")
 	require.False(t, mayBeRegion(snap.lo-PageSize), "the first byte alone is outside")

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/internal/pcpu"
 )
 
@@ -51,18 +50,24 @@ type IOMMUConfig struct {
 // An IOMMU is safe for concurrent use. The zero value is not usable (its methods panic, as a nil
 // receiver's do); call NewIOMMU.
 type IOMMU struct {
-	core
-	shift      uint   // log2 granule; immutable
-	spacePages uint64 // granules in the IOVA space, 1<<(IOVABits-shift); immutable
-	bits       int    // IOVABits; immutable
+	// The IOMMU's head line (TestMapperHotLine): what its fast paths read besides core's head
+	// line, which follows it (iommu_fast.go).
 
 	// mags are the per-P IOVA magazines (iova.go), nil if the space is small or under purego;
 	// the slice header is immutable, each magazine its P's (see iovaMag).
-	mags []iovaMag
+	mags       []iovaMag
+	shift      uint   // log2 granule; immutable
+	bits       int    // IOVABits; immutable
+	spacePages uint64 // granules in the IOVA space, 1<<(IOVABits-shift); immutable
+	// inj is the fault injection on map calls (IOMMUConfig), nil for none; set by NewIOMMU,
+	// immutable (the injector's own counters are atomic).
+	inj *injector
 	// epoch counts the wraps of the cursor: added to by the holder of mu when the cursor wraps,
-	// loaded by takeFast (a magazine of an earlier epoch is not used) and by refill.
+	// loaded by takeFast (a magazine of an earlier epoch is not used) and by refill. On the head
+	// line, which mu's holders do not write (core lies between).
 	epoch atomic.Uint64
-	_     [cacheline.Pad]byte // epoch, read by every fast map, off the line mu's holders write
+
+	core
 
 	mu     sync.Mutex // serialises IOVA allocation from the cursor with publication of the new mapping
 	cursor uint64     // next-fit cursor, a granule number in [1, spacePages]; guarded by mu

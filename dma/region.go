@@ -159,8 +159,16 @@ func (p Page) Bytes() []byte {
 // memory a device may still read is never munmapped under it. Readers load an immutable sorted
 // snapshot (no lock on the map path); AllocPages and release copy it under regionsMu.
 var (
-	regionsMu  sync.Mutex                 // serialises writers of regionList
+	regionsMu  sync.Mutex                 // serialises writers of regionList and regionSpan
 	regionList atomic.Pointer[regionSnap] // store-release of a new snapshot; readers load-acquire
+	// regionSpan is the latest snapshot's [lo, hi) (hi 0: no region), stored by storeRegions
+	// (regionsMu held) before the snapshot, loaded by the map paths' first check (mayBeRegion,
+	// mayOverlapRegion): two adjacent words, where the snapshot's span cost a load of the
+	// pointer and a line more per map. The words may come from two snapshots (a map that races
+	// a registration or release of another region), and every snapshot from a region's
+	// registration to its release spans it, so both words cover the region of a buffer mapped
+	// in that time, the only time its memory may be handed to a map.
+	regionSpan struct{ lo, hi atomic.Uintptr }
 )
 
 // regionSnap is one immutable snapshot of the registry: the regions sorted by base, and the span
@@ -181,6 +189,8 @@ func storeRegions(l []*Region) {
 			s.hi = max(s.hi, r.base+uintptr(len(r.mem)))
 		}
 	}
+	regionSpan.lo.Store(s.lo)
+	regionSpan.hi.Store(s.hi)
 	regionList.Store(s)
 }
 
@@ -242,8 +252,7 @@ func regionOf(a uintptr) *Region {
 // path, so that a Go heap buffer outside every region's span costs no call. false: a is in none
 // (pinBuf would return nil); true: ask pinBuf.
 func mayBeRegion(a uintptr) bool {
-	p := regionList.Load()
-	return p != nil && a >= p.lo && a < p.hi
+	return a < regionSpan.hi.Load() && a >= regionSpan.lo.Load()
 }
 
 // mayOverlapRegion reports whether any byte of [a, a+n) (n >= 1; a Go slice does not wrap the
@@ -252,8 +261,7 @@ func mayBeRegion(a uintptr) bool {
 // no byte is in a region, so the buffer is Go memory and the general path (pinBuf, which asks
 // about the first byte) would map it with no region too; true: the general path decides.
 func mayOverlapRegion(a, n uintptr) bool {
-	p := regionList.Load()
-	return p != nil && a+n > p.lo && a < p.hi
+	return a < regionSpan.hi.Load() && a+n > regionSpan.lo.Load()
 }
 
 // pinBuf pins the region behind buf, if any, and returns it.

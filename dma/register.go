@@ -381,8 +381,9 @@ func cpuKey(r *Registration) uint64 { return uint64(r.cpu) }
 
 // regs is the registration part of core.
 type regs struct {
-	regMu sync.Mutex             // serialises writers of set
-	set   atomic.Pointer[regSet] // store-release of a new snapshot by writers; load-acquire by readers
+	// set: store-release of a new snapshot by writers (under core.regMu); load-acquire by
+	// readers. The first word of the mapper's head line (see table).
+	set atomic.Pointer[regSet]
 }
 
 // lookupReg answers a device access or a sync from the registrations: the bytes if one

@@ -125,40 +125,56 @@ type ownerWord struct {
 // mapping of n pages takes n stripe locks one after the other (never two at once, so no lock
 // order); a mapping of one page takes one.
 type table struct {
-	shift uint // log2 of the page granule; immutable
-	// keyShift turns a mapping's first bus address into its index key: 0 for Direct (the
-	// address), shift for the IOMMU (the granule). Immutable.
-	keyShift uint
-	// spillOnly keeps every mapping out of the index (tests of the page lists only). Set before
-	// the table is used; immutable.
-	spillOnly bool
-	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
-	// tests that want entries reused and sets full. Set before the table is used; immutable.
-	setBits uint
+	// The table's head: with core.regs.set before it, the first cache line of a Direct's or an
+	// IOMMU's core (TestMapperHotLine), which holds every word of the mapper that the per-packet
+	// fast paths read (direct_fast.go, iommu_fast.go, sole_translate.go): a packet's map,
+	// translation and unmap touch this one line of the mapper and their index entry's, where
+	// these words were spread over four lines (the index pointer behind the owners' blocks, the
+	// hooks behind the stripes), each a line more that the copy of a large packet, which fills
+	// the L1 cache, evicted and missed on per packet.
+
+	// ents is the whole index, every stripe's in stripe order; the IOMMU's sets
+	// span it (set). The pointer is set by init and immutable; the entries are read and
+	// written with atomic operations only, by anyone.
+	ents *[nIndex]entry
 	// setHalf, setMask and setSel are derived from setBits (useSets) for set: half the entries in
 	// use and their mask (the IOMMU), and the mask of the hash bits that pick a stripe's set
 	// (Direct). Set before the table is used; immutable.
 	setHalf, setMask, setSel uint64
-	// ownPs is the number of per-P IOVA magazines of the IOMMU whose index this is (0: none, or
-	// Direct), and owned says whether its index's low half is owned by Ps block by block (see
-	// "Plain fills of a P's own block" in index.go): ownPs set by NewIOMMU, owned derived from it
-	// and setBits (useSets); both before the table is used, immutable.
-	ownPs int
+	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
+	// (the window in which a writer may recycle the entry). Tests only; set before use.
+	testMidRead func()
+	// testPublished, if set, runs in mapBuf after the record is published and before the map
+	// returns (the window in which an unmap of an identical mapping may claim it). Tests only;
+	// set before use. (core's hook, here for the head line: the fast maps test it.)
+	testPublished func()
+	// spillOnly keeps every mapping out of the index (tests of the page lists only). Set before
+	// the table is used; immutable.
+	spillOnly bool
+	// owned says whether the IOMMU's index's low half is owned by Ps block by block (see "Plain
+	// fills of a P's own block" in index.go): derived from ownPs and setBits (setOwners), before
+	// the table is used; immutable.
 	owned bool
+
+	// The rest: read by the general paths.
+
+	shift uint // log2 of the page granule; immutable
+	// keyShift turns a mapping's first bus address into its index key: 0 for Direct (the
+	// address), shift for the IOMMU (the granule). Immutable.
+	keyShift uint
+	// setBits is log2 of the sets of each stripe's index that are used: setBits, or fewer in
+	// tests that want entries reused and sets full. Set before the table is used; immutable.
+	setBits uint
+	// ownPs is the number of per-P IOVA magazines of the IOMMU whose index this is (0: none, or
+	// Direct), set by NewIOMMU before the table is used; immutable.
+	ownPs int
 	// owners[b] is the P (its index plus one, 0: none) that owns block b of the index's low half.
 	// Stored by the IOMMU's refill (mu held, pinned to the P that claims or releases); loaded by
 	// fills pinned to a P (does it own the block?) and by refill. One word per cache-line pair
 	// (ownerWord): a P's fast map loads its own block's word, which another P's refill, claiming
 	// and releasing other blocks, then does not write.
-	owners [nOwnBlocks]ownerWord
-	// ents is the whole index, every stripe's in stripe order; the IOMMU's sets
-	// span it (set). The pointer is set by init and immutable; the entries are read and
-	// written with atomic operations only, by anyone.
-	ents    *[nIndex]entry
+	owners  [nOwnBlocks]ownerWord
 	stripes [nStripes]stripe
-	// testMidRead, if set, runs in Translate between the loads of a matching index entry's words
-	// (the window in which a writer may recycle the entry). Tests only; set before use.
-	testMidRead func()
 	// pool recycles records of several pages (see record).
 	pool sync.Pool
 }
@@ -588,21 +604,34 @@ func (s *stripe) occupantLocked(t *table, pg uint64) uint64 {
 
 // core is what Direct and IOMMU share: the mapping table, counters, the Mapper methods.
 type core struct {
-	tab  table
-	regs // registered memory (register.go): a snapshot read with no lock
+	// regs (registered memory, register.go: a snapshot read with no lock) is the first word of
+	// the mapper's head line, tab's head the rest (see table).
+	regs
+	tab table
+	// regMu serialises writers of regs.set (Register, Deregister).
+	regMu sync.Mutex
 	// iommu is the IOMMU this core belongs to, or nil for Direct: it says how a new record gets
-	// its bus address (Direct: its CPU address; IOMMU: IOMMU.assign). A concrete pointer rather
-	// than a function value, so that the record template mapBuf builds stays on its stack.
-	// Immutable.
+	// its bus address (Direct: its CPU address; IOMMU: IOMMU.assign), and holds the fault
+	// injection on map calls (IOMMU.inj). A concrete pointer rather than a function value, so
+	// that the record template mapBuf builds stays on its stack. Immutable.
 	iommu *IOMMU
-	inj   *injector // fault injection on map calls (IOMMU config); nil for none. Immutable.
 
 	// faults counts refused device accesses: incremented by Translate on a fault, read by Faults.
 	faults atomic.Uint64
+}
 
-	// testPublished, if set, runs in mapBuf after the record is published and before the map
-	// returns (the window in which an unmap of an identical mapping may claim it). Tests only.
-	testPublished func()
+// injection returns the fault injection on map calls (an IOMMU's, IOMMU.inj), or nil for none.
+func (c *core) injection() *injector {
+	if c.iommu == nil {
+		return nil
+	}
+	return c.iommu.inj
+}
+
+// injectFail reports whether this map call is chosen to fail by the fault injection, if any.
+func (c *core) injectFail() bool {
+	in := c.injection()
+	return in != nil && in.fail()
 }
 
 func (c *core) init(shift uint, iommu *IOMMU) {
@@ -631,7 +660,7 @@ func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, in
 			return 0, 0, err
 		}
 	}
-	if inject && c.inj != nil && c.inj.fail() {
+	if inject && c.injectFail() {
 		if region != nil {
 			region.unpin()
 		}
@@ -647,7 +676,7 @@ func (c *core) mapBuf(buf []byte, dir Direction, code uint64, region *Region, in
 	if h == 0 {
 		c.insertSlow(addr, buf, dir, codeKind(code), region)
 	}
-	if f := c.testPublished; f != nil {
+	if f := c.tab.testPublished; f != nil {
 		f()
 	}
 	return addr, h, nil
@@ -736,7 +765,7 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 	}
 	// Bad arguments before the injection's draw, as MapSingle, MapPage and AllocCoherent check
 	// theirs: a call refused as invalid is not a map call that fault injection counts.
-	if c.inj != nil {
+	if c.injection() != nil {
 		if !dir.Valid() {
 			clearSG(sg)
 			return 0, fmt.Errorf("dma: map_sg %v: %w", dir, ErrInvalid)
@@ -748,7 +777,7 @@ func (c *core) MapSG(sg []SG, dir Direction) (int, error) {
 			}
 		}
 	}
-	if c.inj != nil && c.inj.fail() {
+	if c.injectFail() {
 		clearSG(sg)
 		return 0, fmt.Errorf("dma: map_sg (injected): %w", ErrMapping)
 	}
@@ -903,7 +932,7 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if size <= 0 || size > int(^uint(0)>>1)-PageSize {
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
 	}
-	if c.inj != nil && c.inj.fail() {
+	if c.injectFail() {
 		return nil, fmt.Errorf("dma: alloc_coherent (injected): %w", ErrMapping)
 	}
 	reg, err := AllocPages((size + PageSize - 1) / PageSize)

@@ -34,8 +34,8 @@ func TestDirectSharedBufUnmapRacesMap(t *testing.T) {
 
 	var otherAddr Addr
 	liveInWindow := -1
-	d.core.testPublished = func() {
-		d.core.testPublished = nil // once: the calls below are the "other goroutine"
+	d.core.tab.testPublished = func() {
+		d.core.tab.testPublished = nil // once: the calls below are the "other goroutine"
 		// The two earlier packets complete: two unmaps of the identical mapping.
 		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
 		assert.NoError(t, d.UnmapSingle(want, len(buf), ToDevice))
