@@ -56,12 +56,19 @@ func directKey(addr uint64, n int) uint64 {
 }
 
 // MapSingleSole maps buf as MapSingle does and returns the mapping's Sole handle (see
-// SoleMapper). Its common case is tryIndex's first step, with no other call: buf (1..keepMax
-// bytes, so indexable: at most spanMax pages; Go memory, no byte of it in a Region's span; dir
-// valid) was mapped before at the same address in the same way and its entry is still free (it
-// kept its words: keepMax) in the set of its entryKey (directKey): one CAS makes it live again.
-// Otherwise core's map.
+// SoleMapper): MapSingleSoleHint with no hint.
 func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	return d.MapSingleSoleHint(buf, dir, 0)
+}
+
+// MapSingleSoleHint is MapSingleSole with the handle of an earlier sole mapping of the caller as a
+// hint (see SoleMapper). Its common case is tryIndex's first step, with no other call: buf
+// (1..keepMax bytes, so indexable: at most spanMax pages; Go memory, no byte of it in a Region's
+// span; dir valid) was mapped before at the same address in the same way and its entry is still
+// free (it kept its words: keepMax) in the set of its entryKey (directKey): one CAS makes it live
+// again. The entry that hint names is tried first, without the set's hash: if it is such an
+// entry, it is one of that set's (below). Otherwise core's map.
+func (d *Direct) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
 	// One condition per if: the compiler branches on each, with no boolean in between.
 	n := len(buf)
 	if uint(n-1) >= keepMax {
@@ -80,7 +87,6 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		p := unsafe.SliceData(buf)
 		addr := uint64(uintptr(unsafe.Pointer(p)))
 		want := metaFieldsOf(n, dir, codeSingleSole) | metaFree
-		i := d.tab.directSet(directKey(addr, n))
 		// tryIndex's first step, without its loads of addr and region, which cannot differ here
 		// (TestDirectEntryInvariants checks both facts after every test's maps and unmaps):
 		//   - addr: every Direct fill (tryIndex from mapBuf, the only filler of Direct's index)
@@ -93,6 +99,22 @@ func (d *Direct) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 		//     likewise. (And p is Go memory outside every Region's span, mayOverlapRegion.)
 		// The CAS from the free word m makes the words the ones loaded: every fill moves meta's
 		// generation (see index.go), so none ran between the loads and the CAS.
+		//
+		// The hint's entry: the entries are this table's, and a fill puts a mapping in the set
+		// of its entryKey, which its address and size decide; an entry that matches (ptr p,
+		// size n) was therefore filled for the address and size of buf, in buf's set, where
+		// the hashed search below would look (either of two matching entries will do, as
+		// there). Any hint (0, stale, another mapper's) is safe: only a match is taken.
+		if i := uint64(hint&(1<<soleBits-1)) - 1; i < nIndex {
+			e := d.tab.entryAt(i)
+			if m := e.meta.Load(); m&(metaState|metaFields) == want && e.ptr.Load() == p {
+				h := Sole((m+metaGen1)>>metaGenShift<<soleBits | (i + 1))
+				if e.meta.CompareAndSwap(m, m+metaGen1|metaLive) {
+					return Addr(addr), h, nil
+				}
+			}
+		}
+		i := d.tab.directSet(directKey(addr, n))
 		for end := i + nWays; i < end; i++ {
 			e := d.tab.entryAt(i)
 			m := e.meta.Load()

@@ -323,3 +323,68 @@ func TestDirectEntryInvariants(t *testing.T) {
 		}
 	})
 }
+
+// TestMapSingleSoleHint: the hint (an earlier sole handle of the caller) is taken only for the
+// free entry that holds this very buffer, size and direction; any other hint (an entry of another
+// buffer, of the buffer in another size or direction, a live entry, 0, beyond the index) leaves
+// the map to the set's search, and every mapping answers Translate and unmaps as without a hint.
+func TestMapSingleSoleHint(t *testing.T) {
+	d := NewDirect()
+	mem := make([]byte, 3*PageSize)
+	a, b := mem[100:400], mem[PageSize+100:PageSize+400] // same size, different buffers
+	idx := func(h Sole) uint64 { return uint64(h & (1<<soleBits - 1)) }
+	check := func(buf []byte, dir Direction, addr Addr, h Sole) {
+		t.Helper()
+		require.Equal(t, Addr(sliceAddr(buf)), addr)
+		require.NotZero(t, h)
+		got, err := d.TranslateSole(addr, len(buf), ToDevice, h)
+		require.NoError(t, err)
+		require.Same(t, &buf[0], &got[0])
+		got, err = d.Translate(addr, len(buf), ToDevice) // the set holds it: no hint needed
+		require.NoError(t, err)
+		require.Same(t, &buf[0], &got[0])
+	}
+
+	addrA, hA, err := d.MapSingleSole(a, ToDevice)
+	require.NoError(t, err)
+	check(a, ToDevice, addrA, hA)
+	// A live entry is not taken: the same buffer mapped twice is two entries.
+	addrA2, hA2, err := d.MapSingleSoleHint(a, ToDevice, hA)
+	require.NoError(t, err)
+	check(a, ToDevice, addrA2, hA2)
+	require.NotEqual(t, idx(hA), idx(hA2))
+	require.Equal(t, 2, d.LiveCount())
+	require.NoError(t, d.UnmapSingleSole(addrA2, len(a), ToDevice, hA2))
+	require.NoError(t, d.UnmapSingleSole(addrA, len(a), ToDevice, hA))
+
+	// A's free entry: not for B (another buffer of the same size and direction), nor for A in
+	// another direction or size.
+	addrB, hB, err := d.MapSingleSoleHint(b, ToDevice, hA)
+	require.NoError(t, err)
+	check(b, ToDevice, addrB, hB)
+	_, err = d.Translate(addrA, len(a), ToDevice)
+	requireFault(t, err, addrA, ReasonNotMapped) // A's entry was not made live for B
+	require.NoError(t, d.UnmapSingleSole(addrB, len(b), ToDevice, hB))
+	addrA3, hA3, err := d.MapSingleSoleHint(a[:len(a)-1], ToDevice, hA)
+	require.NoError(t, err)
+	check(a[:len(a)-1], ToDevice, addrA3, hA3)
+	require.NoError(t, d.UnmapSingleSole(addrA3, len(a)-1, ToDevice, hA3))
+	addrA4, hA4, err := d.MapSingleSoleHint(a, Bidirectional, hA)
+	require.NoError(t, err)
+	got, err := d.TranslateSole(addrA4, len(a), FromDevice, hA4)
+	require.NoError(t, err)
+	require.Same(t, &a[0], &got[0])
+	require.NoError(t, d.UnmapSingleSole(addrA4, len(a), Bidirectional, hA4))
+
+	// A's own hint: its entry again, the next generation; and hints that name nothing.
+	for _, hint := range []Sole{hA, 0, 1<<soleBits - 1, hA + 1<<soleBits} {
+		addr, h, err := d.MapSingleSoleHint(a, ToDevice, hint)
+		require.NoError(t, err)
+		check(a, ToDevice, addr, h)
+		require.Equal(t, 1, d.LiveCount())
+		require.NoError(t, d.UnmapSingleSole(addr, len(a), ToDevice, h))
+		require.ErrorIs(t, d.UnmapSingleSole(addr, len(a), ToDevice, h), ErrNotMapped)
+	}
+	requireTableEmpty(t, d)
+	requireEntryInvariants(t, &d.tab)
+}

@@ -245,6 +245,7 @@ func FuzzMapper(f *testing.F) {
 			live = append(live, mm)
 		}
 
+		var lastSole Sole // the last MapSingleSole's handle: MapSingleSoleHint's hint
 		for step := 0; in.more() && step < 300; step++ {
 			switch op := in.next(8); op {
 			case 0, 1: // MapSingle / MapPage of region memory
@@ -260,12 +261,19 @@ func FuzzMapper(f *testing.F) {
 					var a Addr
 					var h Sole
 					heap := step%6 == 5
-					if heap {
+					if heap && step%12 == 11 {
+						// The hint: the last sole handle (live, unmapped, revoked or 0),
+						// which names an entry of this buffer or of another.
+						a, h, err = m.(SoleMapper).MapSingleSoleHint(hmem[off:off+size], dir, lastSole)
+					} else if heap {
 						a, h, err = m.(SoleMapper).MapSingleSole(hmem[off:off+size], dir)
 					} else if step%3 == 2 {
 						a, h, err = m.(SoleMapper).MapSingleSole(mem[off:off+size], dir)
 					} else {
 						a, err = m.MapSingle(mem[off:off+size], dir)
+					}
+					if h != 0 {
+						lastSole = h
 					}
 					mapped(a, err, off, size, dir, KindSingle, h, heap)
 				} else {

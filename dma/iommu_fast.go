@@ -32,6 +32,12 @@ import (
 // SoleMapper). kernel: iommu_dma_map_page with alloc_iova_fast's per-CPU magazine hit. Its
 // common case is mapFast's, with no other call than the pin; otherwise core's map.
 func (m *IOMMU) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
+	return m.MapSingleSoleHint(buf, dir, 0)
+}
+
+// MapSingleSoleHint is MapSingleSole (the body of both, for package sdma's call): the IOMMU maps
+// fresh granules, whose entries no hint names.
+func (m *IOMMU) MapSingleSoleHint(buf []byte, dir Direction, _ Sole) (Addr, Sole, error) {
 	// One condition per if: the compiler branches on each, with no boolean in between.
 	n := uint64(len(buf))
 	if n-1 >= maxIndexed {

@@ -81,6 +81,13 @@ type SoleMapper interface {
 	// behind the owner's back) revoke it: it is unmapped to every reader at once, but its owner's
 	// UnmapSingleSole frees it, and reports ErrNotMapped (see Sole).
 	MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error)
+	// MapSingleSoleHint is MapSingleSole for a caller that passes the handle of an earlier sole
+	// mapping of its own (its hint; 0 or any stale handle is fine): a sender that maps the same
+	// buffer again and again, as package sdma's txreqs do with the handle each descriptor slot
+	// last recorded, lets the mapper look first at the entry that mapping left behind (Direct:
+	// without its index's hash). The hint never changes the outcome, only which of equivalent
+	// free entries the mapping takes; mappers that cannot use it ignore it.
+	MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error)
 	// UnmapSingleSole undoes MapSingleSole: addr, size and dir as for UnmapSingle, h the handle
 	// the map returned. The caller must be the mapping's only unmapper: two calls for one mapping
 	// at the same time are undefined (one after the other, the second is ErrNotMapped). If a
@@ -142,6 +149,11 @@ func (c *core) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
 	return c.mapBuf(buf, dir, codeSingleSole, nil, true)
 }
 
+// MapSingleSoleHint is MapSingleSole: core's general path has no use for the hint.
+func (c *core) MapSingleSoleHint(buf []byte, dir Direction, _ Sole) (Addr, Sole, error) {
+	return c.mapBuf(buf, dir, codeSingleSole, nil, true)
+}
+
 // UnmapSingleSole undoes MapSingleSole (see SoleMapper).
 func (c *core) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
 	if h == 0 {
@@ -177,6 +189,15 @@ func mapSole(m Mapper, buf []byte, dir Direction) (Addr, Sole, error) {
 	return a, 0, err
 }
 
+// mapSoleHint is mapSole with MapSingleSoleHint.
+func mapSoleHint(m Mapper, buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
+	if s, ok := m.(SoleMapper); ok {
+		return s.MapSingleSoleHint(buf, dir, hint)
+	}
+	a, err := m.MapSingle(buf, dir)
+	return a, 0, err
+}
+
 // unmapSole undoes mapSole: UnmapSingleSole through m for a handle, else UnmapSingle.
 func unmapSole(m Mapper, addr Addr, size int, dir Direction, h Sole) error {
 	if s, ok := m.(SoleMapper); ok && h != 0 {
@@ -193,6 +214,13 @@ func (c *Counting) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) 
 	return a, h, c.count(err)
 }
 
+// MapSingleSoleHint is MapSingleSole through the wrapped mapper's MapSingleSoleHint.
+func (c *Counting) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
+	c.mapSingle.Add(1)
+	a, h, err := mapSoleHint(c.m, buf, dir, hint)
+	return a, h, c.count(err)
+}
+
 // UnmapSingleSole counts an UnmapSingle and undoes MapSingleSole through the wrapped mapper.
 func (c *Counting) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
 	c.unmapSingle.Add(1)
@@ -206,6 +234,14 @@ func (f *FaultInjector) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, er
 		return 0, 0, injected("map_single")
 	}
 	return mapSole(f.m, buf, dir)
+}
+
+// MapSingleSoleHint is MapSingleSole through the wrapped mapper's MapSingleSoleHint.
+func (f *FaultInjector) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
+	if f.inj.fail() {
+		return 0, 0, injected("map_single")
+	}
+	return mapSoleHint(f.m, buf, dir, hint)
 }
 
 // UnmapSingleSole passes through.

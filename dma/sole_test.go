@@ -214,6 +214,10 @@ func (n soleNoBatch) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error
 	return n.s.MapSingleSole(buf, dir)
 }
 
+func (n soleNoBatch) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
+	return n.s.MapSingleSoleHint(buf, dir, hint)
+}
+
 func (n soleNoBatch) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
 	return n.s.UnmapSingleSole(addr, size, dir, h)
 }

@@ -28,6 +28,10 @@ func (m *handleZeroSole) MapSingleSole(buf []byte, dir dma.Direction) (dma.Addr,
 	return m.Direct.MapSingleSole(buf, dir)
 }
 
+func (m *handleZeroSole) MapSingleSoleHint(buf []byte, dir dma.Direction, _ dma.Sole) (dma.Addr, dma.Sole, error) {
+	return m.MapSingleSole(buf, dir)
+}
+
 func (m *handleZeroSole) UnmapBatch(us []dma.Unmap) error {
 	m.batches++
 	m.entries += len(us)

@@ -104,7 +104,7 @@ func (tx *TxReq) addKV(dev *Device, buf []byte, split bool) error {
 	// sole mapping's descriptor is one of the inline ones, written here without addDesc's call.
 	n := len(buf)
 	if i := int(tx.numDesc); dev.sole != nil && i < desc.NumDesc {
-		addr, h, err := dev.sole.MapSingleSole(buf, dma.ToDevice)
+		addr, h, err := dev.sole.MapSingleSoleHint(buf, dma.ToDevice, tx.soles[i]) // the slot's last handle
 		if err != nil {
 			return tx.mapFailed(kvOp(split), n, err)
 		}
