@@ -60,14 +60,16 @@ func (m *IOMMU) MapSingleSoleHint(buf []byte, dir Direction, _ Sole) (Addr, Sole
 	}
 	{
 		p := unsafe.SliceData(buf)
+		id := pcpu.Pin()
+		// After the pin's call, what derives from p, n and dir: fewer values live across it.
 		sh := m.shift & 63 // < 63 (NewIOMMU): the mask only spares the compiler's guard of a shift by 64 or more
 		off := uint64(uintptr(unsafe.Pointer(p))) & (1<<sh - 1)
 		k := (off+n-1)>>sh + 1 // granules touched; at most magMax < spanMax: indexable
 		if k > magMax {
+			pcpu.Unpin()
 			goto general
 		}
-		fields := metaFieldsOf(int(n), dir, codeSingleSole) // before the pin's call: fewer values live across it
-		id := pcpu.Pin()
+		fields := metaFieldsOf(int(n), dir, codeSingleSole)
 		if uint(id) >= uint(len(m.mags)) {
 			pcpu.Unpin()
 			goto general
