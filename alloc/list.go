@@ -191,7 +191,8 @@ func (l *List[T]) handed(c *cell[T]) (*T, error) {
 
 // Put gives p back for re-use, running the reset hook on it first, and hands a free object to the
 // oldest waiter in GetCtx, if any. It returns a [*PutError] matching ErrForeign if p is nil or not
-// from this List, or ErrDoublePut if p is already free; the List is unchanged then. Put works
+// from this List (also one that no Get ever handed out), or ErrDoublePut if p is already free
+// after a Get handed it out; the List is unchanged then. Put works
 // after Close.
 func (l *List[T]) Put(p *T) error {
 	if err := l.s.put(p); err != nil {

@@ -157,7 +157,7 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 
 // msgBanner describes a -mode msg run for the table heading.
 func msgBanner(cfg Config) string {
-	return fmt.Sprintf("%d-byte packets through a usdma packet queue (AHG); a row's figures are per message; -frags and ring-full do not apply", cfg.MTU)
+	return fmt.Sprintf("%d-byte packets through a usdma packet queue (AHG); a row's figures are per message; -frags and -send (Ring full above) do not apply: the queue sleeps on a full ring as user SDMA does, and the counters count it", cfg.MTU)
 }
 
 // checkMsgFaults refuses -faults sinkfail with -mode msg: the sink fails packet deliveries, and

@@ -223,8 +223,8 @@ func noteStale(prefix string, rep *udpsink.Report, stderr io.Writer) {
 
 // warnEmptyRun warns of a run that ended with no packet sent: its end markers alone arrived,
 // counting no packet (a client whose every delivery was refused, as with -faults sinkfail=1).
-// It is a run all the same, the row of its size in a sweep: receiveRun skipped it, and the next
-// size's run was taken for it. A run whose packets were all lost is warned of as loss.
+// It is a run all the same, the row of its size in a sweep (an earlier version skipped it and took
+// the next size's run for it). A run whose packets were all lost is warned of as loss.
 func warnEmptyRun(prefix string, rep *udpsink.Report, stderr io.Writer) {
 	if rep.Ended && rep.Packets == 0 && rep.Lost == 0 {
 		fmt.Fprintf(stderr, "sdmaperf: warning: %sthe client's run ended with no packet sent (it delivered none: see its #failed and sink-errors)\n", prefix)
