@@ -86,7 +86,8 @@ type SoleMapper interface {
 	// buffer again and again, as package sdma's txreqs do with the handle each descriptor slot
 	// last recorded, lets the mapper look first at the entry that mapping left behind (Direct:
 	// without its index's hash). The hint never changes the outcome, only which of equivalent
-	// free entries the mapping takes; mappers that cannot use it ignore it.
+	// free entries the mapping takes; mappers that cannot use it ignore it. Callers use it only
+	// where HintIsOwn says it is the mapper's own (a type embedding *Direct inherits it).
 	MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error)
 	// UnmapSingleSole undoes MapSingleSole: addr, size and dir as for UnmapSingle, h the handle
 	// the map returned. The caller must be the mapping's only unmapper: two calls for one mapping
@@ -189,13 +190,28 @@ func mapSole(m Mapper, buf []byte, dir Direction) (Addr, Sole, error) {
 	return a, 0, err
 }
 
-// mapSoleHint is mapSole with MapSingleSoleHint.
+// mapSoleHint is mapSole with MapSingleSoleHint where m's hint method is its own (HintIsOwn),
+// else mapSole: a type that embeds *Direct and overrides MapSingleSole keeps its override.
 func mapSoleHint(m Mapper, buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
-	if s, ok := m.(SoleMapper); ok {
-		return s.MapSingleSoleHint(buf, dir, hint)
+	if HintIsOwn(m) {
+		return m.(SoleMapper).MapSingleSoleHint(buf, dir, hint)
 	}
-	a, err := m.MapSingle(buf, dir)
-	return a, 0, err
+	return mapSole(m, buf, dir)
+}
+
+// HintIsOwn reports whether m's MapSingleSoleHint is sure to map as its MapSingleSole does: m is
+// one of this package's SoleMappers (Direct, IOMMU, and the Counting and FaultInjector wrappers,
+// which pass the hint on only under the same test). A caller that holds a hint calls
+// MapSingleSoleHint only then, and MapSingleSole otherwise: a type that embeds *Direct or
+// *IOMMU and overrides MapSingleSole (a quota, a fault plan) is a SoleMapper through the
+// promoted MapSingleSoleHint, which would map without the override. Package sdma decides once,
+// in NewDevice.
+func HintIsOwn(m Mapper) bool {
+	switch m.(type) {
+	case *Direct, *IOMMU, *Counting, *FaultInjector:
+		return true
+	}
+	return false
 }
 
 // unmapSole undoes mapSole: UnmapSingleSole through m for a handle, else UnmapSingle.

@@ -133,7 +133,11 @@ type Device struct {
 	// registry is the mapper's dma.Registry (Direct, IOMMU), or nil: an add skips regs' lookup
 	// when it says nothing is registered (lookupRegs). Set by NewDevice, read-only after.
 	registry *dma.Registry
-	sole     dma.SoleMapper // mapper as a dma.SoleMapper, or nil; set by NewDevice, read-only after
+	// sole is the mapper as a dma.SoleMapper, or nil: an add maps with its MapSingleSoleHint and
+	// the slot's last handle. A mapper whose hint method may not be its own (dma.HintIsOwn: a type
+	// embedding *dma.Direct inherits Direct's, which would skip an overridden MapSingleSole) is
+	// behind hintless. Set by NewDevice, read-only after.
+	sole dma.SoleMapper
 	// hints is the mapper as a dma.SoleTranslator (Direct, IOMMU), else its Translate behind a
 	// plainTranslator (the wrappers, whose Translate sees every access): the hardware model's
 	// translations pass the txreq's handles (hw_hint.go). A type that embeds *dma.Direct or
@@ -213,7 +217,11 @@ func NewDevice(cfg Config) (*Device, error) {
 	if r, ok := m.(interface{ Registry() *dma.Registry }); ok {
 		dev.registry = r.Registry()
 	}
-	dev.sole, _ = m.(dma.SoleMapper)
+	if s, ok := m.(dma.SoleMapper); ok && !dma.HintIsOwn(m) {
+		dev.sole = hintless{s} // a user's type: its own MapSingleSole, not a promoted hint method
+	} else {
+		dev.sole = s
+	}
 	if ht, ok := m.(dma.SoleTranslator); ok {
 		dev.hints = ht
 	} else {
@@ -585,4 +593,15 @@ func (dev *Device) Shutdown(ctx context.Context) error {
 		return err
 	}
 	return drainErr
+}
+
+// hintless is a SoleMapper whose MapSingleSoleHint is its MapSingleSole: NewDevice puts a user's
+// SoleMapper behind it (dma.HintIsOwn), so that a type that embeds *dma.Direct and overrides
+// MapSingleSole (a quota, a fault plan) is mapped through its override, not through the
+// embedded Direct's promoted MapSingleSoleHint.
+type hintless struct{ dma.SoleMapper }
+
+// MapSingleSoleHint is MapSingleSole: the hint is dropped.
+func (h hintless) MapSingleSoleHint(buf []byte, dir dma.Direction, _ dma.Sole) (dma.Addr, dma.Sole, error) {
+	return h.MapSingleSole(buf, dir)
 }
