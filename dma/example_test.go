@@ -248,3 +248,36 @@ func ExampleRegistrar() {
 	// payload true
 	// true 0
 }
+
+// quotaMapper is a user's mapper: Direct with a MapSingleSole that refuses every map. It embeds
+// *dma.Direct, so it also has Direct's MapSingleSoleHint, which knows nothing of the override.
+type quotaMapper struct{ *dma.Direct }
+
+func (q quotaMapper) MapSingleSole(buf []byte, dir dma.Direction) (dma.Addr, dma.Sole, error) {
+	return 0, 0, errors.New("over quota")
+}
+
+// HintIsOwn tells a caller holding a hint whether MapSingleSoleHint is the mapper's own: only
+// then may it pass the hint; otherwise it calls MapSingleSole, the user's override.
+func ExampleHintIsOwn() {
+	for _, m := range []dma.Mapper{dma.NewDirect(), dma.NewCounting(nil), quotaMapper{dma.NewDirect()}} {
+		s := m.(dma.SoleMapper)
+		buf := make([]byte, 64)
+		var addr dma.Addr
+		var h dma.Sole
+		var err error
+		if dma.HintIsOwn(m) {
+			addr, h, err = s.MapSingleSoleHint(buf, dma.ToDevice, 0)
+		} else {
+			addr, h, err = s.MapSingleSole(buf, dma.ToDevice)
+		}
+		fmt.Printf("%T own hint: %v, map error: %v\n", m, dma.HintIsOwn(m), err)
+		if err == nil {
+			_ = s.UnmapSingleSole(addr, len(buf), dma.ToDevice, h)
+		}
+	}
+	// Output:
+	// *dma.Direct own hint: true, map error: <nil>
+	// *dma.Counting own hint: true, map error: <nil>
+	// dma_test.quotaMapper own hint: false, map error: over quota
+}
