@@ -361,21 +361,7 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}()
 	}
 	if poll || cfg.Manual {
-		for i := range dev.NumEngines() {
-			bg.Add(1)
-			go func(e *sdma.Engine) {
-				defer bg.Done()
-				for !stopped.Load() {
-					n := 0
-					if cfg.Manual {
-						n, _ = e.Process()
-					}
-					if e.Poll()+n == 0 {
-						time.Sleep(10 * time.Microsecond)
-					}
-				}
-			}(dev.Engine(i))
-		}
+		sdmatest.DriveEngines(dev, cfg.Manual, &stopped, &bg)
 	}
 	bg.Add(1)
 	go func() {

@@ -137,21 +137,7 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 	var stopped atomic.Bool
 	// Pollers for CompletePoll.
 	if poll || cfg.Manual {
-		for i := range dev.NumEngines() {
-			bg.Add(1)
-			go func(e *sdma.Engine) {
-				defer bg.Done()
-				for !stopped.Load() {
-					n := 0
-					if cfg.Manual {
-						n, _ = e.Process()
-					}
-					if e.Poll()+n == 0 {
-						time.Sleep(5 * time.Microsecond)
-					}
-				}
-			}(dev.Engine(i))
-		}
+		sdmatest.DriveEngines(dev, cfg.Manual, &stopped, &bg)
 	}
 	// Submitters: one per queue, random messages round-robin on the slots.
 	for qi, q := range qs {

@@ -177,21 +177,7 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}()
 	}
 	if poll || cfg.Manual {
-		for i := range sd.NumEngines() {
-			bg.Add(1)
-			go func(e *sdma.Engine) {
-				defer bg.Done()
-				for !stopped.Load() {
-					n := 0
-					if cfg.Manual {
-						n, _ = e.Process()
-					}
-					if e.Poll()+n == 0 {
-						time.Sleep(10 * time.Microsecond)
-					}
-				}
-			}(sd.Engine(i))
-		}
+		sdmatest.DriveEngines(sd, cfg.Manual, &stopped, &bg)
 	}
 	bg.Add(1)
 	go func() {
