@@ -144,9 +144,10 @@ type SendContext struct {
 	// handler (runDone). Enable and Restart refuse from then on. Read by Enable under allocMu,
 	// by Restart before it (atomic loads).
 	gone atomic.Bool
-	// chipG is the chip goroutine's id (internal/goid), or 0 before it runs and on a manual
-	// chip. Written once by run (atomic store); read by onChip (atomic load), which tells the
-	// chip goroutine's Goexit from a caller's by it.
+	// chipG identifies the chip goroutine (goid.Self: its runtime g where the build has it, else
+	// its id), or 0 before it runs, once it has ended and on a manual chip. Written by run (atomic
+	// store) and by runDone (0, as the goroutine ends: the runtime may give its g to another);
+	// read by onChip (atomic load), which tells the chip goroutine's Goexit from a caller's by it.
 	chipG atomic.Uint64
 
 	_ cpu.CacheLinePad
@@ -707,7 +708,7 @@ const chipSpin = 256
 // and parks on the doorbell until Close. A Sink or Releaser that ends it with runtime.Goexit
 // leaves it to runDone.
 func (sc *SendContext) run() {
-	sc.chipG.Store(goid.ID())
+	sc.chipG.Store(goid.Self())
 	returned := false
 	defer sc.runDone(&returned)
 	for {
@@ -727,7 +728,10 @@ func (sc *SendContext) run() {
 // the goroutine gone again and halts the context should it be enabled: it is not, unless a
 // Goexit came from elsewhere on the goroutine.
 func (sc *SendContext) runDone(returned *bool) {
-	defer close(sc.done)
+	defer func() {
+		sc.chipG.Store(0) // the goroutine ends: its g may be another's next (goid.Self)
+		close(sc.done)
+	}()
 	if *returned {
 		return
 	}
@@ -975,11 +979,12 @@ func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 	sc.wakeAll()
 }
 
-// onChip reports whether the caller runs on the chip goroutine (chipG): a goroutine id, from
-// runtime.Stack (microseconds), only for a Goexit's handler.
+// onChip reports whether the caller runs on the chip goroutine (chipG), by goid.Self: one load
+// where the build has getg, else a goroutine id from runtime.Stack (microseconds); only for a
+// Goexit's handler.
 func (sc *SendContext) onChip() bool {
 	g := sc.chipG.Load()
-	return g != 0 && g == goid.ID()
+	return g != 0 && g == goid.Self()
 }
 
 // writeBack writes the credit return word (hwMu held): the free counter modulo 2048 and why.

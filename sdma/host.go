@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	goidpkg "github.com/gosdma/gosdma/internal/goid"
 )
 
 // Hosts: the goroutines that run an engine's passes in a call of their own.
@@ -27,7 +29,7 @@ import (
 // before its goroutine ends, so a g the runtime reuses never matches a stale entry.
 func gid() uint64 {
 	if haveGetg {
-		return uint64(getg())
+		return uint64(goidpkg.G())
 	}
 	return goid()
 }

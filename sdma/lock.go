@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	goidpkg "github.com/gosdma/gosdma/internal/goid"
 	"github.com/gosdma/gosdma/internal/membarrier"
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
@@ -197,7 +198,7 @@ func (l *ticketLock) Lock() {
 func (l *ticketLock) lockBiasable() {
 	var g uintptr
 	if canBias && l.biasable {
-		g = getg()
+		g = goidpkg.G()
 		if !l.ticketsOut() && l.lockBiased(g) {
 			return
 		}
@@ -216,7 +217,7 @@ func (l *ticketLock) lockBiasable() {
 //go:noinline
 func (l *ticketLock) ticketHeld(g uintptr, t uint32) {
 	if g == 0 {
-		g = getg()
+		g = goidpkg.G()
 	}
 	relaxed.StoreRelease64(&l.ownerG, uint64(g))
 	relaxed.StoreRelease32(&l.ownerT, t)
@@ -349,7 +350,7 @@ func (l *ticketLock) TryLock() bool {
 func (l *ticketLock) tryLockBiasable() bool {
 	var g uintptr
 	if canBias && l.biasable {
-		g = getg()
+		g = goidpkg.G()
 		if !l.ticketsOut() && l.lockBiased(g) {
 			return true
 		}

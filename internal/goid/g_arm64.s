@@ -2,10 +2,10 @@
 
 #include "textflag.h"
 
-// func getg() uintptr
+// func G() uintptr
 // The arm64 ABI keeps the current g in R28, which the assembler calls g. An assembly function
 // is ABI0: the result goes to the stack slot, not to R0 (ABIInternal's result register, which
 // only the runtime's own assembly may use).
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-8
+TEXT ·G(SB), NOSPLIT|NOFRAME, $0-8
 	MOVD g, ret+0(FP)
 	RET

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// func getg() uintptr
-TEXT ·getg(SB), NOSPLIT|NOFRAME, $0-8
+// func G() uintptr
+TEXT ·G(SB), NOSPLIT|NOFRAME, $0-8
 	MOVQ (TLS), AX
 	MOVQ AX, ret+0(FP)
 	RET
