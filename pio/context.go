@@ -663,7 +663,9 @@ func (sc *SendContext) Enable() error {
 // model calls Restart itself after a halt (the kernel's halt_work); it is exported for a manual
 // chip and for tests.
 func (sc *SendContext) Restart() error {
-	if f := sc.flags.Load(); f&scfHalted == 0 || f&scfInFree != 0 {
+	if f := sc.flags.Load(); f&scfInFree != 0 {
+		return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is closed")
+	} else if f&scfHalted == 0 {
 		return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is not halted")
 	}
 	if sc.gone.Load() { // a Goexit ended the chip goroutine: nothing would consume packets

@@ -350,3 +350,30 @@ func TestHaltRate(t *testing.T) {
 		t.Errorf("SetFaults with HaltRate 2: %v, want ErrInvalid", err)
 	}
 }
+
+// Restart of a closed context is refused (sc_restart bounces off SCF_IN_FREE with -EINVAL:
+// ErrInvalid) with an error that says it is closed. It used to say "is not halted" also of a
+// context that Halted reported halted (a packet that halted the chip in Close's drain).
+func TestRestartClosedSaysClosed(t *testing.T) {
+	sc, err := New(Config{Type: Kernel, Credits: 8, Threshold: 1, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sc.BufferAlloc(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Copy(CreatePBC(0, 0, 0, 40), make([]byte, 8)); err != nil { // a bad length: halts in Close's drain
+		t.Fatal(err)
+	}
+	if err := sc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Halted() {
+		t.Fatal("the bad packet did not halt the context in Close's drain")
+	}
+	err = sc.Restart()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "not halted") {
+		t.Fatalf("Restart after Close: %v, want ErrInvalid saying it is closed", err)
+	}
+}
