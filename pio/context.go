@@ -683,8 +683,13 @@ func (sc *SendContext) Restart() error {
 // PRCSCDisable exactly once, every waiter is woken, the chip goroutine stops, and later calls get
 // ErrClosed. Like Disable it first waits for every allocated buffer's copy to end: a buffer left
 // unfinished keeps Close waiting. Close is idempotent and safe to call concurrently; one that a
-// Goexit in a callback interrupted (see Sink) finishes on the next call.
+// Goexit in a callback interrupted (see Sink) finishes on the next call. Called on the chip
+// goroutine (from a Waiter's wake-up, a Sink or a Releaser that it runs) Close would wait for
+// that goroutine to end: it returns ErrInvalid there and changes nothing.
 func (sc *SendContext) Close() error {
+	if sc.quit != nil && sc.onChip() {
+		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
+	}
 	sc.closeMu.Lock()
 	defer sc.closeMu.Unlock()
 	if sc.closed {
@@ -983,7 +988,7 @@ func (sc *SendContext) goexitHalt(what string, alloc, sink bool) {
 
 // onChip reports whether the caller runs on the chip goroutine (chipG), by goid.Self: one load
 // where the build has getg, else a goroutine id from runtime.Stack (microseconds); only for a
-// Goexit's handler.
+// Goexit's handler and Close, never per packet.
 func (sc *SendContext) onChip() bool {
 	g := sc.chipG.Load()
 	return g != 0 && g == goid.Self()

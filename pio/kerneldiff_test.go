@@ -1,6 +1,7 @@
 package pio
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -377,3 +378,80 @@ func TestRestartClosedSaysClosed(t *testing.T) {
 		t.Fatalf("Restart after Close: %v, want ErrInvalid saying it is closed", err)
 	}
 }
+
+// A Waiter's wake-up may call into the context (Waiter: "so it may retry BufferAlloc"), and one
+// on a caller's goroutine may Close it; on the chip goroutine, Close would wait for that
+// goroutine's end, which is waiting in Close: it is refused there (ErrInvalid, nothing changed),
+// as sdma refuses a Close on an engine's own goroutine. It used to hang the chip goroutine and
+// every later Close.
+func TestCloseFromWakeupOnChipRefused(t *testing.T) {
+	sc, err := New(Config{Type: Kernel, Credits: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	var w Waiter
+	w.Init(func(*Waiter) { closed <- sc.Close() })
+	if !sc.QueueWait(&w, sc.ReleaseSeq()) { // the first waiter forces a credit return: the chip goroutine's pass wakes it
+		t.Fatal("not queued")
+	}
+	var got error
+	bounded(t, "Close from a wake-up on the chip goroutine", func() { got = <-closed })
+	if !errors.Is(got, ErrInvalid) || !strings.Contains(got.Error(), "chip goroutine") {
+		t.Fatalf("Close from a wake-up on the chip goroutine: %v, want ErrInvalid naming the chip goroutine", got)
+	}
+	if !sc.Enabled() {
+		t.Fatal("the refused Close changed the context")
+	}
+	if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, nil); err != nil {
+		t.Fatalf("send after the refused Close: %v", err)
+	}
+	bounded(t, "Close", func() { err = sc.Close() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.BufferAlloc(4, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("BufferAlloc after Close: %v", err)
+	}
+}
+
+// The same refusal for a Sink and a Releaser on the chip goroutine (their docs forbid calls into
+// the context; a Close there deadlocked on the chip's locks): ErrInvalid, the packet still sent
+// and released once.
+func TestCloseFromChipCallbacksRefused(t *testing.T) {
+	for _, where := range []string{"sink", "releaser"} {
+		t.Run(where, func(t *testing.T) {
+			got := make(chan error, 1)
+			var sc *SendContext
+			var sink Sink
+			var rel Releaser = ReleaseFunc(func(ReleaseCode) {})
+			if where == "sink" {
+				sink = sinkFn(func() { got <- sc.Close() })
+			} else {
+				rel = ReleaseFunc(func(ReleaseCode) { got <- sc.Close() })
+			}
+			var err error
+			sc, err = New(Config{Type: Kernel, Credits: 8, Threshold: 1, Sink: sink})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.SendWait(context.Background(), 0, 0, [][]byte{make([]byte, 8)}, rel); err != nil {
+				t.Fatal(err)
+			}
+			var cerr error
+			bounded(t, "Close from a "+where+" on the chip goroutine", func() { cerr = <-got })
+			if !errors.Is(cerr, ErrInvalid) {
+				t.Fatalf("Close from a %s on the chip goroutine: %v, want ErrInvalid", where, cerr)
+			}
+			bounded(t, "Close", func() { err = sc.Close() })
+			if err != nil || sc.Stats().Packets != 1 {
+				t.Fatalf("Close %v, packets %d", err, sc.Stats().Packets)
+			}
+		})
+	}
+}
+
+// sinkFn is a Sink that calls f for each packet.
+type sinkFn func()
+
+func (f sinkFn) Deliver(int, [][]byte) error { f(); return nil }

@@ -6,10 +6,11 @@ import "sync/atomic"
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
 // release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
 // when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
-// until the lock is let go), so it may retry BufferAlloc on the context; it must not block. A
-// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken, also
-// when it calls runtime.Goexit (which then ends the goroutine; on the chip goroutine it halts
-// the context as a Sink's would, see Sink).
+// until the lock is let go), so it may retry BufferAlloc on the context; it must not block (a
+// Close from a wake-up on the chip goroutine, which would wait for that goroutine, is refused
+// with ErrInvalid). A panic in it is recovered and counted (Stats.WakeupPanics); the rest of the
+// batch is woken, also when it calls runtime.Goexit (which then ends the goroutine; on the chip
+// goroutine it halts the context as a Sink's would, see Sink).
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
