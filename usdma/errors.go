@@ -37,10 +37,15 @@ const (
 // (its engine not running, ErrNotRunning; a vector that could not be pinned, ErrNoMem) sent
 // nothing either, but its slot has ended ERROR with the errno (ECOMM, ENOSPC), exactly once, as
 // the kernel's free_req path sets it.
+//
+// A Submit that stopped sending after its claim keeps the error that stopped it as Cause (its
+// context's, sdma's, ...), which the ReqError matches too: errors.Is(err, context.Canceled) for a
+// Submit cut short by its context, errors.Is(err, sdma.ErrMapping) for a failed mapping.
 type ReqError struct {
 	Slot   int    // the request's completion slot (info.CompIdx)
 	Reason string // what was wrong
 	Err    error  // the sentinel
+	Cause  error  // the error that stopped sending (Submit after the claim), or nil
 }
 
 // Error returns "usdma: request slot N: REASON" (slot -1 for a bad Config given to New).
@@ -50,6 +55,12 @@ func (e *ReqError) Error() string {
 
 // Unwrap returns the sentinel.
 func (e *ReqError) Unwrap() error { return e.Err }
+
+// Is reports whether Cause matches target (errors.Is), beside the sentinel Unwrap gives.
+func (e *ReqError) Is(target error) bool { return e.Cause != nil && errors.Is(e.Cause, target) }
+
+// As finds target in Cause (errors.As), beside the sentinel Unwrap gives.
+func (e *ReqError) As(target any) bool { return e.Cause != nil && errors.As(e.Cause, target) }
 
 func reqErr(slot int, sentinel error, reason string) error {
 	return &ReqError{Slot: slot, Reason: reason, Err: sentinel}

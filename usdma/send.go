@@ -95,7 +95,8 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // no txreq could be had, a packet already completed aborted), Submit returns the error; the slot
 // still ends exactly once, ERROR, when the packets already handed over complete. A nil ctx is
 // ErrInvalid before the slot is claimed (the slot is untouched). ctx bounds only
-// the waits for ring room and for txreqs; a request cut short by ctx ends ERROR too. Room comes only as the engine runs: on
+// the waits for ring room and for txreqs; a request cut short by ctx ends ERROR too, and
+// Submit's error matches ctx's (errors.Is; see ReqError.Cause). Room comes only as the engine runs: on
 // a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
 // while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
 // its interrupts do for the kernel.
@@ -295,7 +296,7 @@ func (pq *PktQ) stop(r *request, err error) error {
 	if re := (*ReqError)(nil); errors.As(err, &re) {
 		return err
 	}
-	return &ReqError{Slot: r.slot, Reason: "sending stopped after " + itoa(int(r.submitted)) + " of " + itoa(int(r.info.NPkts)) + " packets: " + err.Error(), Err: errFor(f.errcode)}
+	return &ReqError{Slot: r.slot, Reason: "sending stopped after " + itoa(int(r.submitted)) + " of " + itoa(int(r.info.NPkts)) + " packets: " + err.Error(), Err: errFor(f.errcode), Cause: err}
 }
 
 func errFor(errcode uint32) error {

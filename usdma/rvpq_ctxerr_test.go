@@ -1,0 +1,48 @@
+package usdma
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// TestSubmitCutByContextMatchesIt: a Submit whose context ends while it waits for ring room
+// returns an error that matches the context's (errors.Is(err, context.Canceled)), as Wait,
+// Close, sdma's SendWait and verbs' Send do, and still ErrFault with the slot; the slot ends
+// ERROR once the packets in the ring complete. It used to match only ErrFault: the context's
+// error was in the text alone, so a caller could not tell its own cancellation from a request
+// that failed on the device.
+func TestSubmitCutByContextMatchesIt(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
+	pq := testQueue(t, Config{Device: dev})
+	data := pattern(64*4096, 1)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for pq.State() != Deferred {
+		require.True(t, time.Now().Before(deadline), "the queue never deferred")
+		time.Sleep(50 * time.Microsecond)
+	}
+	cancel()
+	err := <-errc
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrFault)
+	var re *ReqError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, 0, re.Slot)
+	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+	drive(t, dev.Engine(0))
+	var ce *CompError
+	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
+	assert.EqualValues(t, EFAULT, ce.Errcode)
+	require.ErrorIs(t, ce, context.Canceled) // the CompError's cause is the context's too
+}
