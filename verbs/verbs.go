@@ -85,7 +85,7 @@ type Config struct {
 	Credits int
 	// ManualPIO runs the PIO chips without goroutines: the caller calls Process (a blocking
 	// send drives them itself). Set it when the SDMA device is Manual too: Drain then drives the
-	// flow's engine (Process, Poll) instead of waiting for its goroutine.
+	// flow's engine (Process, Poll) from its first wait, not only after 200 µs.
 	ManualPIO bool
 	// PIOFaults is every context's initial fault plan.
 	PIOFaults pio.FaultPlan
@@ -432,10 +432,11 @@ func (f *Flow) wait(ctx context.Context) error {
 }
 
 // Drain waits until every packet of the flow has completed on both paths, its Completion told
-// (iowait_drain). It runs the engine's completion pass itself while it waits (Process and Poll
-// with ManualPIO; otherwise Poll every 200 µs once it has waited that long), so that it also
-// returns on an engine in sdma.CompletePoll mode, whose txreqs complete only when someone polls;
-// on other engines the poll is harmless. Completions may then run on the caller's goroutine. A
+// (iowait_drain). It drives the flow's engine itself while it waits (Process and Poll: at once
+// with ManualPIO, otherwise every 200 µs once it has waited that long), so that it also returns
+// on a Manual engine and on one in sdma.CompletePoll mode, whose txreqs complete only when
+// someone runs the hardware pass or polls, whether or not ManualPIO is set; on other engines the
+// passes are harmless. Completions may then run on the caller's goroutine. A
 // nil ctx is ErrInvalid, whether or not packets are in flight.
 func (f *Flow) Drain(ctx context.Context) error {
 	if ctx == nil {
@@ -455,7 +456,11 @@ func (f *Flow) Drain(ctx context.Context) error {
 			f.engine.Process()
 			f.engine.Poll()
 		} else if retry != nil {
-			f.engine.Poll() // waited once already: the engine may be one nobody else polls
+			// Waited once already: the engine may be one nobody else drives, a Manual one (its
+			// hardware pass) or a CompletePoll one (its completion pass). Both are safe beside
+			// the engine's own goroutine.
+			f.engine.Process()
+			f.engine.Poll()
 		}
 		if f.sdmaBusy.Load() == 0 {
 			break
