@@ -37,7 +37,8 @@
 // user_sdma.h defines it; the kernel's process_request passes initial_pkt_count (8) instead.
 // EXPECTED (TID) requests are refused with ErrExpected: they need the receive side's TID
 // entries, which gosdma does not model. The P_Key check and the SC-to-VL table are reduced to
-// "VL below Config.NumVLs and SC equal to VL". The checks the kernel makes after it claimed the
+// "VL below Config.NumVLs (the device's NumVLs unless fewer are set: vls_operational) and SC
+// equal to VL". The checks the kernel makes after it claimed the
 // slot run before the claim here, so a bad request changes nothing (the kernel ends the slot
 // ERROR with -EINVAL: at once for the packet and vector counts and the template's opcode, SC/VL
 // and LNH, after marking it QUEUED for check_header_template's); a busy slot is still found

@@ -85,7 +85,8 @@ type Config struct {
 	// MTU bounds the fragment size, 64..10240; 0 means 10240.
 	MTU int
 	// NumVLs is the number of operational VLs (vls_operational) a header's VL must be below,
-	// 1..8; 0 means 8.
+	// 1..Device.NumVLs(); 0 means Device.NumVLs(), the VLs the device maps to engines (the
+	// kernel checks the port's vls_operational, which its engine map is built for too).
 	NumVLs int
 	// DisableAHG sends every packet with a full header (the kernel without HFI1_CAP_SDMA_AHG).
 	DisableAHG bool
@@ -233,8 +234,8 @@ func New(cfg Config) (*PktQ, error) {
 		return bad("Slots " + itoa(cfg.Slots) + " out of 1..65536")
 	case cfg.MTU != 0 && (cfg.MTU < PIOBlockSize || cfg.MTU > DefaultMTU):
 		return bad("MTU " + itoa(cfg.MTU) + " out of 64..10240")
-	case cfg.NumVLs < 0 || cfg.NumVLs > sdma.MaxVLs:
-		return bad("NumVLs " + itoa(cfg.NumVLs) + " out of 1..8")
+	case cfg.NumVLs < 0 || cfg.NumVLs > cfg.Device.NumVLs():
+		return bad("NumVLs " + itoa(cfg.NumVLs) + " out of 1.." + itoa(cfg.Device.NumVLs()) + " (the device's VLs)")
 	case cfg.PinLimit < NoPinLimit:
 		return bad("PinLimit " + itoa(cfg.PinLimit) + " is negative and not NoPinLimit (-1)")
 	case cfg.Timeout < 0:
@@ -249,7 +250,7 @@ func New(cfg Config) (*PktQ, error) {
 		ctxt:     cfg.Ctxt,
 		subctxt:  cfg.Subctxt,
 		mtu:      or(cfg.MTU, DefaultMTU),
-		numVLs:   or(cfg.NumVLs, sdma.MaxVLs),
+		numVLs:   or(cfg.NumVLs, cfg.Device.NumVLs()),
 		ahg:      !cfg.DisableAHG,
 		psnMask:  psnMask,
 		timeout:  cfg.Timeout,

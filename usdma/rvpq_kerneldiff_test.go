@@ -110,7 +110,7 @@ func TestKernelDiffEagerHeaders(t *testing.T) {
 		for _, ext := range []bool{false, true} {
 			t.Run(fmt.Sprintf("ahg=%v/extpsn=%v", ahg, ext), func(t *testing.T) {
 				sink := &recSink{}
-				dev := testDevice(t, sdma.Config{Sink: sink, RingSize: 4096})
+				dev := testDevice(t, sdma.Config{Sink: sink, RingSize: 4096, Engines: 8}) // 8 VLs
 				pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg, ExtendedPSN: ext})
 				cases := 150
 				if testing.Short() {
