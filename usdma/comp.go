@@ -2,6 +2,7 @@ package usdma
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 )
 
@@ -103,7 +104,7 @@ type waiter struct {
 // nil for Complete, a *CompError (matching ErrFault, and the first cause) for Error. A slot
 // that has already ended returns at once with the outcome of its last request; a slot never
 // used is ErrSlotFree; an out-of-range slot, or a nil ctx, ErrInvalid. Safe for concurrent use; each call
-// that has to wait allocates its wake-up.
+// that has to wait allocates its wake-up, and takes it back if ctx ends first.
 func (pq *PktQ) Wait(ctx context.Context, slot int) error {
 	if ctx == nil {
 		return reqErr(slot, ErrInvalid, "nil context")
@@ -129,6 +130,17 @@ func (pq *PktQ) Wait(ctx context.Context, slot int) error {
 	case <-w.ch:
 		return w.err
 	case <-ctx.Done():
+		pq.dropWaiter(r, w)
 		return ctx.Err()
+	}
+}
+
+// dropWaiter takes w, a Wait given up, off r's list, unless the request's end took it already:
+// a poller that waits with short timeouts leaves nothing behind.
+func (pq *PktQ) dropWaiter(r *request, w *waiter) {
+	pq.compMu.Lock()
+	defer pq.compMu.Unlock()
+	if i := slices.Index(r.waiters, w); i >= 0 {
+		r.waiters = slices.Delete(r.waiters, i, i+1)
 	}
 }
