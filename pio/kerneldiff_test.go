@@ -2,8 +2,10 @@ package pio
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -455,3 +457,116 @@ func TestCloseFromChipCallbacksRefused(t *testing.T) {
 type sinkFn func()
 
 func (f sinkFn) Deliver(int, [][]byte) error { f(); return nil }
+
+// A census of the context's state machine against the kernel's accounting, on one goroutine:
+// random allocations (sizes across the buffer, PBC credit-return requests, whole and segmented
+// copies), Process, forced returns, release passes, planned and injected halts, threshold
+// changes, Stop, Disable, Enable and Restart, in any order. Whatever the order, every allocated
+// packet's Releaser runs exactly once by Close (sc_release_update, or sc_disable's flush with
+// PRC_SC_DISABLE), a release with another code is of a packet the sink received, packets reach
+// the sink at most once and in allocation order, and Avail stays within 0..credits.
+func TestRandomOpsReleaseOnce(t *testing.T) {
+	seeds := uint64(300)
+	if testing.Short() {
+		seeds = 60
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		credits := 1 + rng.IntN(20)
+		rels := map[uint64]int{}
+		delivered := map[uint64]bool{}
+		last := int64(-1)
+		sink := segsSink(func(segs [][]byte) {
+			var p []byte
+			for _, s := range segs {
+				p = append(p, s...)
+			}
+			id := int64(binary.LittleEndian.Uint64(p))
+			if id <= last {
+				t.Fatalf("seed %d: packet %d delivered after %d", seed, id, last)
+			}
+			last = id
+			delivered[uint64(id)] = true
+		})
+		sc, err := New(Config{Type: Kernel, Credits: credits, Threshold: 1 + rng.IntN(credits), Sink: sink, Manual: true,
+			Faults: FaultPlan{HaltRate: 0.05 * rng.Float64(), Seed: seed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []uint64
+		for range 400 {
+			switch rng.IntN(12) {
+			case 0, 1, 2, 3:
+				n := 8 + rng.IntN(credits*BlockSize)
+				dw := 2 + (n+3)/4
+				id := uint64(len(ids))
+				b, err := sc.BufferAlloc(dw, ReleaseFunc(func(c ReleaseCode) {
+					rels[id]++
+					if c&PRCSCDisable == 0 && !delivered[id] {
+						t.Fatalf("seed %d: packet %d released %v, never delivered", seed, id, c)
+					}
+				}))
+				if err != nil {
+					if !errors.Is(err, ErrNoCredits) && !errors.Is(err, ErrNotRunning) && !errors.Is(err, ErrMsgSize) {
+						t.Fatalf("seed %d: BufferAlloc: %v", seed, err)
+					}
+					continue
+				}
+				ids = append(ids, id)
+				data := make([]byte, n)
+				binary.LittleEndian.PutUint64(data, id)
+				var flags PBC
+				if rng.IntN(4) == 0 {
+					flags = PBCCreditReturn
+				}
+				pbc := CreatePBC(flags, 0, 0, uint32(dw))
+				if rng.IntN(2) == 0 {
+					err = b.CopySegs(pbc, [][]byte{data[:n/3], data[n/3:]})
+				} else {
+					err = b.Copy(pbc, data[:n&^3])
+				}
+				if err != nil {
+					t.Fatalf("seed %d: copy: %v", seed, err)
+				}
+			case 4, 5:
+				sc.Process()
+			case 6:
+				sc.ReturnCredits()
+			case 7:
+				sc.ReleaseUpdate()
+			case 8:
+				_ = sc.InjectHalt()
+			case 9:
+				_ = sc.SetThreshold(1 + rng.IntN(credits))
+			case 10:
+				switch rng.IntN(4) {
+				case 0:
+					sc.Stop()
+				case 1:
+					sc.Disable()
+				case 2:
+					_ = sc.Enable()
+				default:
+					_ = sc.Restart()
+				}
+			default:
+				if a := sc.Avail(); a < 0 || a > credits {
+					t.Fatalf("seed %d: Avail %d of %d credits", seed, a, credits)
+				}
+			}
+		}
+		if err := sc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if rels[id] != 1 {
+				t.Fatalf("seed %d: packet %d released %d times", seed, id, rels[id])
+			}
+		}
+	}
+}
+
+// segsSink is a Sink that hands each packet's segments to f.
+type segsSink func(segs [][]byte)
+
+func (f segsSink) Deliver(_ int, segs [][]byte) error { f(segs); return nil }
