@@ -14,7 +14,7 @@ var (
 	ErrNotRunning = errors.New("usdma: engine not running")                    // -ECOMM
 	ErrFault      = errors.New("usdma: request failed")                        // -EFAULT: a packet of the request completed with an error
 	ErrNoMem      = errors.New("usdma: no txreq or mapping")                   // -ENOMEM, and -ENOSPC from a mapping
-	ErrClosed     = errors.New("usdma: packet queue closed")                   // PktQ.Close began: new Submits are refused
+	ErrClosed     = errors.New("usdma: packet queue closed")                   // PktQ.Close or the device's Close began: new Submits are refused
 	ErrSlotFree   = errors.New("usdma: completion slot never used")            // PktQ.Wait on a slot no request was submitted on
 )
 
@@ -34,9 +34,11 @@ const (
 // ReqError reports a request that Submit refused, with the check that failed. A request refused
 // by the checks made before its slot is claimed (the validation Submit documents, a slot in use)
 // changed nothing: the slot is as it was, nothing was sent or pinned. One refused after the claim
-// (its engine not running, ErrNotRunning; a vector that could not be pinned, ErrNoMem) sent
-// nothing either, but its slot has ended ERROR with the errno (ECOMM, ENOSPC), exactly once, as
-// the kernel's free_req path sets it.
+// (its engine not running, ErrNotRunning; its device closed, ErrClosed; a vector that could not
+// be pinned, ErrNoMem) sent nothing either, but its slot has ended ERROR with the errno (ECOMM,
+// ESHUTDOWN, ENOSPC), exactly once, as the kernel's free_req path sets it. ErrNotRunning means
+// the engine is stopped or halted and may run again (a retry can succeed); ErrClosed that it
+// never will (sdma.Engine.Closed).
 //
 // A Submit that stopped sending after its claim keeps the error that stopped it as Cause (its
 // context's, sdma's, ...), which the ReqError matches too: errors.Is(err, context.Canceled) for a

@@ -219,6 +219,10 @@ func (pq *PktQ) selectEngine(r *request) error {
 	if r.eng == nil {
 		r.eng = pq.dev.SelectEngine(selector, uint8(r.hdr.VL()))
 	}
+	if r.eng != nil && r.eng.Closed() {
+		r.setFail(&reqFail{errcode: ESHUTDOWN, cause: sdma.ErrClosed})
+		return reqErr(r.slot, ErrClosed, "the device is closed")
+	}
 	if r.eng == nil || !r.eng.Running() {
 		r.setFail(&reqFail{errcode: ECOMM, cause: sdma.ErrNotRunning})
 		return reqErr(r.slot, ErrNotRunning, "the engine for VL "+itoa(r.hdr.VL())+" is not running")
