@@ -128,8 +128,16 @@ const (
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
 // the engines. It is safe for concurrent use.
 type Device struct {
-	mapper dma.Mapper    // set by NewDevice, read-only after
-	regs   dma.Registrar // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
+	// The per-packet group, in the Device's first cache line: the fields that every add
+	// (addable, lookupRegs, addKV), every packet of the hardware model (hints) and every unmap at
+	// completion (sole) read. All are read-only after NewDevice except state, which changes only
+	// at Shutdown and Close, so the line is shared by every core without transfers. The Device
+	// is padded to 256 bytes (devicePad), a size class whose objects start on a line, so the
+	// group is one line, not the two or three it spanned at the old offsets: the 16 KiB payload
+	// row's copy fills L1 with its source and destination, and each line more that a packet
+	// touches evicts payload lines (TestDeviceHotLine).
+
+	regs dma.Registrar // mapper as a dma.Registrar, or nil; set by NewDevice, read-only after (register.go)
 	// registry is the mapper's dma.Registry (Direct, IOMMU), or nil: an add skips regs' lookup
 	// when it says nothing is registered (lookupRegs). Set by NewDevice, read-only after.
 	registry *dma.Registry
@@ -144,7 +152,12 @@ type Device struct {
 	// *dma.IOMMU and overrides Translate is a SoleTranslator too: its TranslateSole (the
 	// embedded one's) answers without the override, as its embedded unmaps do. Set by NewDevice,
 	// read-only after.
-	hints   dma.SoleTranslator
+	hints dma.SoleTranslator
+	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them
+	// and by every add (addable).
+	state atomic.Int32
+
+	mapper  dma.Mapper    // set by NewDevice, read-only after
 	pad     *dma.Coherent // 4 zeroed bytes that pad descriptors point at (dd->sdma_pad_phys)
 	engines []*Engine     // set by NewDevice, read-only after (dd->per_sdma)
 	vlMap   vlMap         // set by NewDevice, read-only after (dd->sdma_map)
@@ -155,8 +168,6 @@ type Device struct {
 	// clean, a refused add). Atomic add by whoever cleans; read by UnmapErrors.
 	unmapErrs atomic.Uint64
 
-	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them.
-	state atomic.Int32
 	// closeMu runs Close's body one at a time; closed says it ran to its end (once it has, Close
 	// only returns closeErr), which a callback's runtime.Goexit in its clean keeps from
 	// happening, so that the next Close does the rest (goexit.go). closed and closeErr are
@@ -168,7 +179,13 @@ type Device struct {
 	// dlidSel is DLIDSelector's table (hfi1: dlid_to_selector's function-static mapping and
 	// next), made by its first use; see dlidTable.
 	dlidSel atomic.Pointer[dlidTable]
+
+	_ [devicePad]byte // to 256 bytes on 64-bit targets (see the per-packet group)
 }
+
+// devicePad pads a Device to 256 bytes on 64-bit targets, a size class whose objects start on a
+// cache line (TestDeviceHotLine checks both).
+const devicePad = 24
 
 // NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
 // naming it), and starts one hardware-model goroutine per engine unless cfg.Manual. The shared pad
