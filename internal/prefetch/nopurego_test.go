@@ -1,0 +1,5 @@
+//go:build !purego
+
+package prefetch_test
+
+const purego = false
