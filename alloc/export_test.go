@@ -1,7 +1,9 @@
 package alloc
 
 // Hooks for the external tests (package alloc_test) into the per-P magazines' plain mode
-// (magazine.go).
+// (magazine.go), and Churn, shared by the internal and external chaos tests.
+
+import "sync"
 
 // stackOf returns the free list of a Slab or a List.
 func stackOf[T any](a Allocator[T]) *stack[T] {
@@ -37,3 +39,24 @@ func PlainPs[T any](a Allocator[T]) int {
 
 // PlainCapable is plainCapable: plain mode is built in (linux/amd64, not -race or purego).
 const PlainCapable = plainCapable
+
+// Churn calls f(0), f(1), ... on a goroutine of its own until stop is called; stop returns once
+// that goroutine has. The chaos tests move GOMAXPROCS, run the collector or drain the magazines
+// with it beside their workers.
+func Churn(f func(k int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := 0; ; k++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			f(k)
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

@@ -149,21 +149,10 @@ func TestRev4ChaosWaitersAndMoves(t *testing.T) {
 			l, err := alloc.NewList[obj](n, nil)
 			require.NoError(t, err)
 			alloc.SetPlainAfter[obj](l, plainAfter)
-			stop := make(chan struct{})
-			var bg sync.WaitGroup
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					runtime.GOMAXPROCS(1 + k%4)
-					time.Sleep(200 * time.Microsecond)
-				}
-			}()
+			stop := alloc.Churn(func(k int) {
+				runtime.GOMAXPROCS(1 + k%4)
+				time.Sleep(200 * time.Microsecond)
+			})
 			handoff := make(chan *obj, 64)
 			var putters sync.WaitGroup
 			for k := range 3 {
@@ -244,8 +233,7 @@ func TestRev4ChaosWaitersAndMoves(t *testing.T) {
 			wg.Wait()
 			close(handoff)
 			putters.Wait()
-			close(stop)
-			bg.Wait()
+			stop()
 			checkAllFree(t, l, true)
 			// With all n held, a waiter waits; Close wakes it with ErrClosed.
 			var all []*obj

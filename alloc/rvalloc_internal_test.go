@@ -56,35 +56,13 @@ func TestRvallocChaosExactlyOnce(t *testing.T) {
 		for name, a := range map[string]Allocator[rvObj]{"list": l, "slab": sl} {
 			t.Run(name, func(t *testing.T) {
 				var failed atomic.Bool
-				stop := make(chan struct{})
-				var bg sync.WaitGroup
-				bg.Add(2)
-				go func() { // GOMAXPROCS below and above 3
-					defer bg.Done()
-					rng := rand.New(rand.NewPCG(1, 2))
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						runtime.GOMAXPROCS(1 + rng.IntN(7))
-						runtime.Gosched()
-					}
-				}()
+				procs := rand.New(rand.NewPCG(1, 2))
+				stopProcs := Churn(func(int) { // GOMAXPROCS below and above 3
+					runtime.GOMAXPROCS(1 + procs.IntN(7))
+					runtime.Gosched()
+				})
 				s := stackOf[rvObj](a)
-				go func() {
-					defer bg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						s.drain()
-						runtime.Gosched()
-					}
-				}()
+				stopDrain := Churn(func(int) { s.drain(); runtime.Gosched() })
 				var wg sync.WaitGroup
 				for w := range 6 {
 					wg.Add(1)
@@ -156,8 +134,8 @@ func TestRvallocChaosExactlyOnce(t *testing.T) {
 					}(int64(w + 1))
 				}
 				wg.Wait()
-				close(stop)
-				bg.Wait()
+				stopProcs()
+				stopDrain()
 				require.False(t, failed.Load())
 				st := s.stats()
 				assert.Zero(t, st.InUse)
@@ -276,65 +254,66 @@ func TestRvallocPoolChaos(t *testing.T) {
 			panic("reset of an owned object")
 		}
 	})
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for k := 0; ; k++ {
-			select {
-			case <-stop:
-				return
-			default:
+	stop := Churn(func(k int) {
+		runtime.GC()
+		runtime.GOMAXPROCS(1 + k%4)
+	})
+	failed := rvWorkers(4, 3000, 1000, func(id int64, r int, held *[]*rvObj) bool {
+		for range 1 + r%20 {
+			o, err := p.Get()
+			if err != nil || !o.owner.CompareAndSwap(0, id) {
+				t.Errorf("Get: %v, or handed out while held", err)
+				return false
 			}
-			runtime.GC()
-			runtime.GOMAXPROCS(1 + k%4)
+			*held = append(*held, o)
 		}
-	}()
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	rounds := 3000
+		ok := true
+		if err := p.Put(new(rvObj)); !errors.Is(err, ErrForeign) {
+			t.Errorf("Put of a heap object: %v", err)
+			ok = false
+		}
+		for _, o := range *held {
+			o.owner.Store(0)
+			if err := p.Put(o); err != nil {
+				t.Error(err)
+				return false
+			}
+		}
+		*held = (*held)[:0]
+		return ok
+	})
+	stop()
+	require.False(t, failed)
+}
+
+// rvWorkers runs n goroutines (ids 1 to n), each calling round(id, r, &held) for r from 0 to
+// rounds-1 (shortRounds under -short) with a held list of its own that lives across its rounds.
+// A goroutine ends after a round that returned false (a failure, reported by round), and every
+// other before its next round; rvWorkers returns, when all have ended, whether any round failed.
+func rvWorkers(n, rounds, shortRounds int, round func(id int64, r int, held *[]*rvObj) bool) (failed bool) {
 	if testing.Short() {
-		rounds = 1000
+		rounds = shortRounds
 	}
-	for w := range 4 {
+	var bad atomic.Bool
+	var wg sync.WaitGroup
+	for w := range n {
 		wg.Add(1)
 		go func(id int64) {
 			defer wg.Done()
 			var held []*rvObj
 			for r := range rounds {
-				if failed.Load() {
+				if bad.Load() {
 					return
 				}
-				for range 1 + r%20 {
-					o, err := p.Get()
-					if err != nil || !o.owner.CompareAndSwap(0, id) {
-						t.Errorf("Get: %v, or handed out while held", err)
-						failed.Store(true)
-						return
-					}
-					held = append(held, o)
+				if !round(id, r, &held) {
+					bad.Store(true)
+					return
 				}
-				if err := p.Put(new(rvObj)); !errors.Is(err, ErrForeign) {
-					t.Errorf("Put of a heap object: %v", err)
-					failed.Store(true)
-				}
-				for _, o := range held {
-					o.owner.Store(0)
-					if err := p.Put(o); err != nil {
-						t.Error(err)
-						failed.Store(true)
-						return
-					}
-				}
-				held = held[:0]
 			}
 		}(int64(w + 1))
 	}
 	wg.Wait()
-	close(stop)
-	bg.Wait()
-	require.False(t, failed.Load())
+	return bad.Load()
 }
 
 // TestRvallocCloseMidRun: Close while getters, GetCtx waiters and putters run. Every GetCtx
@@ -361,6 +340,16 @@ func TestRvallocCloseMidRun(t *testing.T) {
 					out = append(out, held...)
 					outMu.Unlock()
 				}()
+				fail := func(args ...any) { t.Error(args...); failed.Store(true) }
+				putOldest := func() bool {
+					held[0].owner.Store(0)
+					if err := l.Put(held[0]); err != nil {
+						fail(err)
+						return false
+					}
+					held = held[1:]
+					return true
+				}
 				for k := 0; ; k++ {
 					if ops.Add(1); k%8 == 7 {
 						runtime.Gosched() // let the closer run at GOMAXPROCS 1
@@ -376,36 +365,22 @@ func TestRvallocCloseMidRun(t *testing.T) {
 					case errors.Is(err, ErrClosed):
 						return
 					case errors.Is(err, ErrEmpty):
-						if len(held) > 0 {
-							held[0].owner.Store(0)
-							if err := l.Put(held[0]); err != nil {
-								t.Error(err)
-								failed.Store(true)
-								return
-							}
-							held = held[1:]
+						if len(held) > 0 && !putOldest() {
+							return
 						}
 						runtime.Gosched()
 						continue
 					case err != nil:
-						t.Error(err)
-						failed.Store(true)
+						fail(err)
 						return
 					}
 					if !o.owner.CompareAndSwap(0, id) {
-						t.Error("handed out while held")
-						failed.Store(true)
+						fail("handed out while held")
 						return
 					}
 					held = append(held, o)
-					if len(held) > 4 {
-						held[0].owner.Store(0)
-						if err := l.Put(held[0]); err != nil {
-							t.Error(err)
-							failed.Store(true)
-							return
-						}
-						held = held[1:]
+					if len(held) > 4 && !putOldest() {
+						return
 					}
 				}
 			}(int64(w + 1))
@@ -460,80 +435,49 @@ func TestRvallocHookPanicsConcurrent(t *testing.T) {
 		f()
 		return nil
 	}
-	stop := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		for k := 0; ; k++ {
-			select {
-			case <-stop:
-				return
-			default:
+	stop := Churn(func(k int) {
+		runtime.GOMAXPROCS(1 + k%5)
+		runtime.Gosched()
+	})
+	failed := rvWorkers(6, 600, 200, func(id int64, r int, held *[]*rvObj) bool {
+		for range 1 + r%9 {
+			var o *rvObj
+			var err error
+			if v := try(func() { o, err = sl.Get() }); v != nil {
+				if v != "init fault" {
+					t.Errorf("Get panicked: %v", v)
+					return false
+				}
+				continue
 			}
-			runtime.GOMAXPROCS(1 + k%5)
-			runtime.Gosched()
+			if errors.Is(err, ErrEmpty) {
+				break
+			}
+			if err != nil || !o.owner.CompareAndSwap(0, id) {
+				t.Errorf("Get: %v, or handed out while held", err)
+				return false
+			}
+			*held = append(*held, o)
 		}
-	}()
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	rounds := 600
-	if testing.Short() {
-		rounds = 200
-	}
-	for w := range 6 {
-		wg.Add(1)
-		go func(id int64) {
-			defer wg.Done()
-			var held []*rvObj
-			for r := range rounds {
-				if failed.Load() {
-					return
+		for _, o := range *held {
+			o.owner.Store(0)
+			for {
+				var err error
+				v := try(func() { err = sl.Put(o) })
+				if v == nil && err == nil {
+					break
 				}
-				for range 1 + r%9 {
-					var o *rvObj
-					var err error
-					if v := try(func() { o, err = sl.Get() }); v != nil {
-						if v != "init fault" {
-							t.Errorf("Get panicked: %v", v)
-							failed.Store(true)
-							return
-						}
-						continue
-					}
-					if errors.Is(err, ErrEmpty) {
-						break
-					}
-					if err != nil || !o.owner.CompareAndSwap(0, id) {
-						t.Errorf("Get: %v, or handed out while held", err)
-						failed.Store(true)
-						return
-					}
-					held = append(held, o)
+				if v != "reset fault" || err != nil {
+					t.Errorf("Put: %v, panic %v", err, v)
+					return false
 				}
-				for _, o := range held {
-					o.owner.Store(0)
-					for {
-						var err error
-						v := try(func() { err = sl.Put(o) })
-						if v == nil && err == nil {
-							break
-						}
-						if v != "reset fault" || err != nil {
-							t.Errorf("Put: %v, panic %v", err, v)
-							failed.Store(true)
-							return
-						}
-					}
-				}
-				held = held[:0]
 			}
-		}(int64(w + 1))
-	}
-	wg.Wait()
-	close(stop)
-	bg.Wait()
-	require.False(t, failed.Load())
+		}
+		*held = (*held)[:0]
+		return true
+	})
+	stop()
+	require.False(t, failed)
 	st := sl.Stats()
 	assert.Zero(t, st.InUse)
 	assert.Len(t, freeCells(t, &sl.s), int(st.Objects))
