@@ -100,40 +100,23 @@ func TestSendRaceStopHaltCloseConcurrent(t *testing.T) {
 	stop := make(chan struct{})
 	var acts atomic.Int64 // chaos acts done
 	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { // the driver: the hardware model and the completion pass
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _ = e.Process()
-			e.Poll()
+	engTestLoop(stop, &bg, func(int) { // the driver: the hardware model and the completion pass
+		_, _ = e.Process()
+		e.Poll()
+		runtime.Gosched()
+	})
+	engTestLoop(stop, &bg, func(i int) { // chaos: stop and start, halts
+		switch i % 3 {
+		case 0:
+			_ = e.Stop()
 			runtime.Gosched()
+			_ = e.Start()
+		case 1:
+			_ = e.injectHalt(CauseMemRead)
 		}
-	}()
-	go func() { // chaos: stop and start, halts
-		defer bg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			switch i % 3 {
-			case 0:
-				_ = e.Stop()
-				runtime.Gosched()
-				_ = e.Start()
-			case 1:
-				_ = e.injectHalt(CauseMemRead)
-			}
-			acts.Add(1)
-			runtime.Gosched()
-		}
-	}()
+		acts.Add(1)
+		runtime.Gosched()
+	})
 	for sends.Load() < int64(producers*perProducer/2) || acts.Load() < 30 {
 		runtime.Gosched()
 	}

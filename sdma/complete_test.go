@@ -741,20 +741,12 @@ func TestTicketLockFIFOConcurrent(t *testing.T) {
 		l.biasable = biasable
 		stop := make(chan struct{})
 		var loops atomic.Int64
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				l.Lock()
-				loops.Add(1)
-				l.Unlock()
-			}
-		}()
+		var looper sync.WaitGroup
+		engTestLoop(stop, &looper, func(int) {
+			l.Lock()
+			loops.Add(1)
+			l.Unlock()
+		})
 		for loops.Load() < 100 {
 			time.Sleep(time.Millisecond)
 		}
@@ -766,6 +758,6 @@ func TestTicketLockFIFOConcurrent(t *testing.T) {
 		}
 		assert.Equal(t, 100, taken)
 		close(stop)
-		<-done
+		looper.Wait()
 	})
 }

@@ -89,6 +89,22 @@ func padded(b []byte) []byte {
 	return out
 }
 
+// engTestLoop calls f(0), f(1), ... on a goroutine counted in wg until stop is closed: the
+// drivers (Process and Poll) and chaos goroutines that the concurrency tests run beside their
+// senders.
+func engTestLoop(stop <-chan struct{}, wg *sync.WaitGroup, f func(i int)) {
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f(i)
+		}
+	})
+}
+
 // engTestNoLeak checks, at the end of the test, that no goroutine started during it is left
 // (other tests of the package may leave devices open, so the ones present now are ignored).
 func engTestNoLeak(t *testing.T) {

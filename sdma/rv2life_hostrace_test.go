@@ -131,18 +131,7 @@ func (r callbackCloseRace) run(t *testing.T, cfg Config) {
 		}()
 	}
 	for _, drive := range r.drivers(e) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				drive(i)
-			}
-		}()
+		engTestLoop(stop, &wg, drive)
 	}
 	for done.Load() < r.waitDone && bad.Load() == nil {
 		runtime.Gosched()

@@ -94,43 +94,25 @@ func rvf2Gate(t *testing.T, manual bool) {
 	}
 	var pw sync.WaitGroup
 	if manual {
-		pw.Add(1)
-		go func() {
-			defer pw.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, _ = e.Process()
-				e.Poll()
-			}
-		}()
+		engTestLoop(stop, &pw, func(int) {
+			_, _ = e.Process()
+			e.Poll()
+		})
 	}
-	pw.Add(1)
-	go func() {
-		defer pw.Done()
-		rng := rand.New(rand.NewPCG(7, 9))
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			switch rng.IntN(6) {
-			case 0:
-				_ = e.Stop()
-			case 1, 2:
-				_ = e.Start()
-			case 3:
-				_ = e.injectHalt(CauseHalt)
-			default:
-				_ = e.event(sm.Event(rng.IntN(int(sm.NumEvents))), "rvf2")
-			}
+	rng := rand.New(rand.NewPCG(7, 9))
+	engTestLoop(stop, &pw, func(int) {
+		switch rng.IntN(6) {
+		case 0:
+			_ = e.Stop()
+		case 1, 2:
 			_ = e.Start()
+		case 3:
+			_ = e.injectHalt(CauseHalt)
+		default:
+			_ = e.event(sm.Event(rng.IntN(int(sm.NumEvents))), "rvf2")
 		}
-	}()
+		_ = e.Start()
+	})
 	wg.Wait()
 	close(stop)
 	pw.Wait()

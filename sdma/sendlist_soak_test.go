@@ -134,19 +134,10 @@ func sendListSoak(t *testing.T, seed uint64, cfg slConfig) {
 	stop := make(chan struct{})
 	var drivers sync.WaitGroup
 	if cfg.manual {
-		drivers.Add(1)
-		go func() { // the engine's driver: hardware and completion passes
-			defer drivers.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, _ = e.Process()
-				e.Poll()
-			}
-		}()
+		engTestLoop(stop, &drivers, func(int) { // the engine's driver: hardware and completion passes
+			_, _ = e.Process()
+			e.Poll()
+		})
 	}
 	var prods sync.WaitGroup
 	for p := range cfg.producers {

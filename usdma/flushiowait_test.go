@@ -2,7 +2,6 @@ package usdma
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,24 +35,7 @@ func TestTimeoutFlushesIOWait(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	assert.GreaterOrEqual(t, pq.Stats().Timeouts, uint64(3), "each queueing anew follows a timeout")
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _ = e.Process()
-			e.Poll()
-			time.Sleep(50 * time.Microsecond)
-		}
-	}()
+	drive(t, e)
 	require.NoError(t, <-errc)
 	require.NoError(t, waitSlot(t, pq, 0))
-	close(stop)
-	wg.Wait()
 }

@@ -172,24 +172,9 @@ func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
 	assert.False(t, e.Waiting(&pq.busy) && pq.Stats().Deferrals == 1, "the deferred queue was not woken")
 
 	// Let it finish: the chip sends and completes everything.
-	stop, driven := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(driven)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _ = e.Process()
-			e.Poll()
-			time.Sleep(20 * time.Microsecond)
-		}
-	}()
+	drive(t, e)
 	require.NoError(t, <-errc)
 	require.NoError(t, waitSlot(t, pq, 0))
-	close(stop)
-	<-driven
 }
 
 // TestAllFlushedErrcodeAborted: the engine stops while the request's last packets are handed
