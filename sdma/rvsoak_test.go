@@ -363,59 +363,38 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 	if poll || cfg.Manual {
 		sdmatest.DriveEngines(dev, cfg.Manual, &stopped, &bg)
 	}
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		r := rand.New(rand.NewPCG(seed, 1234))
-		for !stopped.Load() {
-			e := dev.Engine(r.IntN(dev.NumEngines()))
-			switch r.IntN(7) {
-			case 0:
-				c := sdma.HaltCause(1 + r.IntN(int(sdma.NumHaltCauses)-1))
-				if c == sdma.CauseMemRead || c == sdma.CauseLengthMismatch {
-					c = sdma.CauseHalt
-				}
-				_ = sdmatest.InjectHalt(e, c)
-			case 1:
-				_ = e.Stop()
-				time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
-				_ = e.Start()
-			case 2, 3:
-				bf := bufs[r.IntN(len(bufs))]
-				bf.mu.Lock()
-				if bf.reg != nil {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
-					err := dev.Deregister(ctx, bf.reg)
-					cancel()
-					switch {
-					case err == nil:
-						bf.reg = nil
-					case errors.Is(err, context.DeadlineExceeded):
-					default:
-						fail("Deregister: %v", err)
-					}
-				} else if reg, err := dev.Register(bf.b); err == nil {
-					bf.reg = reg
-				}
-				bf.mu.Unlock()
-			case 4:
-				if r.IntN(4) == 0 { // a freeze cycle, or an idle halt, then the engines run again
-					linkDown := r.IntN(2) == 0
-					_ = sdmatest.FreezeNotify(dev, linkDown)
-					time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
-					_ = sdmatest.Freeze(dev)
-					_ = sdmatest.Unfreeze(dev)
-				} else {
-					_ = sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "rvsoak")
-				}
-				for i := range dev.NumEngines() {
-					_ = dev.Engine(i).Start()
-				}
-			default:
-				time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+	chaos := sdmatest.Chaos{
+		Rand: rand.New(rand.NewPCG(seed, 1234)),
+		Cause: func(c sdma.HaltCause) sdma.HaltCause {
+			if c == sdma.CauseMemRead || c == sdma.CauseLengthMismatch {
+				c = sdma.CauseHalt
 			}
-		}
-	}()
+			return c
+		},
+		Memory: func(r *rand.Rand) {
+			bf := bufs[r.IntN(len(bufs))]
+			bf.mu.Lock()
+			if bf.reg != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
+				err := dev.Deregister(ctx, bf.reg)
+				cancel()
+				switch {
+				case err == nil:
+					bf.reg = nil
+				case errors.Is(err, context.DeadlineExceeded):
+				default:
+					fail("Deregister: %v", err)
+				}
+			} else if reg, err := dev.Register(bf.b); err == nil {
+				bf.reg = reg
+			}
+			bf.mu.Unlock()
+		},
+		MemoryTwice: true,
+	}
+	if err := chaos.Run(dev, &stopped, &bg); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(dur)
 	closed := make(chan error, 1)
 	closing.Store(true)

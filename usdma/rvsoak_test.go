@@ -203,40 +203,13 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 		}(qi, q, seed)
 	}
 	// Chaos.
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		rng := rand.New(rand.NewPCG(seed, 99))
-		for !stopped.Load() {
-			e := dev.Engine(rng.IntN(dev.NumEngines()))
-			switch rng.IntN(7) {
-			case 0:
-				_ = sdmatest.InjectHalt(e, sdma.HaltCause(1+rng.IntN(int(sdma.NumHaltCauses)-1)))
-			case 1:
-				_ = e.Stop()
-				time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
-				_ = e.Start()
-			case 2:
-				b := bufs[rng.IntN(len(bufs))]
-				qs[rng.IntN(len(qs))].pq.Invalidate(b)
-			case 4:
-				if rng.IntN(4) == 0 { // a freeze cycle, or an idle halt, then the engines run again
-					linkDown := rng.IntN(2) == 0
-					_ = sdmatest.FreezeNotify(dev, linkDown)
-					time.Sleep(time.Duration(rng.IntN(100)) * time.Microsecond)
-					_ = sdmatest.Freeze(dev)
-					_ = sdmatest.Unfreeze(dev)
-				} else {
-					_ = sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "rvsoak")
-				}
-				for i := range dev.NumEngines() {
-					_ = dev.Engine(i).Start()
-				}
-			default:
-				time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-			}
-		}
-	}()
+	chaos := sdmatest.Chaos{Rand: rand.New(rand.NewPCG(seed, 99)), Memory: func(rng *rand.Rand) {
+		b := bufs[rng.IntN(len(bufs))]
+		qs[rng.IntN(len(qs))].pq.Invalidate(b)
+	}}
+	if err := chaos.Run(dev, &stopped, &bg); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(time.Duration(steps) * time.Duration(1+rng.IntN(3)) * time.Millisecond)
 
 	// The end, in a random order.

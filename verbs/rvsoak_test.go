@@ -179,55 +179,28 @@ func runRVVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 	if poll || cfg.Manual {
 		sdmatest.DriveEngines(sd, cfg.Manual, &stopped, &bg)
 	}
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		r := rand.New(rand.NewPCG(seed, 77))
-		for !stopped.Load() {
-			e := sd.Engine(r.IntN(sd.NumEngines()))
-			switch r.IntN(7) {
-			case 0:
-				_ = sdmatest.InjectHalt(e, sdma.HaltCause(1+r.IntN(int(sdma.NumHaltCauses)-1)))
-			case 1:
-				_ = e.Stop()
-				time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
-				_ = e.Start()
-			case 2:
-				bf := bufs[r.IntN(len(bufs))]
-				bf.mu.Lock()
-				if bf.reg != nil {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(2000))*time.Microsecond)
-					err := sd.Deregister(ctx, bf.reg)
-					cancel()
-					switch {
-					case err == nil:
-						bf.reg = nil
-					case errors.Is(err, context.DeadlineExceeded):
-					default:
-						t.Errorf("%s: Deregister: %v", desc, err)
-					}
-				} else if reg, err := sd.Register(bf.b); err == nil {
-					bf.reg = reg
-				}
-				bf.mu.Unlock()
-			case 4:
-				if r.IntN(4) == 0 { // a freeze cycle, or an idle halt, then the engines run again
-					linkDown := r.IntN(2) == 0
-					_ = sdmatest.FreezeNotify(sd, linkDown)
-					time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
-					_ = sdmatest.Freeze(sd)
-					_ = sdmatest.Unfreeze(sd)
-				} else {
-					_ = sdmatest.RaiseEvent(e, sdmatest.E70GoIdle, "rvsoak")
-				}
-				for i := range sd.NumEngines() {
-					_ = sd.Engine(i).Start()
-				}
+	chaos := sdmatest.Chaos{Rand: rand.New(rand.NewPCG(seed, 77)), Memory: func(r *rand.Rand) {
+		bf := bufs[r.IntN(len(bufs))]
+		bf.mu.Lock()
+		if bf.reg != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(2000))*time.Microsecond)
+			err := sd.Deregister(ctx, bf.reg)
+			cancel()
+			switch {
+			case err == nil:
+				bf.reg = nil
+			case errors.Is(err, context.DeadlineExceeded):
 			default:
-				time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+				t.Errorf("%s: Deregister: %v", desc, err)
 			}
+		} else if reg, err := sd.Register(bf.b); err == nil {
+			bf.reg = reg
 		}
-	}()
+		bf.mu.Unlock()
+	}}
+	if err := chaos.Run(sd, &stopped, &bg); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(dur)
 
 	drainAll := func(what string) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -24,6 +25,11 @@ func TestNilEngineAndDevice(t *testing.T) {
 		"FreezeNotify": func() error { return sdmatest.FreezeNotify(dev, false) },
 		"Freeze":       func() error { return sdmatest.Freeze(dev) },
 		"Unfreeze":     func() error { return sdmatest.Unfreeze(dev) },
+		"Chaos.Run": func() error {
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			return sdmatest.Chaos{Rand: rand.New(rand.NewPCG(1, 2))}.Run(dev, &stop, &wg)
+		},
 	} {
 		err := func() (err error) {
 			defer func() {
@@ -105,4 +111,20 @@ func TestCloseRaceRefusesBadRace(t *testing.T) {
 	if err := dev.Engine(0).Stop(); err != nil {
 		t.Errorf("the device was touched by a refused Run: Stop: %v", err)
 	}
+}
+
+// TestChaosRefusesNilRand: a Chaos without its Rand is refused (sdma.ErrInvalid) before its
+// goroutine starts, which would panic at the first draw.
+func TestChaosRefusesNilRand(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, RingSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	if err := (sdmatest.Chaos{}).Run(dev, &stop, &wg); !errors.Is(err, sdma.ErrInvalid) {
+		t.Errorf("Chaos{}.Run: %v, want ErrInvalid", err)
+	}
+	wg.Wait()
 }
