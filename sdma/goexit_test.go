@@ -60,15 +60,11 @@ func goexitTxs(t *testing.T, dev *Device, e *Engine, w *IOWait, n int, cb Comple
 	return txs
 }
 
-// TestSinkGoexitDoesNotWedgeClose: a Sink that calls runtime.Goexit (t.FailNow or require in a
-// test's sink does) on the engine's goroutine ends it in the middle of a pass, with hwMu held.
-// The engine halts with a recorded cause, the lock is released, and Close returns; every txreq
-// completes exactly once: StatusOK for the packets the sink returned from, StatusAborted for the
-// one it exited in and the rest (in the ring, or flushed after the halt).
-func TestSinkGoexitDoesNotWedgeClose(t *testing.T) {
-	const n, k = 8, 3 // the sink exits in packet k
+// goexitSinkRun opens a device of one goroutine engine whose Sink calls runtime.Goexit in packet
+// k, sends it n txreqs (goexitTxs, completed by c) and waits for the engine's goroutine to end.
+func goexitSinkRun(t *testing.T, n, k int, c *completions) (*Device, *Engine, []*TxReq) {
 	sink := SinkFunc(func(_ int, segs [][]byte) error {
-		if segs[0][0] == k {
+		if int(segs[0][0]) == k {
 			runtime.Goexit()
 		}
 		return nil
@@ -76,9 +72,33 @@ func TestSinkGoexitDoesNotWedgeClose(t *testing.T) {
 	dev, err := NewDevice(Config{Sink: sink})
 	require.NoError(t, err)
 	e := dev.Engine(0)
-	c := &completions{}
 	txs := goexitTxs(t, dev, e, nil, n, c)
 	hangGuard(t, e.done, "the engine's goroutine did not end")
+	return dev, e, txs
+}
+
+// requireGoexitStatuses checks that the txreqs before packet k, which the sink returned from,
+// completed StatusOK, and the one it exited in and the rest StatusAborted.
+func requireGoexitStatuses(t *testing.T, c *completions, txs []*TxReq, k int) {
+	t.Helper()
+	for i, tx := range txs {
+		want := StatusOK
+		if i >= k {
+			want = StatusAborted
+		}
+		require.Equal(t, want, c.seen[tx], "txreq %d", i)
+	}
+}
+
+// TestSinkGoexitDoesNotWedgeClose: a Sink that calls runtime.Goexit (t.FailNow or require in a
+// test's sink does) on the engine's goroutine ends it in the middle of a pass, with hwMu held.
+// The engine halts with a recorded cause, the lock is released, and Close returns; every txreq
+// completes exactly once: StatusOK for the packets the sink returned from, StatusAborted for the
+// one it exited in and the rest (in the ring, or flushed after the halt).
+func TestSinkGoexitDoesNotWedgeClose(t *testing.T) {
+	const n, k = 8, 3 // the sink exits in packet k
+	c := &completions{}
+	dev, e, txs := goexitSinkRun(t, n, k, c)
 	requireGoexitHalt(t, e, "the Sink's Deliver")
 	require.ErrorIs(t, e.Start(), ErrHalted, "no goroutine: the engine does not run again")
 	var late TxReq
@@ -87,13 +107,7 @@ func TestSinkGoexitDoesNotWedgeClose(t *testing.T) {
 	closeGuarded(t, dev)
 	require.EqualValues(t, n+1, c.n.Load(), "every txreq completes")
 	require.Zero(t, c.dup.Load(), "none twice")
-	for i, tx := range txs {
-		want := StatusOK
-		if i >= k {
-			want = StatusAborted
-		}
-		require.Equal(t, want, c.seen[tx], "txreq %d", i)
-	}
+	requireGoexitStatuses(t, c, txs, k)
 	require.Equal(t, StatusAborted, c.seen[&late])
 }
 
@@ -403,29 +417,13 @@ func TestSinkGoexitConcurrentSenders(t *testing.T) {
 // does not wait for the engine to drain (it never will): it closes at once.
 func TestGoneEngineStopAndShutdown(t *testing.T) {
 	const n, k = 6, 2
-	sink := SinkFunc(func(_ int, segs [][]byte) error {
-		if segs[0][0] == k {
-			runtime.Goexit()
-		}
-		return nil
-	})
-	dev, err := NewDevice(Config{Sink: sink})
-	require.NoError(t, err)
-	e := dev.Engine(0)
 	c := &completions{}
-	txs := goexitTxs(t, dev, e, nil, n, c)
-	hangGuard(t, e.done, "the engine's goroutine did not end")
+	dev, e, txs := goexitSinkRun(t, n, k, c)
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop() }()
 	require.NoError(t, hangGuard(t, stopped, "Stop did not return"))
 	require.EqualValues(t, n, c.n.Load(), "Stop completed every txreq")
-	for i, tx := range txs {
-		want := StatusOK
-		if i >= k {
-			want = StatusAborted
-		}
-		require.Equal(t, want, c.seen[tx], "txreq %d", i)
-	}
+	requireGoexitStatuses(t, c, txs, k)
 	require.ErrorIs(t, e.Start(), ErrHalted)
 	require.ErrorIs(t, e.injectHalt(CauseHalt), ErrNotRunning)
 	var late TxReq
