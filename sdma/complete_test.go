@@ -58,10 +58,11 @@ func TestCloseAbortsInFlight(t *testing.T) {
 	assert.Empty(t, m.Live())
 }
 
-func TestCloseWakesBlockedSender(t *testing.T) {
-	engTestNoLeak(t)
-	// The sink blocks the hardware goroutine so the ring stays full.
-	release := make(chan struct{})
+// engTestFullRing opens a device of one goroutine engine (a ring of 64) whose sink blocks the
+// hardware goroutine in the first packet until release is closed, so that the ring stays full,
+// and fills the ring with 6-byte txreqs completed by cb until a Send refuses one.
+func engTestFullRing(t *testing.T, cb Completer) (dev *Device, e *Engine, release chan struct{}) {
+	release = make(chan struct{})
 	var first atomic.Bool
 	sink := SinkFunc(func(int, [][]byte) error {
 		if first.CompareAndSwap(false, true) {
@@ -71,16 +72,22 @@ func TestCloseWakesBlockedSender(t *testing.T) {
 	})
 	dev, err := NewDevice(Config{RingSize: 64, Sink: sink})
 	require.NoError(t, err)
-	e := dev.Engine(0)
-	var c completions
+	e = dev.Engine(0)
 	for {
 		tx := new(TxReq)
-		engTestBuild(t, dev, tx, 0, make([]byte, 6), &c)
+		engTestBuild(t, dev, tx, 0, make([]byte, 6), cb)
 		if err := e.Send(nil, tx, false); err != nil {
 			require.NoError(t, tx.Clean())
 			break
 		}
 	}
+	return dev, e, release
+}
+
+func TestCloseWakesBlockedSender(t *testing.T) {
+	engTestNoLeak(t)
+	var c completions
+	dev, e, release := engTestFullRing(t, &c)
 	var tx TxReq
 	engTestBuild(t, dev, &tx, 0, make([]byte, 6), &c)
 	res := make(chan error)
@@ -91,7 +98,7 @@ func TestCloseWakesBlockedSender(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	close(release)
 	require.NoError(t, <-closed)
-	err = <-res
+	err := <-res
 	if err == nil {
 		// It got room before Close stopped sends: then it completed like the rest.
 		_, ok := c.status(&tx)
@@ -386,26 +393,8 @@ func TestIdleEngineDoesNotSpin(t *testing.T) {
 
 func TestSendWaitContext(t *testing.T) {
 	engTestNoLeak(t)
-	release := make(chan struct{})
-	var first atomic.Bool
-	sink := SinkFunc(func(int, [][]byte) error {
-		if first.CompareAndSwap(false, true) {
-			<-release
-		}
-		return nil
-	})
-	dev, err := NewDevice(Config{RingSize: 64, Sink: sink})
-	require.NoError(t, err)
+	dev, e, release := engTestFullRing(t, nil)
 	defer func() { close(release); require.NoError(t, dev.Close()) }()
-	e := dev.Engine(0)
-	for {
-		tx := new(TxReq)
-		engTestBuild(t, dev, tx, 0, make([]byte, 6), nil)
-		if err := e.Send(nil, tx, false); err != nil {
-			require.NoError(t, tx.Clean())
-			break
-		}
-	}
 	var tx TxReq
 	engTestBuild(t, dev, &tx, 0, make([]byte, 6), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
