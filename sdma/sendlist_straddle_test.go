@@ -36,15 +36,10 @@ func TestSendListStraddlingAHaltKeepsOrder(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotRunning)
 	require.Equal(t, 40, n)
 	require.Zero(t, l.Len())
-	for range 4 {
-		_, _ = e.Process()
-		e.Poll()
-	}
+	sts := sendListDrained(t, e, &c, txs)
 	require.True(t, halted)
 	aborted := false
-	for i := range txs {
-		st, ok := c.status(&txs[i])
-		require.True(t, ok, "txreq %d never completed", i)
+	for i, st := range sts {
 		if st != StatusOK {
 			aborted = true
 		} else if aborted {
@@ -58,10 +53,25 @@ func TestSendListStraddlingAHaltKeepsOrder(t *testing.T) {
 			t.Fatalf("txreq %d of the list reached the wire after txreqs 0..31 were aborted", p[0])
 		}
 	}
-	for i := range txs {
-		st, _ := c.status(&txs[i])
+	for i, st := range sts {
 		require.Equal(t, StatusAborted, st, "txreq %d", i)
 	}
+}
+
+// sendListDrained runs four hardware and completion passes of e and returns the status each of
+// txs completed with, requiring that every one completed.
+func sendListDrained(t *testing.T, e *Engine, c *completions, txs []TxReq) []Status {
+	for range 4 {
+		_, _ = e.Process()
+		e.Poll()
+	}
+	sts := make([]Status, len(txs))
+	for i := range txs {
+		st, ok := c.status(&txs[i])
+		require.True(t, ok, "txreq %d never completed", i)
+		sts[i] = st
+	}
+	return sts
 }
 
 // sendListOf40 builds 40 one-descriptor txreqs, byte 0 of each packet its index, on a list.
@@ -97,13 +107,7 @@ func TestSendListStraddlingAStopRestart(t *testing.T) {
 	e.test = nil
 	require.ErrorIs(t, err, ErrNotRunning)
 	require.Equal(t, 40, n)
-	for range 4 {
-		_, _ = e.Process()
-		e.Poll()
-	}
-	for i := range txs {
-		st, ok := c.status(&txs[i])
-		require.True(t, ok, "txreq %d never completed", i)
+	for i, st := range sendListDrained(t, e, &c, txs) {
 		require.Equal(t, StatusAborted, st, "txreq %d", i)
 	}
 	require.Zero(t, c.dup.Load())
@@ -133,13 +137,7 @@ func TestSendListResetBeforeItsFirstBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 40, n)
 	require.True(t, halted)
-	for range 4 {
-		_, _ = e.Process()
-		e.Poll()
-	}
-	for i := range txs {
-		st, ok := c.status(&txs[i])
-		require.True(t, ok, "txreq %d never completed", i)
+	for i, st := range sendListDrained(t, e, &c, txs) {
 		require.Equal(t, StatusOK, st, "txreq %d", i)
 	}
 	sink.mu.Lock()
