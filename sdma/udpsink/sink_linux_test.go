@@ -98,14 +98,22 @@ func TestSinkToReceiver(t *testing.T) {
 	assert.ErrorIs(t, s.Deliver(0, packet(0, 0, 8, 1)), ErrClosed)
 }
 
+// loopbackSink opens a plain UDP socket on the loopback, closed at the end of the test, and a
+// Sink of cfg sending to it.
+func loopbackSink(t testing.TB, cfg Config) (*net.UDPConn, *Sink) {
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { pc.Close() })
+	cfg.Addr = pc.LocalAddr().String()
+	s, err := New(cfg)
+	require.NoError(t, err)
+	return pc, s
+}
+
 // TestSinkSendsSegmentsVerbatim reads one datagram with a plain socket: header, then the
 // segments' bytes back to back.
 func TestSinkSendsSegmentsVerbatim(t *testing.T) {
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer pc.Close()
-	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 2})
-	require.NoError(t, err)
+	pc, s := loopbackSink(t, Config{Engines: 2})
 	defer s.Close()
 
 	segs := [][]byte{[]byte("abc"), {}, []byte("defgh"), {0, 0, 0}}
@@ -125,11 +133,7 @@ func TestSinkSendsSegmentsVerbatim(t *testing.T) {
 }
 
 func TestDeliverErrors(t *testing.T) {
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer pc.Close()
-	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 1})
-	require.NoError(t, err)
+	_, s := loopbackSink(t, Config{Engines: 1})
 	defer s.Close()
 
 	assert.ErrorIs(t, s.Deliver(1, [][]byte{{1}}), ErrEngine)
@@ -142,11 +146,7 @@ func TestDeliverErrors(t *testing.T) {
 // TestDeliverDoesNotAllocate asserts the zero-allocation steady state. The peer socket is
 // never read: loopback drops what does not fit its buffer, silently.
 func TestDeliverDoesNotAllocate(t *testing.T) {
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer pc.Close()
-	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 1})
-	require.NoError(t, err)
+	_, s := loopbackSink(t, Config{Engines: 1})
 	defer s.Close()
 	segs := packet(0, 0, 4096, 4)
 	require.NoError(t, s.Deliver(0, segs)) // warm up
@@ -162,11 +162,7 @@ func BenchmarkDeliver(b *testing.B) {
 	for _, size := range []int{64, 4096} {
 		for _, frags := range []int{1, 4} {
 			b.Run(fmt.Sprintf("size=%d/frags=%d", size, frags), func(b *testing.B) {
-				pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-				require.NoError(b, err)
-				defer pc.Close()
-				s, err := New(Config{Addr: pc.LocalAddr().String()})
-				require.NoError(b, err)
+				_, s := loopbackSink(b, Config{})
 				defer s.Close()
 				segs := packet(0, 0, size, frags)
 				b.SetBytes(int64(size))
@@ -190,11 +186,7 @@ var _ interface{ Deliver(int, [][]byte) error } = (*Sink)(nil)
 // failed packets). Deliver and Queue used not to count it. A packet queued before Close is not
 // refused: Close sends it, and the Flush after reports it sent (TestCloseSendsHeldBatches).
 func TestClosedRefusalsCounted(t *testing.T) {
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer pc.Close()
-	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 1, Batch: 4})
-	require.NoError(t, err)
+	_, s := loopbackSink(t, Config{Engines: 1, Batch: 4})
 	require.NoError(t, s.Queue(0, [][]byte{{1}}))
 	require.NoError(t, s.Close())
 	errs := []error{nil}
@@ -210,11 +202,7 @@ func TestClosedRefusalsCounted(t *testing.T) {
 // Close is Stats before it (Syscalls counts "send system calls made for packets"). Close used to
 // add its marker sends (up to five rounds per engine) to Syscalls.
 func TestCloseMarkersNotCounted(t *testing.T) {
-	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer pc.Close()
-	s, err := New(Config{Addr: pc.LocalAddr().String(), Engines: 2, Batch: 1})
-	require.NoError(t, err)
+	_, s := loopbackSink(t, Config{Engines: 2, Batch: 1})
 	for e := range 2 {
 		require.NoError(t, s.Deliver(e, [][]byte{{1, 2, 3}}))
 	}
