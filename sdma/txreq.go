@@ -390,7 +390,17 @@ func (tx *TxReq) Clean() error {
 // (Device.UnmapErrors), and the tests require the count to stay 0; they also wrap the mapper in a
 // dma.Counting and require that every map is undone exactly once.
 func (tx *TxReq) clean() {
-	if tx.nmaps != 0 {
+	if tx.numDesc == 1 && tx.nmaps == 1 && tx.soles[0] != 0 {
+		// A packet of one descriptor that an add of this packet mapped (nmaps counts the adds'
+		// mappings; with numDesc 1 it is descriptor 0, not an InitAHG head, and its add wrote
+		// soles[0], so the handle is this mapping's, not an earlier packet's left as the slot's
+		// hint) as a sole mapping (only AddKVAddr's MapSingle records a handle): the loop's one
+		// step below, without the loop. descp is the inline array (see reset: numDesc < NumDesc).
+		d := tx.descs[0]
+		if tx.dev.sole.UnmapSingleSole(dma.Addr(d.Addr()), d.Len(), dma.ToDevice, tx.soles[0]) != nil {
+			tx.dev.unmapErrs.Add(1)
+		}
+	} else if tx.nmaps != 0 {
 		// Each mapped descriptor's unmap (hfi1: sdma_unmap_desc), straight to the mapper for a
 		// sole kvaddr mapping (Device.unmap's first case, without its call), else through
 		// Device.unmap: a call per descriptor less on every completion. nmaps > 0 means an add
