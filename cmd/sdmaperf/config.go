@@ -497,7 +497,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
 	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s) or message_rate (Mpps) in -mode bw and msg, latency (median, us) in -mode lat (perftest --output, which pairs them with the test alike)")
-	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits)")
+	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits): the tables' (-mode lat's bandwidth table too), -csv's, --output=bandwidth's and a sweep's -plot; refused with an output that has no bandwidth in Gb/s (--output=latency or message_rate, -H, -json)")
 	fs.BoolVar(&cfg.RunInfinitely, "run_infinitely", false, "measure -D intervals one after another, printing a row for each, until Ctrl-C (perftest --run_infinitely)")
 	fs.BoolVar(&cfg.Histogram, "H", false, "print the latency histogram, in HdrHistogram's percentile distribution format (perftest -H)")
 	fs.StringVar(&cfg.HistFile, "hist", "", "write the latency histogram to this file, in HdrHistogram's percentile distribution format (HdrHistogram's plotters read it)")
@@ -632,6 +632,7 @@ var clientChecks = []check{
 	checkFaults,
 	checkMsgFaults,
 	checkOutputs,
+	checkReportGbits,
 	checkPath,
 	checkPathOutputs,
 }
@@ -996,6 +997,29 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("--run_infinitely -D %v: a row every -D; want at least %v, the bandwidth sampling interval (a shorter one measures next to nothing and prints thousands of rows a second)", cfg.Duration, sampleInterval)
 	}
 	return checkHTTP(cfg.HTTP)
+}
+
+// checkReportGbits refuses --report_gbits where no output it converts is printed. It converts
+// the bandwidths of the text tables (in -mode lat too: sdmaperf's latency run prints a bandwidth
+// table after its latency table), of -csv, of --output=bandwidth and of a sweep's -plot. perftest
+// (linux-rdma/perftest, src/perftest_parameters.c) lists --report_gbits in the usage of its BW
+// tests only and its latency tests print no bandwidth: they take the flag and drop it. Here an
+// output with no bandwidth in it (--output=latency or message_rate, -H) or with its own fixed unit
+// (-json: bw_avg_mib_s and the like) refuses it, naming both flags, as perftest's
+// force_dependecies does for the flags a test cannot honour.
+func checkReportGbits(cfg *Config, _ rawFlags, _ flagSet) error {
+	if !cfg.ReportGbits {
+		return nil
+	}
+	switch {
+	case cfg.Output == outLatency || cfg.Output == outMsgRate:
+		return usagef("--report_gbits with --output=%s: it prints no bandwidth for --report_gbits to convert (--output=bandwidth does)", cfg.Output)
+	case cfg.Histogram:
+		return usagef("--report_gbits with -H: -H prints the latency histogram alone, with no bandwidth for --report_gbits to convert")
+	case cfg.JSON:
+		return usagef("--report_gbits with -json: the JSON's bandwidths are MiB/s always, as their names say (bw_avg_mib_s); Gb/s = MiB/s x %g", mib*8/1e9)
+	}
+	return nil
 }
 
 // checkOutFile checks a file the run writes when it ends (-hist, -plot): its directory must

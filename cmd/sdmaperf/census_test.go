@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// refusal is a flag combination that was taken and then silently ignored (or contradicted
+// itself): it is a usage error now, and the error names both flags.
+type refusal struct {
+	args []string
+	want []string // what the error says: both flags' names, at least
+}
+
+// refusals is the census of such combinations: each row is a usage error naming the flags.
+var refusals = []refusal{
+	// --report_gbits converts bandwidths; these outputs print none, or MiB/s by name.
+	{[]string{"-mode", "lat", "--report_gbits", "--output=latency"}, []string{"--report_gbits with --output=latency"}},
+	{[]string{"--report_gbits", "--output=message_rate"}, []string{"--report_gbits with --output=message_rate"}},
+	{[]string{"-mode", "lat", "--report_gbits", "-H"}, []string{"--report_gbits with -H"}},
+	{[]string{"--report_gbits", "-json"}, []string{"--report_gbits with -json", "MiB/s"}},
+}
+
+// TestCensusRefusals: every combination of the census is a usage error naming its flags.
+func TestCensusRefusals(t *testing.T) {
+	for _, c := range refusals {
+		_, err := parseConfig(c.args, new(bytes.Buffer))
+		var ue *usageError
+		if !assert.ErrorAs(t, err, &ue, "%v: accepted", c.args) {
+			continue
+		}
+		for _, w := range c.want {
+			assert.Contains(t, ue.Error(), w, "%v", c.args)
+		}
+	}
+}
+
+// TestReportGbitsInLatencyRuns: -mode lat --report_gbits is honoured where a bandwidth is printed
+// (perftest's latency tests print none and drop the flag): the bandwidth table after the latency
+// table, and -csv's bandwidth columns, are in Gb/s.
+func TestReportGbitsInLatencyRuns(t *testing.T) {
+	code, out, errOut := runTool(t, "-mode", "lat", "--report_gbits", "-n", "50", "-warmup", "0", "-size", "64")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "BW average[Gb/sec]")
+	assert.NotContains(t, out, "MiB/sec")
+	code, out, errOut = runTool(t, "-mode", "lat", "--report_gbits", "-n", "50", "-warmup", "0", "-size", "64", "-csv")
+	require.Equal(t, exitOK, code, errOut)
+	assert.True(t, strings.Contains(out, "bw_avg_gbit_s"), out)
+	code, out, errOut = runTool(t, "--report_gbits", "--output=bandwidth", "-n", "50", "-warmup", "0", "-size", "64")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, 1, strings.Count(out, "\n"), out)
+}
