@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,38 @@ func TestRunInfinitelyOnlyInBandwidthRuns(t *testing.T) {
 	for _, mode := range []string{"bw", "msg"} {
 		_, err := parseConfig([]string{"-mode", mode, "--run_infinitely"}, new(bytes.Buffer))
 		assert.NoError(t, err, mode)
+	}
+}
+
+// TestWarmupBounded: -warmup is held to 2147483647 packets per size over all producers, the
+// ceiling -n has with -q; the error names -warmup and the producers' flag as typed. A huge
+// -warmup was taken and ran for ever before the first measured packet (9e18 at 2 Mpps: some
+// 146000 years).
+func TestWarmupBounded(t *testing.T) {
+	if strconv.IntSize == 32 {
+		t.Skip("a 32-bit int holds no -warmup past the bound: the flag parser refuses it")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-warmup", "9223372036854775807"}, "-warmup 9223372036854775807 with -producers 1: 9223372036854775807 warm-up packets per size in all; want at most 2147483647"},
+		{[]string{"-warmup", "2147483648"}, "-warmup 2147483648 with -producers 1"},
+		{[]string{"-warmup", "1073741824", "-producers", "2"}, "so 0..1073741823 per producer"},
+		{[]string{"-warmup", "1073741824", "-q", "2"}, "-warmup 1073741824 with -q 2"},
+		{[]string{"-path", "pio", "-size", "64", "-warmup", "4000000000"}, "-warmup 4000000000 with -producers 1"},
+		{[]string{"-mode", "msg", "-warmup", "4000000000"}, "-warmup 4000000000 with -producers 1"},
+	} {
+		_, err := parseConfig(c.args, new(bytes.Buffer))
+		var ue *usageError
+		if assert.ErrorAs(t, err, &ue, "%v", c.args) {
+			assert.Contains(t, ue.Error(), c.want, "%v", c.args)
+		}
+	}
+	for _, args := range [][]string{{"-warmup", "2147483647"}, {"-warmup", "1073741823", "-producers", "2"}, {"-warmup", "0"}} {
+		cfg, err := parseConfig(args, new(bytes.Buffer))
+		if assert.NoError(t, err, "%v", args) {
+			assert.Positive(t, cfg.Producers)
+		}
 	}
 }

@@ -25,14 +25,15 @@ import (
 
 // Limits the flags are checked against.
 const (
-	maxPacket     = 16383   // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
-	maxSweepSize  = 8192    // the largest power of two that fits in a packet
-	minSweepSize  = 2       // the smallest swept size (perftest -a: 2..2^23, capped here at maxSweepSize)
-	maxFrags      = 256     // past 63 descriptors the library coalesces; more is only slower
-	maxEngines    = 16      // hfi1 has 16 SDMA engines per device
-	maxProducers  = 1024    //
-	maxDepth      = 4096    // packets in flight per producer
-	maxPayloadMem = 1 << 30 // payload memory over all producers' packets in flight
+	maxPacket     = 16383         // MAX_SDMA_PKT_SIZE: tlen is 14 bits on the wire
+	maxSweepSize  = 8192          // the largest power of two that fits in a packet
+	minSweepSize  = 2             // the smallest swept size (perftest -a: 2..2^23, capped here at maxSweepSize)
+	maxFrags      = 256           // past 63 descriptors the library coalesces; more is only slower
+	maxEngines    = 16            // hfi1 has 16 SDMA engines per device
+	maxProducers  = 1024          //
+	maxDepth      = 4096          // packets in flight per producer
+	maxPayloadMem = 1 << 30       // payload memory over all producers' packets in flight
+	maxPackets    = math.MaxInt32 // packets of one size's run or warm-up over all producers: -n with -q, -warmup
 	defaultUDP    = "127.0.0.1:18515"
 	defaultSweepD = 250 * time.Millisecond
 )
@@ -481,7 +482,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (with -q: per queue pair, as perftest's); 0: run for -D instead")
 	cfg.Duration = 2 * time.Second
 	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in `seconds` as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
-	fs.IntVar(&cfg.Warmup, "warmup", 100, "packets per producer sent before measuring")
+	fs.IntVar(&cfg.Warmup, "warmup", 100, fmt.Sprintf("packets (-mode msg: messages) per producer sent before measuring each size, unmeasured; at most %d over all producers, as -n with -q", maxPackets))
 	fs.IntVar(&cfg.Depth, "depth", 128, "packets in flight per producer in bw mode (like perftest -t), each with its own payload memory; lat mode uses 1")
 	fs.IntVar(&cfg.Ring, "ring", 2048, fmt.Sprintf("descriptors per engine ring, a power of two, %d..%d", ring.MinSize, ring.MaxSize))
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
@@ -740,7 +741,7 @@ var ranges = []struct {
 	{"frags", func(c *Config) int { return c.Frags }, 1, maxFrags},
 }
 
-func checkRanges(cfg *Config, _ rawFlags, _ flagSet) error {
+func checkRanges(cfg *Config, _ rawFlags, set flagSet) error {
 	for _, r := range ranges {
 		if v := r.field(cfg); v < r.lo || v > r.hi {
 			return usagef("-%s %d: want %d..%d", r.name, v, r.lo, r.hi)
@@ -749,7 +750,22 @@ func checkRanges(cfg *Config, _ rawFlags, _ flagSet) error {
 	if cfg.Warmup < 0 {
 		return usagef("-warmup %d: want 0 or more packets", cfg.Warmup)
 	}
+	// The warm-up is unmeasured and precedes every size: its packets over all producers are
+	// held to maxPackets, the ceiling -n has with -q, so that it cannot go on for ever
+	// (-warmup 9e18 was taken: some 146000 years at 2 Mpps, before a first measured packet).
+	if cfg.Warmup > maxPackets/cfg.Producers {
+		return usagef("-warmup %d with %s %d: %d warm-up packets per size in all; want at most %d (as -n with -q), so 0..%d per producer",
+			cfg.Warmup, spellProducers(set), cfg.Producers, uint64(cfg.Warmup)*uint64(cfg.Producers), maxPackets, maxPackets/cfg.Producers)
+	}
 	return nil
+}
+
+// spellProducers is the flag that set the producers as the command line gave it: -q or -producers.
+func spellProducers(set flagSet) string {
+	if set["q"] {
+		return "-q"
+	}
+	return "-producers"
 }
 
 // checkSizes fills Sizes: -size, or the powers of two of -sweep.
@@ -910,8 +926,8 @@ func checkQPs(cfg *Config, raw rawFlags, set flagSet) error {
 		cfg.Engines = min(raw.qps, maxEngines)
 	}
 	if cfg.Iterations > 0 {
-		if cfg.Iterations > math.MaxInt32/raw.qps {
-			return usagef("-n %d with -q %d: %d queue pairs of %d packets each is more than %d packets", cfg.Iterations, raw.qps, raw.qps, cfg.Iterations, math.MaxInt32)
+		if cfg.Iterations > maxPackets/raw.qps {
+			return usagef("-n %d with -q %d: %d queue pairs of %d packets each is more than %d packets", cfg.Iterations, raw.qps, raw.qps, cfg.Iterations, maxPackets)
 		}
 		cfg.Iterations *= raw.qps
 	}
