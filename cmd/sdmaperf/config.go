@@ -505,7 +505,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Plot, "plot", "", "draw what the run measured to this file (.svg, .png or .html): bandwidth and message rate against size for a sweep, the latency distribution otherwise")
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /debug/vars (expvar, with the engines' counters) and /debug/pprof/ on this address during the run, such as localhost:6060")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
-	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker")
+	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker. A run superseded by a new one (the client restarted) is reported as it stands, with a warning, and the new run is served (a sweep starts again at its first size)")
 	cfg.Idle = 5 * time.Second
 	fs.Var((*seconds)(&cfg.Idle), "idle", "with -server: stop after this long without a packet, in `seconds` (-idle 5) or a Go duration (-idle 500ms), as -D; 0 waits without limit")
 	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given, and -n counts per queue pair, as perftest's does")

@@ -40,6 +40,14 @@ const waitForever = 100 * 365 * 24 * time.Hour
 // runServer is sdmaperf -server: receive one run over loopback UDP, check it, report. With the
 // client's -sweep it receives one run per size (the client ends each with its markers) and
 // prints a row per size as each ends. A report that could not be written to stdout fails.
+//
+// A run superseded by a newer one (a datagram of another run before its end markers: the client
+// was restarted, or killed and run again) does not end the server: it warns, naming the run it
+// gives up on, and serves the new run, whose report decides the exit status. One run: the
+// superseded run's report is printed as it stands (text; -json prints the run served only), and
+// the new run is received. A sweep: the superseded size is no row, and the sweep starts again
+// at its first size, where a restarted client starts. The superseded run's packets still arriving
+// are stale (udpsink.Report.Stale), noted after the run they arrive in.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	out := &stickyWriter{w: stdout}
 	return out.check(runServerTo(ctx, cfg, out, stderr))
@@ -68,6 +76,14 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 		return serveSweep(ctx, cfg, r, stdout, stderr)
 	}
 	rep, err := r.Run(ctx)
+	for err == nil && rep.Superseded { // a newer run: report what arrived of this one, serve that
+		if !cfg.JSON {
+			writeReceiverReport(stdout, &rep)
+		}
+		fmt.Fprintf(stderr, "sdmaperf: warning: %v; receiving the new run\n", unended(cfg, &rep))
+		noteStale("", &rep, stderr)
+		rep, err = r.Run(ctx)
+	}
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -78,6 +94,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	} else {
 		writeReceiverReport(stdout, &rep)
 	}
+	noteStale("", &rep, stderr) // after a superseded run: its client may go on sending
 	if ctx.Err() != nil {
 		return errInterrupted // Ctrl-C: what arrived so far is printed above
 	}
@@ -93,8 +110,9 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 
 // unended is the error of a -server run whose packets arrived without the client's end-of-run
 // markers: the client stopped (killed, or failed) or went quiet for longer than -idle, or a new
-// run began (a client restarted). The in-process receiver only warns (checkReceiver): there, the
-// client's own error says why; a -server has nobody else to say that its report is partial.
+// run began (a client restarted: runServer warns with it and serves the new run). The in-process
+// receiver only warns (checkReceiver): there, the client's own error says why; a -server has
+// nobody else to say that its report is partial.
 func unended(cfg Config, rep *udpsink.Report) error {
 	switch {
 	case rep.Ended:
@@ -130,11 +148,21 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		fmt.Fprintf(stdout, " %-8s %-12s %-14s %-9s %-7s %-13s %-18s %s\n", "#bytes", "#packets", "#bytes-recv", "lost", "dups", "bad-checksum", "BW[MiB/sec]", "MsgRate[Mpps]")
 	}
 	var runErr error
-	for _, size := range cfg.Sizes {
+	for i := 0; i < len(cfg.Sizes); i++ {
+		size := cfg.Sizes[i]
 		rep, err := r.Run(ctx)
 		if err != nil || (rep.Packets == 0 && !rep.Ended) {
 			runErr = cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
 			break
+		}
+		if rep.Superseded { // a restarted client: its sweep starts again at the first size
+			if !cfg.JSON {
+				fmt.Fprintf(stdout, " (%d bytes: superseded by a new run; the sweep starts again at %d bytes)\n", size, cfg.Sizes[0])
+			}
+			fmt.Fprintf(stderr, "sdmaperf: warning: %d bytes: %v; the sweep starts again at %d bytes\n", size, unended(cfg, &rep), cfg.Sizes[0])
+			noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
+			reps, i = nil, -1
+			continue
 		}
 		var row bool
 		row, runErr = sweepRow(cfg, size, &rep, stdout, stderr)
