@@ -23,6 +23,24 @@ var refusals = []refusal{
 	{[]string{"--report_gbits", "--output=message_rate"}, []string{"--report_gbits with --output=message_rate"}},
 	{[]string{"-mode", "lat", "--report_gbits", "-H"}, []string{"--report_gbits with -H"}},
 	{[]string{"--report_gbits", "-json"}, []string{"--report_gbits with -json", "MiB/s"}},
+	// -path pio sends every packet by PIO: no SDMA engine, no mapping.
+	{[]string{"-path", "pio", "-size", "64", "-engines", "4"}, []string{"-engines with -path pio"}},
+	{[]string{"-path", "pio", "-size", "64", "-mapper", "iommu"}, []string{"-mapper with -path pio"}},
+	{[]string{"-path", "pio", "-size", "64", "-wait", "busy-poll"}, []string{"-wait with -path pio"}},
+}
+
+// accepted are combinations near the refused ones that do something, and run.
+var accepted = [][]string{
+	{"-path", "pio", "-sweep", "-size", "8", "-engines", "2", "-mapper", "iommu", "-wait", "park", "-D", "5ms"}, // the SDMA runs take them
+	{"-path", "auto", "-size", "512", "-engines", "2", "-producers", "2", "-mapper", "iommu", "-n", "20"},
+}
+
+// TestCensusAccepted: the combinations next to the refused ones still run.
+func TestCensusAccepted(t *testing.T) {
+	for _, args := range accepted {
+		code, _, errOut := runTool(t, append([]string{"-warmup", "0", "-json"}, args...)...)
+		assert.Equal(t, exitOK, code, "%v: %s", args, errOut)
+	}
 }
 
 // TestCensusRefusals: every combination of the census is a usage error naming its flags.

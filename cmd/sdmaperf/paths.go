@@ -54,6 +54,17 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 			return usagef("-%s applies to -path sdma only (-path %s sends through verbs.Flow.Send)", name, cfg.Path)
 		}
 	}
+	if cfg.Path == pathPIO && !raw.sweep {
+		// Every packet goes by PIO: the CPU copies it into a send context, with no SDMA engine
+		// and no DMA mapping. The device's engines sit idle (a -wait busy-poll one still burns
+		// its core), so these were taken and changed nothing measured. A -sweep also runs each
+		// size by SDMA, which takes them.
+		for _, name := range []string{"engines", "mapper", "wait"} {
+			if set[name] {
+				return usagef("-%s with -path pio: every packet goes by PIO, which uses no SDMA engine and maps nothing; -%[1]s applies to SDMA (-path sdma or auto, or -path pio -sweep, whose sizes also run by SDMA)", name)
+			}
+		}
+	}
 	if cfg.Path == pathPIO {
 		var keep []int
 		for _, s := range cfg.Sizes {
