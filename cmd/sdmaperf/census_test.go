@@ -27,12 +27,20 @@ var refusals = []refusal{
 	{[]string{"-path", "pio", "-size", "64", "-engines", "4"}, []string{"-engines with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-mapper", "iommu"}, []string{"-mapper with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-wait", "busy-poll"}, []string{"-wait with -path pio"}},
+	// Producers go round-robin over the engines: engines past the producers' count sat idle.
+	{[]string{"-engines", "4"}, []string{"-engines 4 with -producers 1", "3 engines would send nothing"}},
+	{[]string{"-engines", "3", "-producers", "2", "-mode", "lat"}, []string{"-engines 3 with -producers 2"}},
+	{[]string{"-engines", "8", "-q", "2"}, []string{"-engines 8 with -q 2"}},
+	{[]string{"-mode", "msg", "-engines", "2"}, []string{"-engines 2 with -producers 1"}},
 }
 
 // accepted are combinations near the refused ones that do something, and run.
 var accepted = [][]string{
 	{"-path", "pio", "-sweep", "-size", "8", "-engines", "2", "-mapper", "iommu", "-wait", "park", "-D", "5ms"}, // the SDMA runs take them
 	{"-path", "auto", "-size", "512", "-engines", "2", "-producers", "2", "-mapper", "iommu", "-n", "20"},
+	{"-engines", "2", "-producers", "3", "-n", "30", "-size", "64"},
+	{"-q", "20", "-n", "1", "-size", "64"}, // 16 engines (the most) for 20 producers
+	{"-path", "auto", "-size", "512", "-engines", "2", "-n", "20"},
 }
 
 // TestCensusAccepted: the combinations next to the refused ones still run.

@@ -472,7 +472,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&raw.mode, "mode", "bw", "what to measure: bw (bandwidth, like ib_send_bw), lat (latency, one packet in flight per producer, like ib_send_lat) or msg (whole messages of -size bytes through a usdma packet queue, split into -mtu packets, -depth messages in flight)")
 	fs.IntVar(&cfg.MTU, "mtu", defaultMTU, "-mode msg: the packets' payload (fragment size), a multiple of 64 up to 10240")
 	pathFlag(fs, cfg)
-	fs.IntVar(&cfg.Engines, "engines", 1, fmt.Sprintf("SDMA engines, 1..%d", maxEngines))
+	fs.IntVar(&cfg.Engines, "engines", 1, fmt.Sprintf("SDMA engines, 1..%d and at most -producers (producers go round-robin over the engines, one engine each)", maxEngines))
 	fs.IntVar(&cfg.Producers, "producers", 1, "producer goroutines, spread round-robin over the engines")
 	fs.IntVar(&raw.size, "size", 4096, fmt.Sprintf("packet size in bytes, 1..%d; with -sweep, the largest size (%d unless given)", maxPacket, maxSweepSize))
 	fs.BoolVar(&raw.sweep, "sweep", false, fmt.Sprintf("run every power of two from %d bytes up to -size (like perftest -a)", minSweepSize))
@@ -623,6 +623,7 @@ var clientChecks = []check{
 	checkQPs,
 	checkChoices,
 	checkRanges,
+	checkIdleEngines,
 	checkSizes,
 	checkMsg,
 	checkPageMem,
