@@ -32,6 +32,10 @@ var refusals = []refusal{
 	{[]string{"-engines", "3", "-producers", "2", "-mode", "lat"}, []string{"-engines 3 with -producers 2"}},
 	{[]string{"-engines", "8", "-q", "2"}, []string{"-engines 8 with -q 2"}},
 	{[]string{"-mode", "msg", "-engines", "2"}, []string{"-engines 2 with -producers 1"}},
+	// One packet in flight per producer: its one payload buffer is shared already.
+	{[]string{"-shared", "-mode", "lat"}, []string{"-shared with -mode lat"}},
+	{[]string{"-shared", "-depth", "1"}, []string{"-shared with -depth 1"}},
+	{[]string{"-shared", "-t", "1", "-mem", "page", "-size", "8192"}, []string{"-shared with -t 1"}},
 }
 
 // accepted are combinations near the refused ones that do something, and run.
@@ -41,6 +45,7 @@ var accepted = [][]string{
 	{"-engines", "2", "-producers", "3", "-n", "30", "-size", "64"},
 	{"-q", "20", "-n", "1", "-size", "64"}, // 16 engines (the most) for 20 producers
 	{"-path", "auto", "-size", "512", "-engines", "2", "-n", "20"},
+	{"-shared", "-depth", "2", "-n", "20", "-size", "64"},
 }
 
 // TestCensusAccepted: the combinations next to the refused ones still run.

@@ -21,3 +21,17 @@ func checkIdleEngines(cfg *Config, _ rawFlags, set flagSet) error {
 	return usagef("-engines %d with %s %d: producers go round-robin over the engines, one engine each, so %d engines would send nothing; give %[2]s %[1]d or more (-q %[1]d sets both)",
 		cfg.Engines, spellProducers(set), cfg.Producers, cfg.Engines-cfg.Producers)
 }
+
+// checkSharedDepth refuses -shared with one packet in flight per producer (-mode lat, or
+// -depth 1): such a producer has one payload slot anyway, reused by every packet, so -shared
+// (every packet in flight mapping the same memory: many overlapping live mappings) changed
+// nothing.
+func checkSharedDepth(cfg *Config, _ rawFlags, set flagSet) error {
+	if !cfg.Shared || cfg.Depth > 1 {
+		return nil
+	}
+	if cfg.Mode == ModeLat {
+		return usagef("-shared with -mode lat: one packet in flight per producer already reuses one payload buffer, so -shared changes nothing; it applies to -mode bw with %s 2 or more", spell(set, "depth"))
+	}
+	return usagef("-shared with %s 1: one packet in flight per producer already reuses one payload buffer, so -shared changes nothing; give %[1]s 2 or more", spell(set, "depth"))
+}

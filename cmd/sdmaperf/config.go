@@ -478,7 +478,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&raw.sweep, "sweep", false, fmt.Sprintf("run every power of two from %d bytes up to -size (like perftest -a)", minSweepSize))
 	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
 	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer, mapped per add), page (AddPage of dma.AllocPages memory, mapped per add) or registered (AddKVAddr of a Go buffer registered with the device once: no per-packet mapping)")
-	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer")
+	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer (-mode bw with -depth 2 or more: with one packet in flight the buffer is one anyway)")
 	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (with -q: per queue pair, as perftest's); 0: run for -D instead")
 	cfg.Duration = 2 * time.Second
 	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in `seconds` as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
@@ -629,6 +629,7 @@ var clientChecks = []check{
 	checkPageMem,
 	checkLength,
 	checkDepth,
+	checkSharedDepth,
 	checkRing,
 	checkSink,
 	checkFaults,
