@@ -36,6 +36,11 @@ var refusals = []refusal{
 	{[]string{"-shared", "-mode", "lat"}, []string{"-shared with -mode lat"}},
 	{[]string{"-shared", "-depth", "1"}, []string{"-shared with -depth 1"}},
 	{[]string{"-shared", "-t", "1", "-mem", "page", "-size", "8192"}, []string{"-shared with -t 1"}},
+	// -send acts when the ring is full: one that can never fill leaves it nothing to do.
+	{[]string{"-send", "sleep"}, []string{"-send sleep with -ring 2048", "at most 384 descriptors (128 packets in flight × up to 3 descriptors)"}},
+	{[]string{"-send", "spin", "-mode", "lat", "-ring", "64"}, []string{"-send spin with -ring 64"}},
+	{[]string{"-send", "sleep", "-ring", "64", "-t", "21"}, []string{"-send sleep with -ring 64: an engine holds at most 63 descriptors", "(-t, -producers per engine)"}},
+	{[]string{"-send", "spin", "-ring", "64", "-producers", "4", "-engines", "2", "-depth", "10"}, []string{"at most 60 descriptors (20 packets"}},
 }
 
 // accepted are combinations near the refused ones that do something, and run.
@@ -46,6 +51,9 @@ var accepted = [][]string{
 	{"-q", "20", "-n", "1", "-size", "64"}, // 16 engines (the most) for 20 producers
 	{"-path", "auto", "-size", "512", "-engines", "2", "-n", "20"},
 	{"-shared", "-depth", "2", "-n", "20", "-size", "64"},
+	{"-send", "sleep", "-ring", "64", "-t", "22", "-n", "200", "-size", "64"}, // 66 descriptors: the ring can fill
+	{"-send", "spin", "-mode", "lat", "-ring", "64", "-producers", "22", "-n", "220", "-size", "64"},
+	{"-send", "block", "-n", "20", "-size", "64"}, // the default, said
 }
 
 // TestCensusAccepted: the combinations next to the refused ones still run.

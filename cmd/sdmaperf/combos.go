@@ -35,3 +35,31 @@ func checkSharedDepth(cfg *Config, _ rawFlags, set flagSet) error {
 	}
 	return usagef("-shared with %s 1: one packet in flight per producer already reuses one payload buffer, so -shared changes nothing; give %[1]s 2 or more", spell(set, "depth"))
 }
+
+// descsPerPacket is the most descriptors one packet takes: a descriptor per fragment (the library
+// coalesces past 63) and the pad's, as checkRing counts them.
+func descsPerPacket(cfg *Config) int { return min(cfg.Frags, 63) + 1 }
+
+// packetsPerEngine is the most packets in flight on one engine: the busiest engine's producers
+// (round-robin: ceil(producers/engines)), each with -depth in flight (1 in -mode lat).
+func packetsPerEngine(cfg *Config) int {
+	return (cfg.Producers + cfg.Engines - 1) / cfg.Engines * cfg.Depth
+}
+
+// checkSendFills refuses -send sleep or spin where the ring can never fill: -send says what a
+// producer does when the ring has no room for its packet, and a packet's descriptors are freed
+// before its callback gives its slot back (sdma: completion), so an engine never holds more than
+// packetsPerEngine × descsPerPacket descriptors. If the ring holds that many, every Send finds
+// room and -send sleep or spin measured what the default (block) does: "-send sleep" alone (128
+// packets of 3 descriptors in a ring of 2047) was taken without a word.
+func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
+	if !set["send"] || cfg.Send == "block" || !sdmaPackets(cfg) {
+		return nil
+	}
+	pkts, descs := packetsPerEngine(cfg), descsPerPacket(cfg)
+	if pkts*descs <= cfg.Ring-1 {
+		return usagef("-send %s with -ring %d: an engine holds at most %d descriptors (%d packets in flight × up to %d descriptors), so its ring (%d usable) never fills and -send never acts; give a smaller -ring, or more in flight (%s, -producers per engine)",
+			cfg.Send, cfg.Ring, pkts*descs, pkts, descs, cfg.Ring-1, spell(set, "depth"))
+	}
+	return nil
+}

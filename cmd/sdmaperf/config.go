@@ -488,7 +488,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Mapper, "mapper", "direct", "DMA mapper: direct (identity, like ipath's) or iommu (software IOMMU with its own IOVA space)")
 	fs.StringVar(&cfg.Alloc, "alloc", "slab", "txreq allocator: slab, list (fixed, lock-free) or pool (sync.Pool-backed)")
 	fs.StringVar(&cfg.Wait, "wait", "spin-park", "how an idle engine's hardware goroutine waits: spin-park (spin, then park), busy-poll (never park: a core per engine) or park")
-	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol), sleep (the kernel's verbs sleeper: Send with the producer's IOWait, whose sleep is ParkOrRetry (hfi1: qp.c iowait_sleep); the packet parks on the iowait's TxHead and is resent after the wakeup) or spin (retry Send at once)")
+	fs.StringVar(&cfg.Send, "send", "block", "what a producer does when the ring is full: block (SendWait: park on the engine's wait list, the iowait protocol), sleep (the kernel's verbs sleeper: Send with the producer's IOWait, whose sleep is ParkOrRetry (hfi1: qp.c iowait_sleep); the packet parks on the iowait's TxHead and is resent after the wakeup) or spin (retry Send at once); sleep and spin need a ring that can fill: more descriptors in flight per engine (-depth × descriptors per packet × producers per engine) than -ring holds")
 	fs.StringVar(&cfg.Completion, "completion", "irq", "who runs the completion pass: irq (the engine, on the interrupts it raises) or poll (the producers, with Engine.Poll)")
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, gather I/O: sendmmsg batches, see -udp-batch)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
@@ -631,6 +631,7 @@ var clientChecks = []check{
 	checkDepth,
 	checkSharedDepth,
 	checkRing,
+	checkSendFills,
 	checkSink,
 	checkFaults,
 	checkMsgFaults,
