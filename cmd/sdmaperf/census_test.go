@@ -41,6 +41,11 @@ var refusals = []refusal{
 	{[]string{"-send", "spin", "-mode", "lat", "-ring", "64"}, []string{"-send spin with -ring 64"}},
 	{[]string{"-send", "sleep", "-ring", "64", "-t", "21"}, []string{"-send sleep with -ring 64: an engine holds at most 63 descriptors", "(-t, -producers per engine)"}},
 	{[]string{"-send", "spin", "-ring", "64", "-producers", "4", "-engines", "2", "-depth", "10"}, []string{"at most 60 descriptors (20 packets"}},
+	// One packet in flight per engine goes alone, with sendmsg: no batch forms.
+	{[]string{"-sink", "udp", "-mode", "lat", "-udp-gso"}, []string{"-udp-gso with -mode lat and no more producers than engines", "or -mode bw with -depth 2 or more)"}},
+	{[]string{"-sink", "udp", "-mode", "lat", "-udp-batch", "8"}, []string{"-udp-batch 8 with -mode lat"}},
+	{[]string{"-sink", "udp", "-mode", "lat", "-udp-batch", "0", "-producers", "2", "-engines", "2"}, []string{"-udp-batch 0 with -mode lat"}},
+	{[]string{"-sink", "udp", "-t", "1", "-udp-gso"}, []string{"-udp-gso with -t 1 and no more producers than engines"}},
 }
 
 // accepted are combinations near the refused ones that do something, and run.
@@ -53,7 +58,10 @@ var accepted = [][]string{
 	{"-shared", "-depth", "2", "-n", "20", "-size", "64"},
 	{"-send", "sleep", "-ring", "64", "-t", "22", "-n", "200", "-size", "64"}, // 66 descriptors: the ring can fill
 	{"-send", "spin", "-mode", "lat", "-ring", "64", "-producers", "22", "-n", "220", "-size", "64"},
-	{"-send", "block", "-n", "20", "-size", "64"}, // the default, said
+	{"-send", "block", "-n", "20", "-size", "64"},                                              // the default, said
+	{"-sink", "udp", "-mode", "lat", "-udp-batch", "1", "-n", "20", "-size", "64"},             // unbatched: what it does
+	{"-sink", "udp", "-mode", "lat", "-udp-gso", "-producers", "2", "-n", "20", "-size", "64"}, // two in flight on the engine
+	{"-sink", "udp", "-udp-gso", "-udp-batch", "4", "-n", "20", "-size", "64"},
 }
 
 // TestCensusAccepted: the combinations next to the refused ones still run.

@@ -4,6 +4,8 @@ package main
 // Each step refuses one, naming both flags, as perftest's force_dependecies does for what a test
 // cannot honour (linux-rdma/perftest, src/perftest_parameters.c).
 
+import "strconv"
+
 // sdmaPackets reports whether the run sends packets through sdmaperf's own producers (-path sdma,
 // -mode bw or lat), where the engines, -depth and -send are the tool's.
 func sdmaPackets(cfg *Config) bool {
@@ -60,6 +62,31 @@ func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
 	if pkts*descs <= cfg.Ring-1 {
 		return usagef("-send %s with -ring %d: an engine holds at most %d descriptors (%d packets in flight × up to %d descriptors), so its ring (%d usable) never fills and -send never acts; give a smaller -ring, or more in flight (%s, -producers per engine)",
 			cfg.Send, cfg.Ring, pkts*descs, pkts, descs, cfg.Ring-1, spell(set, "depth"))
+	}
+	return nil
+}
+
+// checkLoneUDP refuses -udp-batch (2 or more, or 0: the default's batching) and -udp-gso where an
+// engine never has two packets in flight (-mode lat with no more producers than engines, or
+// -depth 1): an engine hands a lone packet to the sink's Deliver, sent at once with sendmsg
+// (sdma.BatchSink), so no batch ever formed and neither flag did anything. -udp-batch 1 (each
+// packet with its own sendmsg) is what such a run does: it stands.
+func checkLoneUDP(cfg *Config, _ rawFlags, set flagSet) error {
+	if cfg.Sink != "udp" || !sdmaPackets(cfg) || packetsPerEngine(cfg) > 1 {
+		return nil
+	}
+	why := "-mode lat and no more producers than engines"
+	if cfg.Mode != ModeLat {
+		why = spell(set, "depth") + " 1 and no more producers than engines"
+	}
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"udp-gso", set["udp-gso"]}, {"udp-batch " + strconv.Itoa(cfg.UDPBatch), set["udp-batch"] && cfg.UDPBatch != 1}} {
+		if f.on {
+			return usagef("-%s with %s: an engine has one packet in flight at a time, which it sends alone with sendmsg, so no batch forms and -%[1]s does nothing; batching needs two or more in flight per engine (more -producers than -engines, or -mode bw with %[3]s 2 or more)",
+				f.name, why, spell(set, "depth"))
+		}
 	}
 	return nil
 }

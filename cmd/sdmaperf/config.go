@@ -493,7 +493,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Sink, "sink", "discard", "where packets go: discard (count and drop) or udp (one loopback UDP datagram per packet, gather I/O: sendmmsg batches, see -udp-batch)")
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
 	fs.IntVar(&cfg.UDPBatch, "udp-batch", 0, fmt.Sprintf("with -sink udp, the packets an engine holds and sends with one sendmmsg, 1..%d; 0 means %d; 1 sends each with its own sendmsg (the unbatched sink)", sdma.MaxBatch, udpsink.DefaultBatch))
-	fs.BoolVar(&cfg.UDPGSO, "udp-gso", false, "with -sink udp, send each run of same-size packets in a batch as one UDP GSO message (UDP_SEGMENT); needs batching (not -udp-batch 1)")
+	fs.BoolVar(&cfg.UDPGSO, "udp-gso", false, "with -sink udp, send each run of same-size packets in a batch as one UDP GSO message (UDP_SEGMENT); needs batching (not -udp-batch 1) and two or more packets in flight per engine (not -mode lat with no more producers than engines)")
 	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
@@ -633,6 +633,7 @@ var clientChecks = []check{
 	checkRing,
 	checkSendFills,
 	checkSink,
+	checkLoneUDP,
 	checkFaults,
 	checkMsgFaults,
 	checkOutputs,
