@@ -28,18 +28,18 @@ var refusals = []refusal{
 	{[]string{"-path", "pio", "-size", "64", "-mapper", "iommu"}, []string{"-mapper with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-wait", "busy-poll"}, []string{"-wait with -path pio"}},
 	// Producers go round-robin over the engines: engines past the producers' count sat idle.
-	{[]string{"-engines", "4"}, []string{"-engines 4 with -producers 1", "3 engines would send nothing"}},
+	{[]string{"-engines", "4"}, []string{"-engines 4 with -producers 1", "3 of the engines would send nothing; give -producers 4 or more (-q 4 sets both)"}},
 	{[]string{"-engines", "3", "-producers", "2", "-mode", "lat"}, []string{"-engines 3 with -producers 2"}},
-	{[]string{"-engines", "8", "-q", "2"}, []string{"-engines 8 with -q 2"}},
+	{[]string{"-engines", "8", "-q", "2"}, []string{"-engines 8 with -q 2: producers go round-robin over the engines, one engine each, so 6 of the engines would send nothing; give -q 8 or more\n"}},
 	{[]string{"-mode", "msg", "-engines", "2"}, []string{"-engines 2 with -producers 1"}},
 	// One packet in flight per producer: its one payload buffer is shared already.
 	{[]string{"-shared", "-mode", "lat"}, []string{"-shared with -mode lat"}},
 	{[]string{"-shared", "-depth", "1"}, []string{"-shared with -depth 1"}},
 	{[]string{"-shared", "-t", "1", "-mem", "page", "-size", "8192"}, []string{"-shared with -t 1"}},
 	// -send acts when the ring is full: one that can never fill leaves it nothing to do.
-	{[]string{"-send", "sleep"}, []string{"-send sleep with -ring 2048", "at most 384 descriptors (128 packets in flight × up to 3 descriptors)"}},
-	{[]string{"-send", "spin", "-mode", "lat", "-ring", "64"}, []string{"-send spin with -ring 64"}},
-	{[]string{"-send", "sleep", "-ring", "64", "-t", "21"}, []string{"-send sleep with -ring 64: an engine holds at most 63 descriptors", "(-t, -producers per engine)"}},
+	{[]string{"-send", "sleep"}, []string{"-send sleep with -ring 2048", "at most 384 descriptors (128 packets in flight × up to 3 descriptors)", "give -ring 256 or less, or more packets in flight per engine (-depth, or more producers per engine)\n"}},
+	{[]string{"-send", "spin", "-mode", "lat", "-ring", "64"}, []string{"-send spin with -ring 64", "give more packets in flight per engine (more producers per engine: -mode lat has one each)\n"}},
+	{[]string{"-send", "sleep", "-ring", "64", "-t", "21"}, []string{"-send sleep with -ring 64: an engine holds at most 63 descriptors", "give more packets in flight per engine (-t, or more producers per engine)\n"}},
 	{[]string{"-send", "spin", "-ring", "64", "-producers", "4", "-engines", "2", "-depth", "10"}, []string{"at most 60 descriptors (20 packets"}},
 	// One packet in flight per engine goes alone, with sendmsg: no batch forms.
 	{[]string{"-sink", "udp", "-mode", "lat", "-udp-gso"}, []string{"-udp-gso with -mode lat and no more producers than engines", "or -mode bw with -depth 2 or more)"}},
@@ -81,7 +81,7 @@ func TestCensusRefusals(t *testing.T) {
 			continue
 		}
 		for _, w := range c.want {
-			assert.Contains(t, ue.Error(), w, "%v", c.args)
+			assert.Contains(t, ue.Error()+"\n", w, "%v", c.args)
 		}
 	}
 }

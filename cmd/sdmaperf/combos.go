@@ -4,7 +4,13 @@ package main
 // Each step refuses one, naming both flags, as perftest's force_dependecies does for what a test
 // cannot honour (linux-rdma/perftest, src/perftest_parameters.c).
 
-import "strconv"
+import (
+	"fmt"
+	"math/bits"
+	"strconv"
+
+	"github.com/gosdma/gosdma/ring"
+)
 
 // sdmaPackets reports whether the run sends packets through sdmaperf's own producers (-path sdma,
 // -mode bw or lat), where the engines, -depth and -send are the tool's.
@@ -20,8 +26,12 @@ func checkIdleEngines(cfg *Config, _ rawFlags, set flagSet) error {
 	if (cfg.Path != "" && cfg.Path != pathSDMA) || cfg.Engines <= cfg.Producers {
 		return nil
 	}
-	return usagef("-engines %d with %s %d: producers go round-robin over the engines, one engine each, so %d engines would send nothing; give %[2]s %[1]d or more (-q %[1]d sets both)",
-		cfg.Engines, spellProducers(set), cfg.Producers, cfg.Engines-cfg.Producers)
+	both := fmt.Sprintf(" (-q %d sets both)", cfg.Engines)
+	if set["q"] {
+		both = ""
+	}
+	return usagef("-engines %d with %s %d: producers go round-robin over the engines, one engine each, so %[4]d of the engines would send nothing; give %[2]s %[1]d or more%[5]s",
+		cfg.Engines, spellProducers(set), cfg.Producers, cfg.Engines-cfg.Producers, both)
 }
 
 // checkSharedDepth refuses -shared with one packet in flight per producer (-mode lat, or
@@ -59,11 +69,18 @@ func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
 		return nil
 	}
 	pkts, descs := packetsPerEngine(cfg), descsPerPacket(cfg)
-	if pkts*descs <= cfg.Ring-1 {
-		return usagef("-send %s with -ring %d: an engine holds at most %d descriptors (%d packets in flight × up to %d descriptors), so its ring (%d usable) never fills and -send never acts; give a smaller -ring, or more in flight (%s, -producers per engine)",
-			cfg.Send, cfg.Ring, pkts*descs, pkts, descs, cfg.Ring-1, spell(set, "depth"))
+	if pkts*descs > cfg.Ring-1 {
+		return nil
 	}
-	return nil
+	more := "more packets in flight per engine (" + spell(set, "depth") + ", or more producers per engine)"
+	if cfg.Mode == ModeLat {
+		more = "more packets in flight per engine (more producers per engine: -mode lat has one each)"
+	}
+	if r := 1 << (bits.Len(uint(pkts*descs)) - 1); r >= ring.MinSize { // r-1 < pkts*descs: it can fill
+		more = fmt.Sprintf("-ring %d or less, or %s", r, more)
+	}
+	return usagef("-send %s with -ring %d: an engine holds at most %d descriptors (%d packets in flight × up to %d descriptors), so its ring (%d usable) never fills and -send never acts; give %s",
+		cfg.Send, cfg.Ring, pkts*descs, pkts, descs, cfg.Ring-1, more)
 }
 
 // checkLoneUDP refuses -udp-batch (2 or more, or 0: the default's batching) and -udp-gso where an
