@@ -46,6 +46,8 @@ var refusals = []refusal{
 	{[]string{"-sink", "udp", "-mode", "lat", "-udp-batch", "8"}, []string{"-udp-batch 8 with -mode lat"}},
 	{[]string{"-sink", "udp", "-mode", "lat", "-udp-batch", "0", "-producers", "2", "-engines", "2"}, []string{"-udp-batch 0 with -mode lat"}},
 	{[]string{"-sink", "udp", "-t", "1", "-udp-gso"}, []string{"-udp-gso with -t 1 and no more producers than engines"}},
+	// Contradictory: -mode msg's Submit sleeps for a completion pass only the sleeper would run.
+	{[]string{"-mode", "msg", "-completion", "poll"}, []string{"-completion poll with -mode msg"}},
 }
 
 // accepted are combinations near the refused ones that do something, and run.
@@ -62,6 +64,8 @@ var accepted = [][]string{
 	{"-sink", "udp", "-mode", "lat", "-udp-batch", "1", "-n", "20", "-size", "64"},             // unbatched: what it does
 	{"-sink", "udp", "-mode", "lat", "-udp-gso", "-producers", "2", "-n", "20", "-size", "64"}, // two in flight on the engine
 	{"-sink", "udp", "-udp-gso", "-udp-batch", "4", "-n", "20", "-size", "64"},
+	{"-mode", "msg", "-completion", "irq", "-n", "20", "-size", "65536"},
+	{"-mode", "lat", "-completion", "poll", "-n", "20", "-size", "64"},
 }
 
 // TestCensusAccepted: the combinations next to the refused ones still run.
