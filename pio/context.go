@@ -386,6 +386,20 @@ func (sc *SendContext) Stats() Stats {
 // Allocation is per context under one lock, as in the kernel: a lock-free reservation would save
 // the lock but the release pass it sometimes runs, the shadow ring and the halt flags all want
 // the same serialisation (see the package doc).
+//
+// BufferAlloc never runs a Waiter's wake-up. The release pass it runs when room is short returns
+// credits and calls release callbacks, but leaves the waiters on the list and asks the chip for a
+// credit return (ReturnCredits) if any are queued: the chip's pass that follows wakes them, on the
+// chip goroutine at once or, with a manual chip, at the next Process (a chip that halted or was
+// disabled meanwhile makes no pass, but the flush of its Restart, Disable or Close wakes every
+// waiter). This is the kernel's split: sc_buffer_alloc's sc_release_update runs sc_piobufavail,
+// whose hfi1_qp_wakeup only schedules the QP's send work (hfi1_schedule_send, iowait_schedule:
+// queue_work_on), which runs later on a workqueue, never on the allocating thread; that thread
+// allocates at once, before any woken QP runs. Running the wake-ups here instead ran them on a goroutine that, on success, had already
+// counted its new buffer in flight: a wake-up that disabled, restarted or closed the context, or
+// met a halt, waited for that unfinished buffer for ever. No wake-up is lost: the chip's pass
+// takes every waiter still queued (piobufavail, a batch at a time), and one that QueueWait counts
+// after the check sees the releaseSeq of a pass that returned credits and retries (leaveWakeups).
 func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 	blocks := uint64(dwordsToBlocks(dwLen))
 	if dwLen < 2 || dwLen > MaxPacketDWs || blocks > sc.credits {
@@ -399,20 +413,21 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 		}
 		return nil, ErrNotRunning
 	}
-	wake := false
+	passed := false
 	if blocks > sc.credits-(sc.fill-sc.allocFree) {
 		// Copy from the releaser's cache line and recalculate; still no room: run a release
-		// pass now (the kernel's one retry). Its wake-ups wait until the allocation lock is
-		// let go (the kernel runs them under alloc_lock; Waiter promises no locks held).
+		// pass now (the kernel's one retry). Its wake-ups are left to the chip's next pass
+		// (leaveWakeups), as the kernel's hfi1_qp_wakeup leaves the woken QP's work to a
+		// workqueue.
 		sc.allocFree = sc.free.Load()
 		if blocks > sc.credits-(sc.fill-sc.allocFree) {
 			sc.releasePass(true)
-			wake = true
+			passed = true
 			sc.allocFree = sc.free.Load()
 			if blocks > sc.credits-(sc.fill-sc.allocFree) {
 				sc.allocMu.Unlock()
 				sc.stats.noCredits.Add(1)
-				sc.piobufavail()
+				sc.leaveWakeups()
 				return nil, ErrNoCredits
 			}
 		}
@@ -442,10 +457,22 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 	// before they see the new head (smp_wmb; sc->sr_head = next).
 	sc.srHead.Store(next)
 	sc.allocMu.Unlock()
-	if wake {
-		sc.piobufavail()
+	if passed {
+		sc.leaveWakeups()
 	}
 	return b, nil
+}
+
+// leaveWakeups hands the wake-ups of BufferAlloc's release pass to the chip (see BufferAlloc):
+// if waiters are queued it asks for a credit return, whose pass (piobufavail) wakes them. The
+// count is loaded after the pass stored releaseSeq (both sequentially consistent): a waiter that
+// QueueWait counts after this load sees the sequence of a pass that returned credits and retries
+// instead of parking (and one parked after a pass that returned none waits for a return as any
+// does: the first waiter asks for one, and the chip returns after every packet while any wait).
+func (sc *SendContext) leaveWakeups() {
+	if sc.waitCount.Load() != 0 {
+		sc.ReturnCredits()
+	}
 }
 
 // ReleaseSeq returns the release sequence count (bumped by each release pass that returned
@@ -456,7 +483,10 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 // ReleaseUpdate runs a release pass now (hfi1: sc_release_update): it reads the chip's credit
 // return word, advances the free count, runs the release callback of every packet now sent, in
 // order, and wakes up to WaitBatchSize waiters. The chip model runs it after each credit return
-// (the credit-return interrupt); BufferAlloc runs it when room runs short.
+// (the credit-return interrupt); BufferAlloc runs the pass when room runs short, and leaves its
+// wake-ups to the chip's next pass (see BufferAlloc). The wake-ups run on the caller's
+// goroutine: like Process, it must not be called while holding an unfinished buffer of this
+// context (a wake-up that disabled the context would wait for that buffer for ever).
 func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate() }
 
 func (sc *SendContext) releaseUpdate() {

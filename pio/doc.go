@@ -105,6 +105,8 @@
 // # Concurrency
 //
 // A SendContext is safe for concurrent use. A Buf belongs to the goroutine that allocated it
-// until its copy ends. Release callbacks and wake-ups run on whichever goroutine ran the pass,
-// with the release lock held for callbacks: they must not block or call into the same context.
+// until its copy ends. Release callbacks and wake-ups run on whichever goroutine ran the pass;
+// callbacks with the release lock held: they must not block or call into the same context.
+// Wake-ups run with no lock held and may retry BufferAlloc, but must not block; one never runs
+// inside BufferAlloc (see Waiter).
 package pio

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A packet that halts the chip while Disable lets the written packets go out (sc_disable's
@@ -148,10 +152,13 @@ func lockProbe(sc *SendContext, held *[]string) *Waiter {
 
 // The kernel's sc_buffer_alloc runs sc_release_update, and with it sc_piobufavail's wake-ups,
 // under alloc_lock, and sc_disable flushes piowait under it too; the Waiter doc promises wake-ups
-// without locks held, so the Go port wakes after it lets the allocation lock go. It used to wake
-// with it held (a wake-up that retried BufferAlloc on the context deadlocked).
+// without locks held. It used to wake with the allocation lock held (a wake-up that retried
+// BufferAlloc on the context deadlocked). BufferAlloc's pass now leaves its wake-ups to the
+// chip's next pass (hfi1_qp_wakeup only schedules work; see TestWakeupInBufferAllocHoldsNoBuffer):
+// the wake-up of a waiter whose credits that pass returned runs in the next Process, with no
+// lock held, and the pass asks for the credit return that runs it.
 func TestWakeupsWithoutLocksHeld(t *testing.T) {
-	t.Run("BufferAlloc's pass", func(t *testing.T) {
+	t.Run("BufferAlloc's pass, woken by the next", func(t *testing.T) {
 		sc := newManual(t, 2, nil)
 		var held []string
 		w := lockProbe(sc, &held)
@@ -172,15 +179,20 @@ func TestWakeupsWithoutLocksHeld(t *testing.T) {
 		sc.hwMu.Lock()
 		sc.consume() // the chip sends it and writes the free counter back; no pass yet
 		sc.hwMu.Unlock()
-		b, err = sc.BufferAlloc(2, nil) // its own pass returns the credits and wakes w
+		b, err = sc.BufferAlloc(2, nil) // its own pass returns the credits, leaves w queued
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sc.Waiting() != 0 || sc.Stats().Wakeups != 1 {
-			t.Fatalf("waiting %d wakeups %d", sc.Waiting(), sc.Stats().Wakeups)
+		if sc.Waiting() != 1 || sc.Stats().Wakeups != 0 || !sc.force.Load() {
+			t.Fatalf("after BufferAlloc's pass: waiting %d wakeups %d, credit return asked %v; want 1, 0, true",
+				sc.Waiting(), sc.Stats().Wakeups, sc.force.Load())
 		}
 		if err := b.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
 			t.Fatal(err)
+		}
+		sc.Process() // the chip's pass (the forced return) wakes w
+		if sc.Waiting() != 0 || sc.Stats().Wakeups != 1 {
+			t.Fatalf("after Process: waiting %d wakeups %d", sc.Waiting(), sc.Stats().Wakeups)
 		}
 		if len(held) != 0 {
 			t.Fatalf("wake-up ran with locks held: %v", held)
@@ -572,20 +584,15 @@ type segsSink func(segs [][]byte)
 func (f segsSink) Deliver(_ int, segs [][]byte) error { f(segs); return nil }
 
 // A Waiter's wake-up runs "without locks held, so it may retry BufferAlloc" (Waiter), but the
-// one that BufferAlloc's own release pass wakes runs after BufferAlloc counted its new buffer in
-// flight: on a goroutine that holds an unfinished buffer of the context, which nobody can see.
-// A wake-up that then calls Disable, Restart, InjectHalt or Close (each waits for every copy to
-// end), or BufferAllocWait on a manual chip that meets a halt, waits for that buffer for ever.
-// The kernel runs sc_piobufavail under alloc_lock and its wake-ups only schedule work.
-//
-// Not fixed (a design call): either BufferAlloc leaves the wake-ups of its pass to the next pass
-// (ask for a credit return, as piobufavail does for the waiters it leaves: the chip goroutine
-// wakes them at once, a manual chip at the next Process), or it wakes them before it allocates
-// (let the lock go, wake, take it again and recheck the room: the woken then compete for it).
-// TestWakeupsWithoutLocksHeld's "BufferAlloc's pass" expects the wake-up inside BufferAlloc and
-// would change with the first.
+// one that BufferAlloc's own release pass woke ran after BufferAlloc counted its new buffer in
+// flight: on a goroutine that held an unfinished buffer of the context, which nobody could see.
+// A wake-up that then called Disable, Restart, InjectHalt or Close (each waits for every copy to
+// end), or BufferAllocWait on a manual chip that met a halt, waited for that buffer for ever.
+// The kernel's sc_piobufavail only schedules the woken QP's work (hfi1_qp_wakeup,
+// hfi1_schedule_send: a workqueue), so the allocating thread never runs it. BufferAlloc now
+// leaves its pass's wake-ups to the chip's next pass, asking for a credit return: with a manual
+// chip, the Process after the copy; the wake-up sees no buffer in flight and its Disable returns.
 func TestWakeupInBufferAllocHoldsNoBuffer(t *testing.T) {
-	t.Skip("bug: a wake-up from BufferAlloc's pass runs while the caller's new buffer is in flight; one that disables the context hangs (see the comment)")
 	// Not newManual: its Cleanup's Close would wait for the stuck buffer too.
 	sc, err := New(Config{Type: Kernel, Credits: 2, Threshold: 1, Manual: true})
 	if err != nil {
@@ -615,21 +622,226 @@ func TestWakeupInBufferAllocHoldsNoBuffer(t *testing.T) {
 	sc.consume() // the chip sends it and writes the free counter back; no pass yet
 	sc.hwMu.Unlock()
 	var b2 *Buf
-	bounded(t, "BufferAlloc whose pass wakes a waiter that disables the context", func() {
-		b2, err = sc.BufferAlloc(2, nil) // its pass returns the credits and wakes w
+	bounded(t, "BufferAlloc whose pass returns the credits a waiter that disables the context waits for", func() {
+		b2, err = sc.BufferAlloc(2, nil) // its pass returns the credits and leaves w queued
 	})
-	if err == nil {
-		if err := b2.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
-			t.Fatal(err)
-		}
-	} else if !errors.Is(err, ErrNotRunning) {
+	if err != nil {
 		t.Fatalf("BufferAlloc: %v", err)
 	}
-	sc.Process() // a wake-up left to the next pass runs here
+	if err := b2.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := sc.Stats(); st.Wakeups != 0 || held != -1 {
+		t.Fatalf("BufferAlloc ran the wake-up (wake-ups %d, saw %d in flight)", st.Wakeups, held)
+	}
+	bounded(t, "Process whose pass wakes a waiter that disables the context", func() {
+		sc.Process() // the wake-up left to the next pass runs here
+	})
 	if st := sc.Stats(); st.Wakeups != 1 || held != 0 {
 		t.Fatalf("wake-ups %d; the wake-up saw %d buffers in flight, want 0", st.Wakeups, held)
 	}
 	if err := sc.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Producers sending with BufferAllocWait and producers parked on their own Waiters share a small
+// context, on the chip goroutine and on a manual chip driven by a goroutine of its own (and by
+// BufferAllocWait's Process). Every 16th wake-up halts the context (InjectHalt), which waits for
+// every copy to end: a wake-up run on a goroutine that holds an unfinished buffer (what
+// BufferAlloc's own pass used to do) never returns, and the bound on the context turns that into a
+// failure; every wake-up also checks that it does not run inside BufferAlloc. Every packet is released exactly once or refused (ErrNotRunning, while a halt
+// recovers), none is delivered twice, no waiter is left queued, every credit comes back; on the
+// chip goroutine every wake-up runs there (none inside a producer's BufferAlloc).
+func TestStressWakeupsLeftToChip(t *testing.T) {
+	for _, manual := range []bool{false, true} {
+		t.Run(map[bool]string{false: "chip", true: "manual"}[manual], func(t *testing.T) {
+			stressWakeupsLeftToChip(t, manual)
+		})
+	}
+}
+
+func stressWakeupsLeftToChip(t *testing.T, manual bool) {
+	const credits, senders, waiters = 12, 3, 3
+	per := 1500
+	if testing.Short() {
+		per = 250
+	}
+	sink := &captureSink{}
+	sc, err := New(Config{Credits: credits, Threshold: 6, Sink: sink, Manual: manual})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // far above any wake-up
+	defer cancel()
+	c := newCounter()
+	var refused, offChip, inAlloc, woken atomic.Int64
+	refuse := func(id uint64) {
+		refused.Add(1)
+		c.mu.Lock()
+		c.seen[id]++ // not accepted: counts as its one outcome
+		c.mu.Unlock()
+	}
+	dw := func(id uint64) int { return 4 + int(id%5)*16 + int(id%7) } // 1 to 5 blocks, the id in the data
+	send := func(b *Buf, id uint64) error {
+		n := (dw(id) - 2) * 4
+		return b.Copy(CreatePBC(0, 0, 0, uint32(dw(id))), pkt(id, n))
+	}
+	var wg sync.WaitGroup
+	for p := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range per {
+				id := uint64(p*per + i)
+				b, err := sc.BufferAllocWait(ctx, dw(id), &relOf{c, id})
+				if errors.Is(err, ErrNotRunning) {
+					refuse(id)
+					continue
+				}
+				if err == nil {
+					err = send(b, id)
+				}
+				if err != nil {
+					t.Errorf("sender %d packet %d: %v", p, i, err)
+					return
+				}
+			}
+		}()
+	}
+	for q := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := make(chan struct{}, 1)
+			var w Waiter
+			w.Init(func(*Waiter) {
+				if !manual && !sc.onChip() {
+					offChip.Add(1)
+				}
+				if inBufferAlloc() {
+					inAlloc.Add(1)
+				}
+				if woken.Add(1)%16 == 0 {
+					_ = sc.InjectHalt() // waits for every copy: hangs on a goroutine holding one
+				}
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			})
+			for i := range per {
+				id := uint64((senders+q)*per + i)
+				for {
+					seq := sc.ReleaseSeq()
+					b, err := sc.BufferAlloc(dw(id), &relOf{c, id})
+					if err == nil {
+						if err := send(b, id); err != nil {
+							t.Errorf("waiter %d packet %d: %v", q, i, err)
+							return
+						}
+						break
+					}
+					if errors.Is(err, ErrNotRunning) {
+						refuse(id)
+						break
+					}
+					if err != ErrNoCredits {
+						t.Errorf("waiter %d packet %d: %v", q, i, err)
+						return
+					}
+					if !sc.QueueWait(&w, seq) {
+						continue
+					}
+					select {
+					case <-ch:
+					case <-ctx.Done():
+						sc.CancelWait(&w)
+						t.Errorf("waiter %d packet %d never woken (waiting %d, stats %+v)", q, i, sc.Waiting(), sc.Stats())
+						return
+					}
+				}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	driven := make(chan struct{})
+	go func() { // the manual chip's driver
+		defer close(driven)
+		for manual {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			sc.Process()
+			runtime.Gosched()
+		}
+	}()
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		buf := make([]byte, 1<<20)
+		t.Fatalf("producers stuck (waiting %d, in flight %d, stats %+v):\n%s", sc.Waiting(), sc.InFlight(), sc.Stats(), buf[:runtime.Stack(buf, true)])
+	}
+	close(stop)
+	<-driven
+	// Every credit comes back once the chip has sent everything: none lost, none doubled.
+	for sc.Avail() != credits && ctx.Err() == nil {
+		sc.ReturnCredits()
+		if manual {
+			sc.Process()
+		}
+		runtime.Gosched()
+	}
+	if a := sc.Avail(); a != credits {
+		t.Errorf("avail %d after the chip sent everything, want all %d", a, credits)
+	}
+	if n := sc.Waiting(); n != 0 {
+		t.Errorf("%d waiters left queued", n)
+	}
+	if err := sc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	total := uint64((senders + waiters) * per)
+	c.check(t, total)
+	st := sc.Stats()
+	if st.Releases+st.Flushed+uint64(refused.Load()) != total {
+		t.Errorf("releases %d + flushed %d + refused %d != %d", st.Releases, st.Flushed, refused.Load(), total)
+	}
+	if st.Waits == 0 || woken.Load() == 0 {
+		t.Errorf("no waiter parked or woken (stats %+v): the test tested nothing", st)
+	}
+	if n := offChip.Load(); n != 0 {
+		t.Errorf("%d wake-ups ran off the chip goroutine", n)
+	}
+	if n := inAlloc.Load(); n != 0 {
+		t.Errorf("%d wake-ups ran inside BufferAlloc", n)
+	}
+	seen := map[uint64]bool{}
+	for _, p := range sink.take() {
+		id := binary.LittleEndian.Uint64(p)
+		if seen[id] {
+			t.Fatalf("packet %d delivered twice", id)
+		}
+		seen[id] = true
+	}
+	t.Logf("stats %+v, refused %d, wake-ups %d", st, refused.Load(), woken.Load())
+}
+
+// inBufferAlloc reports whether the caller runs inside (*SendContext).BufferAlloc.
+func inBufferAlloc() bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ".(*SendContext).BufferAlloc") {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }

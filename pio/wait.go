@@ -4,13 +4,18 @@ import "sync/atomic"
 
 // Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
-// release pass, on that pass's goroutine, without locks held (the kernel wakes under alloc_lock
-// when sc_buffer_alloc runs the pass and when sc_disable flushes piowait; here those wake-ups wait
-// until the lock is let go), so it may retry BufferAlloc on the context; it must not block (a
-// Close from a wake-up on the chip goroutine, which would wait for that goroutine, is refused
-// with ErrInvalid). A panic in it is recovered and counted (Stats.WakeupPanics); the rest of the
-// batch is woken, also when it calls runtime.Goexit (which then ends the goroutine; on the chip
-// goroutine it halts the context as a Sink's would, see Sink).
+// release pass, on that pass's goroutine: the chip's (the chip goroutine, or a manual chip's
+// Process), ReleaseUpdate's, or the flush of Disable, Restart, Close or a halt's recovery. It
+// runs without locks held (the kernel wakes under alloc_lock when sc_disable flushes piowait;
+// here that wake-up waits until the lock is let go), so it may retry BufferAlloc on the context;
+// it must not block (a Close from a wake-up on the chip goroutine, which would wait for that
+// goroutine, is refused with ErrInvalid). It never runs inside BufferAlloc: the pass that
+// BufferAlloc runs when room is short leaves its wake-ups to the chip's next pass, as the
+// kernel's sc_piobufavail (hfi1_qp_wakeup) only schedules the QP's work on a workqueue (see
+// BufferAlloc), so no wake-up runs on a goroutine that holds a buffer it has just allocated. A
+// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken,
+// also when it calls runtime.Goexit (which then ends the goroutine; on the chip goroutine it
+// halts the context as a Sink's would, see Sink).
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
