@@ -27,6 +27,11 @@ var refusals = []refusal{
 	{[]string{"-path", "pio", "-size", "64", "-engines", "4"}, []string{"-engines with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-mapper", "iommu"}, []string{"-mapper with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-wait", "busy-poll"}, []string{"-wait with -path pio"}},
+	// -path auto sends a packet up to the PIO threshold (256 bytes) by PIO: no SDMA packet of
+	// the run goes first to make it fall back to SDMA.
+	{[]string{"-path", "auto", "-size", "256", "-engines", "2", "-producers", "2"}, []string{"-engines with -path auto -size 256: every packet goes by PIO", "-size above 256"}},
+	{[]string{"-path", "auto", "-s", "64", "-mapper", "iommu"}, []string{"-mapper with -path auto -s 64"}},
+	{[]string{"-path", "auto", "-size", "2", "-wait", "busy-poll"}, []string{"-wait with -path auto -size 2"}},
 	// Producers go round-robin over the engines: engines past the producers' count sat idle.
 	{[]string{"-engines", "4"}, []string{"-engines 4 with -producers 1", "3 of the engines would send nothing; give -producers 4 or more (-q 4 sets both)"}},
 	{[]string{"-engines", "3", "-producers", "2", "-mode", "lat"}, []string{"-engines 3 with -producers 2"}},
@@ -57,6 +62,8 @@ var accepted = [][]string{
 	{"-engines", "2", "-producers", "3", "-n", "30", "-size", "64"},
 	{"-q", "20", "-n", "1", "-size", "64"}, // 16 engines (the most) for 20 producers
 	{"-path", "auto", "-size", "512", "-engines", "2", "-n", "20"},
+	{"-path", "auto", "-size", "257", "-mapper", "iommu", "-wait", "park", "-n", "20"}, // above the PIO threshold: SDMA
+	{"-path", "auto", "-sweep", "-size", "8", "-wait", "park", "-D", "5ms"},            // the sweep's SDMA runs take it
 	{"-shared", "-depth", "2", "-n", "20", "-size", "64"},
 	{"-send", "sleep", "-ring", "64", "-t", "22", "-n", "200", "-size", "64"}, // 66 descriptors: the ring can fill
 	{"-send", "spin", "-mode", "lat", "-ring", "64", "-producers", "22", "-n", "220", "-size", "64"},

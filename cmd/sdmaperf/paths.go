@@ -54,16 +54,8 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 			return usagef("-%s applies to -path sdma only (-path %s sends through verbs.Flow.Send)", name, cfg.Path)
 		}
 	}
-	if cfg.Path == pathPIO && !raw.sweep {
-		// Every packet goes by PIO: the CPU copies it into a send context, with no SDMA engine
-		// and no DMA mapping. The device's engines sit idle (a -wait busy-poll one still burns
-		// its core), so these were taken and changed nothing measured. A -sweep also runs each
-		// size by SDMA, which takes them.
-		for _, name := range []string{"engines", "mapper", "wait"} {
-			if set[name] {
-				return usagef("-%s with -path pio: every packet goes by PIO, which uses no SDMA engine and maps nothing; -%[1]s applies to SDMA (-path sdma or auto, or -path pio -sweep, whose sizes also run by SDMA)", name)
-			}
-		}
+	if err := checkPIOOnly(cfg, raw, set); err != nil {
+		return err
 	}
 	if cfg.Path == pathPIO {
 		var keep []int
@@ -85,6 +77,34 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 	}
 	if c, ok := faultGiven(raw.faults, "cause"); ok {
 		return usagef("-faults cause=%s is not supported with -path pio|auto (a PIO send context's injected halt has no cause to choose)", c)
+	}
+	return nil
+}
+
+// checkPIOOnly refuses -engines, -mapper and -wait where every packet goes by PIO: -path pio, and
+// -path auto with a -size up to the PIO threshold (pio.DefaultThreshold: newPathDevice leaves
+// the verbs default). Such a packet takes SDMA only behind an SDMA packet of its flow still in
+// flight (hfi1: get_send_routine, verbs.Flow.choose), and no packet of the run goes by SDMA, so
+// auto never falls back. The CPU copies each packet into a send context, with no SDMA engine and
+// no DMA mapping; the device's engines sit idle (a -wait busy-poll one still burns its core), so
+// these were taken and changed nothing measured. A -sweep also runs each size by SDMA, which
+// takes them.
+func checkPIOOnly(cfg *Config, raw rawFlags, set flagSet) error {
+	if raw.sweep {
+		return nil
+	}
+	why := "-path pio: every packet goes by PIO"
+	switch {
+	case cfg.Path == pathAuto && cfg.Sizes[0] <= pio.DefaultThreshold:
+		why = fmt.Sprintf("-path auto %s %d: every packet goes by PIO (hfi1_verbs_send's choice up to %d bytes; with no SDMA packet in flight it never falls back to SDMA)",
+			spell(set, "size"), cfg.Sizes[0], pio.DefaultThreshold)
+	case cfg.Path != pathPIO:
+		return nil
+	}
+	for _, name := range []string{"engines", "mapper", "wait"} {
+		if set[name] {
+			return usagef("-%s with %s, which uses no SDMA engine and maps nothing; -%[1]s applies to SDMA (-path sdma, -path auto with -size above %[3]d, or a -sweep of -path pio or auto, whose sizes also run by SDMA)", name, why, pio.DefaultThreshold)
+		}
 	}
 	return nil
 }
