@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,4 +112,24 @@ func TestReportGbitsInLatencyRuns(t *testing.T) {
 	code, out, errOut = runTool(t, "--report_gbits", "--output=bandwidth", "-n", "50", "-warmup", "0", "-size", "64")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, 1, strings.Count(out, "\n"), out)
+}
+
+// TestPacketsCeiling: -n has one ceiling, 2^31-1 packets per size over all producers, with -q
+// (perftest's per queue pair count, multiplied) or without: without, -n 9000000000 was taken.
+func TestPacketsCeiling(t *testing.T) {
+	if strconv.IntSize < 64 {
+		t.Skip("-n past 2^31-1 does not parse into a 32-bit int")
+	}
+	for _, args := range [][]string{{"-n", "2147483648"}, {"-n", "9000000000", "-producers", "4"}, {"-n", "1073741824", "-q", "2"}} {
+		_, err := parseConfig(args, new(bytes.Buffer))
+		var ue *usageError
+		if assert.ErrorAs(t, err, &ue, "%v: accepted", args) {
+			assert.Contains(t, ue.Error(), "2147483647", "%v", args)
+		}
+	}
+	for args, total := range map[string]int{"-n 2147483647": 2147483647, "-n 1073741823 -q 2": 2147483646} {
+		cfg, err := parseConfig(strings.Fields(args), new(bytes.Buffer))
+		require.NoError(t, err, args)
+		assert.Equal(t, total, cfg.Iterations, args)
+	}
 }

@@ -33,7 +33,7 @@ const (
 	maxProducers  = 1024          //
 	maxDepth      = 4096          // packets in flight per producer
 	maxPayloadMem = 1 << 30       // payload memory over all producers' packets in flight
-	maxPackets    = math.MaxInt32 // packets of one size's run or warm-up over all producers: -n with -q, -warmup
+	maxPackets    = math.MaxInt32 // packets of one size's run or warm-up over all producers: -n (with or without -q), -warmup
 	defaultUDP    = "127.0.0.1:18515"
 	defaultSweepD = 250 * time.Millisecond
 )
@@ -479,7 +479,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Frags, "frags", 2, fmt.Sprintf("fragments per packet: each is one Add call and one descriptor, 1..%d (past 63 the library coalesces)", maxFrags))
 	fs.StringVar(&cfg.Mem, "mem", "kvaddr", "how fragments are added: kvaddr (AddKVAddr of a Go buffer, mapped per add), page (AddPage of dma.AllocPages memory, mapped per add) or registered (AddKVAddr of a Go buffer registered with the device once: no per-packet mapping)")
 	fs.BoolVar(&cfg.Shared, "shared", false, "every packet of a producer maps the same payload memory: many overlapping live mappings of one buffer, as perftest posts one buffer (-mode bw with -depth 2 or more: with one packet in flight the buffer is one anyway)")
-	fs.IntVar(&cfg.Iterations, "n", 0, "packets per size, over all producers (with -q: per queue pair, as perftest's); 0: run for -D instead")
+	fs.IntVar(&cfg.Iterations, "n", 0, fmt.Sprintf("packets per size, over all producers (with -q: per queue pair, as perftest's), at most %d in all; 0: run for -D instead", maxPackets))
 	cfg.Duration = 2 * time.Second
 	fs.Var((*seconds)(&cfg.Duration), "D", fmt.Sprintf("run time per size when -n is 0, in `seconds` as perftest (-D 5) or a Go duration (-D 500ms) (%v per size with -sweep unless given)", defaultSweepD))
 	fs.IntVar(&cfg.Warmup, "warmup", 100, fmt.Sprintf("packets (-mode msg: messages) per producer sent before measuring each size, unmeasured; at most %d over all producers, as -n with -q", maxPackets))
@@ -822,6 +822,11 @@ func checkLength(cfg *Config, raw rawFlags, set flagSet) error {
 			return usagef("-n and -D both given: a run is either a packet count or a duration")
 		}
 		cfg.Duration = 0
+		// The same ceiling as -n with -q (checkQPs, which has multiplied it already) and
+		// -warmup: -n 9000000000 was taken, some 140 years at 2 Mpps.
+		if cfg.Iterations > maxPackets {
+			return usagef("-n %d: want at most %d packets per size over all producers (as -n with -q and -warmup)", cfg.Iterations, maxPackets)
+		}
 		if cfg.Iterations < cfg.Producers {
 			return usagef("-n %d with -producers %d: every producer needs at least one packet", cfg.Iterations, cfg.Producers)
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -50,8 +49,9 @@ func TestProgressOnATerminal(t *testing.T) {
 	assert.Nil(t, newProgress(off, 4096, slave, off.Duration), "-progress=false")
 
 	// -n of any size: a long run gets a line. The length guessed from an -n past 2^63/1000
-	// overflowed to a negative one, and the longest runs got none.
-	for _, n := range []string{"100000000", strconv.Itoa(math.MaxInt)} {
+	// overflowed to a negative one, and the longest runs got none (-n is at most 2^31-1 now,
+	// the largest tried here).
+	for _, n := range []string{"100000000", strconv.Itoa(maxPackets)} {
 		huge, err := parseConfig([]string{"-n", n}, new(bytes.Buffer))
 		require.NoError(t, err)
 		assert.NotNil(t, newProgress(huge, 4096, slave, expectedLength(huge)), "-n %s", n)
