@@ -133,3 +133,27 @@ func TestPacketsCeiling(t *testing.T) {
 		assert.Equal(t, total, cfg.Iterations, args)
 	}
 }
+
+// flagHelp is the -h text of the flag name.
+func flagHelp(t *testing.T, name string) string {
+	t.Helper()
+	var cfg Config
+	var raw rawFlags
+	f := newFlagSet(&cfg, &raw, new(bytes.Buffer)).Lookup(name)
+	require.NotNil(t, f, name)
+	return f.Usage
+}
+
+// TestQPsInLatencyRuns: -q in -mode lat is a documented extension. perftest's latency tests exit
+// ("Multiple QPs only available on bw tests"); sdmaperf's latency runs take several producers,
+// each with one packet in flight, so -q N runs N of them, -n packets each as in -mode bw, and
+// -q's help says it is an extension (it said nothing of -mode lat).
+func TestQPsInLatencyRuns(t *testing.T) {
+	assert.Contains(t, flagHelp(t, "q"), "also in -mode lat, an extension")
+	assert.Contains(t, flagHelp(t, "q"), "Multiple QPs only available on bw tests")
+	rep := runJSON(t, "-mode", "lat", "-q", "2", "-n", "30", "-warmup", "0", "-size", "64")
+	require.Len(t, rep.Results, 1)
+	assert.EqualValues(t, 60, rep.Results[0].Iterations, "-n per queue pair")
+	assert.Equal(t, 2, rep.Config.Producers)
+	assert.Equal(t, 2, rep.Config.Engines)
+}

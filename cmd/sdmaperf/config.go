@@ -508,7 +508,7 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker. A run superseded by a new one (the client restarted) is reported as it stands, with a warning, and the new run is served (a sweep starts again at its first size)")
 	cfg.Idle = 5 * time.Second
 	fs.Var((*seconds)(&cfg.Idle), "idle", "with -server: stop after this long without a packet, in `seconds` (-idle 5) or a Go duration (-idle 500ms), as -D; 0 waits without limit")
-	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given, and -n counts per queue pair, as perftest's does")
+	fs.IntVar(&raw.qps, "q", 0, "perftest's queue pairs: -q N is -producers N over min(N, 16) engines unless -engines is given, and -n counts per queue pair, as perftest's does; also in -mode lat, an extension (perftest's latency tests exit: \"Multiple QPs only available on bw tests\"): N producers, each with one packet in flight, its own latencies in the one histogram")
 	for _, a := range aliases {
 		fs.Var(fs.Lookup(a.flag).Value, a.alias, "perftest's spelling of -"+a.flag)
 	}
