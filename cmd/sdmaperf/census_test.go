@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,6 @@ var refusals = []refusal{
 	{[]string{"-mode", "lat", "--report_gbits", "--output=latency"}, []string{"--report_gbits with --output=latency"}},
 	{[]string{"--report_gbits", "--output=message_rate"}, []string{"--report_gbits with --output=message_rate"}},
 	{[]string{"-mode", "lat", "--report_gbits", "-H"}, []string{"--report_gbits with -H"}},
-	{[]string{"--report_gbits", "-json"}, []string{"--report_gbits with -json", "MiB/s"}},
 	// -path pio sends every packet by PIO: no SDMA engine, no mapping.
 	{[]string{"-path", "pio", "-size", "64", "-engines", "4"}, []string{"-engines with -path pio"}},
 	{[]string{"-path", "pio", "-size", "64", "-mapper", "iommu"}, []string{"-mapper with -path pio"}},
@@ -156,4 +156,31 @@ func TestQPsInLatencyRuns(t *testing.T) {
 	assert.EqualValues(t, 60, rep.Results[0].Iterations, "-n per queue pair")
 	assert.Equal(t, 2, rep.Config.Producers)
 	assert.Equal(t, 2, rep.Config.Engines)
+}
+
+// TestReportGbitsInJSON: -json --report_gbits is honoured (it was refused): each result keeps its
+// MiB/s bandwidths, named so, and adds the same ones in Gb/s, named _gbit_s; without the flag
+// there are none.
+func TestReportGbitsInJSON(t *testing.T) {
+	assert.Contains(t, flagHelp(t, "json"), "_gbit_s")
+	assert.Contains(t, flagHelp(t, "report_gbits"), "bw_avg_gbit_s")
+	for mode, size := range map[string]string{"bw": "64", "lat": "64", "msg": "65536"} {
+		code, out, errOut := runTool(t, "-json", "-mode", mode, "--report_gbits", "-n", "40", "-warmup", "0", "-size", size)
+		require.Equal(t, exitOK, code, "%s: %s", mode, errOut)
+		var rep struct{ Results []map[string]any }
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		require.Len(t, rep.Results, 1, mode)
+		r := rep.Results[0]
+		for _, bw := range []string{"bw_peak", "bw_avg", "bw_stdev"} {
+			gb, ok := r[bw+"_gbit_s"].(float64)
+			if assert.True(t, ok, "%s: %s_gbit_s: %s", mode, bw, out) {
+				assert.InDelta(t, r[bw+"_mib_s"].(float64)*mib*8/1e9, gb, 1e-9, "%s: %s", mode, bw)
+			}
+		}
+		assert.Positive(t, r["bw_avg_gbit_s"], mode)
+	}
+	code, out, errOut := runTool(t, "-json", "-n", "40", "-warmup", "0", "-size", "64")
+	require.Equal(t, exitOK, code, errOut)
+	assert.NotContains(t, out, "_gbit_s")
+	assert.Contains(t, out, "bw_avg_mib_s")
 }

@@ -495,10 +495,10 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.UDPBatch, "udp-batch", 0, fmt.Sprintf("with -sink udp, the packets an engine holds and sends with one sendmmsg, 1..%d; 0 means %d; 1 sends each with its own sendmsg (the unbatched sink)", sdma.MaxBatch, udpsink.DefaultBatch))
 	fs.BoolVar(&cfg.UDPGSO, "udp-gso", false, "with -sink udp, send each run of same-size packets in a batch as one UDP GSO message (UDP_SEGMENT); needs batching (not -udp-batch 1) and two or more packets in flight per engine (not -mode lat with no more producers than engines)")
 	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
-	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given; bandwidths in MiB/s (bw_peak_mib_s, bw_avg_mib_s, bw_stdev_mib_s), and with --report_gbits also in Gb/s (the same names with _gbit_s)")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
 	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s) or message_rate (Mpps) in -mode bw and msg, latency (median, us) in -mode lat (perftest --output, which pairs them with the test alike)")
-	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits): the tables' (-mode lat's bandwidth table too), -csv's, --output=bandwidth's and a sweep's -plot; refused with an output that has no bandwidth in Gb/s (--output=latency or message_rate, -H, -json)")
+	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits): the tables' (-mode lat's bandwidth table too), -csv's, --output=bandwidth's and a sweep's -plot; -json adds bw_peak_gbit_s, bw_avg_gbit_s and bw_stdev_gbit_s beside its _mib_s fields; refused with an output that has no bandwidth (--output=latency or message_rate, -H)")
 	fs.BoolVar(&cfg.RunInfinitely, "run_infinitely", false, "measure -D intervals one after another, printing a row for each, until Ctrl-C (perftest --run_infinitely)")
 	fs.BoolVar(&cfg.Histogram, "H", false, "print the latency histogram, in HdrHistogram's percentile distribution format (perftest -H)")
 	fs.StringVar(&cfg.HistFile, "hist", "", "write the latency histogram to this file, in HdrHistogram's percentile distribution format (HdrHistogram's plotters read it)")
@@ -1029,9 +1029,9 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 // table after its latency table), of -csv, of --output=bandwidth and of a sweep's -plot. perftest
 // (linux-rdma/perftest, src/perftest_parameters.c) lists --report_gbits in the usage of its BW
 // tests only and its latency tests print no bandwidth: they take the flag and drop it. Here an
-// output with no bandwidth in it (--output=latency or message_rate, -H) or with its own fixed unit
-// (-json: bw_avg_mib_s and the like) refuses it, naming both flags, as perftest's
-// force_dependecies does for the flags a test cannot honour.
+// output with no bandwidth in it (--output=latency or message_rate, -H) refuses it, naming both
+// flags, as perftest's force_dependecies does for the flags a test cannot honour. -json keeps
+// its MiB/s fields, named so (bw_avg_mib_s), and adds the Gb/s ones (bw_avg_gbit_s: writeJSON).
 func checkReportGbits(cfg *Config, _ rawFlags, _ flagSet) error {
 	if !cfg.ReportGbits {
 		return nil
@@ -1041,8 +1041,6 @@ func checkReportGbits(cfg *Config, _ rawFlags, _ flagSet) error {
 		return usagef("--report_gbits with --output=%s: it prints no bandwidth for --report_gbits to convert (--output=bandwidth does)", cfg.Output)
 	case cfg.Histogram:
 		return usagef("--report_gbits with -H: -H prints the latency histogram alone, with no bandwidth for --report_gbits to convert")
-	case cfg.JSON:
-		return usagef("--report_gbits with -json: the JSON's bandwidths are MiB/s always, as their names say (bw_avg_mib_s); Gb/s = MiB/s x %g", mib*8/1e9)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,8 +83,13 @@ type Result struct {
 	HaltCauses    []string        `json:"halt_causes,omitempty"` // the last halt of each engine that halted
 	SinkError     string          `json:"sink_error,omitempty"`  // the last failed delivery
 	Receiver      *udpsink.Report `json:"receiver,omitempty"`
-	BWStdev       float64         `json:"bw_stdev_mib_s"`        // of the sampling intervals' bandwidths
-	Interrupted   bool            `json:"interrupted,omitempty"` // Ctrl-C cut the size short: the figures are of the part that ran
+	BWStdev       float64         `json:"bw_stdev_mib_s"` // of the sampling intervals' bandwidths
+	// The bandwidths in Gb/s (10^9 bits), beside the MiB/s ones, with --report_gbits only
+	// (writeJSON fills them; nil otherwise, and left out).
+	BWPeakGbit  *float64 `json:"bw_peak_gbit_s,omitempty"`
+	BWAvgGbit   *float64 `json:"bw_avg_gbit_s,omitempty"`
+	BWStdevGbit *float64 `json:"bw_stdev_gbit_s,omitempty"`
+	Interrupted bool     `json:"interrupted,omitempty"` // Ctrl-C cut the size short: the figures are of the part that ran
 
 	hist *hdrhistogram.Histogram // the latencies, in ns, for -H, -hist and -plot
 }
@@ -101,8 +107,18 @@ type Report struct {
 	Interrupted bool `json:"interrupted,omitempty"`
 }
 
-// writeJSON prints r as one indented JSON object.
+// writeJSON prints r as one indented JSON object; with --report_gbits each result has its
+// bandwidths in Gb/s too (bw_avg_gbit_s and the like), beside the MiB/s ones.
 func writeJSON(w io.Writer, r Report) error {
+	if r.Config.ReportGbits {
+		_, f := bwUnit(r.Config)
+		r.Results = slices.Clone(r.Results)
+		for i := range r.Results {
+			res := &r.Results[i]
+			peak, avg, sd := res.BWPeak*f, res.BWAvg*f, res.BWStdev*f
+			res.BWPeakGbit, res.BWAvgGbit, res.BWStdevGbit = &peak, &avg, &sd
+		}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
