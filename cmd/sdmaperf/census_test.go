@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,4 +185,29 @@ func TestReportGbitsInJSON(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.NotContains(t, out, "_gbit_s")
 	assert.Contains(t, out, "bw_avg_mib_s")
+}
+
+// TestHaltAtEachInterval: --run_infinitely with -faults haltat=N halts each engine once in each
+// -D interval (each interval re-arms the plan, so every row measures the same thing), and the
+// -faults help says so (it said "once", which read as once for the whole run).
+func TestHaltAtEachInterval(t *testing.T) {
+	assert.Contains(t, faultsUsage(), "each engine halts once in each measured run (each size, and with --run_infinitely each -D interval")
+	cfg, err := parseConfig([]string{"--run_infinitely", "-D", "0.05", "-warmup", "0", "-size", "256", "-faults", "haltat=10"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var rows []Result
+	err = runSize(ctx, cfg, 256, nil, io.Discard, func(r Result) {
+		rows = append(rows, r)
+		if len(rows) == 3 {
+			cancel()
+		}
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, rows, 3)
+	for i, r := range rows[:2] { // the third may be cut short before its 10th descriptor
+		assert.EqualValues(t, 1, r.Halts, "row %d: %v", i, r.HaltsBy)
+		assert.EqualValues(t, 1, r.HaltsBy[defaultCause.String()], "row %d", i)
+		assert.NoError(t, checkHalts(cfg, r, io.Discard), "row %d", i)
+	}
 }

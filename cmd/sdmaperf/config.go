@@ -96,7 +96,7 @@ type FaultSpec struct {
 	MapFraction float64       `json:"map,omitempty"`       // fraction of DMA map calls that fail
 	MapNth      int           `json:"map_nth,omitempty"`   // the Nth map call fails
 	HaltRate    float64       `json:"halt,omitempty"`      // per packet: the engine halts (random cause) and recovers
-	HaltAt      int           `json:"haltat,omitempty"`    // each engine halts once, at its Nth descriptor of the measured run
+	HaltAt      int           `json:"haltat,omitempty"`    // each engine halts once per measured run (size, or --run_infinitely interval), at its Nth descriptor of it
 	Cause       string        `json:"cause,omitempty"`     // HaltAt's halt cause, as sdma.HaltCause names it
 	SinkFail    float64       `json:"sinkfail,omitempty"`  // fraction of deliveries the sink fails
 	SinkStall   float64       `json:"sinkstall,omitempty"` // fraction of deliveries the sink stalls first
@@ -310,7 +310,7 @@ func faultsUsage() string {
 		"map=FRACTION: that fraction of DMA map calls fail (default 0); " +
 		"mapnth=N: the Nth map call fails (default: none); " +
 		"halt=RATE: per packet, the engine halts with a random cause and recovers (default 0); " +
-		"haltat=N: each engine halts once, at the first packet that starts at or after the Nth descriptor it reads in the measured run (after the warm-up), and recovers (default: none); " +
+		"haltat=N: each engine halts once in each measured run (each size, and with --run_infinitely each -D interval: every row alike), at the first packet that starts at or after the Nth descriptor it reads in that run (after the warm-up), and recovers (default: none); " +
 		"cause=NAME: haltat's halt cause, one of " + strings.Join(haltCauseNames(), ", ") + " (default " + defaultCause.String() + "; a - or _ may stand for each space); " +
 		"sinkfail=RATE: that fraction of deliveries fail (default 0); " +
 		"sinkstall=RATE: that fraction of deliveries stall before delivering (default 0); " +

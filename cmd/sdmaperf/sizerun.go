@@ -173,7 +173,9 @@ func (r *sizeRun) arm() error {
 	f := r.cfg.Faults
 	if f.HaltAt > 0 {
 		// Armed now, so that haltat counts the descriptors of the measured run, not the
-		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate.
+		// warm-up's. The plan replaces the one NewDevice set: it keeps HaltRate. With
+		// --run_infinitely each interval re-arms it: each row has its halt per engine, as
+		// -faults' help says, so that rows compare and checkHalts holds for each.
 		if err := setSDMAFaults(r.dev, f.armedPlan()); err != nil {
 			return err
 		}
