@@ -298,10 +298,12 @@ func (e *Engine) Empty() bool { return e.ring.Empty() }
 // refuses new txreqs with ErrClosed.
 func (e *Engine) Running() bool { return e.gate.Load()&(gateRunning|gateDown) == gateRunning }
 
-// Closed reports whether the engine's device is closed or closing (Device.Close or Shutdown began
-// taking it down): Send refuses with ErrClosed from then on and the engine never runs again. A
-// halted or stopped engine of a live device is not Running and not Closed: it may run again.
-func (e *Engine) Closed() bool { return e.gate.Load()&gateDown != 0 }
+// Closed reports whether the engine's device is closed or closing (Device.Close, or Shutdown from
+// its start): Send refuses with ErrClosed from then on and never takes a txreq again. During a
+// Shutdown's drain the engine is Closed and still Running, finishing what it holds; once Close
+// ran it never runs again. A halted or stopped engine of a live device is not Running and not
+// Closed: it may run again.
+func (e *Engine) Closed() bool { return e.gate.Load()&(gateDraining|gateDown) != 0 }
 
 // DescqFreeCnt returns the descriptors that can be reserved now (hfi1: sdma_descq_freecnt).
 func (e *Engine) DescqFreeCnt() int { return e.ring.FreeCnt() }

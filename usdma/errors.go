@@ -14,7 +14,7 @@ var (
 	ErrNotRunning = errors.New("usdma: engine not running")                    // -ECOMM
 	ErrFault      = errors.New("usdma: request failed")                        // -EFAULT: a packet of the request completed with an error
 	ErrNoMem      = errors.New("usdma: no txreq or mapping")                   // -ENOMEM, and -ENOSPC from a mapping
-	ErrClosed     = errors.New("usdma: packet queue closed")                   // PktQ.Close or the device's Close began: new Submits are refused
+	ErrClosed     = errors.New("usdma: packet queue closed")                   // PktQ.Close or the device's Close or Shutdown began: new Submits are refused
 	ErrSlotFree   = errors.New("usdma: completion slot never used")            // PktQ.Wait on a slot no request was submitted on
 )
 
