@@ -40,14 +40,19 @@ const (
 // the engine is stopped or halted and may run again (a retry can succeed); ErrClosed that it
 // never will (sdma.Engine.Closed).
 //
-// A Submit that stopped sending after its claim keeps the error that stopped it as Cause (its
-// context's, sdma's, ...), which the ReqError matches too: errors.Is(err, context.Canceled) for a
-// Submit cut short by its context, errors.Is(err, sdma.ErrMapping) for a failed mapping.
+// The refusals made before the claim (and New's for a bad Config) have no Cause. Each refusal
+// after the claim keeps the error behind it as Cause, which the ReqError matches too, beside its
+// sentinel: a stopped or halted engine sdma.ErrNotRunning (errors.Is(err, sdma.ErrNotRunning)
+// with ErrNotRunning), a closed device sdma.ErrClosed (with ErrClosed), a failed pin the pin's
+// error (with ErrNoMem). A Submit that stopped sending after its claim keeps the error that
+// stopped it as Cause (its context's, sdma's, ...): errors.Is(err, context.Canceled) for a Submit
+// cut short by its context, errors.Is(err, sdma.ErrMapping) for a failed mapping; only its
+// ErrNoMem for want of a txreq (the allocator empty with nothing in flight, or failing) has none.
 type ReqError struct {
 	Slot   int    // the request's completion slot (info.CompIdx)
 	Reason string // what was wrong
 	Err    error  // the sentinel
-	Cause  error  // the error that stopped sending (Submit after the claim), or nil
+	Cause  error  // the error behind a refusal after the claim or that stopped sending, or nil
 }
 
 // Error returns "usdma: request slot N: REASON" (slot -1 for a bad Config given to New).

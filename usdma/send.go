@@ -200,7 +200,7 @@ func (pq *PktQ) pin(r *request, vecs [][]byte) error {
 		n, err := pq.pins.get(v)
 		if err != nil {
 			r.setFail(&reqFail{errcode: ENOSPC, cause: err})
-			return reqErr(r.slot, ErrNoMem, "pinning data vector "+itoa(i)+": "+err.Error())
+			return &ReqError{Slot: r.slot, Reason: "pinning data vector " + itoa(i) + ": " + err.Error(), Err: ErrNoMem, Cause: err}
 		}
 		r.vecs[i], r.pins[i] = v, n
 		r.nvecs = i + 1
@@ -221,11 +221,11 @@ func (pq *PktQ) selectEngine(r *request) error {
 	}
 	if r.eng != nil && r.eng.Closed() {
 		r.setFail(&reqFail{errcode: ESHUTDOWN, cause: sdma.ErrClosed})
-		return reqErr(r.slot, ErrClosed, "the device is closed")
+		return &ReqError{Slot: r.slot, Reason: "the device is closed", Err: ErrClosed, Cause: sdma.ErrClosed}
 	}
 	if r.eng == nil || !r.eng.Running() {
 		r.setFail(&reqFail{errcode: ECOMM, cause: sdma.ErrNotRunning})
-		return reqErr(r.slot, ErrNotRunning, "the engine for VL "+itoa(r.hdr.VL())+" is not running")
+		return &ReqError{Slot: r.slot, Reason: "the engine for VL " + itoa(r.hdr.VL()) + " is not running", Err: ErrNotRunning, Cause: sdma.ErrNotRunning}
 	}
 	if r.info.NPkts > 1 && pq.ahg {
 		if i, err := r.eng.AHGAlloc(); err == nil {
