@@ -710,12 +710,20 @@ func (sc *SendContext) Restart() error {
 }
 
 // Close disables the context for good (hfi1: sc_free): every pending packet is released with
-// PRCSCDisable exactly once, every waiter is woken, the chip goroutine stops, and later calls get
-// ErrClosed. Like Disable it first waits for every allocated buffer's copy to end: a buffer left
-// unfinished keeps Close waiting. Close is idempotent and safe to call concurrently; one that a
-// Goexit in a callback interrupted (see Sink) finishes on the next call. Called on the chip
-// goroutine (from a Waiter's wake-up, a Sink or a Releaser that it runs) Close would wait for
-// that goroutine to end: it returns ErrInvalid there and changes nothing.
+// PRCSCDisable exactly once, every waiter is woken and the chip goroutine stops. Like Disable it
+// first waits for every allocated buffer's copy to end: a buffer left unfinished keeps Close
+// waiting. Close is idempotent and safe to call concurrently; one that a Goexit in a callback
+// interrupted (see Sink) finishes on the next call. Called on the chip goroutine (from a Waiter's
+// wake-up, a Sink or a Releaser that it runs) Close would wait for that goroutine to end: it
+// returns ErrInvalid there and changes nothing.
+//
+// After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
+// Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
+// Close returns nil; SetThreshold and SetFaults check and store their argument as before (nil,
+// or ErrInvalid for a bad one), to no effect; Process consumes nothing; Stop, Disable,
+// ReturnCredits and ReleaseUpdate change nothing that matters; QueueWait keeps its rule (false
+// for a seq taken before Close; else it parks w and nothing will wake it: a caller that got
+// ErrClosed has nothing to wait for); the accessors report the closed context (Enabled false).
 func (sc *SendContext) Close() error {
 	if sc.quit != nil && sc.onChip() {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
