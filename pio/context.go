@@ -721,9 +721,10 @@ func (sc *SendContext) Restart() error {
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
 // Close returns nil; SetThreshold and SetFaults check and store their argument as before (nil,
 // or ErrInvalid for a bad one), to no effect; Process consumes nothing; Stop, Disable,
-// ReturnCredits and ReleaseUpdate change nothing that matters; QueueWait keeps its rule (false
-// for a seq taken before Close; else it parks w and nothing will wake it: a caller that got
-// ErrClosed has nothing to wait for); the accessors report the closed context (Enabled false).
+// ReturnCredits and ReleaseUpdate change nothing that matters; QueueWait returns false (retry:
+// the retried allocation gets ErrClosed) and parks nothing, since nothing would wake it, as
+// sdma's IOWait refuses a park on a closed device; the accessors report the closed context
+// (Enabled false).
 func (sc *SendContext) Close() error {
 	if sc.quit != nil && sc.onChip() {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")

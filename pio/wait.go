@@ -47,7 +47,8 @@ func newChanWaiter() *Waiter {
 // parking are never missed). Parking the first waiter asks the chip for a credit return (hfi1:
 // pio_wait's hfi1_sc_wantpiobuf_intr(sc, 1)); while waiters are queued the chip model returns
 // credits after every packet. A waiter already queued, on this context or another, stays where it
-// is (true: its wake-up comes from that context's list). A nil w is a programmer
+// is (true: its wake-up comes from that context's list). On a closed context it returns false and
+// parks nothing (the caller's retried allocation gets ErrClosed). A nil w is a programmer
 // error: QueueWait panics with a message saying so, before it takes the wait lock (there is nothing
 // to park, and no answer would be right: false asks for a retry, true for a wake-up).
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
@@ -72,7 +73,11 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	// either it sees this waiter or this check sees its sequence (Dekker). Checking first and
 	// counting after would let both miss each other: a lost wake-up.
 	sc.waitCount.Add(1)
-	if sc.releaseSeq.Load() != seq {
+	// A closed context (Close stores scfInFree before its Disable moves the sequence and wakes
+	// the list) parks nothing: no pass would ever wake w. Either this load sees the flag, or
+	// the seq was taken before Close's Disable and the sequence check sees it moved, or w is on
+	// the list before Disable's flush takes it.
+	if sc.releaseSeq.Load() != seq || sc.flags.Load()&scfInFree != 0 {
 		sc.removeLocked(w)
 		sc.waitMu.Unlock()
 		return false
