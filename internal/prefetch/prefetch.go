@@ -10,6 +10,12 @@
 //
 // A prefetch is a hint: it never faults (an address need not be mapped) and changes no memory,
 // so it cannot change what a program computes, and the race detector sees no access.
+//
+// PREFETCHW is issued without a CPUID test (CPUID.80000001H:ECX.PRFCHW): every 64-bit AMD
+// processor has it (3DNow!'s prefetch, since the K6-2), Intel's report it from Broadwell on, and
+// earlier Intel 64 processors execute its encoding (0F 0D /1) as a no-op, which is what let
+// Windows 8.1, which requires PrefetchW, run on them. A test (TestPrefetchChangesNothing) executes it
+// on the running CPU.
 package prefetch
 
 import "unsafe"
