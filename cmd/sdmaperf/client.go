@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"time"
 
 	"github.com/gosdma/gosdma/dma"
@@ -122,6 +123,11 @@ type clientSink struct {
 	recvRep  udpsink.Report
 	recvErr  error
 	perSize  bool // a UDP sink per size (sizeSink), for an external receiver and a sweep
+	// sweep is the sweep's ID and index the next size's position in it, which sizeSink puts in
+	// each size's run ID (sweepRunID) so that -server tells a restarted sweep's first size from
+	// the next size of the one it serves. Written and read by the sweep's goroutine only.
+	sweep uint32
+	index int
 }
 
 // sizeSink returns the sink of the next size. A sweep to an external receiver (-server with the
@@ -131,11 +137,14 @@ func (cs *clientSink) sizeSink(cfg Config) (sdma.Sink, error) {
 	if !cs.perSize {
 		return cs.sink, nil
 	}
-	udp, err := udpsink.New(udpConfig(cfg, cfg.UDPAddr))
+	ucfg := udpConfig(cfg, cfg.UDPAddr)
+	ucfg.Run = sweepRunID(cs.sweep, cs.index)
+	udp, err := udpsink.New(ucfg)
 	if err != nil {
 		return nil, err
 	}
 	cs.udp = udp
+	cs.index++
 	return udp, nil
 }
 
@@ -164,6 +173,7 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 	addr := cfg.UDPAddr
 	if addr != "" && len(cfg.Sizes) > 1 {
 		cs.perSize = true // sizeSink opens one per size
+		cs.sweep = rand.Uint32()
 		return cs, nil
 	}
 	if addr == "" {

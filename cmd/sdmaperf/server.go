@@ -46,7 +46,11 @@ const waitForever = 100 * 365 * 24 * time.Hour
 // gives up on, and serves the new run, whose report decides the exit status. One run: the
 // superseded run's report is printed as it stands (text; -json prints the run served only), and
 // the new run is received. A sweep: the superseded size is no row, and the sweep starts again
-// at its first size, where a restarted client starts. The superseded run's packets still arriving
+// at its first size, where a restarted client starts. A sweep's client killed between two sizes'
+// runs supersedes none (each size is a new run): its run IDs name its sweep and each size's
+// index (sweepRunID), so a new sweep's first size starts the sweep again all the same, with a
+// warning, and a size out of its sweep's order is refused, naming it. The -json of a sweep holds
+// the rows of the sweep served only. The superseded run's packets still arriving
 // are stale (udpsink.Report.Stale), noted after the run they arrive in.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	out := &stickyWriter{w: stdout}
@@ -140,7 +144,10 @@ type SizeReport struct {
 	Report udpsink.Report `json:"report"`
 }
 
-// serveSweep receives a run per size of cfg.Sizes, streaming a row for each.
+// serveSweep receives a run per size of cfg.Sizes, streaming a row for each. A run whose ID
+// names a sweep (sweepRunID, as the client's sizeSink gives them) must be the size due: a new
+// sweep's first size starts the sweep again (the client restarted between sizes), any other
+// size is an error naming the size it is and the one due.
 func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, stderr io.Writer) error {
 	var reps []SizeReport
 	if !cfg.JSON {
@@ -148,6 +155,7 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		fmt.Fprintf(stdout, " %-8s %-12s %-14s %-9s %-7s %-13s %-18s %s\n", "#bytes", "#packets", "#bytes-recv", "lost", "dups", "bad-checksum", "BW[MiB/sec]", "MsgRate[Mpps]")
 	}
 	var runErr error
+	var sweep uint32 // the client's sweep ID, of its first size's run (parseSweepRunID)
 	for i := 0; i < len(cfg.Sizes); i++ {
 		size := cfg.Sizes[i]
 		rep, err := r.Run(ctx)
@@ -163,6 +171,25 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 			noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
 			reps, i = nil, -1
 			continue
+		}
+		if sw, idx, ok := parseSweepRunID(rep.Run); ok {
+			if idx == 0 && i > 0 { // a new sweep's first size: the client restarted between sizes
+				if !cfg.JSON {
+					fmt.Fprintf(stdout, " (%d bytes: a new sweep began; it starts again at %d bytes)\n", size, cfg.Sizes[0])
+				}
+				fmt.Fprintf(stderr, "sdmaperf: warning: %d bytes: the run is the first size of a new sweep (the client restarted after its %d-byte run); the sweep starts again at %d bytes\n", size, cfg.Sizes[i-1], cfg.Sizes[0])
+				reps, i, size = nil, 0, cfg.Sizes[0]
+			}
+			if idx != i || (i > 0 && sw != sweep) {
+				due := "a sweep's first size"
+				if i > 0 {
+					due = fmt.Sprintf("size #%d of sweep %08x", i+1, sweep)
+				}
+				runErr = fmt.Errorf("%d bytes: the client's run is size #%d of sweep %08x, where %s was due (a second client sends to this port, or a size's run never arrived)", size, idx+1, sw, due)
+				noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
+				break
+			}
+			sweep = sw
 		}
 		var row bool
 		row, runErr = sweepRow(cfg, size, &rep, stdout, stderr)
@@ -185,6 +212,28 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 		return errInterrupted
 	}
 	return runErr
+}
+
+// sweepRunTag marks a run ID that names a -sweep client's sweep and size: its top 16 bits
+// ("SW"), then the sweep's ID (32 bits, drawn at random by the client for its whole sweep), then
+// the size's index in the sweep (16 bits, 0 for the first size). A client restarted between two
+// sizes' runs supersedes no run (each size is a new run), so the new sweep ID at index 0 is how
+// -server tells it from the next size. Other run IDs (a single run's: random) are untagged
+// unless their top 16 bits are the tag by chance (1 in 65536).
+const sweepRunTag = 0x5357
+
+// sweepRunID is the run ID of size index of sweep.
+func sweepRunID(sweep uint32, index int) uint64 {
+	return sweepRunTag<<48 | uint64(sweep)<<16 | uint64(uint16(index))
+}
+
+// parseSweepRunID returns the sweep ID and size index a sweepRunID carries; ok is false for a
+// run ID of another form.
+func parseSweepRunID(run uint64) (sweep uint32, index int, ok bool) {
+	if run>>48 != sweepRunTag {
+		return 0, 0, false
+	}
+	return uint32(run >> 16), int(uint16(run)), true
 }
 
 // sweepRow checks a run of a sweep and prints its row (text); row says whether the run is the
