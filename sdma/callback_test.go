@@ -80,6 +80,10 @@ func TestCallbackPanicDoesNotWedgeEngine(t *testing.T) {
 			for i := range txs {
 				assert.EqualValues(t, 1, led.done[i].Load(), "txreq %d completions", i)
 			}
+			// Drain's waiters are woken before the drained callback runs (iowait_drain_wakeup:
+			// wake_up, then sdma_drained), so on the engine's goroutine (completion=interrupt)
+			// the callback may run after Drain returned: wait for it, then require exactly one.
+			promWait(t, "the drained callback", func() bool { return drainedPanics.Load() > 0 })
 			assert.EqualValues(t, 1, drainedPanics.Load())
 			// The drained callback's panic is recorded once it has unwound, which may be after
 			// Drain returned; wait for the record so that the wakeup's below is the last one.
