@@ -29,7 +29,7 @@ func TestStoppedAfterAbortErrcodeEFAULT(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
 	eng := dev.Engine(0)
 	pq := testQueue(t, Config{Device: dev, Slots: 1, Timeout: time.Hour})
-	errc := submitUntilDeferred(t, pq, eng, pattern(64*4096, 3))
+	errc := submitUntilDeferred(t, context.Background(), pq, eng, pattern(64*4096, 3))
 	require.NoError(t, sdmatest.SetFaults(eng, sdmatest.FaultPlan{HaltAt: 1}))
 	stop, driven := make(chan struct{}), make(chan struct{})
 	go func() { // the chip: halts at its next packet, then recovers
@@ -212,7 +212,7 @@ func TestDeferredOnlyOnceParked(t *testing.T) {
 		inWindow = append(inWindow, pq.State())
 		assert.False(t, eng.Waiting(&pq.busy), "not parked before the progress check")
 	}
-	errc := submitUntilDeferred(t, pq, eng, pattern(64*4096, 5))
+	errc := submitUntilDeferred(t, context.Background(), pq, eng, pattern(64*4096, 5))
 	drive(t, eng) // the chip: sends and completes everything
 	require.NoError(t, <-errc)
 	require.NoError(t, waitSlot(t, pq, 0))
@@ -223,14 +223,14 @@ func TestDeferredOnlyOnceParked(t *testing.T) {
 	assert.Equal(t, Active.String(), pq.State().String())
 }
 
-// submitUntilDeferred submits data as one request of 4096-byte fragments on a goroutine and
-// returns its Submit's result channel once the queue is DEFERRED, checking that it is parked on
-// eng's wait list then.
-func submitUntilDeferred(t *testing.T, pq *PktQ, eng *sdma.Engine, data []byte) <-chan error {
+// submitUntilDeferred submits data as one request of 4096-byte fragments under ctx on a goroutine
+// and returns its Submit's result channel once the queue is DEFERRED, checking that it is parked
+// on eng's wait list then.
+func submitUntilDeferred(t *testing.T, ctx context.Context, pq *PktQ, eng *sdma.Engine, data []byte) <-chan error {
 	t.Helper()
 	info, hdr := Message(0, 4096, testTemplate, data)
 	errc := make(chan error, 1)
-	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
+	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for pq.State() != Deferred {
 		require.True(t, time.Now().Before(deadline), "the queue never deferred")

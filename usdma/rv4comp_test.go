@@ -142,17 +142,9 @@ func TestNotDeferredOnceUnqueued(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
 	eng := dev.Engine(0)
 	pq := testQueue(t, Config{Device: dev, Slots: 1, Timeout: time.Hour})
-	data := pattern(64*4096, 5)
-	info, hdr := Message(0, 4096, testTemplate, data)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for pq.State() != Deferred {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	errc := submitUntilDeferred(t, ctx, pq, eng, pattern(64*4096, 5))
 	cancel()
 	require.Error(t, <-errc)
 	assert.False(t, eng.Waiting(&pq.busy), "off the wait list")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,17 +20,9 @@ import (
 func TestSubmitCutByContextMatchesIt(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
 	pq := testQueue(t, Config{Device: dev})
-	data := pattern(64*4096, 1)
-	info, hdr := Message(0, 4096, testTemplate, data)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for pq.State() != Deferred {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	errc := submitUntilDeferred(t, ctx, pq, dev.Engine(0), pattern(64*4096, 1))
 	cancel()
 	err := <-errc
 	require.ErrorIs(t, err, context.Canceled)

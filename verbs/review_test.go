@@ -76,23 +76,7 @@ func TestSentOfNoPath(t *testing.T) {
 // someone calls Poll: it polls while it waits, as sdma.Engine.SendWait and Device.Shutdown drive
 // such an engine. It used to wait for a completion that nobody would run, until ctx ended.
 func TestDrainPolledEngine(t *testing.T) {
-	sd, err := sdma.NewDevice(sdma.Config{Completion: sdma.CompletePoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sd.Close()
-	d, err := New(Config{SDMA: sd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	f := d.NewFlow(0, 0)
-	var c done
-	for i := range 4 {
-		if _, err := f.Send(context.Background(), [][]byte{packet(1, uint64(i), 64+i*400)}, &c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f, c := sendFourOn(t, sdma.Config{Completion: sdma.CompletePoll})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.Drain(ctx); err != nil {
@@ -232,4 +216,29 @@ func sendVsClose(t *testing.T, cfg Config, rounds, flows, perFlow, closeDiv int)
 			return
 		}
 	}
+}
+
+// sendFourOn makes an SDMA device of cfg (closed at the test's end) and a verbs Device over it,
+// and sends four packets of stream 1 (64 to 1264 bytes: by PIO and by SDMA) on flow (0, 0), each
+// telling the returned Completion.
+func sendFourOn(t *testing.T, cfg sdma.Config) (*Flow, *done) {
+	t.Helper()
+	sd, err := sdma.NewDevice(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sd.Close() })
+	d, err := New(Config{SDMA: sd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	f := d.NewFlow(0, 0)
+	c := new(done)
+	for i := range 4 {
+		if _, err := f.Send(context.Background(), [][]byte{packet(1, uint64(i), 64+i*400)}, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f, c
 }

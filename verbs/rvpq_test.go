@@ -16,23 +16,7 @@ import (
 // New took the configuration and Send worked.
 func TestDrainManualEngineWithoutManualPIO(t *testing.T) {
 	sink := newOrderSink()
-	sd, err := sdma.NewDevice(sdma.Config{Sink: sink, Manual: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sd.Close()
-	d, err := New(Config{SDMA: sd})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	f := d.NewFlow(0, 0)
-	var c done
-	for i := range 4 {
-		if _, err := f.Send(context.Background(), [][]byte{packet(1, uint64(i), 64+i*400)}, &c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f, c := sendFourOn(t, sdma.Config{Sink: sink, Manual: true})
 	if f.Sent(PathSDMA) == 0 {
 		t.Fatal("no packet went by SDMA")
 	}
