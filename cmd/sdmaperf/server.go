@@ -22,14 +22,23 @@ var errReceiverSaw = errors.New("receiver saw duplicated, reordered or corrupted
 // checkReceiver turns a receiver's report into the tool's verdict: an error for corruption, a
 // warning on stderr for loss.
 func checkReceiver(rep *udpsink.Report, stderr io.Writer) error {
+	if err := checkFrames(rep, stderr); err != nil {
+		return err
+	}
+	if !rep.Ended {
+		fmt.Fprintln(stderr, "sdmaperf: warning: the receiver saw no end-of-run marker")
+	}
+	return nil
+}
+
+// checkFrames is checkReceiver but for the end marker, which a -server sweep's row says its own
+// way (sweepRow).
+func checkFrames(rep *udpsink.Report, stderr io.Writer) error {
 	if rep.Dups != 0 || rep.Beyond != 0 || rep.BadChecksum != 0 || rep.BadFrames != 0 {
 		return fmt.Errorf("%w: %s", errReceiverSaw, rep)
 	}
 	if rep.Lost != 0 {
 		fmt.Fprintf(stderr, "sdmaperf: warning: the receiver lost %d of %d packets (a full socket receive buffer: see net.core.rmem_max)\n", rep.Lost, rep.Lost+rep.Packets-rep.Dups)
-	}
-	if !rep.Ended {
-		fmt.Fprintln(stderr, "sdmaperf: warning: the receiver saw no end-of-run marker")
 	}
 	return nil
 }
@@ -46,12 +55,16 @@ const waitForever = 100 * 365 * 24 * time.Hour
 // gives up on, and serves the new run, whose report decides the exit status. One run: the
 // superseded run's report is printed as it stands (text; -json prints the run served only), and
 // the new run is received. A sweep: the superseded size is no row, and the sweep starts again
-// at its first size, where a restarted client starts. A sweep's client killed between two sizes'
-// runs supersedes none (each size is a new run): its run IDs name its sweep and each size's
-// index (sweepRunID), so a new sweep's first size starts the sweep again all the same, with a
-// warning, and a size out of its sweep's order is refused, naming it. The -json of a sweep holds
-// the rows of the sweep served only. The superseded run's packets still arriving
-// are stale (udpsink.Report.Stale), noted after the run they arrive in.
+// at its first size, where a restarted client starts. Each size's run ID names the client's
+// sweep and the size's index (sweepRunID), which tells the cases apart: a size superseded by a
+// later size of the same sweep is a size whose end markers were all lost (the client went on),
+// its row kept and marked not ended, with a warning; a client killed between two sizes' runs
+// supersedes none (each size is a new run), and its new sweep's first size starts the sweep
+// again all the same, with a warning; a size out of its sweep's order is refused, naming it. A
+// size's run that ends without its markers (-idle, Ctrl-C: the last size's markers lost, say)
+// is its row, marked, and then an error. The -json of a sweep holds the rows of the sweep
+// served only. The superseded run's packets still arriving are stale (udpsink.Report.Stale),
+// noted after the run they arrive in.
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	out := &stickyWriter{w: stdout}
 	return out.check(runServerTo(ctx, cfg, out, stderr))
@@ -142,67 +155,43 @@ func noPackets(cfg Config, rep *udpsink.Report) error {
 type SizeReport struct {
 	Bytes  int            `json:"bytes"` // the packet size the client sent (the payloads carry its pad too)
 	Report udpsink.Report `json:"report"`
+	// NotEnded says why the size's run has no end-of-run marker, "" for a run that ended: its
+	// markers were all lost (the same sweep's next size began), none came within -idle, or
+	// Ctrl-C. The row counts the packets that arrived; its lost counts the numbers missing below
+	// the last one received only, not packets lost after it (the marker's count would have told).
+	NotEnded string `json:"not_ended,omitempty"`
+}
+
+// sweepServer is serveSweep's state; one goroutine's.
+type sweepServer struct {
+	cfg            Config
+	r              *udpsink.Receiver
+	stdout, stderr io.Writer
+	reps           []SizeReport // the rows of the sweep served
+	sweep          uint32       // the client's sweep ID, of its first size's run (sweepOf)
+	// ahead is a run read before its turn: the one after a superseded run, which tells what that
+	// run was (endsLost). next returns it first, with aheadErr, its Run's error.
+	ahead    *udpsink.Report
+	aheadErr error
 }
 
 // serveSweep receives a run per size of cfg.Sizes, streaming a row for each. A run whose ID
-// names a sweep (sweepRunID, as the client's sizeSink gives them) must be the size due: a new
+// names a sweep (sweepOf, as the client's sizeSink gives them) must be the size due: a new
 // sweep's first size starts the sweep again (the client restarted between sizes), any other
-// size is an error naming the size it is and the one due.
+// size is an error naming the size it is and the one due. A run superseded by a run of the
+// same sweep's next size is that size without its end markers (endsLost): its row is kept,
+// marked not ended, with a warning; by any other run (a restarted client, a second one), the
+// sweep starts again at its first size. A size's run that did not end for want of its markers
+// alone (-idle, Ctrl-C) is its row, marked so, and then an error.
 func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, stderr io.Writer) error {
-	var reps []SizeReport
 	if !cfg.JSON {
 		fmt.Fprintln(stdout, rule)
 		fmt.Fprintf(stdout, " %-8s %-12s %-14s %-9s %-7s %-13s %-18s %s\n", "#bytes", "#packets", "#bytes-recv", "lost", "dups", "bad-checksum", "BW[MiB/sec]", "MsgRate[Mpps]")
 	}
-	var runErr error
-	var sweep uint32 // the client's sweep ID, of its first size's run (parseSweepRunID)
-	for i := 0; i < len(cfg.Sizes); i++ {
-		size := cfg.Sizes[i]
-		rep, err := r.Run(ctx)
-		if err != nil || (rep.Packets == 0 && !rep.Ended) {
-			runErr = cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
-			break
-		}
-		if rep.Superseded { // a restarted client: its sweep starts again at the first size
-			if !cfg.JSON {
-				fmt.Fprintf(stdout, " (%d bytes: superseded by a new run; the sweep starts again at %d bytes)\n", size, cfg.Sizes[0])
-			}
-			fmt.Fprintf(stderr, "sdmaperf: warning: %d bytes: %v; the sweep starts again at %d bytes\n", size, unended(cfg, &rep), cfg.Sizes[0])
-			noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
-			reps, i = nil, -1
-			continue
-		}
-		if sw, idx, ok := parseSweepRunID(rep.Run); ok {
-			if idx == 0 && i > 0 { // a new sweep's first size: the client restarted between sizes
-				if !cfg.JSON {
-					fmt.Fprintf(stdout, " (%d bytes: a new sweep began; it starts again at %d bytes)\n", size, cfg.Sizes[0])
-				}
-				fmt.Fprintf(stderr, "sdmaperf: warning: %d bytes: the run is the first size of a new sweep (the client restarted after its %d-byte run); the sweep starts again at %d bytes\n", size, cfg.Sizes[i-1], cfg.Sizes[0])
-				reps, i, size = nil, 0, cfg.Sizes[0]
-			}
-			if idx != i || (i > 0 && sw != sweep) {
-				due := "a sweep's first size"
-				if i > 0 {
-					due = fmt.Sprintf("size #%d of sweep %08x", i+1, sweep)
-				}
-				runErr = fmt.Errorf("%d bytes: the client's run is size #%d of sweep %08x, where %s was due (a second client sends to this port, or a size's run never arrived)", size, idx+1, sw, due)
-				noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr)
-				break
-			}
-			sweep = sw
-		}
-		var row bool
-		row, runErr = sweepRow(cfg, size, &rep, stdout, stderr)
-		if row {
-			reps = append(reps, SizeReport{size, rep})
-		}
-		noteStale(fmt.Sprintf("%d bytes: ", size), &rep, stderr) // a failed run's too: a second client's packets may be why
-		if runErr != nil {
-			break
-		}
-	}
+	s := &sweepServer{cfg: cfg, r: r, stdout: stdout, stderr: stderr}
+	runErr := s.serve(ctx)
 	if cfg.JSON {
-		if err := writeJSONValue(stdout, reps); err != nil {
+		if err := writeJSONValue(stdout, s.reps); err != nil {
 			return err
 		}
 	} else {
@@ -214,12 +203,106 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 	return runErr
 }
 
+// next returns the next run: the one read ahead, or the receiver's next.
+func (s *sweepServer) next(ctx context.Context) (udpsink.Report, error) {
+	if s.ahead != nil {
+		rep, err := *s.ahead, s.aheadErr
+		s.ahead, s.aheadErr = nil, nil
+		return rep, err
+	}
+	return s.r.Run(ctx)
+}
+
+// serve receives the sweep's runs into s.reps, printing the rows, up to the first that fails.
+func (s *sweepServer) serve(ctx context.Context) error {
+	cfg := s.cfg
+	for i := 0; i < len(cfg.Sizes); i++ {
+		size := cfg.Sizes[i]
+		rep, err := s.next(ctx)
+		cut := err != nil && ctx.Err() != nil && rep.Packets > 0 // Ctrl-C mid-run: a row, not ended
+		if (err != nil && !cut) || (rep.Packets == 0 && !rep.Ended) {
+			return cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
+		}
+		lost := rep.Superseded && s.endsLost(ctx, i, &rep)
+		if rep.Superseded && !lost { // a restarted client: its sweep starts again at the first size
+			s.restart(size, &rep)
+			i = -1
+			continue
+		}
+		if sw, idx, ok := sweepOf(&rep); ok {
+			if idx == 0 && i > 0 { // a new sweep's first size: the client restarted between sizes
+				if !cfg.JSON {
+					fmt.Fprintf(s.stdout, " (%d bytes: a new sweep began; it starts again at %d bytes)\n", size, cfg.Sizes[0])
+				}
+				fmt.Fprintf(s.stderr, "sdmaperf: warning: %d bytes: the run is the first size of a new sweep (the client restarted after its %d-byte run); the sweep starts again at %d bytes\n", size, cfg.Sizes[i-1], cfg.Sizes[0])
+				s.reps, i, size = nil, 0, cfg.Sizes[0]
+			}
+			if idx != i || (i > 0 && sw != s.sweep) {
+				due := "a sweep's first size"
+				if i > 0 {
+					due = fmt.Sprintf("size #%d of sweep %08x", i+1, s.sweep)
+				}
+				noteStale(fmt.Sprintf("%d bytes: ", size), &rep, s.stderr)
+				return fmt.Errorf("%d bytes: the client's run is size #%d of sweep %08x, where %s was due (a second client sends to this port, or a size's run never arrived)", size, idx+1, sw, due)
+			}
+			s.sweep = sw
+		}
+		row, ok, err := sweepRow(cfg, size, &rep, lost, s.stdout, s.stderr)
+		if ok {
+			s.reps = append(s.reps, row)
+		}
+		noteStale(fmt.Sprintf("%d bytes: ", size), &rep, s.stderr) // a failed run's too: a second client's packets may be why
+		if err != nil {
+			return err
+		}
+	}
+	if s.ahead != nil { // read after the last size, whose markers were lost: the same sweep's
+		sw, idx, _ := sweepOf(s.ahead)
+		return fmt.Errorf("%d bytes: the client's next run is size #%d of sweep %08x, past this sweep's %d sizes: give -server the client's -sweep and -size",
+			cfg.Sizes[len(cfg.Sizes)-1], idx+1, sw, len(cfg.Sizes))
+	}
+	return nil
+}
+
+// endsLost tells what rep was, a run of size index i superseded by a datagram of another run:
+// when rep is the size due of the sweep served, it reads the next run (s.ahead, served next),
+// and if that is a later size of the same sweep (the client went on: a restarted client draws a
+// new sweep ID and starts at the first size), rep is size i whose end markers were all lost on
+// the way (a lossy link: Close repeats them, so rare) and endsLost reports true. Anything else
+// (the next run a sweep's first size, another sweep's, a run ID naming no sweep) is a restarted
+// client or a second one: false.
+func (s *sweepServer) endsLost(ctx context.Context, i int, rep *udpsink.Report) bool {
+	sw, idx, ok := sweepOf(rep)
+	if !ok || idx != i || (i > 0 && sw != s.sweep) {
+		return false
+	}
+	next, err := s.r.Run(ctx)
+	s.ahead, s.aheadErr = &next, err
+	nsw, nidx, ok := sweepOf(&next)
+	return ok && nsw == sw && nidx > 0
+}
+
+// restart reports a run of size superseded by a restarted client's (or a second client's) and
+// drops the sweep's rows: the sweep starts again at its first size.
+func (s *sweepServer) restart(size int, rep *udpsink.Report) {
+	if !s.cfg.JSON {
+		fmt.Fprintf(s.stdout, " (%d bytes: superseded by a new run; the sweep starts again at %d bytes)\n", size, s.cfg.Sizes[0])
+	}
+	fmt.Fprintf(s.stderr, "sdmaperf: warning: %d bytes: %v; the sweep starts again at %d bytes\n", size, unended(s.cfg, rep), s.cfg.Sizes[0])
+	noteStale(fmt.Sprintf("%d bytes: ", size), rep, s.stderr)
+	s.reps = nil
+}
+
 // sweepRunTag marks a run ID that names a -sweep client's sweep and size: its top 16 bits
 // ("SW"), then the sweep's ID (32 bits, drawn at random by the client for its whole sweep), then
 // the size's index in the sweep (16 bits, 0 for the first size). A client restarted between two
 // sizes' runs supersedes no run (each size is a new run), so the new sweep ID at index 0 is how
-// -server tells it from the next size. Other run IDs (a single run's: random) are untagged
-// unless their top 16 bits are the tag by chance (1 in 65536).
+// -server tells it from the next size. The client gives the ID (udpsink.Config.Run), so its
+// frames carry udpsink.FlagRunGiven, and -server reads the tag only in a run that has it
+// (sweepOf): a run ID drawn at random (a single run's, a sink's of an older client, which set no
+// flag) is never taken for a sweep's, where its top 16 bits would be the tag 1 time in 65536.
+// (A client that tagged its run IDs before the flag existed is served as an older client: a
+// restart between its sizes is not told from the next size.)
 const sweepRunTag = 0x5357
 
 // sweepRunID is the run ID of size index of sweep.
@@ -236,25 +319,57 @@ func parseSweepRunID(run uint64) (sweep uint32, index int, ok bool) {
 	return uint32(run >> 16), int(uint16(run)), true
 }
 
-// sweepRow checks a run of a sweep and prints its row (text); row says whether the run is the
-// size's row. A run of another size or one that did not end is an error and no row; one the
-// receiver saw corrupted is a row, and then an error.
-func sweepRow(cfg Config, size int, rep *udpsink.Report, stdout, stderr io.Writer) (row bool, err error) {
+// sweepOf returns the sweep ID and size index of the run rep reports (parseSweepRunID), if its
+// sender gave the run ID (udpsink.Report.RunGiven); ok is false for a run ID drawn at random,
+// even one whose top bits are the tag.
+func sweepOf(rep *udpsink.Report) (sweep uint32, index int, ok bool) {
+	if !rep.RunGiven {
+		return 0, 0, false
+	}
+	return parseSweepRunID(rep.Run)
+}
+
+// sweepRow checks a run of a sweep and prints its row (text); ok says whether the run is the
+// size's row. A run of another size is an error and no row. A run without its end markers is a
+// row marked not ended (SizeReport.NotEnded; a note under the text row): with endsLost (they
+// were all lost, the same sweep's next size began) a warning, otherwise (-idle, Ctrl-C) then an
+// error (unended). One the receiver saw corrupted is a row, and then an error.
+func sweepRow(cfg Config, size int, rep *udpsink.Report, endsLost bool, stdout, stderr io.Writer) (row SizeReport, ok bool, err error) {
 	if err := checkRunSize(size, rep); err != nil {
-		return false, err
+		return SizeReport{}, false, err
 	}
-	if err := unended(cfg, rep); err != nil {
-		return false, fmt.Errorf("%d bytes: %w", size, err)
-	}
+	row = SizeReport{Bytes: size, Report: *rep, NotEnded: notEnded(cfg, rep, endsLost)}
 	if !cfg.JSON {
 		bw, rate := rates(rep)
 		fmt.Fprintf(stdout, " %-8d %-12d %-14d %-9d %-7d %-13d %-18.2f %.6f\n", size, rep.Packets, rep.Bytes, rep.Lost, rep.Dups, rep.BadChecksum, bw, rate)
+		if row.NotEnded != "" {
+			fmt.Fprintf(stdout, " (%d bytes: not ended, %s; a packet lost after the last one received is not counted as lost)\n", size, row.NotEnded)
+		}
 	}
-	warnEmptyRun(fmt.Sprintf("%d bytes: ", size), rep, stderr)
-	if err := checkReceiver(rep, stderr); err != nil {
-		return true, fmt.Errorf("%d bytes: %w", size, err)
+	prefix := fmt.Sprintf("%d bytes: ", size)
+	warnEmptyRun(prefix, rep, stderr)
+	if err := checkFrames(rep, stderr); err != nil {
+		return row, true, fmt.Errorf("%s%w", prefix, err)
 	}
-	return true, nil
+	if endsLost {
+		fmt.Fprintf(stderr, "sdmaperf: warning: %sthe run did not end: %d packets arrived, then the sweep's next size: its end markers were all lost; the row counts the packets that arrived (a packet lost after the last of them is not counted)\n", prefix, rep.Packets)
+	} else if err := unended(cfg, rep); err != nil {
+		return row, true, fmt.Errorf("%s%w", prefix, err)
+	}
+	return row, true, nil
+}
+
+// notEnded is SizeReport.NotEnded of a sweep's run: why it has no end marker, "" if it has.
+func notEnded(cfg Config, rep *udpsink.Report, endsLost bool) string {
+	switch {
+	case rep.Ended:
+		return ""
+	case endsLost:
+		return "end markers all lost: the sweep's next size began"
+	case rep.IdleTimeout:
+		return fmt.Sprintf("no end marker within -idle %v", cfg.Idle)
+	}
+	return "interrupted before its end marker"
 }
 
 // checkRunSize checks that a run of a sweep is the size its row names: each frame carries the

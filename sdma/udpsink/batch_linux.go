@@ -94,7 +94,7 @@ func (s *Sink) Queue(engine int, segs [][]byte) error {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
 	}
 	// seq is tentative: a frame that fails at Flush gives its number back (see failFrames).
-	PutHeader(hdr, Header{Engine: uint8(engine), Seq: e.seq + uint64(k), CRC: crc, Run: s.run})
+	PutHeader(hdr, Header{Flags: s.flags, Engine: uint8(engine), Seq: e.seq + uint64(k), CRC: crc, Run: s.run})
 	e.queue = append(e.queue, queued{start: start, end: len(e.bufs), size: HeaderLen + n})
 	e.mu.Unlock()
 	return nil

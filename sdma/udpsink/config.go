@@ -46,7 +46,8 @@ type Config struct {
 	// Run is the run ID every frame of the sink carries (the end markers too), which tells
 	// the receiver this run's datagrams from another's: a late datagram of an earlier run, or
 	// one of a sender restarted on the same port. 0 means a random one (never 0); a caller that
-	// sets it gives each run its own.
+	// sets it gives each run its own, and its frames carry FlagRunGiven (Report.RunGiven), so
+	// that a receiver may read a form of the caller's in it with no chance of a random match.
 	Run uint64
 }
 

@@ -10,7 +10,8 @@
 //
 //	offset  size  field
 //	0       2     magic 0x5344 ("DS" on the wire; FrameMagic)
-//	2       1     flags (FlagEnd: end-of-run marker)
+//	2       1     flags: FlagEnd (0x01) end-of-run marker; FlagRunGiven (0x02) the run ID is
+//	              the sender's Config.Run, not drawn at random; other bits 0
 //	3       1     engine number (0..255)
 //	4       8     sequence number: packets sent on this engine before this one; for an end
 //	              marker, the number of packets the engine sent in the run
@@ -22,7 +23,10 @@
 // marker (FlagEnd) carries a 4-byte payload: the number of engines in the run, so the receiver
 // knows when it has heard from all of them. Sequence numbers are per engine because the engines deliver
 // concurrently; within an engine, datagrams leave in ring order on one socket, and loopback
-// keeps that order. The checksum covers the payload only, not the header.
+// keeps that order. The checksum covers the payload only, not the header. The Receiver tests
+// the flag bits it knows and ignores the others, so that a bit defined later (as FlagRunGiven
+// was, after FlagEnd) changes nothing for a receiver older than it, and a frame of a sender
+// older than a bit has it clear.
 //
 // The run ID tells runs apart at the receiver: a Receiver's Run reports one run, named by the
 // first datagram it takes of a run no Run reported yet. It counts the datagrams of the last eight

@@ -15,6 +15,10 @@ const (
 
 	// FlagEnd marks an end-of-run frame: Seq is the number of packets the engine sent.
 	FlagEnd uint8 = 0x01
+	// FlagRunGiven marks every frame (end markers too) of a run whose ID the sender gave
+	// (Config.Run), which may have a form of the sender's own; a run ID drawn at random has it
+	// clear, and so has every frame of a sender older than the flag. Report.RunGiven.
+	FlagRunGiven uint8 = 0x02
 
 	// MaxEngines is the number of engines the one-byte engine field can name.
 	MaxEngines = 256
@@ -40,7 +44,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Header is a decoded frame header.
 type Header struct {
-	Flags  uint8  // 0 for a packet, FlagEnd for an end-of-run marker
+	Flags  uint8  // FlagEnd for an end-of-run marker (clear for a packet), FlagRunGiven for a run ID the sender gave; other bits 0
 	Engine uint8  // the index of the engine that sent the frame (one sink serves up to MaxEngines)
 	Seq    uint64 // packets the engine sent before this one; with FlagEnd, the packets it sent in all
 	CRC    uint32 // CRC-32C of the payload

@@ -91,6 +91,9 @@ type Report struct {
 	Elapsed     time.Duration  `json:"elapsed_ns"`   // first datagram to last
 	// Run is the run ID of the run reported (Header.Run); 0 when no frame of a run arrived.
 	Run uint64 `json:"run"`
+	// RunGiven says the run's first frame carried FlagRunGiven: its sender gave the run ID
+	// (Config.Run), so that a form the ID has is the sender's, not chance.
+	RunGiven bool `json:"run_given"`
 	// Stale counts the datagrams of runs that earlier Runs reported (late frames, repeated end
 	// markers), which are not counted anywhere else.
 	Stale uint64 `json:"stale"`
@@ -331,7 +334,7 @@ func (st *runState) frame(frame []byte) bool {
 		}
 		return false
 	case !st.haveRun:
-		st.haveRun, st.rep.Run = true, h.Run
+		st.haveRun, st.rep.Run, st.rep.RunGiven = true, h.Run, h.Flags&FlagRunGiven != 0
 	case h.Run != st.rep.Run:
 		st.rep.Superseded = true
 		return true

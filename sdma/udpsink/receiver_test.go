@@ -342,3 +342,36 @@ func TestReceiverTellsRunsApart(t *testing.T) {
 	assert.Contains(t, (&want[2]).String(), "superseded by a new run")
 	assert.Contains(t, (&want[1]).String(), "2 stale datagrams")
 }
+
+// TestReceiverReportsRunGiven: Report.RunGiven is the FlagRunGiven of the run's frames (a run
+// ID its sender gave, not drawn at random), and a flag bit the receiver does not know (0x80)
+// changes nothing in the tally, as the package documentation promises a sender of a later
+// bit: the frame is a packet, its marker ends the run.
+func TestReceiverReportsRunGiven(t *testing.T) {
+	p := []byte("payload!")
+	good := crc32.Checksum(p, castagnoli)
+	end := func(flags uint8) []byte {
+		d := endFrame(0, 1, 1)
+		d[2] |= flags
+		return d
+	}
+	script := batches{{
+		inRun(0xa, frame(FlagRunGiven|0x80, 0, 0, p, good)), inRun(0xa, end(FlagRunGiven|0x80)),
+		inRun(0xb, frame(0, 0, 0, p, good)), inRun(0xb, end(0)),
+	}}
+	r, err := Listen(ReceiverConfig{Idle: 5 * time.Second})
+	require.NoError(t, err)
+	defer r.Close()
+	r.rd = &script
+	for _, w := range []struct {
+		run   uint64
+		given bool
+	}{{0xa, true}, {0xb, false}} {
+		rep, err := r.Run(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, w.run, rep.Run)
+		assert.Equal(t, w.given, rep.RunGiven, "run %#x", w.run)
+		assert.True(t, rep.OK(), rep.String())
+		assert.EqualValues(t, 1, rep.Packets, "run %#x", w.run)
+	}
+}

@@ -41,6 +41,7 @@ type Sink struct {
 	gso        atomic.Bool   // Config.GSO, cleared by a Flush whose GSO send the kernel refused
 	retryBase  time.Duration // the first pause before a resend (retryBase; a test may shorten it)
 	run        uint64        // the run ID every frame carries (Config.Run or drawn by New; read-only after New)
+	flags      uint8         // FlagRunGiven when Config.Run gave run, else 0: in every frame's flags (read-only after New)
 	// closed is set by Close, before it takes each engine's mu; Deliver and Queue read it under
 	// their engine's mu and refuse a packet once it is set, so that none is taken after Close
 	// drained that engine.
@@ -139,6 +140,9 @@ func New(cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("udpsink: %w", err)
 	}
 	s := &Sink{conn: conn, rc: rc, engines: make([]engineState, cfg.Engines), batch: cfg.Batch, batchBytes: cfg.BatchBytes, retryBase: retryBase, run: cfg.Run}
+	if s.run != 0 {
+		s.flags = FlagRunGiven
+	}
 	for s.run == 0 {
 		s.run = rand.Uint64() // randomly seeded: two sinks draw one ID with odds of 2^-64
 	}
@@ -232,7 +236,7 @@ func (s *Sink) Deliver(engine int, segs [][]byte) error {
 		e.errs.Add(1)
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, n, MaxPayload)
 	}
-	PutHeader(e.hdr[:], Header{Engine: uint8(engine), Seq: e.seq, CRC: crc, Run: s.run})
+	PutHeader(e.hdr[:], Header{Flags: s.flags, Engine: uint8(engine), Seq: e.seq, CRC: crc, Run: s.run})
 	if err := s.write(e, iov); err != nil {
 		e.mu.Unlock()
 		return err
@@ -360,7 +364,7 @@ func (s *Sink) sendEnd(i int) error {
 	e := &s.engines[i]
 	var payload [4]byte
 	binary.LittleEndian.PutUint32(payload[:], uint32(len(s.engines)))
-	PutHeader(e.hdr[:], Header{Flags: FlagEnd, Engine: uint8(i), Seq: e.seq, CRC: crc32.Checksum(payload[:], castagnoli), Run: s.run})
+	PutHeader(e.hdr[:], Header{Flags: FlagEnd | s.flags, Engine: uint8(i), Seq: e.seq, CRC: crc32.Checksum(payload[:], castagnoli), Run: s.run})
 	iov := e.iov[:2]
 	iov[1] = unix.Iovec{Base: &payload[0]}
 	iov[1].SetLen(len(payload))

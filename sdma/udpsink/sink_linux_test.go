@@ -213,7 +213,10 @@ func TestCloseMarkersNotCounted(t *testing.T) {
 }
 
 // TestSinkRunID: every frame a sink sends, data (Deliver, and Queue with Flush) and end marker,
-// carries its run ID: Config.Run, or one New draws (nonzero, another for another sink).
+// carries its run ID: Config.Run, or one New draws (nonzero, another for another sink). Every
+// frame of a run ID Config.Run gave has FlagRunGiven (beside FlagEnd on an end marker), and no
+// frame of a drawn one: a receiver that reads a form in given IDs never reads it in a random
+// one (before, the frames of both had the same flags).
 func TestSinkRunID(t *testing.T) {
 	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
@@ -244,7 +247,8 @@ func TestSinkRunID(t *testing.T) {
 		runs[h.Run] = append(runs[h.Run], h.Flags)
 	}
 	ends := slices.Repeat([]uint8{FlagEnd}, len(endDelays))
-	assert.Equal(t, map[uint64][]uint8{s2.Run(): ends, 42: append([]uint8{0, 0}, ends...), s1.Run(): ends}, runs)
+	givenEnds := slices.Repeat([]uint8{FlagEnd | FlagRunGiven}, len(endDelays))
+	assert.Equal(t, map[uint64][]uint8{s2.Run(): ends, 42: append([]uint8{FlagRunGiven, FlagRunGiven}, givenEnds...), s1.Run(): ends}, runs)
 }
 
 // TestRestartedSenderSupersedes: a sender that stops mid-run (no end markers) and a new one on
