@@ -399,6 +399,7 @@ func (tx *TxReq) clean() {
 		// soles[0], so the handle is this mapping's, not an earlier packet's left as the slot's
 		// hint) as a sole mapping (only AddKVAddr's MapSingle records a handle): the loop's one
 		// step below, without the loop. descp is the inline array (see reset: numDesc < NumDesc).
+		// progressPass's pass of one txreq has a copy of this case: keep the two alike.
 		d := tx.descs[0]
 		if tx.dev.sole.UnmapSingleSole(dma.Addr(d.Addr()), d.Len(), dma.ToDevice, tx.soles[0]) != nil {
 			tx.dev.unmapErrs.Add(1)
