@@ -86,8 +86,9 @@ type Config struct {
 	// 64..32768; 0 means 2048. Unlike the kernel, which falls back to the default, a bad value
 	// is an error.
 	RingSize int
-	// DescIntr is the count-interrupt interval in descriptors (hfi1: sdma_desct_intr),
-	// 1..RingSize; 0 means 64.
+	// DescIntr is the count-interrupt interval in descriptors (hfi1: sdma_desct_intr): the
+	// count interrupt comes DescIntr descriptors after the engine's last interrupt of any kind
+	// (sdma_engine_interrupt reloads the count on each). 1..RingSize; 0 means 64.
 	DescIntr int
 	// Wait is how an idle hardware-model goroutine waits.
 	Wait WaitStrategy

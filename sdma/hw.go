@@ -23,7 +23,8 @@ import (
 // AHG, hands each whole packet to the Sink as segments that alias the mapped memory (no copy),
 // advances its head, writes the head back to the ring (ring.StoreHWHead, the chip's head_dma) when
 // a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
-// INT_REQ, every DescIntr descriptors (hfi1: sdma_set_desc_cnt), and when it goes idle.
+// INT_REQ, DescIntr descriptors after its last interrupt (hfi1: sdma_set_desc_cnt, which the
+// interrupt handler calls on every interrupt), and when it goes idle.
 //
 // A BatchSink holds packets (deferred head write-back): the model queues each packet it gathers
 // and goes on reading; the packets' HEAD_TO_HOST, INT_REQ and count interrupts wait until the sink
@@ -63,7 +64,7 @@ type hwState struct {
 	// flush, a stop or a state change comes), another pass can do nothing. The hardware
 	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
 	waitTail  uint64
-	sinceIntr int // descriptors since the last count interrupt
+	sinceIntr int // descriptors since the last interrupt (of any kind: each reloads the count)
 	// passes counts hardware passes (process calls); tests read it to prove that an idle
 	// engine parks instead of spinning.
 	passes uint64
@@ -278,6 +279,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		// HEAD_TO_HOST ones too.
 		e.writeBackHead()
 		e.hw.idle = true
+		e.hw.sinceIntr = 0 // every interrupt reloads the count (see interrupt)
 		e.hwStats.interrupts.Add(1)
 		if e.intrRunsPass() {
 			// An interrupt's pass (intr), but on a Manual engine a plain one, in this frame
@@ -323,10 +325,11 @@ func (e *Engine) heldPacket(flags uint64) {
 	}
 }
 
-// countDescs counts n descriptors read toward the count interrupt, every DescIntr descriptors,
-// and returns the INT_REQ flag when it is due (the interrupt re-arms: sdma_set_desc_cnt); and
-// toward the fault plan's halt while a plan is active (plannedHalt reads the count only then,
-// and a new plan starts it at 0: no store to the plan's other words without one). hwMu held.
+// countDescs counts n descriptors read toward the count interrupt, due DescIntr descriptors after
+// the last interrupt of any kind (each reloads the count: see interrupt), and returns the INT_REQ
+// flag when it is due; and toward the fault plan's halt while a plan is active (plannedHalt reads
+// the count only then, and a new plan starts it at 0: no store to the plan's other words without
+// one). hwMu held.
 func (e *Engine) countDescs(n uint64) uint64 {
 	if e.hw.faults.active {
 		e.hw.faults.seen += n
@@ -471,9 +474,14 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // the chip's coalescing of interrupt causes: both status bits are seen by one run of
 // sdma_engine_interrupt, which makes progress once.
 //
+// Every interrupt reloads the count interrupt's descriptor count: hfi1's sdma_engine_interrupt
+// calls sdma_set_desc_cnt(sde, sdma_desct_intr) whatever the interrupt's source (INT_REQ, the
+// count, idle, progress), so the next count interrupt comes DescIntr descriptors after this one.
+//
 // process's idle interrupt runs these steps inline: keep the two alike.
 func (e *Engine) interrupt() {
 	e.hwStats.interrupts.Add(1)
+	e.hw.sinceIntr = 0
 	e.writeBackHead()
 	if e.intrRunsPass() {
 		e.progressPass(true)
