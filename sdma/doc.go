@@ -69,9 +69,13 @@
 //
 // Sends while the engine is not in s99 go to the flush list and return ErrNotRunning; the txreq
 // completes StatusAborted when the flush runs (on the engine's goroutine, or the next Process or
-// Poll of a manual engine), as the kernel's flush worker does. Producers are not locked out by a
-// lock: Send reads an atomic mirror of "state == s99", and the sw clean waits for the producers
-// already past that check to publish before it aborts and resets the ring.
+// Poll of a manual engine), as the kernel's flush worker does. While the ring still holds txreqs
+// sent before (frozen: e80 leaves the ring alone until e81), the flush waits for the sw clean
+// that completes those first (sdmatest.Freeze, Stop, Close), so that completions keep submission
+// order; the kernel's flush worker would abort the ring's txreqs, then the list, at once.
+// Producers are not locked out by a lock: Send reads an atomic mirror of "state == s99", and the
+// sw clean waits for the producers already past that check to publish before it aborts and resets
+// the ring.
 //
 // # Fault injection
 //

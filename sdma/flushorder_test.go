@@ -36,6 +36,9 @@ func TestFlushAbortsRingBeforeFlushList(t *testing.T) {
 	require.ErrorIs(t, e.Send(nil, mk(2), false), ErrNotRunning) // to the flush list
 	e.Poll()                                                     // the flush worker
 	_, _ = e.Process()
+	mu.Lock()
+	assert.Empty(t, order, "frozen with txreq 1 in the ring: the flush waits for the sw clean (package doc)")
+	mu.Unlock()
 	require.NoError(t, e.event(sm.E81HwFrozen, "test")) // the sw clean
 	require.NoError(t, e.event(sm.E82HwUnfreeze, "test"))
 	e.Poll()
