@@ -23,16 +23,20 @@ type kSendTx struct {
 }
 
 // kSleep is the answer of the model's sleep callback (and of the library's): the kernel's
-// -EBUSY (user_sdma's defer_packet_queue when no progress) or 0 (verbs' iowait_sleep dropping
-// the txreq of a QP that cannot send).
+// -EBUSY (user_sdma's defer_packet_queue when no progress), -EIOCBQUEUED (sdma_send_txreq's
+// documented "tx queued to iowait") or 0 (verbs' iowait_sleep dropping the txreq of a QP that
+// cannot send).
 type kSleep int
 
 const (
-	kNoWait    kSleep = iota // wait == NULL
-	kNoSleeper               // an iowait without a sleep callback
-	kSleepBusy               // sleep returns -EBUSY
-	kSleepDrop               // sleep returns 0
+	kNoWait      kSleep = iota // wait == NULL
+	kNoSleeper                 // an iowait without a sleep callback
+	kSleepBusy                 // sleep returns -EBUSY
+	kSleepDrop                 // sleep returns 0
+	kSleepQueued               // sleep returns -EIOCBQUEUED
 )
+
+const kEIOCBQUEUED = -529
 
 // kEngine is the engine's submission and completion state.
 type kEngine struct {
@@ -83,6 +87,9 @@ func (k *kEngine) checkProgress(mode kSleep, tx *kSendTx, pktsSent bool) int {
 	case kSleepDrop:
 		k.sleeps = append(k.sleeps, fmt.Sprintf("tx%d/%v", tx.id, pktsSent))
 		return 0
+	case kSleepQueued:
+		k.sleeps = append(k.sleeps, fmt.Sprintf("tx%d/%v", tx.id, pktsSent))
+		return kEIOCBQUEUED
 	}
 	return -16
 }
@@ -227,6 +234,8 @@ func kdiffErrnoSend(err error) int {
 		return -70
 	case errors.Is(err, ErrBusy):
 		return -16
+	case errors.Is(err, ErrQueued):
+		return kEIOCBQUEUED
 	case errors.Is(err, ErrInvalid):
 		return kEINVAL
 	}
@@ -251,10 +260,10 @@ func (r *kdiffRecorder) Complete(tx *TxReq, st Status) {
 // TestSendMatchesKernelModel drives a Manual engine (completion by Poll) and the model of the
 // kernel's submission side with the same random operations: Send and SendList of txreqs of 1 to
 // 12 descriptors (some unfinished, for Send) on a 64-descriptor ring, with no iowait, an iowait
-// without a sleeper, or a sleeper answering -EBUSY or 0; the hardware draining the ring; Stop and
-// Start. After each it compares the return (as an errno), SendList's count and what it left on
-// the list, the sleeper's calls (txreq and pkts_sent), the iowait's busy count, descq_full_count,
-// the free count; and every completion's status.
+// without a sleeper, or a sleeper answering -EBUSY, -EIOCBQUEUED or 0; the hardware draining
+// the ring; Stop and Start. After each it compares the return (as an errno), SendList's count and
+// what it left on the list, the sleeper's calls (txreq and pkts_sent), the iowait's busy count,
+// descq_full_count, the free count; and every completion's status.
 func TestSendMatchesKernelModel(t *testing.T) {
 	rng, rounds := kdiffRand(0x73656e64, 60, 15)
 	for round := range rounds {
@@ -276,17 +285,20 @@ func kdiffSendRound(t *testing.T, rng *rand.Rand) error {
 	k := newKEngine(64)
 	rec := &kdiffRecorder{ids: map[*TxReq]int{}, done: map[int]Status{}}
 	var sleeps []string
-	mode := kSleep(rng.IntN(4))
+	mode := kSleep(rng.IntN(5))
 	var w *IOWait
 	if mode != kNoWait {
 		w = new(IOWait)
 		var sleep SleepFunc
 		switch mode {
-		case kSleepBusy, kSleepDrop:
+		case kSleepBusy, kSleepDrop, kSleepQueued:
 			sleep = func(_ *Engine, _ *IOWait, tx *TxReq, _ uint32, pktsSent bool) error {
 				sleeps = append(sleeps, fmt.Sprintf("tx%d/%v", rec.ids[tx], pktsSent))
-				if mode == kSleepBusy {
+				switch mode {
+				case kSleepBusy:
 					return ErrBusy
+				case kSleepQueued:
+					return ErrQueued
 				}
 				return nil
 			}
