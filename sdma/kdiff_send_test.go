@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gosdma/gosdma/dma"
 )
 
 // A literal model of the kernel's submission side (hfi1 sdma.c: sdma_send_txreq,
@@ -265,23 +267,49 @@ func (r *kdiffRecorder) Complete(tx *TxReq, st Status) {
 // what it left on the list, the sleeper's calls (txreq and pkts_sent), the iowait's busy count,
 // descq_full_count, the free count; and every completion's status.
 func TestSendMatchesKernelModel(t *testing.T) {
-	rng, rounds := kdiffRand(0x73656e64, 60, 15)
-	for round := range rounds {
-		if err := kdiffSendRound(t, rng); err != nil {
-			t.Fatalf("round %d: %v", round, err)
+	kdiffRounds(t, 0x73656e64, 60, 15, kdiffSendRound)
+}
+
+// kdiffDev is a round's device: a Manual engine (completion by Poll) on a 64-descriptor ring, and
+// a coherent buffer its txreqs add by bus address (AddDAddr: nothing to map).
+type kdiffDev struct {
+	t   *testing.T
+	dev *Device
+	e   *Engine
+	coh *dma.Coherent
+}
+
+// build returns a txreq of ndesc 4-byte descriptors, extra bytes short of closed, with flags and
+// completer c.
+func (d *kdiffDev) build(ndesc, extra int, flags Flags, c Completer) *TxReq {
+	tx := new(TxReq)
+	require.NoError(d.t, tx.Init(flags, 4*ndesc+extra, c))
+	for range ndesc {
+		require.NoError(d.t, tx.AddDAddr(d.dev, d.coh.Addr(), 4))
+	}
+	return tx
+}
+
+// kdiffRounds runs round n times (short with -short), each on a fresh kdiffDev, with a generator
+// seeded with seed.
+func kdiffRounds(t *testing.T, seed uint64, n, short int, round func(*kdiffDev, *rand.Rand) error) {
+	rng, n := kdiffRand(seed, n, short)
+	for i := range n {
+		dev, err := NewDevice(Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+		require.NoError(t, err)
+		coh, err := dev.Mapper().AllocCoherent(64)
+		require.NoError(t, err)
+		err = round(&kdiffDev{t: t, dev: dev, e: dev.Engine(0), coh: coh}, rng)
+		require.NoError(t, dev.Mapper().FreeCoherent(coh))
+		require.NoError(t, dev.Close())
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
 		}
 	}
 }
 
-func kdiffSendRound(t *testing.T, rng *rand.Rand) error {
-	dev, err := NewDevice(Config{Manual: true, Completion: CompletePoll, RingSize: 64})
-	require.NoError(t, err)
-	defer func() { _ = dev.Close() }()
-	e := dev.Engine(0)
-	coh, err := dev.Mapper().AllocCoherent(64)
-	require.NoError(t, err)
-	defer func() { _ = dev.Mapper().FreeCoherent(coh) }()
-
+func kdiffSendRound(d *kdiffDev, rng *rand.Rand) error {
+	t, e := d.t, d.e
 	k := newKEngine(64)
 	rec := &kdiffRecorder{ids: map[*TxReq]int{}, done: map[int]Status{}}
 	var sleeps []string
@@ -308,17 +336,12 @@ func kdiffSendRound(t *testing.T, rng *rand.Rand) error {
 	nextID := 0
 	build := func(ndesc int, finished bool) (*TxReq, *kSendTx) {
 		nextID++
-		tx := new(TxReq)
-		rec.ids[tx] = nextID
-		tlen := 4 * ndesc
 		extra := 0
 		if !finished {
 			extra = 4
 		}
-		require.NoError(t, tx.Init(0, tlen+extra, rec))
-		for range ndesc {
-			require.NoError(t, tx.AddDAddr(dev, coh.Addr(), 4))
-		}
+		tx := d.build(ndesc, extra, 0, rec)
+		rec.ids[tx] = nextID
 		return tx, &kSendTx{id: nextID, numDesc: uint16(ndesc), tlen: uint16(extra)}
 	}
 	ndesc := func() int { return 1 + rng.IntN(12) }
