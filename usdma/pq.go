@@ -105,9 +105,12 @@ type Config struct {
 	// Engine, if set, carries every request of the queue; nil picks the engine per request from
 	// the destination LID, the context and the VL, as the kernel does.
 	Engine *sdma.Engine
-	// Done, if set, is told once when a request ends, with its slot and the entry just written:
+	// Done, if set, is told once when a request ends, with its slot and the entry it ends with:
 	// a push notification for Go callers beside the polled ring and Wait. It runs on the
-	// completion pass (or in Submit, for a request that ends there) and must not block.
+	// completion pass (or in Submit, for a request that ends there) and must not block. It runs
+	// before the end is visible: the entry is written, the slot freed for a new request, Wait
+	// returns and Close finishes only after Done returned (so, from inside it, Comp still reads
+	// the slot QUEUED and Wait on it waits). A Done that panics still ends the request.
 	Done func(slot int, e CompEntry)
 }
 

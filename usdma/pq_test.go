@@ -365,10 +365,12 @@ func waitRunning(t *testing.T, eng *sdma.Engine) {
 // clean's aborts end a request, which wakes the submitter, and if the engine's goroutine is
 // then preempted (one P, a loaded machine), the submitter's every next request finds the engine
 // not running and ends ERROR at once, so the loop finishes before the engine reaches s99. Here
-// the engine is held inside its sw clean (a Done callback of the aborted request, on the
-// goroutine driving the manual engine) until the submitter waits for it: the requests refused
-// meanwhile end ERROR (ECOMM), the engine then finishes its recovery (e40, e25, s99), and every
-// later request completes.
+// the engine is held inside its sw clean (the callback of a txreq sent behind the aborted
+// request, on the goroutine driving the manual engine, after that request ended) until the
+// submitter waits for it: the requests refused meanwhile end ERROR (ECOMM), the engine then
+// finishes its recovery (e40, e25, s99), and every later request completes. (The hold was in
+// the aborted request's Done, which ran after its end was visible; Done now runs before, see
+// TestDoneRunsBeforeTheEndIsSeen.)
 func TestCompRingSubmitDuringRecoveryRace(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 256})
 	eng := dev.Engine(0)
@@ -377,26 +379,26 @@ func TestCompRingSubmitDuringRecoveryRace(t *testing.T) {
 	held := make(chan struct{})   // closed when the driver is held inside the sw clean
 	resume := make(chan struct{}) // closed to let it go on
 	var resumeOnce sync.Once
-	var holding atomic.Bool // the first ERROR end was taken: later ones (on the submitter) pass
 	release := func() { resumeOnce.Do(func() { close(resume) }) }
 	var cleanState atomic.Uint32 // the engine's state while held (sdmatest.State)
-	done := func(_ int, e CompEntry) {
-		if e.Status != Error {
-			return
-		}
-		if !holding.CompareAndSwap(false, true) {
-			return
-		}
-		// The aborted request 0, ended by the sw clean on the driver's goroutine.
-		cleanState.Store(uint32(sdmatest.EngineState(eng)))
-		close(held)
-		<-resume
-	}
-	pq := testQueue(t, Config{Device: dev, Slots: 1, Done: done})
+	pq := testQueue(t, Config{Device: dev, Slots: 1})
 	ends := newEndCounter(pq)
 	data := pattern(40000, 2)
 	info, hdr := Message(0, 4096, testTemplate, data)
 	require.NoError(t, pq.Submit(context.Background(), info, &hdr, data), "request 0: all its packets in the ring")
+	// Behind request 0's packets: a txreq whose abort, in the same sw clean, comes after request
+	// 0 ended, and holds the driver there.
+	var behind sdma.TxReq
+	require.NoError(t, behind.Init(0, 64, sdma.CompleterFunc(func(_ *sdma.TxReq, st sdma.Status) {
+		if st != sdma.StatusAborted {
+			return
+		}
+		cleanState.Store(uint32(sdmatest.EngineState(eng)))
+		close(held)
+		<-resume
+	})))
+	require.NoError(t, behind.AddKVAddr(dev, make([]byte, 64)))
+	require.NoError(t, eng.Send(nil, &behind, false))
 
 	stop, driver := make(chan struct{}), make(chan struct{})
 	go func() { // the hardware: drives the manual engine, halting at its third descriptor

@@ -604,8 +604,10 @@ func (r *request) done() {
 }
 
 // end ends r exactly once (hfi1: user_sdma_free_request, set_comp_state, pq_update): the pins
-// are released, the slot gets COMPLETE or ERROR with the request's errcode (see stop), is released for
-// a new request, and the waiters wake.
+// are released, Config.Done is told, and then the slot gets COMPLETE or ERROR with the request's
+// errcode (see stop), is released for a new request, and the waiters wake. Done runs first so
+// that nothing sees the end before it (a Wait or Close returning, a new request on the slot); the
+// rest is deferred, so that a Done that panics (or calls runtime.Goexit) still ends r.
 func (pq *PktQ) end(r *request) {
 	for i := range r.nvecs {
 		pq.pins.put(r.pins[i])
@@ -620,6 +622,17 @@ func (pq *PktQ) end(r *request) {
 	} else {
 		pq.stats.completed.Add(1)
 	}
+	if pq.onDone != nil {
+		defer pq.publishEnd(r, st, code, outcome)
+		pq.onDone(r.slot, CompEntry{Status: st, Errcode: code})
+		return
+	}
+	pq.publishEnd(r, st, code, outcome)
+}
+
+// publishEnd is end's last step: r's entry is written and its slot released, Close's wait for
+// idle and the waiters are woken.
+func (pq *PktQ) publishEnd(r *request, st CompState, code uint32, outcome error) {
 	pq.compMu.Lock()
 	pq.comps[r.slot].set(st, code)
 	r.inUse = false
@@ -638,8 +651,5 @@ func (pq *PktQ) end(r *request) {
 	for _, w := range ws {
 		w.err = outcome
 		close(w.ch)
-	}
-	if pq.onDone != nil {
-		pq.onDone(r.slot, CompEntry{Status: st, Errcode: code})
 	}
 }
