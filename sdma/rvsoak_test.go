@@ -140,6 +140,166 @@ func (s *rvLedgerSink) Flush(engine int, errs []error) {
 	}
 }
 
+// rvBuf is packet memory of the SendList soaks, registered with up to two devices (reg[d] nil:
+// not registered with device d). mu serialises the chaos's moves on it.
+type rvBuf struct {
+	mu  sync.Mutex
+	b   []byte
+	reg [2]*dma.Registration
+}
+
+// newRVBufs makes n buffers of three pages, each of its own bytes.
+func newRVBufs(n int) []*rvBuf {
+	bufs := make([]*rvBuf, n)
+	for i := range bufs {
+		bufs[i] = &rvBuf{b: make([]byte, 3*dma.PageSize)}
+		for k := range bufs[i].b {
+			bufs[i].b[k] = byte(k*3 + i)
+		}
+	}
+	return bufs
+}
+
+// churn is the chaos's move on bf's registration with dev (slot d of reg): deregister it, with
+// a context of up to 3 ms that packets in flight may outlast, or register it again.
+func (bf *rvBuf) churn(dev *sdma.Device, d int, r *rand.Rand, fail func(string, ...any)) {
+	bf.mu.Lock()
+	defer bf.mu.Unlock()
+	if bf.reg[d] == nil {
+		if reg, err := dev.Register(bf.b); err == nil {
+			bf.reg[d] = reg
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
+	err := dev.Deregister(ctx, bf.reg[d])
+	cancel()
+	switch {
+	case err == nil:
+		bf.reg[d] = nil
+	case errors.Is(err, context.DeadlineExceeded):
+	default:
+		fail("Deregister: %v", err)
+	}
+}
+
+// deregister is the end's Deregister of bf's registration with dev (slot d), if any.
+func (bf *rvBuf) deregister(dev *sdma.Device, d int, fail func(string, ...any)) {
+	if bf.reg[d] == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := dev.Deregister(ctx, bf.reg[d]); err != nil && !errors.Is(err, dma.ErrNotMapped) {
+		fail("final Deregister: %v", err)
+	}
+}
+
+// build takes a txreq from the slab and builds it for dev: its id as the first piece (the sinks
+// read it), then 1 to maxPieces pieces of 1 to maxWords dwords, each from a random buffer. It
+// returns the add's error (a mapping failure, a closed device: the add cleaned the txreq, which
+// is back in the slab), or nil, nil after failing the test for a Get or an Init that failed.
+func (l *rvLedger) build(dev *sdma.Device, r *rand.Rand, bufs []*rvBuf, panicky bool, maxPieces, maxWords int, fail func(string, ...any)) (*rvTx, error) {
+	tx, err := l.slab.Get()
+	if err != nil {
+		fail("Get: %v", err)
+		return nil, nil
+	}
+	tx.ledger, tx.id, tx.panicky = l, l.nextID.Add(1), panicky
+	binary.LittleEndian.PutUint64(tx.hdr[:], uint64(tx.id))
+	pieces := [][]byte{tx.hdr[:]}
+	tlen := len(tx.hdr)
+	for range 1 + r.IntN(maxPieces) {
+		b := bufs[r.IntN(len(bufs))].b
+		ln := 4 * (1 + r.IntN(maxWords))
+		off := 4 * r.IntN((len(b)-ln)/4)
+		pieces = append(pieces, b[off:off+ln])
+		tlen += ln
+	}
+	if err := tx.Init(0, tlen, tx); err != nil {
+		fail("Init: %v", err)
+		_ = l.slab.Put(tx)
+		return nil, nil
+	}
+	for _, pc := range pieces {
+		if err := tx.AddKVAddr(dev, pc); err != nil {
+			_ = l.slab.Put(tx)
+			return nil, err
+		}
+	}
+	return tx, nil
+}
+
+// giveBack cleans the txreqs left on list (refused, or built and never sent) and puts them back.
+func (l *rvLedger) giveBack(list *sdma.TxList) {
+	for stx := list.PopFront(); stx != nil; stx = list.PopFront() {
+		tx := alloc.Outer[rvTx](stx)
+		_ = tx.Clean()
+		if err := l.slab.Put(tx); err != nil {
+			l.badPuts.Add(1)
+		}
+	}
+}
+
+// take marks the txreqs on list taken (before the send: a completion may come before it
+// returns); untake drops them again, when the send refused them.
+func (l *rvLedger) take(list *sdma.TxList, taken bool) {
+	l.mu.Lock()
+	for stx := list.Front(); stx != nil; stx = list.Next(stx) {
+		if taken {
+			l.taken[alloc.Outer[rvTx](stx).id] = true
+		} else {
+			delete(l.taken, alloc.Outer[rvTx](stx).id)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// verify is the ledger's end: every txreq taken completed exactly once and none other did, none
+// after the close, no sink read a packet after its txreq completed, no aborted packet was sent,
+// every txreq went back to the slab once, nothing stays mapped. With strict (a sink that records
+// every packet it is handed, failed ones too), also: no txreq completed StatusOK unsent.
+func (l *rvLedger) verify(iommu *dma.IOMMU, strict bool, fail func(string, ...any)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bad := 0
+	for id := int64(1); id <= l.nextID.Load(); id++ {
+		want := 0
+		if l.taken[id] {
+			want = 1
+		}
+		if got := l.done[id]; got != want && bad < 10 {
+			bad++
+			fail("txreq %d: %d completions, want %d", id, got, want)
+		}
+	}
+	if n := l.after.Load(); n != 0 {
+		fail("%d completions after Close/Shutdown returned", n)
+	}
+	for _, m := range l.late {
+		fail("%s", m)
+	}
+	for id, st := range l.status {
+		if st != sdma.StatusOK && l.sent[id] {
+			fail("txreq %d completed %v but was sent", id, st)
+			break
+		}
+		if strict && st == sdma.StatusOK && !l.sent[id] {
+			fail("txreq %d completed %v but never reached the sink", id, st)
+			break
+		}
+	}
+	if n := l.badPuts.Load(); n != 0 {
+		fail("%d txreqs put back twice or wrongly", n)
+	}
+	if st := l.slab.Stats(); st.InUse != 0 {
+		fail("%d txreqs not back in the allocator", st.InUse)
+	}
+	if n := len(iommu.Live()); n != 0 {
+		fail("%d mappings left", n)
+	}
+}
+
 func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0x51157))
 	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
@@ -188,19 +348,10 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 	how := rng.IntN(2) // how it ends
 	desc += fmt.Sprintf(" end %d", how)
 
-	type buf struct {
-		mu  sync.Mutex
-		b   []byte
-		reg *dma.Registration
-	}
-	bufs := make([]*buf, 4)
-	for i := range bufs {
-		bufs[i] = &buf{b: make([]byte, 3*dma.PageSize)}
-		for k := range bufs[i].b {
-			bufs[i].b[k] = byte(k*3 + i)
-		}
+	bufs := newRVBufs(4)
+	for _, bf := range bufs {
 		if rng.IntN(3) != 0 {
-			bufs[i].reg, _ = dev.Register(bufs[i].b)
+			bf.reg[0], _ = dev.Register(bf.b)
 		}
 	}
 	var stopped, closing atomic.Bool
@@ -225,15 +376,6 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 				default:
 				}
 			}, nil)
-			giveBack := func(list *sdma.TxList) {
-				for stx := list.PopFront(); stx != nil; stx = list.PopFront() {
-					tx := alloc.Outer[rvTx](stx)
-					_ = tx.Clean()
-					if err := slab.Put(tx); err != nil {
-						l.badPuts.Add(1)
-					}
-				}
-			}
 			for !stopped.Load() {
 				if r.IntN(30) == 0 {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -245,57 +387,23 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 				var list sdma.TxList
 				n := 1 + r.IntN(40)
 				for range n {
-					tx, err := slab.Get()
-					if err != nil {
-						fail("Get: %v", err)
+					tx, err := l.build(dev, r, bufs, r.IntN(60) == 0, 4, 128, fail)
+					if tx == nil && err == nil {
 						return
 					}
-					tx.ledger, tx.id, tx.panicky = l, l.nextID.Add(1), r.IntN(60) == 0
-					// Pieces: a header and up to three payload pieces, each from a random buffer.
-					binary.LittleEndian.PutUint64(tx.hdr[:], uint64(tx.id))
-					pieces := [][]byte{tx.hdr[:]}
-					np := 1 + r.IntN(4)
-					tlen := len(tx.hdr)
-					for range np {
-						b := bufs[r.IntN(len(bufs))].b
-						ln := 4 * (1 + r.IntN(128))
-						off := 4 * r.IntN((len(b)-ln)/4)
-						pieces = append(pieces, b[off:off+ln])
-						tlen += ln
-					}
-					if err := tx.Init(0, tlen, tx); err != nil {
-						fail("Init: %v", err)
-						return
-					}
-					ok := true
-					for _, pc := range pieces {
-						if err := tx.AddKVAddr(dev, pc); err != nil {
-							ok = false // a mapping failure: the add cleaned tx
-							if addFails.Add(1) == 1 {
-								t.Logf("%s: first add failure: %v", desc, err)
-							}
-							break
+					if err != nil { // a mapping failure: the add cleaned tx
+						if addFails.Add(1) == 1 {
+							t.Logf("%s: first add failure: %v", desc, err)
 						}
-					}
-					if !ok {
-						_ = slab.Put(tx)
 						if stopped.Load() || closing.Load() {
-							giveBack(&list) // the device is closing: the built ones are ours
+							l.giveBack(&list) // the device is closing: the built ones are ours
 							return
 						}
 						continue
 					}
 					list.PushBack(&tx.TxReq)
 				}
-				ids := make([]int64, 0, list.Len())
-				for stx := list.Front(); stx != nil; stx = list.Next(stx) {
-					ids = append(ids, alloc.Outer[rvTx](stx).id)
-				}
-				l.mu.Lock() // taken before the send: a completion may come before SendList returns
-				for _, id := range ids {
-					l.taken[id] = true
-				}
-				l.mu.Unlock()
+				l.take(&list, true) // before the send: a completion may come before SendList returns
 				if sendWait {
 					// SendWait per txreq, with a context that may expire while it waits for room.
 					for stx := list.PopFront(); stx != nil; stx = list.PopFront() {
@@ -317,12 +425,8 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 							l.badPuts.Add(1)
 						}
 						if errors.Is(err, sdma.ErrClosed) {
-							l.mu.Lock()
-							for stx := list.Front(); stx != nil; stx = list.Next(stx) {
-								delete(l.taken, alloc.Outer[rvTx](stx).id)
-							}
-							l.mu.Unlock()
-							giveBack(&list)
+							l.take(&list, false)
+							l.giveBack(&list)
 							return
 						}
 					}
@@ -349,12 +453,8 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 						fail("producer %d: SendList: %v", p, err)
 					}
 					// Refused: the rest of the list is ours again.
-					l.mu.Lock()
-					for stx := list.Front(); stx != nil; stx = list.Next(stx) {
-						delete(l.taken, alloc.Outer[rvTx](stx).id)
-					}
-					l.mu.Unlock()
-					giveBack(&list)
+					l.take(&list, false)
+					l.giveBack(&list)
 					return
 				}
 			}
@@ -372,23 +472,7 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 			return c
 		},
 		Memory: func(r *rand.Rand) {
-			bf := bufs[r.IntN(len(bufs))]
-			bf.mu.Lock()
-			if bf.reg != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
-				err := dev.Deregister(ctx, bf.reg)
-				cancel()
-				switch {
-				case err == nil:
-					bf.reg = nil
-				case errors.Is(err, context.DeadlineExceeded):
-				default:
-					fail("Deregister: %v", err)
-				}
-			} else if reg, err := dev.Register(bf.b); err == nil {
-				bf.reg = reg
-			}
-			bf.mu.Unlock()
+			bufs[r.IntN(len(bufs))].churn(dev, 0, r, fail)
 		},
 		MemoryTwice: true,
 	}
@@ -425,13 +509,7 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 	}
 	for _, bf := range bufs {
-		if bf.reg != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := dev.Deregister(ctx, bf.reg); err != nil && !errors.Is(err, dma.ErrNotMapped) {
-				fail("final Deregister: %v", err)
-			}
-			cancel()
-		}
+		bf.deregister(dev, 0, fail)
 	}
 	for i := range dev.NumEngines() {
 		st := dev.Engine(i).Stats()
@@ -439,40 +517,7 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 			fail("engine %d: %d halts reading memory: %v", i, n, dev.Engine(i).HaltCause())
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	bad := 0
-	for id := int64(1); id <= l.nextID.Load(); id++ {
-		want := 0
-		if l.taken[id] {
-			want = 1
-		}
-		if got := l.done[id]; got != want && bad < 10 {
-			bad++
-			fail("txreq %d: %d completions, want %d", id, got, want)
-		}
-	}
-	if n := l.after.Load(); n != 0 {
-		fail("%d completions after Close/Shutdown returned", n)
-	}
-	for _, m := range l.late {
-		fail("%s", m)
-	}
-	for id, st := range l.status {
-		if st != sdma.StatusOK && l.sent[id] {
-			fail("txreq %d completed %v but was sent", id, st)
-			break
-		}
-	}
-	if n := l.badPuts.Load(); n != 0 {
-		fail("%d txreqs put back twice or wrongly", n)
-	}
-	if st := slab.Stats(); st.InUse != 0 {
-		fail("%d txreqs not back in the allocator", st.InUse)
-	}
-	if n := len(iommu.Live()); n != 0 {
-		fail("%d mappings left", n)
-	}
+	l.verify(iommu, false, fail)
 	if testing.Verbose() {
 		var halts, aborted uint64
 		for i := range dev.NumEngines() {

@@ -1,0 +1,290 @@
+package sdma_test
+
+// Fault-schedule soak of two devices sharing one mapper (review rvsoak): the soaks so far run
+// one device. Here two devices, each of a random completion mode (interrupt, poll, Manual),
+// share one IOMMU and one txreq slab; producers send lists to an engine of each (parking with
+// DeferOrRetry), a txreq completed on one device is built for the other next; packet memory is
+// registered with both and a chaos goroutine deregisters and registers it on either with
+// packets in flight, while each device has its own chaos (halts, Stop/Start, freezes) and
+// planned halts. One device closes (Close or Shutdown) at a random point while the other goes
+// on; then the other closes. The sink fails some packets on purpose and records every packet it
+// is handed, so the ledger can ask more than exactly-once: a txreq completes StatusOK if and
+// only if its packet reached the sink (Close's and the sw clean's promise), no packet is read
+// after its txreq completed, the device that went on is untouched by the other's Close, every
+// Deregister returns, nothing stays mapped, no unmap fails, no goroutine is left.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/sdma"
+	"github.com/gosdma/gosdma/sdma/sdmatest"
+)
+
+// rv2Sink records every packet it is handed in the ledger (sent), and fails every failP-th id.
+type rv2Sink struct {
+	l     *rvLedger
+	failP int64
+}
+
+func (s *rv2Sink) Deliver(_ int, segs [][]byte) error {
+	s.l.see(segs, "Deliver", true)
+	if id := int64(binary.LittleEndian.Uint64(segs[0][:8])); s.failP != 0 && id%s.failP == 0 {
+		return errors.New("rvsoak: sink failure")
+	}
+	return nil
+}
+
+func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 0x2de5))
+	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &rvLedger{done: map[int64]int{}, taken: map[int64]bool{}, status: map[int64]sdma.Status{}, sent: map[int64]bool{}}
+	slab, err := alloc.NewSlab(alloc.SlabConfig[rvTx]{ObjectsPerSlab: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.slab = slab
+	desc := fmt.Sprintf("seed %d:", seed)
+	var devs [2]*sdma.Device
+	var selfDriven [2]bool
+	var manual [2]bool
+	for d := range devs {
+		cfg := sdma.Config{
+			Engines:  1 + rng.IntN(2),
+			RingSize: []int{64, 128, 512}[rng.IntN(3)],
+			Mapper:   iommu,
+			Sink:     &rv2Sink{l: l, failP: []int64{0, 17}[rng.IntN(2)]},
+		}
+		switch rng.IntN(3) {
+		case 1:
+			cfg.Completion = sdma.CompletePoll
+			selfDriven[d] = true
+		case 2:
+			cfg.Manual = true
+			manual[d], selfDriven[d] = true, true
+			if rng.IntN(2) == 0 {
+				cfg.Completion = sdma.CompletePoll
+			}
+		}
+		devs[d], err = sdma.NewDevice(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range devs[d].NumEngines() {
+			if rng.IntN(2) == 0 {
+				_ = sdmatest.SetFaults(devs[d].Engine(i), sdmatest.FaultPlan{HaltRate: 0.005, Seed: seed + uint64(d)})
+			}
+		}
+		desc += fmt.Sprintf(" dev%d{engines %d ring %d completion %v manual %v}", d, cfg.Engines, cfg.RingSize, cfg.Completion, cfg.Manual)
+	}
+	first := rng.IntN(2)                    // the device that closes first
+	how := [2]int{rng.IntN(2), rng.IntN(2)} // Close (0) or Shutdown (1)
+	desc += fmt.Sprintf(" first %d how %v", first, how)
+	fail := func(format string, args ...any) { t.Errorf(desc+": "+format, args...) }
+
+	bufs := newRVBufs(4)
+	for _, bf := range bufs {
+		for d := range devs {
+			if rng.IntN(3) != 0 {
+				bf.reg[d], _ = devs[d].Register(bf.b)
+			}
+		}
+	}
+	var devClosed [2]atomic.Bool // Close or Shutdown returned
+	var stopped atomic.Bool
+	var pw, bg sync.WaitGroup
+	nprod := 2 + rng.IntN(3)
+	for p := range nprod {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(p)+10))
+			var eng [2]*sdma.Engine
+			var ws [2]sdma.IOWait
+			woke := make(chan struct{}, 1)
+			for d := range devs {
+				eng[d] = devs[d].Engine(p % devs[d].NumEngines())
+				ws[d].Init(func(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
+					return e.DeferOrRetry(w, tx, seq, pktsSent)
+				}, func(*sdma.IOWait, int) {
+					select {
+					case woke <- struct{}{}:
+					default:
+					}
+				}, nil)
+			}
+			var gone [2]bool // the device refused with ErrClosed
+			for !stopped.Load() && !(gone[0] && gone[1]) {
+				d := r.IntN(2)
+				if gone[d] {
+					d = 1 - d
+				}
+				dev, e, w := devs[d], eng[d], &ws[d]
+				var list sdma.TxList
+				for range 1 + r.IntN(24) {
+					tx, err := l.build(dev, r, bufs, false, 3, 200, fail)
+					if tx == nil && err == nil {
+						return
+					}
+					if err != nil { // the add cleaned tx
+						if !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, sdma.ErrMapping) {
+							fail("AddKVAddr: %v", err)
+						}
+						break
+					}
+					list.PushBack(&tx.TxReq)
+				}
+				l.take(&list, true)
+				for list.Len() > 0 {
+					_, err := e.SendList(w, &list)
+					if err == nil && list.Len() > 0 {
+						continue
+					}
+					if err == nil || errors.Is(err, sdma.ErrNotRunning) {
+						break
+					}
+					if errors.Is(err, sdma.ErrBusy) {
+						select {
+						case <-woke:
+						case <-time.After(20 * time.Second):
+							fail("producer %d: parked on device %d and never woken (waiting %v, state %v)", p, d, e.Waiting(w), sdmatest.EngineState(e))
+							w.Unqueue()
+							l.take(&list, false)
+							l.giveBack(&list)
+							return
+						}
+						continue
+					}
+					if !errors.Is(err, sdma.ErrClosed) {
+						fail("producer %d: SendList: %v", p, err)
+					}
+					gone[d] = true
+					break
+				}
+				l.take(&list, false) // what is left was refused: ours again
+				l.giveBack(&list)
+			}
+		}()
+	}
+	for d := range devs {
+		if selfDriven[d] {
+			sdmatest.DriveEngines(devs[d], manual[d], &stopped, &bg)
+		}
+	}
+	for d := range devs {
+		ch := sdmatest.Chaos{
+			Rand: rand.New(rand.NewPCG(seed, 1234+uint64(d))),
+			Cause: func(c sdma.HaltCause) sdma.HaltCause {
+				if c == sdma.CauseMemRead || c == sdma.CauseLengthMismatch {
+					c = sdma.CauseHalt
+				}
+				return c
+			},
+		}
+		if d == 0 {
+			ch.Memory = func(r *rand.Rand) {
+				d := r.IntN(2)
+				bufs[r.IntN(len(bufs))].churn(devs[d], d, r, fail)
+			}
+		}
+		if err := ch.Run(devs[d], &stopped, &bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeDev := func(d int) {
+		done := make(chan error, 1)
+		go func() {
+			if how[d] == 0 {
+				done <- devs[d].Close()
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done <- devs[d].Shutdown(ctx)
+		}()
+		select {
+		case err := <-done:
+			devClosed[d].Store(true)
+			if err != nil {
+				fail("device %d: Close/Shutdown: %v", d, err)
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatalf("%s: device %d: Close/Shutdown did not return", desc, d)
+		}
+	}
+	time.Sleep(dur)
+	closeDev(first)
+	// The other device goes on: its packets still complete and arrive.
+	before := devs[1-first].Engine(0).Stats().Completed
+	deadline := time.Now().Add(20 * time.Second)
+	for devs[1-first].Engine(0).Stats().Completed == before && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if devs[1-first].Engine(0).Stats().Completed == before {
+		fail("device %d completed nothing after device %d closed", 1-first, first)
+	}
+	time.Sleep(dur / 2)
+	closeDev(1 - first)
+	l.closed.Store(true)
+	stopped.Store(true)
+	pw.Wait()
+	bg.Wait()
+	for d := range devs {
+		if err := devs[d].Close(); err != nil {
+			fail("device %d: Close again: %v", d, err)
+		}
+	}
+	for _, bf := range bufs {
+		for d := range devs {
+			bf.deregister(devs[d], d, fail)
+		}
+	}
+	l.verify(iommu, true, fail)
+	for d := range devs {
+		if n := devs[d].UnmapErrors(); n != 0 {
+			fail("device %d: %d unmap errors", d, n)
+		}
+	}
+	if testing.Verbose() {
+		for d := range devs {
+			for i := range devs[d].NumEngines() {
+				t.Logf("device %d engine %d: %+v", d, i, devs[d].Engine(i).Stats())
+			}
+		}
+		t.Logf("%s: %d txreqs, %d taken", desc, l.nextID.Load(), len(l.taken))
+	}
+}
+
+// TestRVSoakTwoDevicesSharedMapper: see runRVTwoDeviceSoak.
+func TestRVSoakTwoDevicesSharedMapper(t *testing.T) {
+	seeds, dur := 16, 40*time.Millisecond
+	if testing.Short() {
+		seeds, dur = 5, 10*time.Millisecond
+	}
+	base := uint64(1)
+	if v := os.Getenv("RVSOAK_SEED"); v != "" {
+		base, _ = strconv.ParseUint(v, 10, 64)
+	}
+	for s := range seeds {
+		t.Run(fmt.Sprint(base+uint64(s)), func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			runRVTwoDeviceSoak(t, base+uint64(s), dur)
+		})
+	}
+}
