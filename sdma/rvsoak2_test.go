@@ -93,8 +93,9 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 		desc += fmt.Sprintf(" dev%d{engines %d ring %d completion %v manual %v}", d, cfg.Engines, cfg.RingSize, cfg.Completion, cfg.Manual)
 	}
-	first := rng.IntN(2)                    // the device that closes first
-	how := [2]int{rng.IntN(2), rng.IntN(2)} // Close (0) or Shutdown (1)
+	first := rng.IntN(2) // the device that closes first
+	// Close (0), Shutdown (1), or both at once (2: a Shutdown with a short deadline racing a Close).
+	how := [2]int{rng.IntN(3), rng.IntN(3)}
 	desc += fmt.Sprintf(" first %d how %v", first, how)
 	fail := func(format string, args ...any) { t.Errorf(desc+": "+format, args...) }
 
@@ -106,7 +107,6 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 			}
 		}
 	}
-	var devClosed [2]atomic.Bool // Close or Shutdown returned
 	var stopped atomic.Bool
 	var pw, bg sync.WaitGroup
 	nprod := 2 + rng.IntN(3)
@@ -141,6 +141,9 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 					tx, err := l.build(dev, r, bufs, false, 3, 200, fail)
 					if tx == nil && err == nil {
 						return
+					}
+					if tx != nil {
+						tx.dev = d
 					}
 					if err != nil { // the add cleaned tx
 						if !errors.Is(err, sdma.ErrClosed) && !errors.Is(err, sdma.ErrMapping) {
@@ -208,25 +211,37 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 	}
 	closeDev := func(d int) {
-		done := make(chan error, 1)
-		go func() {
-			if how[d] == 0 {
-				done <- devs[d].Close()
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			done <- devs[d].Shutdown(ctx)
-		}()
-		select {
-		case err := <-done:
-			devClosed[d].Store(true)
-			if err != nil {
-				fail("device %d: Close/Shutdown: %v", d, err)
-			}
-		case <-time.After(40 * time.Second):
-			t.Fatalf("%s: device %d: Close/Shutdown did not return", desc, d)
+		done := make(chan error, 2)
+		calls := 1
+		if how[d] != 1 {
+			go func() { done <- devs[d].Close() }()
 		}
+		if how[d] != 0 {
+			wait := 30 * time.Second
+			if how[d] == 2 {
+				calls, wait = 2, time.Duration(1+rng.IntN(500))*time.Microsecond
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), wait)
+				defer cancel()
+				err := devs[d].Shutdown(ctx)
+				if how[d] == 2 && errors.Is(err, context.DeadlineExceeded) {
+					err = nil // cut short: it ran Close
+				}
+				done <- err
+			}()
+		}
+		for range calls {
+			select {
+			case err := <-done:
+				if err != nil {
+					fail("device %d: Close/Shutdown: %v", d, err)
+				}
+			case <-time.After(40 * time.Second):
+				t.Fatalf("%s: device %d: Close/Shutdown did not return", desc, d)
+			}
+		}
+		l.closedDev[d].Store(true)
 	}
 	time.Sleep(dur)
 	closeDev(first)

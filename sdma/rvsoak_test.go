@@ -40,27 +40,30 @@ type rvTx struct {
 	sdma.TxReq
 	hdr     [8]byte // the txreq's id, the packet's first piece: the sinks check it
 	id      int64
+	dev     int // the device it is built for, of two (TestRVSoakTwoDevicesSharedMapper)
 	ledger  *rvLedger
 	panicky bool
 }
 
 type rvLedger struct {
-	slab    *alloc.Slab[rvTx]
-	mu      sync.Mutex
-	done    map[int64]int
-	status  map[int64]sdma.Status
-	sent    map[int64]bool // delivered, or flushed by a batch sink
-	late    []string       // packets a sink read after their txreq completed
-	closed  atomic.Bool    // Close (or Shutdown) returned
-	after   atomic.Int64   // completions after that
-	taken   map[int64]bool
-	nextID  atomic.Int64
-	badPuts atomic.Int64
+	slab   *alloc.Slab[rvTx]
+	mu     sync.Mutex
+	done   map[int64]int
+	status map[int64]sdma.Status
+	sent   map[int64]bool // delivered, or flushed by a batch sink
+	late   []string       // packets a sink read after their txreq completed
+	closed atomic.Bool    // Close (or Shutdown) returned
+	// closedDev[d]: device d's Close (or Shutdown) returned (TestRVSoakTwoDevicesSharedMapper)
+	closedDev [2]atomic.Bool
+	after     atomic.Int64 // completions after that
+	taken     map[int64]bool
+	nextID    atomic.Int64
+	badPuts   atomic.Int64
 }
 
 func (tx *rvTx) Complete(_ *sdma.TxReq, st sdma.Status) {
 	l, id, p := tx.ledger, tx.id, tx.panicky
-	if l.closed.Load() {
+	if l.closed.Load() || l.closedDev[tx.dev].Load() {
 		l.after.Add(1)
 	}
 	l.mu.Lock()
