@@ -19,14 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
@@ -64,11 +60,21 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 	var devs [2]*sdma.Device
 	var selfDriven [2]bool
 	var manual [2]bool
+	var planned [2][]bool // HaltRate draws every cause, CauseMemRead too
+	// One seed in two maps through a FaultInjector: map failures, and Translate faults
+	// (CauseMemRead halts) from device 1's chaos.
+	var mapper dma.Mapper = iommu
+	var fi *dma.FaultInjector
+	if rng.IntN(2) == 0 {
+		fi = dma.NewFaultInjector(iommu)
+		mapper = fi
+		desc += " injector"
+	}
 	for d := range devs {
 		cfg := sdma.Config{
 			Engines:  1 + rng.IntN(2),
 			RingSize: []int{64, 128, 512}[rng.IntN(3)],
-			Mapper:   iommu,
+			Mapper:   mapper,
 			Sink:     &rv2Sink{l: l, failP: []int64{0, 17}[rng.IntN(2)]},
 		}
 		switch rng.IntN(3) {
@@ -86,12 +92,19 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		planned[d] = make([]bool, devs[d].NumEngines())
 		for i := range devs[d].NumEngines() {
 			if rng.IntN(2) == 0 {
+				planned[d][i] = true
 				_ = sdmatest.SetFaults(devs[d].Engine(i), sdmatest.FaultPlan{HaltRate: 0.005, Seed: seed + uint64(d)})
 			}
 		}
 		desc += fmt.Sprintf(" dev%d{engines %d ring %d completion %v manual %v}", d, cfg.Engines, cfg.RingSize, cfg.Completion, cfg.Manual)
+	}
+	if fi != nil {
+		if err := fi.FailFraction(0.01, int64(seed)); err != nil { // after NewDevice: the pads are mapped
+			t.Fatal(err)
+		}
 	}
 	first := rng.IntN(2) // the device that closes first
 	// Close (0), Shutdown (1), or both at once (2: a Shutdown with a short deadline racing a Close).
@@ -206,6 +219,13 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 				bufs[r.IntN(len(bufs))].churn(devs[d], d, r, fail)
 			}
 		}
+		if d == 1 && fi != nil {
+			ch.Memory = func(r *rand.Rand) { // the next packet read faults: CauseMemRead
+				fi.FailTranslate(true)
+				time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
+				fi.FailTranslate(false)
+			}
+		}
 		if err := ch.Run(devs[d], &stopped, &bg); err != nil {
 			t.Fatal(err)
 		}
@@ -270,6 +290,17 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 			bf.deregister(devs[d], d, fail)
 		}
 	}
+	if fi != nil {
+		fi.FailTranslate(false)
+	}
+	for d := range devs {
+		for i := range devs[d].NumEngines() {
+			st := devs[d].Engine(i).Stats()
+			if n := st.Halts[sdma.CauseMemRead] + st.Halts[sdma.CauseLengthMismatch]; n != 0 && !planned[d][i] && fi == nil {
+				fail("device %d engine %d: %d halts reading memory: %v", d, i, n, devs[d].Engine(i).HaltCause())
+			}
+		}
+	}
 	l.verify(iommu, true, fail)
 	for d := range devs {
 		if n := devs[d].UnmapErrors(); n != 0 {
@@ -288,18 +319,5 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakTwoDevicesSharedMapper: see runRVTwoDeviceSoak.
 func TestRVSoakTwoDevicesSharedMapper(t *testing.T) {
-	seeds, dur := 16, 40*time.Millisecond
-	if testing.Short() {
-		seeds, dur = 5, 10*time.Millisecond
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		t.Run(fmt.Sprint(base+uint64(s)), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			runRVTwoDeviceSoak(t, base+uint64(s), dur)
-		})
-	}
+	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVTwoDeviceSoak)
 }

@@ -21,14 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
@@ -265,6 +261,7 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 				frag := []int{64, 256, 1024, 4096}[r.IntN(4)]
 				tmpl := testTemplate
 				tmpl.DestQP, tmpl.PSN, tmpl.Offset = id, 0, 0
+				tmpl.DLID = uint16(r.IntN(1 << 16)) // the engine: a queue's requests spread over the engines
 				info, hdr := Message(slot, frag, tmpl, vecs...)
 				rq := &rv2Req{id: id, q: qi, data: data, frag: frag, npkts: int(info.NPkts), seen: make([]int32, info.NPkts)}
 				l.mu.Lock()
@@ -470,18 +467,5 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakUsdmaLedger: see runRVUsdmaLedgerSoak. RVSOAK_SEED picks another seed range.
 func TestRVSoakUsdmaLedger(t *testing.T) {
-	seeds, dur := 16, 40*time.Millisecond
-	if testing.Short() {
-		seeds, dur = 5, 10*time.Millisecond
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		t.Run(fmt.Sprint(base+uint64(s)), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			runRVUsdmaLedgerSoak(t, base+uint64(s), dur)
-		})
-	}
+	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVUsdmaLedgerSoak)
 }

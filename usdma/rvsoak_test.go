@@ -289,18 +289,25 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 
 // TestRVSoakUsdmaFaultSchedules: see runRVUsdmaSoak.
 func TestRVSoakUsdmaFaultSchedules(t *testing.T) {
-	seeds, steps := 24, 20
+	rvSoakSeeds(t, 24, 6, 20, 8, runRVUsdmaSoak)
+}
+
+// rvSoakSeeds runs a fault-schedule soak over seeds seeds (short with -short), from
+// RVSOAK_SEED on (1 if unset), each in a subtest named by its seed that must leave no goroutine
+// behind; run gets the seed and arg (argShort with -short: the soak's length).
+func rvSoakSeeds[A any](t *testing.T, seeds, short int, arg, argShort A, run func(t *testing.T, seed uint64, arg A)) {
 	if testing.Short() {
-		seeds, steps = 6, 8
+		seeds, arg = short, argShort
 	}
 	base := uint64(1)
 	if v := os.Getenv("RVSOAK_SEED"); v != "" {
 		base, _ = strconv.ParseUint(v, 10, 64)
 	}
 	for s := range seeds {
-		t.Run(fmt.Sprint(s), func(t *testing.T) {
+		seed := base + uint64(s)
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			runRVUsdmaSoak(t, base+uint64(s), steps)
+			run(t, seed, arg)
 		})
 	}
 }

@@ -17,14 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
@@ -267,18 +263,5 @@ func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakVerbsOrderAcrossPaths: see runRVVerbsOrderSoak. RVSOAK_SEED picks another seed range.
 func TestRVSoakVerbsOrderAcrossPaths(t *testing.T) {
-	seeds, dur := 16, 40*time.Millisecond
-	if testing.Short() {
-		seeds, dur = 5, 10*time.Millisecond
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		t.Run(fmt.Sprint(base+uint64(s)), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			runRVVerbsOrderSoak(t, base+uint64(s), dur)
-		})
-	}
+	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVVerbsOrderSoak)
 }
