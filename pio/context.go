@@ -2,6 +2,7 @@ package pio
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -684,7 +685,8 @@ func (sc *SendContext) Enable() error {
 // Restart recovers a halted context (hfi1: sc_restart): with allocations already stopped by the
 // halt, it waits for the buffers being written to be finished, disables the context (every
 // pending packet is released with PRCSCDisable, exactly once) and enables it again. A context
-// that is not halted, or is closing, gives ErrInvalid; one whose chip goroutine a runtime.Goexit
+// that is not halted, or is closing, gives ErrInvalid (also when Close comes while Restart
+// runs: its pending packets are then released once, and it stays closed); one whose chip goroutine a runtime.Goexit
 // ended or is ending (see Sink), the recorded *HaltError, and stays halted. The refusal starts
 // with the halt itself, which that goroutine records before it ends, and Restart does not wait
 // for the end (it would change nothing but the wait: nothing consumes packets after it either).
@@ -701,8 +703,15 @@ func (sc *SendContext) Restart() error {
 	if sc.gone.Load() { // a Goexit ended the chip goroutine: nothing would consume packets
 		return sc.goneErr("Restart")
 	}
+	if h := testRestartChecked.Load(); h != nil {
+		(*h)(sc)
+	}
 	sc.Disable()
 	if err := sc.Enable(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			// Close came after the check above: the same answer as had it come before.
+			return errf("Restart", ErrInvalid, "send context "+itoa(sc.index)+" is closed")
+		}
 		return err
 	}
 	sc.stats.restarts.Add(1)
@@ -1156,3 +1165,7 @@ func (sc *SendContext) BufferAllocWait(ctx context.Context, dwLen int, rel Relea
 // Goexit, before it marks the goroutine gone: a test's window between the Goexit's halt and the
 // goroutine's end.
 var testRunDone atomic.Pointer[func(*SendContext)]
+
+// testRestartChecked, if set (by in-package tests), is called by Restart after its checks,
+// before it disables the context: a test's window for a Close that comes in between.
+var testRestartChecked atomic.Pointer[func(*SendContext)]
