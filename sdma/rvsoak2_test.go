@@ -121,6 +121,7 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 	}
 	var stopped atomic.Bool
+	var lateWakeups atomic.Int64 // wakeups and drained callbacks after their device's Close returned
 	var pw, bg sync.WaitGroup
 	nprod := 2 + rng.IntN(3)
 	for p := range nprod {
@@ -136,11 +137,18 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 				ws[d].Init(func(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
 					return e.DeferOrRetry(w, tx, seq, pktsSent)
 				}, func(*sdma.IOWait, int) {
+					if l.closedDev[d].Load() {
+						lateWakeups.Add(1) // Close wakes every parked waiter before it returns
+					}
 					select {
 					case woke <- struct{}{}:
 					default:
 					}
-				}, nil)
+				}, func(*sdma.IOWait) {
+					if l.closedDev[d].Load() {
+						lateWakeups.Add(1)
+					}
+				})
 			}
 			var gone [2]bool // the device refused with ErrClosed
 			for !stopped.Load() && !(gone[0] && gone[1]) {
@@ -149,6 +157,13 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 					d = 1 - d
 				}
 				dev, e, w := devs[d], eng[d], &ws[d]
+				if r.IntN(30) == 0 { // the device's Close ends it too
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					if err := w.Drain(ctx); err != nil {
+						fail("producer %d: Drain on device %d: %v (busy %d)", p, d, err, w.Busy())
+					}
+					cancel()
+				}
 				var list sdma.TxList
 				for range 1 + r.IntN(24) {
 					tx, err := l.build(dev, r, bufs, false, 3, 200, fail)
@@ -302,6 +317,9 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 	}
 	l.verify(iommu, true, fail)
+	if n := lateWakeups.Load(); n != 0 {
+		fail("%d wakeups or drained callbacks after their device's Close or Shutdown returned", n)
+	}
 	for d := range devs {
 		if n := devs[d].UnmapErrors(); n != 0 {
 			fail("device %d: %d unmap errors", d, n)
