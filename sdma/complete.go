@@ -70,19 +70,24 @@ func (e *Engine) progressPass(intr bool) int {
 			tx := e.txRing[i]
 			e.txRing[i] = nil
 			r.StoreSwHead(hw) // its slots are free before its callback runs; sw < hw
-			w, c := tx.wait, tx.complete
-			tx.wait = nil
+			var w *IOWait
+			var c Completer
 			if tx.numDesc == 1 && tx.nmaps == 1 && tx.soles[0] != 0 && tx.nregs == 0 && !tx.coalescing {
 				// clean's first case, a packet of one sole kvaddr mapping (AddKVAddr's), and
 				// nothing of its tail but the counts and the state: without clean's call and its
-				// spills (TestCompleteOneSoleInline). Keep the two alike.
+				// spills (TestCompleteOneSoleInline). Keep the two alike. The wait and the
+				// callback are read after the unmap's call, not kept across it.
 				d := tx.descs[0]
 				if tx.dev.sole.UnmapSingleSole(dma.Addr(d.Addr()), d.Len(), dma.ToDevice, tx.soles[0]) != nil {
 					tx.dev.unmapErrs.Add(1)
 				}
+				w, c = tx.wait, tx.complete
+				tx.wait = nil
 				tx.numDesc, tx.nmaps = 0, 0
 				relaxed.StoreRelease32(&tx.state, txFree)
 			} else {
+				w, c = tx.wait, tx.complete
+				tx.wait = nil
 				tx.clean()
 			}
 			e.passStats.completed.Add(1)

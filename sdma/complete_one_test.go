@@ -15,11 +15,12 @@ import (
 // Manual engine and completed by its Process (the idle interrupt's pass), then by Poll on an
 // engine in CompletePoll mode. After each: the packet's own mapping undone once and nothing
 // else (the mapper's live count back, Counting's unmaps), no unmap error, the txreq free with no
-// descriptor and no mapping counted, its callback run after the clean. The shapes beside the
-// inline one take clean: a daddr packet after the kvaddr one (nothing mapped), a kvaddr packet on
-// a mapper that is no SoleMapper (no handle), a packet padded to a dword (two descriptors), an
-// AHG head (which leaves slot 0's handle of the packet before as it was) and a kvaddr payload, and
-// a packet of registered memory (nothing mapped).
+// descriptor and no mapping counted, its callback run after the clean, its iowait (from the
+// second round) dropped and drained once. The shapes beside the inline one take clean: a daddr
+// packet after the kvaddr one (nothing mapped), a kvaddr packet on a mapper that is no
+// SoleMapper (no handle), a packet padded to a dword (two descriptors), an AHG head (which leaves
+// slot 0's handle of the packet before as it was) and a kvaddr payload, and a packet of
+// registered memory (nothing mapped).
 func TestCompleteOneSoleInline(t *testing.T) {
 	for _, mode := range []CompletionMode{CompleteInterrupt, CompletePoll} {
 		for _, mk := range []struct {
@@ -51,16 +52,27 @@ func TestCompleteOneSoleInline(t *testing.T) {
 					assert.Equal(t, txFree, got.state.Load(), "cleaned before the callback")
 					assert.Zero(t, got.NumDesc(), "cleaned before the callback")
 				})
+				var w IOWait
+				drained := 0
+				w.Init(nil, nil, func(*IOWait) { drained++ })
+				var wait *IOWait // the iowait of the round's sends: none, then w
 				send := func(step string, wantUnmaps int) {
 					t.Helper()
-					before, n := c.Counts().UnmapSingle, calls
-					require.NoError(t, e.Send(nil, &tx, false), step)
+					before, n, nd := c.Counts().UnmapSingle, calls, drained
+					require.NoError(t, e.Send(wait, &tx, false), step)
 					_, err := e.Process()
 					require.NoError(t, err, step)
 					if mode == CompletePoll {
 						require.Equal(t, 1, e.Poll(), step)
 					}
 					require.Equal(t, n+1, calls, "%s: the callback once", step)
+					require.Nil(t, tx.wait, "%s: the iowait dropped", step)
+					require.Zero(t, w.Busy(), step)
+					if wait != nil {
+						require.Equal(t, nd+1, drained, "%s: the iowait drained once", step)
+					} else {
+						require.Equal(t, nd, drained, step)
+					}
 					require.Equal(t, txFree, tx.state.Load(), step)
 					require.Zero(t, tx.NumDesc(), step)
 					require.Zero(t, tx.nmaps, "%s: no mapping left to count", step)
@@ -70,6 +82,9 @@ func TestCompleteOneSoleInline(t *testing.T) {
 					require.Zero(t, c.Counts().Errors, step)
 				}
 				for round := range 3 {
+					if round > 0 {
+						wait = &w
+					}
 					require.NoError(t, tx.Init(0, 256, cb))
 					require.NoError(t, tx.AddKVAddr(dev, buf[:256]))
 					if !mk.plain {

@@ -223,13 +223,9 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 	if head != tail {
 		e.touchTx(tail - 1)
 	}
-	for head != tail {
-		if head == limit {
-			break
-		}
-		if e.stopping.Load() {
-			break
-		}
+	// The loop's tests are at its end, where a pass of one packet leaves at the first (the tail
+	// not moved): head != tail and head != limit hold at its start (limit is a ring's size on).
+	for run := head != tail && !e.stopping.Load(); run; run = head != limit && !e.stopping.Load() {
 		if e.hw.faults.active {
 			if h := e.plannedHalt(); h != nil {
 				e.halt(h)
@@ -262,9 +258,10 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 			e.finished(flags)
 		}
 		if head == tail {
-			if tail = r.Tail(); head != tail {
-				e.touchTx(tail - 1)
+			if tail = r.Tail(); head == tail {
+				break
 			}
+			e.touchTx(tail - 1)
 		}
 	}
 	if e.batching && e.hw.batch.held > 0 {
