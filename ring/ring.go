@@ -913,14 +913,31 @@ func (r *Ring) Reset(start uint64) {
 		panic(errorf("Reset", ErrOrder, "[%#x, %#x) reserved and not published: the ring is not quiescent", r.tail.Load(), res))
 	}
 	r.seq.BeginWrite()
+	r.epoch.Add(1) // before the word: see reserveIn
+	// A producer of the closed ring may load the word from one side of moveIndices' stores and
+	// base or the cached head from the other: the closed word then gives it the room
+	// start - hc + 2^63 (hc, the cached head before the Reset), not 2^63 past it, and that is
+	// room when start lies 2^63 past hc, within a ring's worth (d below): its CAS would succeed
+	// on the closed ring, at an index of neither epoch. Such a start is reached by way of
+	// start + 2^62, which lies 2^62 from both hc and start: no mixed view shows room.
+	if d := start - r.headCache.Load() - closedMark; d <= r.mask {
+		r.moveIndices(start + 1<<62)
+	}
+	r.moveIndices(start)
+	r.seq.EndWrite()
+}
+
+// moveIndices is Reset's move of every index to start, with a new reservation word (base moved
+// so that the word is the last one plus 1). Producers load the word, then base, then the cached
+// head (reserveIn, tryReserve); here base is stored first, then the word, then the cached head
+// (setIndices).
+func (r *Ring) moveIndices(start uint64) {
 	w := r.reserved.Load()
 	if r.closed.Load() {
 		w -= closedMark
 	}
 	r.base.Store(w + 1 - start) // the new epoch's first word: w + 1
-	r.epoch.Add(1)              // before the word: see reserveIn
 	r.setIndices(start)
-	r.seq.EndWrite()
 }
 
 // Dequeue is a single-consumer convenience that plays both the hardware model and the completion
