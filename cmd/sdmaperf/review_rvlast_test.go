@@ -236,3 +236,32 @@ func TestServerSweepTagByChanceIsNoSweep(t *testing.T) {
 	assert.Regexp(t, `(?s)\n 2 +5 +20 .*\n 4 +5 +20 .*\n 8 +5 +40 `, o.stdout)
 	assert.NotContains(t, o.stderr, "sweep 0000000a")
 }
+
+// TestServerSweepRestartedBetweenSizesEndsLost: a -sweep client killed between two sizes and
+// run again, whose new sweep's first size then lost its end markers (the new sweep's second
+// size began). The first size's run is superseded by the same sweep's next size, as in
+// TestServerSweepSizeEndsLost, but it arrives where the old sweep's next size was due: the
+// server took it for a restarted client (it read no run ahead, the index not being the one
+// due), dropped its row, started the sweep again and then refused the new sweep's second size
+// ("where a sweep's first size was due"). It is the new sweep's first size, its row kept, not
+// ended, and the sweep starts again there, as for a restart between sizes.
+func TestServerSweepRestartedBetweenSizesEndsLost(t *testing.T) {
+	for _, js := range []bool{false, true} {
+		o := serveSweepOf(t, js, func(addr string) {
+			sendSweepRun(t, addr, 0xa, 0, 7, 4) // the first client's first size, then it was killed
+			sendUnended(t, addr, 0xb, 0, 5, 4)  // the restarted client's: its markers all lost
+			sendSweepRun(t, addr, 0xb, 1, 6, 4)
+			sendSweepRun(t, addr, 0xb, 2, 7, 8)
+		}, "-idle", "30s")
+		require.Equal(t, exitOK, o.code, "-json %v: %s", js, o.stderr)
+		assert.Contains(t, o.stderr, "sdmaperf: warning: 4 bytes: the run is the first size of a new sweep (the client restarted after its 2-byte run); the sweep starts again at 2 bytes\n")
+		assert.Contains(t, o.stderr, "sdmaperf: warning: 2 bytes: the run did not end: 5 packets arrived, then the sweep's next size: its end markers were all lost")
+		assert.NotContains(t, o.stderr, "superseded")
+		assert.NotContains(t, o.stderr, "the client restarted, or a second client")
+		if js {
+			assert.Equal(t, []string{"2/5/end markers all lost: the sweep's next size began", "4/6/", "8/7/"}, rowsOf(o.rows), "the restarted sweep's rows")
+			continue
+		}
+		assert.Regexp(t, `(?s)\n \(4 bytes: a new sweep began; it starts again at 2 bytes\)\n 2 +5 +20 .*\n \(2 bytes: not ended, end markers all lost.*\n 4 +6 +24 .*\n 8 +7 +56 `, o.stdout)
+	}
+}

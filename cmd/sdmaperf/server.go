@@ -265,16 +265,17 @@ func (s *sweepServer) serve(ctx context.Context) error {
 }
 
 // endsLost tells what rep was, a run of size index i superseded by a datagram of another run:
-// when rep is the size due of the sweep served, it reads the next run (s.ahead, served next),
-// and if that is a later size of the same sweep (the client went on: a restarted client draws a
-// new sweep ID and starts at the first size), rep is size i whose end markers were all lost on
+// when rep is the size due of the sweep served, or a sweep's first size (which serve takes at
+// any i: a client restarted between sizes), it reads the next run (s.ahead, served next), and
+// if that is a later size of rep's sweep (the client went on: a restarted client draws a new
+// sweep ID and starts at the first size), rep is a size whose end markers were all lost on
 // the way (a lossy link: Close repeats them, so rare) and endsLost reports true. Anything else
 // (the next run a sweep's first size, another sweep's, a run ID naming no sweep) is a restarted
 // client or a second one: false.
 func (s *sweepServer) endsLost(ctx context.Context, i int, rep *udpsink.Report) bool {
 	sw, idx, ok := sweepOf(rep)
-	if !ok || idx != i || (i > 0 && sw != s.sweep) {
-		return false
+	if !ok || (idx != 0 && (idx != i || sw != s.sweep)) {
+		return false // not the size due, nor a sweep's first size (which serve takes at any i)
 	}
 	next, err := s.r.Run(ctx)
 	s.ahead, s.aheadErr = &next, err
