@@ -19,7 +19,7 @@ import (
 const (
 	MaxEngines      = 16      // TXE_NUM_SDMA_ENGINES
 	MaxVLs          = 8       // HFI1_MAX_VLS_SUPPORTED (data VLs)
-	DefaultDescIntr = 64      // SDMA_DESC_INTR: a count interrupt every 64 descriptors
+	DefaultDescIntr = 64      // SDMA_DESC_INTR: a count interrupt 64 descriptors after the last interrupt
 	defaultEngines  = 1       // gosdma's default; the chip has 16
 	waitBatchSize   = 20      // SDMA_WAIT_BATCH_SIZE: waiters woken per completion pass at most
 	tailUpdateBatch = 32      // SDMA_TAIL_UPDATE_THRESH + 1: SendList publishes at least this often
@@ -57,7 +57,7 @@ type CompletionMode int
 
 const (
 	// CompleteInterrupt: the hardware model runs the pass itself on each interrupt it raises
-	// (INT_REQ, every DescIntr descriptors, going idle), as the kernel's interrupt handler does.
+	// (INT_REQ, DescIntr descriptors after the last interrupt, going idle), as the kernel's interrupt handler does.
 	CompleteInterrupt CompletionMode = iota
 	// CompletePoll: interrupts are only counted; the caller runs the pass with Engine.Poll.
 	CompletePoll
@@ -75,8 +75,8 @@ func (m CompletionMode) String() string {
 }
 
 // Config configures a Device. The zero value is valid: one engine, a 2048-descriptor ring, a
-// count interrupt every 64 descriptors, spin-then-park, completion on interrupts, the direct
-// mapper, a discarding sink.
+// count interrupt 64 descriptors after the last interrupt, spin-then-park, completion on
+// interrupts, the direct mapper, a discarding sink.
 type Config struct {
 	// Mapper maps memory for the device; nil means dma.NewDirect().
 	Mapper dma.Mapper
