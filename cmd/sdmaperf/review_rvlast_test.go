@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -263,5 +267,56 @@ func TestServerSweepRestartedBetweenSizesEndsLost(t *testing.T) {
 			continue
 		}
 		assert.Regexp(t, `(?s)\n \(4 bytes: a new sweep began; it starts again at 2 bytes\)\n 2 +5 +20 .*\n \(2 bytes: not ended, end markers all lost.*\n 4 +6 +24 .*\n 8 +7 +56 `, o.stdout)
+	}
+}
+
+// udpQueueDrained reports whether the UDP socket bound to the loopback addr has nothing in its
+// receive queue (/proc/net/udp's rx_queue): the server read every datagram sent to it so far.
+func udpQueueDrained(t *testing.T, addr string) bool {
+	t.Helper()
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	require.NoError(t, err)
+	b, err := os.ReadFile("/proc/net/udp")
+	require.NoError(t, err)
+	local := fmt.Sprintf("0100007F:%04X", ua.Port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[1] == local {
+			_, rx, _ := strings.Cut(f[4], ":")
+			return strings.TrimLeft(rx, "0") == ""
+		}
+	}
+	t.Fatalf("no UDP socket on %s", addr)
+	return false
+}
+
+// TestServerSweepInterruptedMidSize: Ctrl-C while a size's run is arriving (-idle 0: the server
+// waits for the client without limit) prints the size's row, marked "interrupted before its end
+// marker" (text: a note under the row; -json: not_ended), after the earlier sizes' rows, and exits
+// 130, as the README says of a size that ends without its markers.
+func TestServerSweepInterruptedMidSize(t *testing.T) {
+	for _, js := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		var stdout syncBuffer
+		args := []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "0", "-sweep", "-size", "8"}
+		if js {
+			args = append(args, "-json")
+		}
+		rw := &readyWriter{ready: make(chan string, 1)}
+		done := make(chan int, 1)
+		go func() { done <- run(ctx, args, &stdout, rw) }()
+		addr := <-rw.ready
+		sendSweepRun(t, addr, 0xa, 0, 5, 4)
+		sendUnended(t, addr, 0xa, 1, 3, 4)
+		require.Eventually(t, func() bool { return udpQueueDrained(t, addr) }, 20*time.Second, time.Millisecond)
+		cancel()
+		require.Equal(t, exitInterrupted, <-done, rw.String())
+		if js {
+			var rows []SizeReport
+			require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rows), stdout.String())
+			assert.Equal(t, []string{"2/5/", "4/3/interrupted before its end marker"}, rowsOf(rows))
+			continue
+		}
+		assert.Regexp(t, `(?s)\n 2 +5 +20 .*\n 4 +3 +12 .*\n \(4 bytes: not ended, interrupted before its end marker; a packet lost after`, stdout.String())
 	}
 }
