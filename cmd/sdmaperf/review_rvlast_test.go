@@ -320,3 +320,43 @@ func TestServerSweepInterruptedMidSize(t *testing.T) {
 		assert.Regexp(t, `(?s)\n 2 +5 +20 .*\n 4 +3 +12 .*\n \(4 bytes: not ended, interrupted before its end marker; a packet lost after`, stdout.String())
 	}
 }
+
+// TestServerSweepSomeEngineEndsLost: a size sent on two engines whose engine 0's end marker
+// arrived and engine 1's were all lost, then the sweep's next size: the size is its row, not
+// ended, as when every marker was lost, but the note and the warning said "end markers all
+// lost" (and the row's lost count "not counted after the last one received", of every engine),
+// where engine 0's marker arrived and its count holds. They name the engine whose markers were
+// lost.
+func TestServerSweepSomeEngineEndsLost(t *testing.T) {
+	for _, js := range []bool{false, true} {
+		o := serveSweepOf(t, js, func(addr string) {
+			c, err := net.Dial("udp", addr)
+			require.NoError(t, err)
+			defer c.Close()
+			payload := make([]byte, 4)
+			count := binary.LittleEndian.AppendUint32(nil, 2) // two engines in the run
+			send := func(flags, engine uint8, seq uint64, p []byte) {
+				d := make([]byte, udpsink.HeaderLen)
+				udpsink.PutHeader(d, udpsink.Header{Flags: flags | udpsink.FlagRunGiven, Engine: engine, Seq: seq, CRC: udpsink.Checksum([][]byte{p}), Run: sweepRunID(0xa, 0)})
+				_, err := c.Write(append(d, p...))
+				require.NoError(t, err)
+			}
+			for seq := range uint64(3) {
+				send(0, 0, seq, payload)
+				send(0, 1, seq, payload)
+			}
+			send(udpsink.FlagEnd, 0, 3, count) // engine 1's marker lost
+			sendSweepRun(t, addr, 0xa, 1, 5, 4)
+			sendSweepRun(t, addr, 0xa, 2, 5, 8)
+		}, "-idle", "30s")
+		require.Equal(t, exitOK, o.code, o.stderr)
+		assert.NotContains(t, o.stderr, "all lost")
+		assert.Contains(t, o.stderr, "sdmaperf: warning: 2 bytes: the run did not end: 6 packets arrived, then the sweep's next size: the end markers of engine 1 were lost (the other engines' arrived)")
+		why := "end markers of engine 1 lost (the other engines' arrived): the sweep's next size began"
+		if js {
+			assert.Equal(t, []string{"2/6/" + why, "4/5/", "8/5/"}, rowsOf(o.rows))
+			continue
+		}
+		assert.Contains(t, o.stdout, "\n (2 bytes: not ended, "+why+"; a packet lost after the last one received is not counted as lost)\n")
+	}
+}

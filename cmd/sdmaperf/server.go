@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gosdma/gosdma/sdma/udpsink"
@@ -156,8 +158,8 @@ type SizeReport struct {
 	Bytes  int            `json:"bytes"` // the packet size the client sent (the payloads carry its pad too)
 	Report udpsink.Report `json:"report"`
 	// NotEnded says why the size's run has no end-of-run marker, "" for a run that ended: its
-	// markers were all lost (the same sweep's next size began), none came within -idle, or
-	// Ctrl-C. The row counts the packets that arrived; its lost counts the numbers missing below
+	// markers were all lost, or those of the engines it names (the same sweep's next size
+	// began), none came within -idle, or Ctrl-C. The row counts the packets that arrived; its lost counts the numbers missing below
 	// the last one received only, not packets lost after it (the marker's count would have told).
 	NotEnded string `json:"not_ended,omitempty"`
 }
@@ -353,7 +355,11 @@ func sweepRow(cfg Config, size int, rep *udpsink.Report, endsLost bool, stdout, 
 		return row, true, fmt.Errorf("%s%w", prefix, err)
 	}
 	if endsLost {
-		fmt.Fprintf(stderr, "sdmaperf: warning: %sthe run did not end: %d packets arrived, then the sweep's next size: its end markers were all lost; the row counts the packets that arrived (a packet lost after the last of them is not counted)\n", prefix, rep.Packets)
+		what := "its end markers were all lost"
+		if engines := markersLost(rep); engines != "" {
+			what = "the end markers of " + engines + " were lost (the other engines' arrived)"
+		}
+		fmt.Fprintf(stderr, "sdmaperf: warning: %sthe run did not end: %d packets arrived, then the sweep's next size: %s; the row counts the packets that arrived (a packet lost after the last of them is not counted)\n", prefix, rep.Packets, what)
 	} else if err := unended(cfg, rep); err != nil {
 		return row, true, fmt.Errorf("%s%w", prefix, err)
 	}
@@ -366,11 +372,38 @@ func notEnded(cfg Config, rep *udpsink.Report, endsLost bool) string {
 	case rep.Ended:
 		return ""
 	case endsLost:
+		if engines := markersLost(rep); engines != "" {
+			return "end markers of " + engines + " lost (the other engines' arrived): the sweep's next size began"
+		}
 		return "end markers all lost: the sweep's next size began"
 	case rep.IdleTimeout:
 		return fmt.Sprintf("no end marker within -idle %v", cfg.Idle)
 	}
 	return "interrupted before its end marker"
+}
+
+// markersLost names the engines of a run without its end whose end markers were lost where
+// another engine's arrived ("engine 1", "engines 1, 3", or "the engines not heard from" when
+// every engine heard from ended), and is "" when no end marker arrived: they were all lost.
+func markersLost(rep *udpsink.Report) string {
+	var missing []string
+	ended := false
+	for _, e := range rep.Engines {
+		if e.Ended {
+			ended = true
+		} else {
+			missing = append(missing, strconv.Itoa(e.Engine))
+		}
+	}
+	switch {
+	case !ended:
+		return ""
+	case len(missing) == 0:
+		return "the engines not heard from"
+	case len(missing) == 1:
+		return "engine " + missing[0]
+	}
+	return "engines " + strings.Join(missing, ", ")
 }
 
 // checkRunSize checks that a run of a sweep is the size its row names: each frame carries the
