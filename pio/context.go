@@ -120,7 +120,8 @@ type Buf struct {
 // pass that returns credits and runs release callbacks, and the wait list of producers that
 // found no credits.
 //
-// A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait.
+// A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait;
+// the package's closers lock (Close waiting for wake-ups) comes before a wait lock.
 type SendContext struct {
 	// Read-only after New.
 	typ     Type
@@ -139,6 +140,10 @@ type SendContext struct {
 	// closed is set, under closeMu, when Close has done all its work (a Goexit in a callback that
 	// Close's Disable runs leaves it clear: the next Close finishes).
 	closed bool
+	// closeG is the goroutine (goid.Self) doing Close's work under closeMu, 0 when none: written
+	// by closeLocked (atomic stores), read by Close (atomic load), which returns nil at once when
+	// it runs on that goroutine (a wake-up that the Close's flush runs).
+	closeG atomic.Uint64
 	// gone is set when a Goexit is ending the chip goroutine: by goexitHalt on that goroutine
 	// (a Sink's, Releaser's or wake-up's Goexit: under allocMu, with the halt, so that no
 	// Restart or Enable gets in between the halt and the goroutine's end), and by its deferred
@@ -196,6 +201,9 @@ type SendContext struct {
 	waitHead  *Waiter
 	waitTail  *Waiter
 	waitCount atomic.Int32 // waiters queued: written under waitMu, read by the chip (it returns credits per packet while producers wait)
+	// wakers are the goroutines running wake-ups of this context's waiters, which they took off
+	// the list (wakeBeginLocked, wakeEnd). Under waitMu; read by Close (waitWakers).
+	wakers []waker
 
 	_ cpu.CacheLinePad
 
@@ -726,6 +734,19 @@ func (sc *SendContext) Restart() error {
 // wake-up, a Sink or a Releaser that it runs) Close would wait for that goroutine to end: it
 // returns ErrInvalid there and changes nothing.
 //
+// Before it returns, every Close (the one that did the work and any other, also on a closed
+// context) waits for the wake-ups of this context's waiters in progress on other goroutines: a
+// release pass of a manual chip's Process, of ReleaseUpdate or of a BufferAllocWait driving the
+// chip takes its batch off the list and wakes it with no lock held, and no wake-up of the context
+// starts or still runs once Close returned, but on the goroutines below. A wake-up on a caller's
+// goroutine may call Close: that Close does not wait for its own goroutine's wake-ups (it runs
+// inside one), nor for those of a goroutine that is itself in a Close, of this context or another
+// (two wake-ups that each Close would otherwise wait for each other); such a wake-up, and the
+// rest of its batch, go on once its own Close returns. A Close from a wake-up that a Close on the
+// same goroutine runs (its flush) returns nil at once: the outer Close does the work and the
+// waiting. Close tells goroutines apart by goid.Self: on builds without getg (purego, 386, ...)
+// that is a runtime.Stack read, microseconds, per Close and per release pass that wakes a waiter.
+//
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
 // Close returns nil; SetThreshold and SetFaults check and store their argument as before (nil,
@@ -738,11 +759,26 @@ func (sc *SendContext) Close() error {
 	if sc.quit != nil && sc.onChip() {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
 	}
+	self := goid.Self()
+	if sc.closeG.Load() == self {
+		return nil // a wake-up that this goroutine's Close runs: that Close does the work
+	}
+	closers.enter(self)
+	defer closers.leave(self)
+	sc.closeLocked(self)
+	sc.waitWakers(self)
+	return nil
+}
+
+// closeLocked is Close's work, under closeMu, on goroutine self (closeG while it runs).
+func (sc *SendContext) closeLocked(self uint64) {
 	sc.closeMu.Lock()
 	defer sc.closeMu.Unlock()
 	if sc.closed {
-		return nil
+		return
 	}
+	sc.closeG.Store(self)
+	defer sc.closeG.Store(0)
 	sc.allocMu.Lock()
 	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfInFree)
 	sc.allocMu.Unlock()
@@ -752,7 +788,6 @@ func (sc *SendContext) Close() error {
 		<-sc.done
 	}
 	sc.closed = true
-	return nil
 }
 
 // chipSpin is how many idle checks the chip goroutine makes before it parks: a packet that

@@ -12,7 +12,8 @@ package pio
 // three). The ledger: every buffer BufferAlloc handed out is released exactly once, none after
 // Close returned; a release code without PRCSCDisable only for a packet the sink saw; no packet
 // delivered twice, after its release, or out of its producer's order, and each byte-identical;
-// every parked Waiter is woken; the counters agree; no goroutine is left.
+// every parked Waiter is woken, and no wake-up starts or still runs once its context's Close
+// returned; the counters agree; no goroutine is left.
 
 import (
 	"context"
@@ -178,6 +179,10 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 	var pw, bg sync.WaitGroup
 	var accepted atomic.Int64
 	var parks, wokenParks atomic.Int64
+	// closedAt[i] is set once context i's Close returned (from either closer): a wake-up of one
+	// of its waiters that starts or ends after that is a failure (Close waits for the wake-ups
+	// in progress on other goroutines).
+	closedAt := make([]atomic.Bool, nctx)
 	nprod := 2 + rng.IntN(3)
 	for p := range nprod {
 		pw.Add(1)
@@ -188,9 +193,15 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 			ws := make([]Waiter, nctx)
 			for i := range ws {
 				ws[i].Init(func(*Waiter) {
+					if closedAt[i].Load() {
+						l.badf("producer %d: a wake-up of context %d started after its Close returned", p, i)
+					}
 					select {
 					case woke <- struct{}{}:
 					default:
+					}
+					if closedAt[i].Load() {
+						l.badf("producer %d: a wake-up of context %d still ran when its Close returned", p, i)
 					}
 				})
 			}
@@ -371,6 +382,7 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 			if err := sc.Close(); err != nil {
 				fail("Close %d: %v", i, err)
 			}
+			closedAt[i].Store(true)
 		}
 	}
 	done := make(chan struct{})

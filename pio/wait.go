@@ -1,6 +1,11 @@
 package pio
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/gosdma/gosdma/internal/goid"
+)
 
 // Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
 // on sc->piowait in pio_wait). Its wakeup runs once per time it is taken off the list by a
@@ -15,7 +20,8 @@ import "sync/atomic"
 // BufferAlloc), so no wake-up runs on a goroutine that holds a buffer it has just allocated. A
 // panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken,
 // also when it calls runtime.Goexit (which then ends the goroutine; on the chip goroutine it
-// halts the context as a Sink's would, see Sink).
+// halts the context as a Sink's would, see Sink). Close waits for the wake-ups in progress on
+// other goroutines (see Close), so none runs once Close has returned.
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -155,27 +161,172 @@ func (sc *SendContext) piobufavail() {
 		return
 	}
 	var batch [WaitBatchSize]*Waiter
+	g := goid.Self()
 	sc.waitMu.Lock()
 	n := sc.popLocked(batch[:])
+	sc.wakeBeginLocked(g, n)
 	more := sc.waitHead != nil
 	sc.waitMu.Unlock()
 	if more {
 		sc.ReturnCredits()
 	}
-	sc.wakeBatch(batch[:n])
+	sc.wakeTaken(batch[:n], g)
 }
 
 // wakeAll wakes every waiter (sc_disable's flush of piowait): those queued when it starts, so
 // that waiters woken and queued again (after a Restart's Enable) cannot keep it going.
 func (sc *SendContext) wakeAll() {
+	var g uint64 // the caller's goroutine, once there is a waiter to wake
 	for left := sc.waitCount.Load(); left > 0 && sc.waitCount.Load() != 0; {
 		var batch [WaitBatchSize]*Waiter
+		if g == 0 {
+			g = goid.Self()
+		}
 		sc.waitMu.Lock()
 		n := sc.popLocked(batch[:min(int(left), WaitBatchSize)])
+		sc.wakeBeginLocked(g, n)
 		sc.waitMu.Unlock()
-		sc.wakeBatch(batch[:n])
+		sc.wakeTaken(batch[:n], g)
 		left -= int32(n)
 	}
+}
+
+// waker is a goroutine running wake-ups of a context (SendContext.wakers): g its identity
+// (goid.Self), n its batches taken off the list and not yet all woken (more than one when a
+// wake-up runs a pass of its own).
+type waker struct {
+	g uint64
+	n int32
+}
+
+// wakeBeginLocked records that goroutine g took n waiters off the list to wake them (waitMu
+// held, in the critical section of the pop: a Close that looks at the list and the wakers under
+// waitMu sees each waiter either queued or being woken). n == 0 records nothing.
+func (sc *SendContext) wakeBeginLocked(g uint64, n int) {
+	if n == 0 {
+		return
+	}
+	for i := range sc.wakers {
+		if sc.wakers[i].g == g {
+			sc.wakers[i].n++
+			return
+		}
+	}
+	sc.wakers = append(sc.wakers, waker{g: g, n: 1}) // grows only past the most goroutines ever waking at once
+}
+
+// wakeTaken wakes ws, the batch that goroutine g took off the list (wakeBeginLocked), then
+// records that g is done with it and tells the Closes waiting for wake-ups (Close, closers),
+// also when a wake-up's runtime.Goexit ends the goroutine.
+func (sc *SendContext) wakeTaken(ws []*Waiter, g uint64) {
+	if len(ws) == 0 {
+		return
+	}
+	defer sc.wakeEnd(g)
+	sc.wakeBatch(ws)
+}
+
+func (sc *SendContext) wakeEnd(g uint64) {
+	sc.waitMu.Lock()
+	for i := range sc.wakers {
+		if sc.wakers[i].g == g {
+			if sc.wakers[i].n--; sc.wakers[i].n == 0 {
+				last := len(sc.wakers) - 1
+				sc.wakers[i] = sc.wakers[last]
+				sc.wakers = sc.wakers[:last] // forget g before the goroutine ends (goid.Self reuse)
+			}
+			break
+		}
+	}
+	sc.waitMu.Unlock()
+	// After the store above: a Close that counted the wakers before it is waiting by now
+	// (closers.waiting is added to before it counts), and one that counts after sees it.
+	if closers.waiting.Load() != 0 {
+		closers.mu.Lock()
+		closers.cond.Broadcast()
+		closers.mu.Unlock()
+	}
+}
+
+// closers are the goroutines in a Close, of any context, and the Closes waiting for wake-ups in
+// progress (waitWakers). Lock order: closers.mu, then a context's waitMu.
+var closers = func() *closerSet {
+	c := &closerSet{}
+	c.cond.L = &c.mu
+	return c
+}()
+
+type closerSet struct {
+	mu sync.Mutex
+	// cond is broadcast when a goroutine enters a Close (a wake-up of its that a Close waited
+	// for waits no more) and when a wake-up pass ends while a Close waits (waiting != 0).
+	cond sync.Cond
+	// gs holds the goroutine (goid.Self) of every Close in progress, once per Close (a Close
+	// inside a wake-up that another Close's flush runs is there twice). Under mu.
+	gs []uint64
+	// waiting counts the Closes waiting on cond: written under mu (atomic add), read by
+	// wakeEnd without it (atomic load), which broadcasts only when there is one.
+	waiting atomic.Int32
+}
+
+// enter records that goroutine g is in a Close; leave undoes it.
+func (c *closerSet) enter(g uint64) {
+	c.mu.Lock()
+	c.gs = append(c.gs, g)
+	if c.waiting.Load() != 0 {
+		c.cond.Broadcast()
+	}
+	c.mu.Unlock()
+}
+
+func (c *closerSet) leave(g uint64) {
+	c.mu.Lock()
+	for i, x := range c.gs {
+		if x == g {
+			last := len(c.gs) - 1
+			c.gs[i] = c.gs[last]
+			c.gs = c.gs[:last]
+			break
+		}
+	}
+	c.mu.Unlock()
+}
+
+// closingLocked reports whether goroutine g is in a Close (mu held).
+func (c *closerSet) closingLocked(g uint64) bool {
+	for _, x := range c.gs {
+		if x == g {
+			return true
+		}
+	}
+	return false
+}
+
+// waitWakers is the end of Close on goroutine self: it waits until no goroutine other than self
+// runs wake-ups of the context, leaving out those in a Close themselves (of this context or
+// another: each would wait for the other). No waiter is queued by now (a closed context parks
+// none), so no wake-up starts once this returns but on those goroutines.
+func (sc *SendContext) waitWakers(self uint64) {
+	closers.mu.Lock()
+	closers.waiting.Add(1)
+	for sc.othersWaking(self) {
+		closers.cond.Wait()
+	}
+	closers.waiting.Add(-1)
+	closers.mu.Unlock()
+}
+
+// othersWaking reports whether a goroutine other than self, and not in a Close, runs wake-ups
+// of the context (closers.mu held).
+func (sc *SendContext) othersWaking(self uint64) bool {
+	sc.waitMu.Lock()
+	defer sc.waitMu.Unlock()
+	for _, w := range sc.wakers {
+		if w.g != self && !closers.closingLocked(w.g) {
+			return true
+		}
+	}
+	return false
 }
 
 func (sc *SendContext) wakeBatch(ws []*Waiter) {
