@@ -37,7 +37,7 @@
 //	kernel                                         Go
 //	hfi1_verbs_send, get_send_routine              (*Flow).Send, the choice in it
 //	piothreshold (default 256), PIO_THRESHOLD_CEILING  Config.PIOThreshold, pio.ThresholdCeiling
-//	hfi1_verbs_send_pio, verbs_pio_complete        the PIO path, (*Flow).Released
+//	hfi1_verbs_send_pio, verbs_pio_complete        the PIO path, its release callback (pioRelease)
 //	hfi1_verbs_send_dma, verbs_sdma_complete       the SDMA path, its Completer
 //	struct rvt_qp + its iowait (pio_busy, sdma_busy)  Flow
 //	pio_wait(HFI1_S_WAIT_PIO_DRAIN), iowait_drain  the drain before an SDMA packet, (*Flow).Drain

@@ -244,8 +244,18 @@ func (f *Flow) Context() *pio.SendContext { return f.sc }
 // Engine returns the SDMA engine the flow's SDMA packets go to.
 func (f *Flow) Engine() *sdma.Engine { return f.engine }
 
-// Released is the PIO release callback (verbs_pio_complete): one fewer PIO packet in flight.
-func (f *Flow) Released(pio.ReleaseCode) {
+// pioRelease is the flow's PIO release callback (verbs_pio_complete), the pio.Releaser that only
+// the flow's own PIO sends hand to their context: a type of its own, not a method of Flow, so that
+// no caller can release a PIO packet the flow never sent (the count of PIO packets in flight would
+// go negative, and Drain, and every later Send that goes by SDMA, would wait for it for ever).
+type pioRelease Flow
+
+// Released is verbs_pio_complete: one fewer PIO packet in flight.
+func (r *pioRelease) Released(pio.ReleaseCode) { (*Flow)(r).pioDone() }
+
+// pioDone counts one PIO packet of the flow out of flight, and wakes a drain at zero
+// (iowait_pio_dec, iowait_drain_wakeup).
+func (f *Flow) pioDone() {
 	if f.pioBusy.Add(-1) == 0 {
 		f.signal()
 	}
@@ -350,8 +360,8 @@ func (d *Device) closedErr(err error) error {
 // sendPIO is hfi1_verbs_send_pio: PBC, copy, done.
 func (f *Flow) sendPIO(ctx context.Context, segs [][]byte, c Completion) error {
 	f.pioBusy.Add(1) // iowait_pio_inc before sc_buffer_alloc
-	if err := f.sc.SendWait(ctx, 0, f.vl, segs, f); err != nil {
-		f.Released(pio.PRCOK) // verbs_pio_complete(qp, 0): not queued
+	if err := f.sc.SendWait(ctx, 0, f.vl, segs, (*pioRelease)(f)); err != nil {
+		f.pioDone() // verbs_pio_complete(qp, 0): not queued
 		return err
 	}
 	f.stats[PathPIO].Add(1)
