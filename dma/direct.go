@@ -10,7 +10,8 @@ package dma
 // heap reuses the memory for a buffer that is mapped later; use IOMMU to catch use-after-unmap
 // deterministically.
 //
-// A Direct is safe for concurrent use. The zero value is not usable; call NewDirect.
+// A Direct is safe for concurrent use. The zero value is not usable (its methods panic, as a nil
+// receiver's do); call NewDirect.
 type Direct struct {
 	core
 }

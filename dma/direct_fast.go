@@ -41,7 +41,12 @@ const (
 )
 
 // entryAt returns entry i of the index, i < nIndex (no bounds check: directSet's results and
-// their successors are in range).
+// their successors are in range), with no check at all: the index must exist. The zero value of
+// Direct and IOMMU (not made by NewDirect, NewIOMMU) has none, and nil plus an entry's offset lies
+// past the nil page, where a load is a fatal fault that no recover catches, not the nil
+// dereference's panic that their docs promise: so each fast path that may reach an entry other
+// than the first 64 tests ents first (one compare and branch a call) and takes its general path
+// without it, which panics on the zero value's nil fields as documented (TestCensusZeroMappers).
 func (t *table) entryAt(i uint64) *entry {
 	return (*entry)(unsafe.Add(unsafe.Pointer(t.ents), uintptr(i)*unsafe.Sizeof(entry{})))
 }
@@ -78,6 +83,9 @@ func (d *Direct) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, 
 		goto general
 	}
 	if d.tab.testPublished != nil {
+		goto general
+	}
+	if d.tab.ents == nil { // a zero Direct (entryAt)
 		goto general
 	}
 	if mayOverlapRegion(sliceAddr(buf), uintptr(n)) {
@@ -139,7 +147,7 @@ general:
 // keepMax, dir) of Go memory, freed with a store-release. Otherwise (a revoked or Region
 // mapping, handle 0 or stale, any mismatch) nothing has changed and core's unmap decides.
 func (d *Direct) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() && d.tab.ents != nil {
 		e := d.tab.entryAt(i)
 		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, codeSingleSole) | metaLive
 		if e.meta.Load() == live && e.addr.Load() == uint64(addr) && e.region.Load() == nil {
@@ -175,6 +183,9 @@ func (d *Direct) Translate(addr Addr, size int, access Direction) ([]byte, error
 		return d.core.Translate(addr, size, access)
 	}
 	if d.tab.testMidRead != nil {
+		return d.core.Translate(addr, size, access)
+	}
+	if d.tab.ents == nil { // a zero Direct (entryAt)
 		return d.core.Translate(addr, size, access)
 	}
 	a := uint64(addr)

@@ -176,7 +176,7 @@ func (m *IOMMU) Translate(addr Addr, size int, access Direction) ([]byte, error)
 // freed with a store-release. Otherwise (a revoked or Region mapping, handle 0 or stale, any
 // mismatch) nothing has changed and core's unmap decides.
 func (m *IOMMU) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) error {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && dir.Valid() && m.tab.ents != nil {
 		e := m.tab.entryAt(i)
 		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, dir, codeSingleSole) | metaLive
 		if e.meta.Load() == live && e.addr.Load() == uint64(addr) && e.region.Load() == nil {

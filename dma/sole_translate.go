@@ -23,7 +23,7 @@ type SoleTranslator interface {
 // sole mapping of the range, or (no handle: registered memory) the one registration holds it,
 // Translate's case.
 func (d *Direct) TranslateSole(addr Addr, size int, access Direction, h Sole) ([]byte, error) {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && access.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && access.Valid() && d.tab.ents != nil {
 		// The entry's words validated as fastSet's are: meta, then addr and ptr, then meta
 		// again unchanged (every fill moves meta's generation, so an unchanged word means the
 		// words loaded between are of one fill). An access that is not valid is Translate's
@@ -51,7 +51,7 @@ func (d *Direct) TranslateSole(addr Addr, size int, access Direction, h Sole) ([
 // SoleTranslator), as Direct's (the same code: a shared helper is not inlined); addresses above
 // the IOVA space fault as Translate's do (no entry and no registration holds them).
 func (m *IOMMU) TranslateSole(addr Addr, size int, access Direction, h Sole) ([]byte, error) {
-	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && access.Valid() {
+	if i := uint64(h&(1<<soleBits-1)) - 1; i < nIndex && uint(size-1) < keepMax && access.Valid() && m.tab.ents != nil {
 		e := m.tab.entryAt(i)
 		live := uint64(h>>soleBits)<<metaGenShift | metaFieldsOf(size, access, codeSingleSole) | metaLive
 		if e.meta.Load() == live && e.addr.Load() == uint64(addr) {
