@@ -15,11 +15,19 @@ func (l *TxList) Len() int { return l.n }
 // Front returns the first txreq, or nil.
 func (l *TxList) Front() *TxReq { return l.head }
 
-// PushBack appends tx (list_add_tail). tx must not be on another list. A nil tx is a programmer
-// error: PushBack panics with a message saying so (there is nothing to link).
+// PushBack appends tx (list_add_tail). tx must not be on a list, this one or another: linking it
+// again cuts the list it is on (its Len then counts txreqs that no walk reaches, and SendList
+// stops at the cut with an error about a nil txreq). A nil tx is a programmer error, and so is tx
+// already first or last on l, the double add PushBack can see without a walk (as the kernel's list
+// debugging, __list_add_valid, sees a new entry equal to its neighbours): PushBack panics with a
+// message saying so, and changes nothing. A txreq left on a list the caller dropped may be pushed
+// onto another: a txreq carries no mark of the list it is on.
 func (l *TxList) PushBack(tx *TxReq) {
 	if tx == nil {
 		panic("sdma: TxList.PushBack of a nil txreq")
+	}
+	if tx == l.tail || tx == l.head {
+		panic("sdma: TxList.PushBack of a txreq already on the list (PopFront it first)")
 	}
 	tx.next = nil
 	if l.tail == nil {

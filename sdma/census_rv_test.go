@@ -1,0 +1,123 @@
+package sdma
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gosdma/gosdma/internal/census"
+)
+
+// The second bad-input census of package sdma (badinput_test.go has the first: lengths, flags,
+// adds, sends, configurations): misuse of TxList and of the devices and engines once closed, each
+// call under census.Timeout so that a hang fails its row.
+
+// TestCensusTxListDoubleLink: a txreq that is first or last on a list already is refused by
+// PushBack onto that list, with a panic that says so, and the list stays as it was. PushBack used
+// to relink it: pushed twice, the list's Len counted 3 where a walk found 1, and SendList sent the
+// first txreq and then stopped with "sdma: Send: nil txreq", an error about a txreq the caller
+// never passed.
+func TestCensusTxListDoubleLink(t *testing.T) {
+	walk := func(l *TxList) []*TxReq {
+		var out []*TxReq
+		for tx := l.Front(); tx != nil && len(out) <= 4; tx = l.Next(tx) {
+			out = append(out, tx)
+		}
+		return out
+	}
+	dev, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+	var a, b TxReq
+	engTestBuild(t, dev, &a, 0, engTestPattern(8, 1), nil)
+	engTestBuild(t, dev, &b, 0, engTestPattern(8, 2), nil)
+	var one, l TxList
+	one.PushBack(&a)
+	if r := census.Call(func() error { one.PushBack(&a); return nil }); !r.Panicked || !strings.Contains(r.String(), "already on the list") {
+		t.Errorf("PushBack of a list's only txreq onto it again: %v, want a panic saying so", r)
+	}
+	if w := walk(&one); one.Len() != 1 || len(w) != 1 {
+		t.Errorf("after: Len %d, walk %d; want 1, 1", one.Len(), len(w))
+	}
+	one.PopFront()
+	l.PushBack(&a)
+	l.PushBack(&b)
+	for _, tx := range []*TxReq{&a, &b} {
+		if r := census.Call(func() error { l.PushBack(tx); return nil }); !r.Panicked || !strings.Contains(r.String(), "already on the list") {
+			t.Errorf("PushBack of a txreq on the list again: %v, want a panic saying so", r)
+		}
+		if w := walk(&l); l.Len() != 2 || len(w) != 2 || w[0] != &a || w[1] != &b {
+			t.Fatalf("after: Len %d, walk %v; want a, b", l.Len(), w)
+		}
+	}
+	if n, err := dev.Engine(0).SendList(nil, &l); n != 2 || err != nil {
+		t.Errorf("SendList of the list: %d, %v; want 2 sent", n, err)
+	}
+	_, _ = dev.Engine(0).Process()
+}
+
+// TestCensusSdma: calls on closed devices and engines, on a device's engines out of range, and on
+// idle iowaits, each with the answer its doc gives.
+func TestCensusSdma(t *testing.T) {
+	closed := func() (*Device, *Engine) {
+		d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+		_ = d.Close()
+		return d, d.Engine(0)
+	}
+	bg := context.Background()
+	is := func(want error) func(census.Result) bool {
+		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
+	}
+	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
+	buf := make([]byte, 64)
+	cases := []struct {
+		name  string
+		f     func() error
+		check func(census.Result) bool
+	}{
+		{"Close twice", func() error { d, _ := closed(); return d.Close() }, ok},
+		{"Shutdown after Close", func() error { d, _ := closed(); return d.Shutdown(bg) }, ok},
+		{"AddKVAddr on a closed device", func() error {
+			d, _ := closed()
+			var tx TxReq
+			_ = tx.Init(0, 64, nil)
+			return tx.AddKVAddr(d, buf)
+		}, is(ErrClosed)},
+		{"Start after Close", func() error { _, e := closed(); return e.Start() }, is(ErrClosed)},
+		{"Stop after Close", func() error { _, e := closed(); return e.Stop() }, is(ErrClosed)},
+		{"QueueWait after Close", func() error {
+			_, e := closed()
+			var w IOWait
+			w.Init(nil, func(*IOWait, int) {}, nil)
+			_, err := e.QueueWait(&w, 1, false)
+			return err
+		}, is(ErrClosed)},
+		{"Engine(-1) is nil", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+			if d.Engine(-1) != nil || d.Engine(MaxEngines) != nil {
+				return errors.New("an engine")
+			}
+			return nil
+		}, ok},
+		{"SelectEngine of a VL past MaxVLs is engine 0", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Engines: 2})
+			if d.SelectEngine(1, 200) != d.Engine(0) {
+				return errors.New("not engine 0")
+			}
+			return nil
+		}, ok},
+		{"Drain of an idle iowait", func() error { var w IOWait; return w.Drain(bg) }, ok},
+		{"SendList of an empty list", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+			var l TxList
+			_, err := d.Engine(0).SendList(nil, &l)
+			return err
+		}, ok},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := census.Call(c.f); !c.check(r) {
+				t.Errorf("%v", r)
+			}
+		})
+	}
+}
