@@ -53,10 +53,16 @@ type ReqError struct {
 	Reason string // what was wrong
 	Err    error  // the sentinel
 	Cause  error  // the error behind a refusal after the claim or that stopped sending, or nil
+	// config marks New's refusal of a Config (Slot -1, Reason naming the field): no request.
+	config bool
 }
 
-// Error returns "usdma: request slot N: REASON" (slot -1 for a bad Config given to New).
+// Error returns "usdma: request slot N: REASON", or for a bad Config given to New (Slot -1)
+// "usdma: New: Config.FIELD ...", naming the field.
 func (e *ReqError) Error() string {
+	if e.config {
+		return "usdma: New: Config." + e.Reason
+	}
 	return "usdma: request slot " + strconv.Itoa(e.Slot) + ": " + e.Reason
 }
 

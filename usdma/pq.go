@@ -69,6 +69,8 @@ const (
 // Config configures a packet queue. Device is required; every other zero value picks the
 // kernel's default.
 type Config struct {
+	// Device is the SDMA device the queue sends on, made by sdma.NewDevice (a zero sdma.Device
+	// is refused).
 	Device *sdma.Device
 	// Slots is the number of request slots and completion entries (hfi1_sdma_comp_ring_size),
 	// 1..65536; 0 means 128.
@@ -227,10 +229,16 @@ type Stats struct {
 // New returns a packet queue on cfg.Device (hfi1: hfi1_user_sdma_alloc_queues). A bad field is
 // ErrInvalid naming it; nothing is allocated then.
 func New(cfg Config) (*PktQ, error) {
-	bad := func(reason string) (*PktQ, error) { return nil, reqErr(-1, ErrInvalid, "config: "+reason) }
+	bad := func(reason string) (*PktQ, error) {
+		return nil, &ReqError{Slot: -1, Reason: reason, Err: ErrInvalid, config: true}
+	}
 	switch {
 	case cfg.Device == nil:
-		return bad("nil Device")
+		return bad("Device is nil")
+	case cfg.Device.NumEngines() == 0:
+		// The zero sdma.Device: no engines, no VLs; every Submit would be refused for its
+		// header's VL ("VL must be below 0"), and a Config.Engine of it is nil.
+		return bad("Device is the zero sdma.Device, not made by sdma.NewDevice")
 	case cfg.Engine != nil && cfg.Engine.Device() != cfg.Device:
 		return bad("Engine is not one of Device's")
 	case cfg.Slots < 0 || cfg.Slots > 1<<16:
@@ -242,7 +250,7 @@ func New(cfg Config) (*PktQ, error) {
 	case cfg.PinLimit < NoPinLimit:
 		return bad("PinLimit " + itoa(cfg.PinLimit) + " is negative and not NoPinLimit (-1)")
 	case cfg.Timeout < 0:
-		return bad("negative Timeout")
+		return bad("Timeout " + cfg.Timeout.String() + " is negative")
 	case cfg.Alloc != nil && reflect.ValueOf(cfg.Alloc).Kind() == reflect.Pointer && reflect.ValueOf(cfg.Alloc).IsNil():
 		return bad("Alloc is a nil pointer in a non-nil interface (use a nil Alloc for the default Slab)")
 	}

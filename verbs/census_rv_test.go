@@ -7,6 +7,7 @@ import (
 
 	"github.com/gosdma/gosdma/internal/census"
 	"github.com/gosdma/gosdma/pio"
+	"github.com/gosdma/gosdma/sdma"
 )
 
 // The second bad-input census of package verbs (badinput_test.go has the first: configurations,
@@ -53,6 +54,14 @@ func TestCensusVerbs(t *testing.T) {
 		f     func() error
 		check func(census.Result) bool
 	}{
+		{"New of a zero sdma.Device", func() error {
+			var sd sdma.Device
+			d, err := New(Config{SDMA: &sd, ManualPIO: true})
+			if d != nil {
+				d.Close()
+			}
+			return err
+		}, isErr(ErrInvalid)},
 		{"Close twice", func() error { d := badTestDevice(t, Config{}); d.Close(); return d.Close() }, ok},
 		{"Send on a flow made after Close", func() error {
 			d := badTestDevice(t, Config{})

@@ -64,8 +64,8 @@ func (p Path) String() string {
 
 // Config configures a Device.
 type Config struct {
-	// SDMA is the SDMA device (required). The Device sends through it but does not own it:
-	// close it after the Device.
+	// SDMA is the SDMA device (required), made by sdma.NewDevice (a zero sdma.Device is
+	// refused). The Device sends through it but does not own it: close it after the Device.
 	SDMA *sdma.Device
 	// PIOThreshold is the largest packet, in bytes, that goes by PIO (piothreshold): 0 means
 	// pio.DefaultThreshold (256); at most pio.ThresholdCeiling (4096), the largest PIO packet the
@@ -109,6 +109,9 @@ type Device struct {
 func New(cfg Config) (*Device, error) {
 	if cfg.SDMA == nil {
 		return nil, errors.Join(ErrInvalid, errors.New("verbs: Config.SDMA is nil"))
+	}
+	if cfg.SDMA.NumEngines() == 0 { // no engines to select: NewFlow would index an empty map
+		return nil, errors.Join(ErrInvalid, errors.New("verbs: Config.SDMA is the zero sdma.Device, not made by sdma.NewDevice"))
 	}
 	thr := cfg.PIOThreshold
 	if thr == 0 {

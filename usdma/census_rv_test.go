@@ -1,0 +1,108 @@
+package usdma
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gosdma/gosdma/internal/census"
+	"github.com/gosdma/gosdma/sdma"
+)
+
+// The second bad-input census of package usdma (badinput_test.go and the review tests have the
+// first: ReqInfo's ranges, typed nil allocators, nil contexts): configurations, calls after Close
+// and on a closed device, slots out of range, each call under census.Timeout so that a hang fails
+// its row.
+
+// TestCensusUsdmaNew: New refuses a zero sdma.Device (not made by sdma.NewDevice) with an error
+// naming it. It took it, and every Submit was then refused for its header's VL ("invalid
+// SC(0)/VL(0): VL must be below 0 and equal the SC"), which said nothing of the device. A refused
+// Config's error names New and the field, not "request slot -1: config: ...", a request that
+// never was.
+func TestCensusUsdmaNew(t *testing.T) {
+	var zero sdma.Device
+	dev, err := sdma.NewDevice(sdma.Config{RingSize: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Close() })
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"zero Device", Config{Device: &zero}, "usdma: New: Config.Device is the zero sdma.Device, not made by sdma.NewDevice"},
+		{"nil Device", Config{}, "usdma: New: Config.Device is nil"},
+		{"Slots -1", Config{Device: dev, Slots: -1}, "usdma: New: Config.Slots -1 out of 1..65536"},
+		{"Timeout -1", Config{Device: dev, Timeout: -1}, "usdma: New: Config.Timeout -1ns is negative"},
+	} {
+		pq, err := New(c.cfg)
+		var re *ReqError
+		if pq != nil || !errors.Is(err, ErrInvalid) || !errors.As(err, &re) || err.Error() != c.want {
+			t.Errorf("New with %s: a queue %v, %v; want none and %q (ErrInvalid)", c.name, pq != nil, err, c.want)
+		}
+	}
+}
+
+// TestCensusUsdma: calls after Close, on a closed device, on slots out of range, with the answer
+// each doc gives.
+func TestCensusUsdma(t *testing.T) {
+	bg := context.Background()
+	msg := pattern(256, 1)
+	newDev := func() *sdma.Device {
+		d, err := sdma.NewDevice(sdma.Config{RingSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		return d
+	}
+	newPQ := func() *PktQ { return testQueue(t, Config{Device: newDev(), Slots: 4}) }
+	submit := func(pq *PktQ, slot int) error {
+		info, hdr := Message(slot, 64, testTemplate, msg)
+		return pq.Submit(bg, info, &hdr, msg)
+	}
+	is := func(want error, text string) func(census.Result) bool {
+		return func(r census.Result) bool {
+			return !r.Hung && !r.Panicked && errors.Is(r.Err, want) && strings.Contains(r.Err.Error(), text)
+		}
+	}
+	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
+	cases := []struct {
+		name  string
+		f     func() error
+		check func(census.Result) bool
+	}{
+		{"Submit after Close", func() error { pq := newPQ(); _ = pq.Close(bg); return submit(pq, 0) }, is(ErrClosed, "closed")},
+		{"Submit on a closed device", func() error {
+			d := newDev()
+			pq := testQueue(t, Config{Device: d, Slots: 4})
+			_ = d.Close()
+			return submit(pq, 0)
+		}, is(ErrClosed, "device is closed")},
+		{"Submit on slot 4 of 4", func() error { return submit(newPQ(), 4) }, is(ErrInvalid, "completion index 4 out of 0..3")},
+		{"Wait slot -1", func() error { return newPQ().Wait(bg, -1) }, is(ErrInvalid, "slot out of 0..3")},
+		{"Wait on a slot never used", func() error { return newPQ().Wait(bg, 0) }, is(ErrSlotFree, "no request was ever submitted")},
+		{"Close twice", func() error { pq := newPQ(); _ = pq.Close(bg); return pq.Close(bg) }, ok},
+		{"Comp of slot -1 reads Free", func() error {
+			if e := newPQ().Comp(-1); e.Status != Free {
+				return errors.New("not Free")
+			}
+			return nil
+		}, ok},
+		{"Invalidate of nothing pinned", func() error {
+			if n := newPQ().Invalidate(msg); n != 0 {
+				return errors.New("dropped something")
+			}
+			return nil
+		}, ok},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := census.Call(c.f); !c.check(r) {
+				t.Errorf("%v", r)
+			}
+		})
+	}
+}
