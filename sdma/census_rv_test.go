@@ -82,6 +82,14 @@ func TestCensusSdma(t *testing.T) {
 			_ = tx.Init(0, 64, nil)
 			return tx.AddKVAddr(d, buf)
 		}, is(ErrClosed)},
+		{"Register after Close", func() error {
+			d, _ := closed()
+			r, err := d.Register(buf)
+			if r != nil {
+				return errors.New("registered")
+			}
+			return err
+		}, is(ErrClosed)},
 		{"Start after Close", func() error { _, e := closed(); return e.Start() }, is(ErrClosed)},
 		{"Stop after Close", func() error { _, e := closed(); return e.Stop() }, is(ErrClosed)},
 		{"QueueWait after Close", func() error {

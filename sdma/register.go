@@ -30,10 +30,14 @@ const maxTxRegs = 2
 // Register registers buf with the device's mapper for the device to read (dma.Registrar.Register
 // with dma.ToDevice). Adds of memory inside it then make no mapping (see the package's registered
 // memory notes). buf must not be modified while packets from it are in flight. A mapper that does
-// not register memory is ErrInvalid.
+// not register memory is ErrInvalid; a closed device ErrClosed, as for an add (nothing would send
+// from the memory, and it would stay mapped until a Deregister).
 func (dev *Device) Register(buf []byte) (*dma.Registration, error) {
 	if dev.regs == nil {
 		return nil, txErr("Register", ErrInvalid, "the mapper does not register memory")
+	}
+	if dev.state.Load() == devClosed {
+		return nil, txErr("Register", ErrClosed, "device closed")
 	}
 	return dev.regs.Register(buf, dma.ToDevice)
 }
