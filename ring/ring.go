@@ -783,7 +783,7 @@ func (r *Ring) HWHead() uint64 { return r.hwHead.Load() }
 // Slot returns the descriptor in the slot of index i (i & Mask()). Only indices in
 // [HWHead(), Tail()), with Tail() loaded after the producers published, hold a descriptor that
 // the caller may rely on; the call itself is a plain read and is safe for the consumer that owns
-// those slots.
+// those slots. The zero Ring has no slots: Slot panics there (index out of range).
 func (r *Ring) Slot(i uint64) desc.Desc { return r.slots[i&r.mask] }
 
 // SetHWHead moves the hardware head to h (hfi1: the chip's head_dma write-back) with a

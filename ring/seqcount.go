@@ -36,12 +36,37 @@ type SeqCount struct {
 
 // BeginWrite opens a write section: the count becomes odd (hfi1: write_seqlock's
 // write_seqcount_begin). Its store-release comes before the section's later stores-release, so
-// whoever sees one of those sees the odd count (O4). One writer at a time.
-func (s *SeqCount) BeginWrite() { relaxed.StoreRelease32(&s.seq, s.seq.Load()+1) }
+// whoever sees one of those sees the odd count (O4). One writer at a time. BeginWrite inside an
+// open section is a programmer error (a second writer, or a missing EndWrite): the count would
+// turn even with the section open, and readers would take its half-written data for whole. It
+// panics with an *Error matching ErrOrder and changes nothing.
+func (s *SeqCount) BeginWrite() {
+	c := s.seq.Load()
+	if c&1 != 0 {
+		panic(errBeginWrite)
+	}
+	relaxed.StoreRelease32(&s.seq, c+1)
+}
 
 // EndWrite closes the write section: the count becomes even again (write_seqcount_end). Its
-// store-release orders every earlier store of the section before the count change.
-func (s *SeqCount) EndWrite() { relaxed.StoreRelease32(&s.seq, s.seq.Load()+1) }
+// store-release orders every earlier store of the section before the count change. EndWrite with
+// no section open is a programmer error: the count would turn odd with no writer to close it, and
+// BeginWait (read_seqcount_begin) would wait for ever. It panics with an *Error matching
+// ErrOrder and changes nothing.
+func (s *SeqCount) EndWrite() {
+	c := s.seq.Load()
+	if c&1 == 0 {
+		panic(errEndWrite)
+	}
+	relaxed.StoreRelease32(&s.seq, c+1)
+}
+
+// errBeginWrite and errEndWrite are the panics of a write section opened twice and of one closed
+// unopened: values made once, so that BeginWrite and EndWrite stay within the inliner's budget.
+var (
+	errBeginWrite = &Error{Op: "BeginWrite", Msg: "a write section is open already", Err: ErrOrder}
+	errEndWrite   = &Error{Op: "EndWrite", Msg: "no write section is open", Err: ErrOrder}
+)
 
 // Begin returns the count with its low bit cleared, without waiting for an open write section to
 // close (hfi1: raw_seqcount_begin, as sdma_check_progress takes it). A snapshot taken inside a
