@@ -68,7 +68,9 @@ type Mapper interface {
 	// MapSG maps each entry of sg, filling Addr and Len, and returns the number of entries mapped
 	// (dma_map_sg). On error nothing stays mapped and every entry's Addr and Len are zero.
 	MapSG(sg []SG, dir Direction) (int, error)
-	// UnmapSG undoes MapSG (dma_unmap_sg).
+	// UnmapSG undoes MapSG (dma_unmap_sg). Every entry is tried, as the batch's are: the error,
+	// if any, matches ErrNotMapped and names the first entry that was not mapped; the others are
+	// unmapped all the same (the kernel's dma_unmap_sg has no error to stop at).
 	UnmapSG(sg []SG, dir Direction) error
 	// SyncForCPU hands a mapped range back to the CPU (dma_sync_single_for_cpu). dir must be the
 	// mapping's direction, or the mapping bidirectional; else ErrNotMapped (ErrInvalid: bad dir).

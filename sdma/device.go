@@ -127,7 +127,9 @@ const (
 )
 
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
-// the engines. It is safe for concurrent use.
+// the engines. It is safe for concurrent use. Make one with NewDevice: the zero Device has no
+// engines and no mapper (NumEngines 0, Engine nil); its other methods may panic, as a nil
+// receiver's do, and packages built on a Device (usdma, verbs) refuse it.
 type Device struct {
 	// The per-packet group, in the Device's first cache line: the fields that every add
 	// (addable, lookupRegs, addKV), every packet of the hardware model (hints) and every unmap at
