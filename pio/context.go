@@ -122,6 +122,8 @@ type Buf struct {
 //
 // A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait;
 // the package's closers lock (Close waiting for wake-ups) comes before a wait lock.
+// Make one with New: the zero SendContext has no send buffer, and its BufferAlloc (hence
+// BufferAllocWait and SendWait) and Enable refuse with ErrInvalid saying so.
 type SendContext struct {
 	// Read-only after New.
 	typ     Type
@@ -412,6 +414,9 @@ func (sc *SendContext) Stats() Stats {
 func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 	blocks := uint64(dwordsToBlocks(dwLen))
 	if dwLen < 2 || dwLen > MaxPacketDWs || blocks > sc.credits {
+		if sc.credits == 0 {
+			return nil, errNotMade("BufferAlloc")
+		}
 		return nil, errf("BufferAlloc", ErrMsgSize, "packet of "+itoa(dwLen)+" dwords: want 2.."+itoa(min(MaxPacketDWs, int(sc.credits)*blockDWs)))
 	}
 	sc.allocMu.Lock()
@@ -655,6 +660,9 @@ func (sc *SendContext) Disable() {
 // context gives ErrClosed; one whose chip goroutine a runtime.Goexit ended or is ending (see Sink
 // and Restart), the recorded *HaltError.
 func (sc *SendContext) Enable() error {
+	if sc.credits == 0 {
+		return errNotMade("Enable")
+	}
 	sc.allocMu.Lock()
 	defer sc.allocMu.Unlock()
 	if sc.flags.Load()&scfInFree != 0 {

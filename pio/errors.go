@@ -52,6 +52,12 @@ func errf(op string, sentinel error, msg string) *Error {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// errNotMade is the refusal of a zero SendContext's allocations and Enable: it has no credits, so
+// every packet would read as too large for it ("want 2..0"), and an Enable as a success.
+func errNotMade(op string) *Error {
+	return errf(op, ErrInvalid, "the zero SendContext, not made by New: it has no send buffer")
+}
+
 // errNilContext is the answer of an entry point that takes a context to a nil one: ErrInvalid,
 // before anything is done (as sdma's). A nil ctx would otherwise panic, and only when the call
 // had to wait.
