@@ -306,7 +306,8 @@ var endDelays = [...]time.Duration{0, time.Millisecond, 4 * time.Millisecond, 16
 // Close is safe concurrently with Deliver, Queue and Flush: it waits for each engine's call in
 // progress, so that call's packets go out before the markers and are counted in them. The
 // markers are best effort: an error sending the first round is returned, after the socket is
-// closed; errors sending the repeats end them and are not returned.
+// closed; errors sending the repeats end them and are not returned. A second Close returns
+// ErrClosed at once, without waiting for the first to finish.
 func (s *Sink) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed

@@ -1,0 +1,83 @@
+//go:build linux
+
+package udpsink
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gosdma/gosdma/internal/census"
+)
+
+// The second bad-input census of package udpsink (badinput_linux_test.go has the first: configs,
+// engine numbers, sizes, calls after Close, short Flush errs): frames, addresses, a Receiver's
+// calls after Close and a Sink's second Close, each call under census.Timeout so that a hang
+// fails its row.
+func TestCensusUdpsink(t *testing.T) {
+	bg := context.Background()
+	is := func(want error) func(census.Result) bool {
+		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
+	}
+	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
+	pair := func() (*Receiver, *Sink) {
+		r, err := Listen(ReceiverConfig{Idle: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(Config{Addr: r.Addr().String(), Batch: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(); _ = r.Close() })
+		return r, s
+	}
+	cases := []struct {
+		name  string
+		f     func() error
+		check func(census.Result) bool
+	}{
+		{"ParseHeader(nil)", func() error { _, err := ParseHeader(nil); return err }, is(ErrBadFrame)},
+		{"ParseHeader of a frame of 0xff bytes", func() error {
+			b := make([]byte, HeaderLen+8)
+			for i := range b {
+				b[i] = 0xff
+			}
+			_, err := ParseHeader(b)
+			return err
+		}, is(ErrBadFrame)},
+		{"PutHeader into a short buffer panics, as its doc says", func() error { PutHeader(make([]byte, 3), Header{}); return nil },
+			func(r census.Result) bool { return r.Panicked }},
+		{"ResolveLoopback of a remote address", func() error { _, err := ResolveLoopback("8.8.8.8:53"); return err },
+			func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err != nil }},
+		{"Listen with a negative Idle", func() error { _, err := Listen(ReceiverConfig{Idle: -1}); return err }, is(ErrInvalid)},
+		{"Run after Close", func() error {
+			r, err := Listen(ReceiverConfig{})
+			if err != nil {
+				return err
+			}
+			_ = r.Close()
+			_, err = r.Run(bg)
+			return err
+		}, is(ErrClosed)},
+		{"Sink Close twice", func() error { _, s := pair(); _ = s.Close(); return s.Close() }, is(ErrClosed)},
+		{"Flush after a Close that sent the batch", func() error {
+			_, s := pair()
+			if err := s.Queue(0, [][]byte{{1, 2, 3, 4}}); err != nil {
+				return err
+			}
+			_ = s.Close()
+			errs := make([]error, 1)
+			s.Flush(0, errs)
+			return errs[0]
+		}, ok},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if r := census.Call(c.f); !c.check(r) {
+				t.Errorf("%v", r)
+			}
+		})
+	}
+}
