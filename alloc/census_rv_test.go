@@ -25,7 +25,6 @@ func TestCensusAlloc(t *testing.T) {
 	panics := func(text string) func(census.Result) bool {
 		return func(r census.Result) bool { return r.Panicked && strings.Contains(r.String(), text) }
 	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
 	// getPut gets two objects of a zero-size type, checks they differ, and puts both back.
 	getPut := func(a alloc.Allocator[struct{}]) error {
 		x, err := a.Get()
@@ -41,11 +40,7 @@ func TestCensusAlloc(t *testing.T) {
 		}
 		return errors.Join(a.Put(x), a.Put(y))
 	}
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
+	cases := []census.Case{
 		{"Outer of a struct whose first field is another type", func() error { alloc.Outer[cenOuter, int](new(int)); return nil },
 			panics("the first field of alloc_test.cenOuter is _ alloc_test.cenFirst, not a int")},
 		{"Outer of a type that is no struct", func() error { alloc.Outer[int, int](new(int)); return nil }, panics("int is not a struct")},
@@ -55,41 +50,35 @@ func TestCensusAlloc(t *testing.T) {
 				return errors.New("not nil")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"EmptyPolicy out of range has a name", func() error {
 			if alloc.EmptyPolicy(99).String() == "" {
 				return errors.New("empty")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"List of zero-size objects", func() error {
 			l, err := alloc.NewList[struct{}](4, nil)
 			if err != nil {
 				return err
 			}
 			return getPut(l)
-		}, ok},
+		}, census.OK},
 		{"Slab of zero-size objects", func() error {
 			s, err := alloc.NewSlab(alloc.SlabConfig[struct{}]{ObjectsPerSlab: 4})
 			if err != nil {
 				return err
 			}
 			return getPut(s)
-		}, ok},
-		{"Pool of zero-size objects", func() error { return getPut(alloc.NewPool[struct{}](nil)) }, ok},
+		}, census.OK},
+		{"Pool of zero-size objects", func() error { return getPut(alloc.NewPool[struct{}](nil)) }, census.OK},
 		{"Pool Put of a zero-size object it did not make", func() error { return alloc.NewPool[struct{}](nil).Put(&struct{}{}) },
 			func(r census.Result) bool { return errors.Is(r.Err, alloc.ErrForeign) }},
 		{"List Close twice", func() error {
 			l, _ := alloc.NewList[int](1, nil)
 			_ = l.Close()
 			return l.Close()
-		}, ok},
+		}, census.OK},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

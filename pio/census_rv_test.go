@@ -42,16 +42,9 @@ func TestCensusPio(t *testing.T) {
 		t.Cleanup(func() { _ = sc.Close() })
 		return sc
 	}
-	is := func(want error) func(census.Result) bool {
-		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
-	}
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
-		{"Copy of a zero Buf", func() error { var b pio.Buf; return b.Copy(0, make([]byte, 8)) }, is(pio.ErrState)},
-		{"CopyEnd of a zero Buf", func() error { var b pio.Buf; return b.CopyEnd() }, is(pio.ErrState)},
+	cases := []census.Case{
+		{"Copy of a zero Buf", func() error { var b pio.Buf; return b.Copy(0, make([]byte, 8)) }, census.Is(pio.ErrState)},
+		{"CopyEnd of a zero Buf", func() error { var b pio.Buf; return b.CopyEnd() }, census.Is(pio.ErrState)},
 		{"Copy twice", func() error {
 			b, err := newSC().BufferAlloc(16, nil)
 			if err != nil {
@@ -59,17 +52,11 @@ func TestCensusPio(t *testing.T) {
 			}
 			_ = b.Copy(pio.CreatePBC(0, 0, 0, 16), make([]byte, 56))
 			return b.Copy(0, make([]byte, 56))
-		}, is(pio.ErrState)},
+		}, census.Is(pio.ErrState)},
 		{"WriteQWords into a short dst panics (dst must hold src's quadwords)", func() error {
 			pio.WriteQWords(make([]byte, 8), make([]byte, 64))
 			return nil
 		}, func(r census.Result) bool { return r.Panicked }},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

@@ -69,32 +69,24 @@ func TestCensusRing(t *testing.T) {
 		}
 		return r
 	}
-	is := func(want error) func(census.Result) bool {
-		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
-	}
 	panics := func(want error, text string) func(census.Result) bool {
 		return func(r census.Result) bool {
 			return r.Panicked && errors.Is(r.PanicError(), want) && strings.Contains(r.String(), text)
 		}
 	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
 	var zr ring.Ring
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
-		{"New(-1)", func() error { _, err := ring.New(-1); return err }, is(ring.ErrSize)},
-		{"New(100)", func() error { _, err := ring.New(100); return err }, is(ring.ErrSize)},
-		{"New(MaxInt)", func() error { _, err := ring.New(math.MaxInt); return err }, is(ring.ErrSize)},
-		{"Reserve(0)", func() error { _, err := newR().Reserve(0); return err }, is(ring.ErrSize)},
-		{"Reserve(MinInt)", func() error { _, err := newR().Reserve(math.MinInt); return err }, is(ring.ErrSize)},
-		{"Reserve(MaxInt)", func() error { _, err := newR().Reserve(math.MaxInt); return err }, is(ring.ErrTooBig)},
-		{"ReserveIn of an epoch ahead", func() error { _, err := newR().ReserveIn(1, math.MaxUint64); return err }, is(ring.ErrReset)},
-		{"ReserveIn on the zero Ring", func() error { _, err := zr.ReserveIn(1, 0); return err }, is(ring.ErrSize)},
-		{"Enqueue(nil)", func() error { _, err := newR().Enqueue(nil, 0); return err }, is(ring.ErrSize)},
-		{"EnqueueSP(nil)", func() error { _, err := newR().EnqueueSP(nil, 0); return err }, is(ring.ErrSize)},
-		{"Enqueue with skip MinInt (clamped)", func() error { _, err := newR().Enqueue(make([]desc.Desc, 3), math.MinInt); return err }, ok},
+	cases := []census.Case{
+		{"New(-1)", func() error { _, err := ring.New(-1); return err }, census.Is(ring.ErrSize)},
+		{"New(100)", func() error { _, err := ring.New(100); return err }, census.Is(ring.ErrSize)},
+		{"New(MaxInt)", func() error { _, err := ring.New(math.MaxInt); return err }, census.Is(ring.ErrSize)},
+		{"Reserve(0)", func() error { _, err := newR().Reserve(0); return err }, census.Is(ring.ErrSize)},
+		{"Reserve(MinInt)", func() error { _, err := newR().Reserve(math.MinInt); return err }, census.Is(ring.ErrSize)},
+		{"Reserve(MaxInt)", func() error { _, err := newR().Reserve(math.MaxInt); return err }, census.Is(ring.ErrTooBig)},
+		{"ReserveIn of an epoch ahead", func() error { _, err := newR().ReserveIn(1, math.MaxUint64); return err }, census.Is(ring.ErrReset)},
+		{"ReserveIn on the zero Ring", func() error { _, err := zr.ReserveIn(1, 0); return err }, census.Is(ring.ErrSize)},
+		{"Enqueue(nil)", func() error { _, err := newR().Enqueue(nil, 0); return err }, census.Is(ring.ErrSize)},
+		{"EnqueueSP(nil)", func() error { _, err := newR().EnqueueSP(nil, 0); return err }, census.Is(ring.ErrSize)},
+		{"Enqueue with skip MinInt (clamped)", func() error { _, err := newR().Enqueue(make([]desc.Desc, 3), math.MinInt); return err }, census.OK},
 		{"Write at offset -1", func() error {
 			v, _ := newR().Reserve(2)
 			v.Write(-1, ds, 0)
@@ -118,7 +110,7 @@ func TestCensusRing(t *testing.T) {
 				return errors.New("published")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"SetHWHead past the tail", func() error { newR().SetHWHead(5); return nil }, panics(ring.ErrOrder, "outside")},
 		{"Dequeue(nil)", func() error {
 			r := newR()
@@ -127,16 +119,10 @@ func TestCensusRing(t *testing.T) {
 				return errors.New("dequeued into nil")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"Slot of the zero Ring", func() error { zr.Slot(0); return nil }, func(r census.Result) bool {
 			return r.Panicked && strings.Contains(r.String(), "index out of range")
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

@@ -64,24 +64,16 @@ func TestCensusSdma(t *testing.T) {
 		return d, d.Engine(0)
 	}
 	bg := context.Background()
-	is := func(want error) func(census.Result) bool {
-		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
-	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
 	buf := make([]byte, 64)
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
-		{"Close twice", func() error { d, _ := closed(); return d.Close() }, ok},
-		{"Shutdown after Close", func() error { d, _ := closed(); return d.Shutdown(bg) }, ok},
+	cases := []census.Case{
+		{"Close twice", func() error { d, _ := closed(); return d.Close() }, census.OK},
+		{"Shutdown after Close", func() error { d, _ := closed(); return d.Shutdown(bg) }, census.OK},
 		{"AddKVAddr on a closed device", func() error {
 			d, _ := closed()
 			var tx TxReq
 			_ = tx.Init(0, 64, nil)
 			return tx.AddKVAddr(d, buf)
-		}, is(ErrClosed)},
+		}, census.Is(ErrClosed)},
 		{"Register after Close", func() error {
 			d, _ := closed()
 			r, err := d.Register(buf)
@@ -89,43 +81,37 @@ func TestCensusSdma(t *testing.T) {
 				return errors.New("registered")
 			}
 			return err
-		}, is(ErrClosed)},
-		{"Start after Close", func() error { _, e := closed(); return e.Start() }, is(ErrClosed)},
-		{"Stop after Close", func() error { _, e := closed(); return e.Stop() }, is(ErrClosed)},
+		}, census.Is(ErrClosed)},
+		{"Start after Close", func() error { _, e := closed(); return e.Start() }, census.Is(ErrClosed)},
+		{"Stop after Close", func() error { _, e := closed(); return e.Stop() }, census.Is(ErrClosed)},
 		{"QueueWait after Close", func() error {
 			_, e := closed()
 			var w IOWait
 			w.Init(nil, func(*IOWait, int) {}, nil)
 			_, err := e.QueueWait(&w, 1, false)
 			return err
-		}, is(ErrClosed)},
+		}, census.Is(ErrClosed)},
 		{"Engine(-1) is nil", func() error {
 			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 			if d.Engine(-1) != nil || d.Engine(MaxEngines) != nil {
 				return errors.New("an engine")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"SelectEngine of a VL past MaxVLs is engine 0", func() error {
 			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64, Engines: 2})
 			if d.SelectEngine(1, 200) != d.Engine(0) {
 				return errors.New("not engine 0")
 			}
 			return nil
-		}, ok},
-		{"Drain of an idle iowait", func() error { var w IOWait; return w.Drain(bg) }, ok},
+		}, census.OK},
+		{"Drain of an idle iowait", func() error { var w IOWait; return w.Drain(bg) }, census.OK},
 		{"SendList of an empty list", func() error {
 			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
 			var l TxList
 			_, err := d.Engine(0).SendList(nil, &l)
 			return err
-		}, ok},
+		}, census.OK},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

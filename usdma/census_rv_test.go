@@ -68,12 +68,7 @@ func TestCensusUsdma(t *testing.T) {
 			return !r.Hung && !r.Panicked && errors.Is(r.Err, want) && strings.Contains(r.Err.Error(), text)
 		}
 	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
+	cases := []census.Case{
 		{"Submit after Close", func() error { pq := newPQ(); _ = pq.Close(bg); return submit(pq, 0) }, is(ErrClosed, "closed")},
 		{"Submit on a closed device", func() error {
 			d := newDev()
@@ -84,25 +79,19 @@ func TestCensusUsdma(t *testing.T) {
 		{"Submit on slot 4 of 4", func() error { return submit(newPQ(), 4) }, is(ErrInvalid, "completion index 4 out of 0..3")},
 		{"Wait slot -1", func() error { return newPQ().Wait(bg, -1) }, is(ErrInvalid, "slot out of 0..3")},
 		{"Wait on a slot never used", func() error { return newPQ().Wait(bg, 0) }, is(ErrSlotFree, "no request was ever submitted")},
-		{"Close twice", func() error { pq := newPQ(); _ = pq.Close(bg); return pq.Close(bg) }, ok},
+		{"Close twice", func() error { pq := newPQ(); _ = pq.Close(bg); return pq.Close(bg) }, census.OK},
 		{"Comp of slot -1 reads Free", func() error {
 			if e := newPQ().Comp(-1); e.Status != Free {
 				return errors.New("not Free")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"Invalidate of nothing pinned", func() error {
 			if n := newPQ().Invalidate(msg); n != 0 {
 				return errors.New("dropped something")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

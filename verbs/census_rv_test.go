@@ -48,12 +48,7 @@ func TestCensusVerbs(t *testing.T) {
 	isErr := func(want error) func(census.Result) bool {
 		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
 	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
+	cases := []census.Case{
 		{"New of a zero sdma.Device", func() error {
 			var sd sdma.Device
 			d, err := New(Config{SDMA: &sd, ManualPIO: true})
@@ -62,7 +57,7 @@ func TestCensusVerbs(t *testing.T) {
 			}
 			return err
 		}, isErr(ErrInvalid)},
-		{"Close twice", func() error { d := badTestDevice(t, Config{}); d.Close(); return d.Close() }, ok},
+		{"Close twice", func() error { d := badTestDevice(t, Config{}); d.Close(); return d.Close() }, census.OK},
 		{"Send on a flow made after Close", func() error {
 			d := badTestDevice(t, Config{})
 			d.Close()
@@ -72,31 +67,25 @@ func TestCensusVerbs(t *testing.T) {
 		{"Send on VL 255 (past MaxVLs: context 0, engine 0)", func() error {
 			_, err := badTestDevice(t, Config{}).NewFlow(0, 255).Send(bg, seg, nil)
 			return err
-		}, ok},
+		}, census.OK},
 		{"Drain of an idle flow after Close", func() error {
 			d := badTestDevice(t, Config{})
 			f := d.NewFlow(0, 0)
 			d.Close()
 			return f.Drain(bg)
-		}, ok},
+		}, census.OK},
 		{"Sent of a path that is none", func() error {
 			if n := badTestDevice(t, Config{}).NewFlow(0, 0).Sent(99); n != 0 {
 				return errors.New("nonzero")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 		{"Path 99 String", func() error {
 			if Path(99).String() == "" {
 				return errors.New("empty name")
 			}
 			return nil
-		}, ok},
+		}, census.OK},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }

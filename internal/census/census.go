@@ -144,3 +144,33 @@ func kind(r Result) int {
 	}
 	return 0
 }
+
+// Case is one row of a census table: F is the call, Check says whether its Result is the
+// documented answer. An alias of an unnamed struct type, so that the tables' rows may be written
+// without field names ({"name", f, check}) and go vet's composites check stays quiet.
+type Case = struct {
+	Name  string
+	F     func() error
+	Check func(Result) bool
+}
+
+// Run runs each case as a subtest, its call through Call, and fails the subtest, showing the
+// Result, when Check refuses it.
+func Run(t *testing.T, cases []Case) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if r := Call(c.F); !c.Check(r) {
+				t.Errorf("%v", r)
+			}
+		})
+	}
+}
+
+// OK is a Check: the call returned nil.
+func OK(r Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
+
+// Is returns a Check: the call returned an error matching want (errors.Is).
+func Is(want error) func(Result) bool {
+	return func(r Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
+}

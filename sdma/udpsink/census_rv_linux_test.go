@@ -4,7 +4,6 @@ package udpsink
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -17,10 +16,6 @@ import (
 // fails its row.
 func TestCensusUdpsink(t *testing.T) {
 	bg := context.Background()
-	is := func(want error) func(census.Result) bool {
-		return func(r census.Result) bool { return !r.Hung && !r.Panicked && errors.Is(r.Err, want) }
-	}
-	ok := func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err == nil }
 	pair := func() (*Receiver, *Sink) {
 		r, err := Listen(ReceiverConfig{Idle: 200 * time.Millisecond})
 		if err != nil {
@@ -33,12 +28,8 @@ func TestCensusUdpsink(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(); _ = r.Close() })
 		return r, s
 	}
-	cases := []struct {
-		name  string
-		f     func() error
-		check func(census.Result) bool
-	}{
-		{"ParseHeader(nil)", func() error { _, err := ParseHeader(nil); return err }, is(ErrBadFrame)},
+	cases := []census.Case{
+		{"ParseHeader(nil)", func() error { _, err := ParseHeader(nil); return err }, census.Is(ErrBadFrame)},
 		{"ParseHeader of a frame of 0xff bytes", func() error {
 			b := make([]byte, HeaderLen+8)
 			for i := range b {
@@ -46,12 +37,12 @@ func TestCensusUdpsink(t *testing.T) {
 			}
 			_, err := ParseHeader(b)
 			return err
-		}, is(ErrBadFrame)},
+		}, census.Is(ErrBadFrame)},
 		{"PutHeader into a short buffer panics, as its doc says", func() error { PutHeader(make([]byte, 3), Header{}); return nil },
 			func(r census.Result) bool { return r.Panicked }},
 		{"ResolveLoopback of a remote address", func() error { _, err := ResolveLoopback("8.8.8.8:53"); return err },
 			func(r census.Result) bool { return !r.Hung && !r.Panicked && r.Err != nil }},
-		{"Listen with a negative Idle", func() error { _, err := Listen(ReceiverConfig{Idle: -1}); return err }, is(ErrInvalid)},
+		{"Listen with a negative Idle", func() error { _, err := Listen(ReceiverConfig{Idle: -1}); return err }, census.Is(ErrInvalid)},
 		{"Run after Close", func() error {
 			r, err := Listen(ReceiverConfig{})
 			if err != nil {
@@ -60,8 +51,8 @@ func TestCensusUdpsink(t *testing.T) {
 			_ = r.Close()
 			_, err = r.Run(bg)
 			return err
-		}, is(ErrClosed)},
-		{"Sink Close twice", func() error { _, s := pair(); _ = s.Close(); return s.Close() }, is(ErrClosed)},
+		}, census.Is(ErrClosed)},
+		{"Sink Close twice", func() error { _, s := pair(); _ = s.Close(); return s.Close() }, census.Is(ErrClosed)},
 		{"Flush after a Close that sent the batch", func() error {
 			_, s := pair()
 			if err := s.Queue(0, [][]byte{{1, 2, 3, 4}}); err != nil {
@@ -71,13 +62,7 @@ func TestCensusUdpsink(t *testing.T) {
 			errs := make([]error, 1)
 			s.Flush(0, errs)
 			return errs[0]
-		}, ok},
+		}, census.OK},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if r := census.Call(c.f); !c.check(r) {
-				t.Errorf("%v", r)
-			}
-		})
-	}
+	census.Run(t, cases)
 }
