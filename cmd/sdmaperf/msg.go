@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/usdma"
@@ -140,6 +142,15 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
+	// Done gives the slot back before the request's end is visible (usdma Config.Done): until
+	// the end is written the slot reads QUEUED and a Submit on it is ErrSlotInUse. The wait is
+	// for the rest of that Done's return, on the completion pass.
+	for p.pq.Comp(int(slot)).Status == usdma.Queued {
+		if h := testMsgSlotQueued.Load(); h != nil {
+			(*h)()
+		}
+		runtime.Gosched()
+	}
 	info := p.msgInfo
 	info.CompIdx = uint16(slot)
 	before := p.pq.Stats().Requests
@@ -175,3 +186,7 @@ func checkMsgFaults(cfg *Config, _ rawFlags, _ flagSet) error {
 	}
 	return nil
 }
+
+// testMsgSlotQueued, if set (by tests), is called by sendMsg each time it finds the slot it took
+// still QUEUED (its Done has given it back and not yet returned): a test's window.
+var testMsgSlotQueued atomic.Pointer[func()]
