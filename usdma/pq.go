@@ -112,7 +112,9 @@ type Config struct {
 	// completion pass (or in Submit, for a request that ends there) and must not block. It runs
 	// before the end is visible: the entry is written, the slot freed for a new request, Wait
 	// returns and Close finishes only after Done returned (so, from inside it, Comp still reads
-	// the slot QUEUED and Wait on it waits). A Done that panics still ends the request.
+	// the slot QUEUED and Wait on it waits). A goroutine that Done hands the slot to for its
+	// next request waits for Comp to leave QUEUED before it Submits there, else ErrSlotInUse
+	// (sdmaperf -mode msg does). A Done that panics still ends the request.
 	Done func(slot int, e CompEntry)
 }
 
