@@ -112,6 +112,18 @@ func TestCensusSdma(t *testing.T) {
 			_, err := d.Engine(0).SendList(nil, &l)
 			return err
 		}, census.OK},
+		{"SendListIn of an empty list", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+			var l TxList
+			_, err := d.Engine(0).SendListIn(nil, &l, d.Engine(0).Epoch())
+			return err
+		}, census.OK},
+		{"SendListIn in an epoch the engine never had", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+			var l TxList
+			_, err := d.Engine(0).SendListIn(nil, &l, d.Engine(0).Epoch()+1)
+			return err
+		}, census.Is(ErrInvalid)},
 	}
 	census.Run(t, cases)
 }

@@ -95,6 +95,7 @@
 //	sdma_txclean                                     (*TxReq).Clean
 //	sdma_send_txreq, sdma_send_txlist                (*Engine).Send, (*Engine).SendList
 //	(none: a blocking send)                          (*Engine).SendWait
+//	(none: several lists in one ring epoch)          (*Engine).Epoch, (*Engine).SendListIn
 //	sdma_progress, raw_seqcount_begin(&head_lock)    (*Engine).Progress, (*Engine).HeadSeq
 //	sdma_ahg_alloc, sdma_ahg_free                    (*Engine).AHGAlloc, AHGFree
 //	sdma_empty, sdma_running                         (*Engine).Empty, (*Engine).Running

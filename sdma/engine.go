@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -434,17 +435,65 @@ func (e *Engine) sendSlow(w *IOWait, tx *TxReq, pktsSent bool) error {
 // aborts that batch makes SendList flush the rest of the list (ErrNotRunning, every remaining
 // txreq completes aborted) rather than send it into the recovered ring after the aborted ones,
 // as the kernel's tail_lock, held across the whole list, keeps the clean before or after it
-// (txSource). Between two SendList calls (after ErrBusy, say) the caller decides.
-func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
+// (txSource). Between two SendList calls (after ErrBusy, say) the caller decides; SendListIn
+// keeps several calls to one epoch.
+func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) { return e.sendList(w, l, 0, false) }
+
+// Epoch returns the engine's epoch: a count of the sw cleans that reset its ring (ring.Epoch;
+// one per halt, Stop or freeze recovered). Hand it to SendListIn to send several lists in one
+// epoch.
+func (e *Engine) Epoch() uint64 { return e.ring.Epoch() }
+
+// SendListIn is SendList in the epoch epoch (Epoch) only (hfi1: sdma_send_txlist, with the
+// guarantee the kernel's callers lack between two calls): if a sw clean reset the ring since
+// epoch was read, it refuses the list with ErrReset and changes nothing (the list, its txreqs
+// and the ring are as they were; a sw clean that comes once a batch of this call is in the ring
+// flushes the rest as SendList does). A caller whose later lists depend on an earlier one
+// reaching the chip sends them all in the epoch it read before the first: a user_sdma request
+// whose packet 0 stores its header in an AHG entry (FlagAHGCopy) and whose later packets only
+// patch it (FlagUseAHG) must not send those into a ring the clean emptied of packet 0, or the
+// chip builds their headers from what the entry held before. An engine not running still
+// flushes (ErrNotRunning) as SendList does, and a closing device is ErrClosed whatever the epoch.
+// An epoch ahead of the engine's (not one Epoch returned) is ErrInvalid.
+func (e *Engine) SendListIn(w *IOWait, l *TxList, epoch uint64) (int, error) {
+	return e.sendList(w, l, epoch, true)
+}
+
+// sendList is SendList (strict false: the list is sent in the epoch read here) and SendListIn
+// (strict: in epoch only).
+func (e *Engine) sendList(w *IOWait, l *TxList, epoch uint64, strict bool) (int, error) {
 	if l == nil {
-		return 0, txErr("SendList", ErrInvalid, "nil list")
+		op := "SendList"
+		if strict {
+			op = "SendListIn"
+		}
+		return 0, txErr(op, ErrInvalid, "nil list")
 	}
-	src := txSource{list: l, epoch: e.ring.Epoch()}
+	cur := e.ring.Epoch()
+	if strict && epoch != cur {
+		if err := e.staleEpoch(epoch, cur); err != nil {
+			return 0, err
+		}
+	}
+	src := txSource{list: l, epoch: cur, strict: strict}
 	submitted, flushed, err := e.send(w, &src, false)
 	if w != nil && submitted > 0 {
 		w.starved.Store(0) // iowait_starve_clear (sdma_send_txlist only, as in the kernel)
 	}
 	return submitted + flushed, err
+}
+
+// staleEpoch is SendListIn's answer to an epoch other than the engine's cur: ErrInvalid if it is
+// ahead (not one Epoch returned); nil on a closing device, whose sw clean reset the ring (the send
+// path answers ErrClosed, as SendList's); else ErrReset.
+func (e *Engine) staleEpoch(epoch, cur uint64) error {
+	if epoch > cur {
+		return txErr("SendListIn", ErrInvalid, "epoch "+strconv.FormatUint(epoch, 10)+" is ahead of the engine's "+strconv.FormatUint(cur, 10))
+	}
+	if e.Closed() {
+		return nil
+	}
+	return ErrReset
 }
 
 // txSource is what the send path takes txreqs from, front first: SendList's list, or Send's one
@@ -454,7 +503,7 @@ func (e *Engine) SendList(w *IOWait, l *TxList) (int, error) {
 // A list is sent in one epoch of the ring (ring.Epoch: the ring's Resets, one per sw clean):
 // SendList reads it before its first reservation and reserves with ring.ReserveIn, which fails
 // atomically once a sw clean reset the ring. Until a batch of the list is in the ring the epoch
-// is read again; after that (pinned) a reset means that the sw clean aborted what the list
+// is read again (SendListIn: ErrReset, see reset); after that (pinned) a reset means that the sw clean aborted what the list
 // published, and the rest of the list is flushed (completes aborted) rather than sent into the
 // fresh ring after it: in the kernel, sdma_send_txlist holds tail_lock, which the clean-up
 // takes too, so a clean comes before the whole list or after it, never between two txreqs of one.
@@ -463,6 +512,7 @@ type txSource struct {
 	one    *TxReq  // Send's txreq
 	done   bool    // Send's txreq was taken
 	pinned bool    // a batch of the list was reserved in epoch: the list keeps to it
+	strict bool    // SendListIn: a reset before the first batch is ErrReset, not a new epoch
 	epoch  uint64  // the ring epoch the list is sent in (SendList only)
 }
 
@@ -605,12 +655,16 @@ func (e *Engine) reserve(src *txSource, total int) (ring.Reservation, error) {
 }
 
 // reset is the send path's answer to a ring reset under a SendList (ring.ErrReset): before the
-// list put anything in the ring, look again in the new epoch (ErrAgain); after, the sw clean
+// list put anything in the ring, look again in the new epoch (ErrAgain; SendListIn: ErrReset,
+// the caller's epoch is over); after, the sw clean
 // aborted the list's earlier batches, and the rest is flushed (ErrNotRunning), as the kernel's
 // tail_lock would have had the whole list in the ring before the clean.
 func (e *Engine) reset(src *txSource) error {
 	if src.pinned {
 		return ErrNotRunning
+	}
+	if src.strict {
+		return ErrReset // SendListIn: the caller's epoch is over; nothing of the list was taken
 	}
 	src.epoch = e.ring.Epoch()
 	return ErrAgain

@@ -16,6 +16,9 @@ var (
 	ErrQueued     = errors.New("sdma: txreq queued to iowait")                // -EIOCBQUEUED (sleep callback)
 	ErrClosed     = errors.New("sdma: device closed")                         // Device.Close or Shutdown began: new calls are refused
 	ErrHalted     = errors.New("sdma: engine halted")                         // matched by a *HaltError: the hardware model halted the engine
+	// ErrReset: SendListIn's epoch is over, a sw clean reset the ring since Epoch returned it;
+	// returned bare, the list and the ring unchanged.
+	ErrReset = errors.New("sdma: ring reset since the epoch (a sw clean came between)")
 )
 
 // errNilContext is the answer of an entry point that takes a context to a nil one: ErrInvalid,

@@ -42,6 +42,44 @@ func ExampleEngine_SendList() {
 	// completed in order [0 1 2]; wire: ["pkt0" "pkt1" "pkt2"]
 }
 
+// Several lists sent as one: SendListIn takes the epoch read before the first (Epoch) and
+// refuses a later list with ErrReset, changing nothing, once a sw clean (here Stop and Start)
+// reset the ring in between: the later list never goes into a ring that lost the earlier one, as
+// user_sdma's AHG packets must not (their header is in the entry the first packet writes).
+func ExampleEngine_SendListIn() {
+	sink := &sdmatest.CaptureSink{}
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, Sink: sink})
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	e := dev.Engine(0)
+	list := func(names ...string) *sdma.TxList {
+		var l sdma.TxList
+		for _, name := range names {
+			tx := new(sdma.TxReq)
+			_ = tx.Init(0, len(name), nil)
+			_ = tx.AddKVAddr(dev, []byte(name))
+			l.PushBack(tx)
+		}
+		return &l
+	}
+	epoch := e.Epoch()
+	n, err := e.SendListIn(nil, list("pkt0", "pkt1"), epoch)
+	fmt.Println("first:", n, err)
+	_, _ = e.Process()
+	_ = e.Stop() // a sw clean between the two lists
+	_ = e.Start()
+	second := list("pkt2", "pkt3")
+	n, err = e.SendListIn(nil, second, epoch)
+	fmt.Println("second:", n, errors.Is(err, sdma.ErrReset), "left", second.Len())
+	fmt.Printf("wire: %q\n", sink.Packets(0))
+	// Output:
+	// first: 2 <nil>
+	// second: 0 true left 2
+	// wire: ["pkt0" "pkt1"]
+}
+
 // The graceful close: Shutdown refuses new sends, lets the engines finish what they hold (here
 // it drives the Manual engine itself), then closes the device. Every txreq sent before it
 // completes StatusOK.

@@ -137,13 +137,5 @@ func TestSendListResetBeforeItsFirstBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 40, n)
 	require.True(t, halted)
-	for i, st := range sendListDrained(t, e, &c, txs) {
-		require.Equal(t, StatusOK, st, "txreq %d", i)
-	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	require.Len(t, sink.pkts[0], 40)
-	for i, p := range sink.pkts[0] {
-		require.EqualValues(t, i, p[0])
-	}
+	requireSentInOrder(t, e, &c, txs, sink)
 }

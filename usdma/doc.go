@@ -58,7 +58,13 @@
 // complete (the kernel waits for them). A request whose packets were all handed over ends ERROR
 // if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status).
 // A request that stopped sending early gives its AHG entry back too (the kernel frees it only
-// once seqsubmitted reaches npkts, so its error path keeps the entry). Pinning is registering the vector with the device
+// once seqsubmitted reaches npkts, so its error path keeps the entry). Every batch of an AHG
+// request goes in the engine epoch packet 0 was sent in (sdma.Engine.SendListIn): a halt that
+// aborted packet 0 before the chip stored its header, coming after the request's last look at its
+// failure, makes the engine refuse the next batch (sdma.ErrReset) and the request ends ERROR
+// (EFAULT), where the kernel's user_sdma_send_pkts can send that batch into the recovered ring,
+// whose chip then patches the entry's previous header (the previous request's destination); a
+// halt after packet 0 completed does not fail the request. Pinning is registering the vector with the device
 // (sdma.Device.Register): page pieces are added with AddKVAddr, which finds the registration and
 // maps nothing, rather than mapped per packet (sdma_txadd_page's dma_map_page); a vector that
 // cannot be registered is mapped per packet instead. The pin cache's limit is per queue,

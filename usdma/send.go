@@ -37,12 +37,18 @@ type request struct {
 	// stop when sending stopped with packets unsent (free_req's errno wins); read by the
 	// submitter between packets and by whoever ends the request.
 	fail atomic.Pointer[reqFail]
+	// hdrStored: packet 0 of an AHG request completed OK, so the chip holds its header in the
+	// entry whatever sw cleans come after (the entry is the request's until AHGFree). Set by
+	// its completion callback (ahgCopyTx); read by the submitter when the engine refuses a batch with
+	// sdma.ErrReset (sendList); cleared by start.
+	hdrStored atomic.Bool
 
 	// Send side: the submitter's.
 	info      struct{ NPkts, FragSize uint16 } // the request's (ReqInfo's, without Message's pointer)
 	hdr       Header                           // the template (hfi1: req->hdr); updated at packet 2 as set_txreq_header does
 	eng       *sdma.Engine
-	ahgIdx    int // the AHG entry, or -1
+	ahgIdx    int    // the AHG entry, or -1
+	epoch     uint64 // with an AHG entry: the engine's epoch packet 0 was sent in (sendList)
 	dataLen   int
 	sent      int // payload bytes built into packets
 	koffset   uint32
@@ -189,6 +195,7 @@ func (pq *PktQ) start(r *request, info *ReqInfo, hdr *Header, dataLen int) {
 	r.nvecs = 0
 	r.iovIdx, r.iovOff = 0, 0
 	r.fail.Store(nil)
+	r.hdrStored.Store(false)
 	r.pending.Store(1) // the submitter's hold
 	pq.stats.requests.Add(1)
 	pq.state.Store(uint32(Active))
@@ -346,7 +353,7 @@ func (pq *PktQ) sendPkts(r *request, maxpkts int) error {
 		// Checked again just before the packets go: a packet that completed aborted means the
 		// engine halted and restarted, and its AHG entry may no longer hold this request's
 		// header (the kernel checks has_error only per packet built). A halt between this check
-		// and the send can still slip through, as in the kernel.
+		// and the send cannot slip through: sendList sends in packet 0's epoch.
 		return f.cause
 	}
 	if err := pq.sendList(r); err != nil {
@@ -367,11 +374,48 @@ func (pq *PktQ) sendList(r *request) error {
 		pq.test.onSend(n)
 	}
 	r.pending.Add(int32(n))
-	took, err := r.eng.SendList(&pq.busy, &r.txps)
+	var took int
+	var err error
+	if r.ahgIdx < 0 {
+		took, err = r.eng.SendList(&pq.busy, &r.txps)
+	} else {
+		// Every batch in packet 0's epoch: see sendListAHG.
+		if r.submitted == 0 {
+			r.epoch = r.eng.Epoch() // packet 0 is on the list: its epoch, if the engine takes it
+		}
+		if took, err = r.eng.SendListIn(&pq.busy, &r.txps, r.epoch); err != nil && err == sdma.ErrReset {
+			took, err = pq.sendListAHG(r)
+		}
+	}
 	r.pending.Add(-int32(n - took)) // never 0 here: the submitter holds one
 	pq.countTaken(r, took)
 	r.submitted += uint16(took)
 	return err
+}
+
+// sendListAHG is sendList's answer to a refusal of a batch of a request with an AHG entry
+// (sdma.ErrReset, nothing taken). Every batch goes in the engine's epoch of packet 0
+// (sdma.Engine.SendListIn): packet 0 stores the request's header in the entry (AHG_COPY) when
+// the chip reads it, and the later packets only patch it (USE_AHG). A sw clean that aborted
+// packet 0 before the chip read it, and came after the request's last look at its failure,
+// would otherwise let a later batch into the recovered ring, where the chip builds its headers
+// from what the entry held before (the previous request's: its payload goes to the previous
+// request's destination). The kernel's user_sdma_send_pkts has that window. So the refusal
+// stands (the request ends ERROR), unless packet 0 is not sent yet or had completed OK (the
+// entry holds its header through any clean): then the batch goes in the new epoch.
+//
+//go:noinline
+func (pq *PktQ) sendListAHG(r *request) (int, error) {
+	for {
+		if r.submitted != 0 && !r.hdrStored.Load() {
+			return 0, sdma.ErrReset
+		}
+		r.epoch = r.eng.Epoch()
+		took, err := r.eng.SendListIn(&pq.busy, &r.txps, r.epoch)
+		if err != sdma.ErrReset {
+			return took, err
+		}
+	}
 }
 
 // countTaken counts the took packets the engine just took from r (the ones after r.submitted),
@@ -464,10 +508,23 @@ func (pq *PktQ) txaddAHG(r *request, tx *TxReq, datalen int) error {
 	if pbc := tx.hdr.pbc(0); pbcToLRH(pbc) != lrhlen {
 		tx.hdr.setPBC(0, pbc&0xf000|lrhToPBC(lrhlen))
 	}
-	if err := tx.InitAHG(sdma.FlagAHGCopy, HeaderSize+datalen, sdma.AHG{Entry: r.ahgIdx}, tx); err != nil {
+	if err := tx.InitAHG(sdma.FlagAHGCopy, HeaderSize+datalen, sdma.AHG{Entry: r.ahgIdx}, (*ahgCopyTx)(tx)); err != nil {
 		return err
 	}
 	return tx.AddKVAddr(pq.dev, tx.hdr[:])
+}
+
+// ahgCopyTx is packet 0 of an AHG request as its own Completer: its completion records that the
+// chip read it (request.hdrStored) before Complete's, so that the other packets' completions pay
+// nothing for it.
+type ahgCopyTx TxReq
+
+// Complete is packet 0's completion: see ahgCopyTx.
+func (tx *ahgCopyTx) Complete(stx *sdma.TxReq, st sdma.Status) {
+	if r := tx.req; r != nil && st == sdma.StatusOK {
+		r.hdrStored.Store(true)
+	}
+	(*TxReq)(tx).Complete(stx, st)
 }
 
 // setHeader gives a packet its full header from the template (hfi1: set_txreq_header, EAGER):
