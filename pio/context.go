@@ -501,11 +501,13 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 // wake-ups to the chip's next pass (see BufferAlloc). The wake-ups run on the caller's
 // goroutine: like Process, it must not be called while holding an unfinished buffer of this
 // context (a wake-up that disabled the context would wait for that buffer for ever).
-func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate() }
+func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate(false) }
 
-func (sc *SendContext) releaseUpdate() {
+// releaseUpdate is ReleaseUpdate; chip: it runs on the chip goroutine (run), whose wake-ups
+// need no record (see piobufavail).
+func (sc *SendContext) releaseUpdate(chip bool) {
 	sc.releasePass(false)
-	sc.piobufavail()
+	sc.piobufavail(chip)
 }
 
 // releasePass is the release pass without its wake-ups (sc_release_update up to
@@ -753,7 +755,8 @@ func (sc *SendContext) Restart() error {
 // rest of its batch, go on once its own Close returns. A Close from a wake-up that a Close on the
 // same goroutine runs (its flush) returns nil at once: the outer Close does the work and the
 // waiting. Close tells goroutines apart by goid.Self: on builds without getg (purego, 386, ...)
-// that is a runtime.Stack read, microseconds, per Close and per release pass that wakes a waiter.
+// that is a runtime.Stack read, microseconds, per Close and per release pass on a caller's
+// goroutine that wakes a waiter (the chip goroutine's passes need none: Close waits for its end).
 //
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
@@ -810,7 +813,7 @@ func (sc *SendContext) run() {
 	returned := false
 	defer sc.runDone(&returned)
 	for {
-		sc.Process()
+		sc.process(true)
 		if sc.idle() {
 			returned = true
 			return
@@ -893,12 +896,15 @@ func (sc *SendContext) hasWork() bool {
 // unfinished buffer of this context must not call Process (a halt would wait for it forever). It
 // returns the packets consumed. With Config.Manual it is the only way packets move; otherwise the
 // chip goroutine calls it, and calling it too is harmless under the same condition.
-func (sc *SendContext) Process() int {
+func (sc *SendContext) Process() int { return sc.process(false) }
+
+// process is Process; chip: it runs on the chip goroutine (run).
+func (sc *SendContext) process(chip bool) int {
 	sc.hwMu.Lock()
 	n, h, wb := sc.consume()
 	sc.hwMu.Unlock()
 	if wb {
-		sc.releaseUpdate()
+		sc.releaseUpdate(chip)
 	}
 	if h != nil {
 		sc.halted(h)

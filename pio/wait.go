@@ -156,19 +156,33 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 // piobufavail wakes up to WaitBatchSize waiters, in order, after a release pass (hfi1:
 // sc_piobufavail). If more are left it asks for another credit return, whose pass wakes the next
 // batch (the kernel's "redo the force to avoid a potential hang").
-func (sc *SendContext) piobufavail() {
+//
+// chip: the pass runs on the chip goroutine (run), which records nothing in wakers: Close waits
+// for that goroutine's end (done) before it looks at them, and a Close of this context on it is
+// refused, so no Close needs the record; and the chip's passes come per packet while producers
+// wait, where goid.Self without getg would be a runtime.Stack each (TestChipWakeupsTakeNoStack).
+func (sc *SendContext) piobufavail(chip bool) {
 	if sc.waitCount.Load() == 0 {
 		return
 	}
 	var batch [WaitBatchSize]*Waiter
-	g := goid.Self()
+	var g uint64
+	if !chip {
+		g = goid.Self()
+	}
 	sc.waitMu.Lock()
 	n := sc.popLocked(batch[:])
-	sc.wakeBeginLocked(g, n)
+	if !chip {
+		sc.wakeBeginLocked(g, n)
+	}
 	more := sc.waitHead != nil
 	sc.waitMu.Unlock()
 	if more {
 		sc.ReturnCredits()
+	}
+	if chip {
+		sc.wakeBatch(batch[:n])
+		return
 	}
 	sc.wakeTaken(batch[:n], g)
 }
