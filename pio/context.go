@@ -123,7 +123,8 @@ type Buf struct {
 // A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait;
 // the package's closers lock (Close waiting for wake-ups) comes before a wait lock.
 // Make one with New: the zero SendContext has no send buffer, and its BufferAlloc (hence
-// BufferAllocWait and SendWait) and Enable refuse with ErrInvalid saying so.
+// BufferAllocWait and SendWait) and Enable refuse with ErrInvalid saying so; its QueueWait parks
+// nothing (false: retry).
 type SendContext struct {
 	// Read-only after New.
 	typ     Type

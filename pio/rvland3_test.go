@@ -2,6 +2,7 @@ package pio
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -69,5 +70,28 @@ func TestChipWakeupsTakeNoStack(t *testing.T) {
 	}
 	if calls != 0 {
 		t.Fatalf("%d runtime.Stack calls (goid.ID) for %d wake-ups on the chip goroutine, want 0", calls, st.Wakeups)
+	}
+}
+
+// TestZeroSendContextQueueWaitParksNothing: QueueWait on a SendContext not made by New returns
+// false and parks nothing, as on a closed context: nothing would ever wake the waiter (the zero
+// context has no chip and no credits), and the retried allocation gets ErrInvalid saying the
+// context was not made by New. It parked the waiter and returned true: a caller that then waited
+// for its wake-up waited for ever.
+func TestZeroSendContextQueueWaitParksNothing(t *testing.T) {
+	var sc SendContext
+	var w Waiter
+	w.Init(func(*Waiter) {})
+	if sc.QueueWait(&w, sc.ReleaseSeq()) {
+		t.Errorf("QueueWait on a zero SendContext: true (parked, nothing will wake it)")
+	}
+	if n := sc.Waiting(); n != 0 {
+		t.Errorf("Waiting %d after QueueWait on a zero SendContext, want 0", n)
+	}
+	if w.on.Load() != nil {
+		t.Errorf("the waiter is on the zero SendContext's list")
+	}
+	if _, err := sc.BufferAlloc(16, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("the retried BufferAlloc: %v, want ErrInvalid", err)
 	}
 }

@@ -54,12 +54,16 @@ func newChanWaiter() *Waiter {
 // pio_wait's hfi1_sc_wantpiobuf_intr(sc, 1)); while waiters are queued the chip model returns
 // credits after every packet. A waiter already queued, on this context or another, stays where it
 // is (true: its wake-up comes from that context's list). On a closed context it returns false and
-// parks nothing (the caller's retried allocation gets ErrClosed). A nil w is a programmer
+// parks nothing (the caller's retried allocation gets ErrClosed), and so on the zero SendContext,
+// not made by New (the retried allocation gets ErrInvalid). A nil w is a programmer
 // error: QueueWait panics with a message saying so, before it takes the wait lock (there is nothing
 // to park, and no answer would be right: false asks for a retry, true for a wake-up).
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	if w == nil {
 		panic("pio: QueueWait of a nil Waiter")
+	}
+	if sc.credits == 0 { // the zero SendContext: no pass would ever wake w
+		return false
 	}
 	sc.waitMu.Lock()
 	if !w.on.CompareAndSwap(nil, sc) {
