@@ -40,7 +40,9 @@ const (
 // the engine is stopped or halted and may run again (a retry can succeed); ErrClosed that it
 // never will (sdma.Engine.Closed).
 //
-// The refusals made before the claim (and New's for a bad Config) have no Cause. Each refusal
+// The refusals made before the claim (and New's for a bad Config) have no Cause, but for a
+// Submit whose context ended while it waited for its slot's ending Config.Done: ErrSlotInUse,
+// with the context's error as Cause. Each refusal
 // after the claim keeps the error behind it as Cause, which the ReqError matches too, beside its
 // sentinel: a stopped or halted engine sdma.ErrNotRunning (errors.Is(err, sdma.ErrNotRunning)
 // with ErrNotRunning), a closed device sdma.ErrClosed (with ErrClosed), a failed pin the pin's

@@ -112,9 +112,14 @@ type Config struct {
 	// completion pass (or in Submit, for a request that ends there) and must not block. It runs
 	// before the end is visible: the entry is written, the slot freed for a new request, Wait
 	// returns and Close finishes only after Done returned (so, from inside it, Comp still reads
-	// the slot QUEUED and Wait on it waits). A goroutine that Done hands the slot to for its
-	// next request waits for Comp to leave QUEUED before it Submits there, else ErrSlotInUse
-	// (sdmaperf -mode msg does). A Done that panics still ends the request.
+	// the slot QUEUED and Wait on it waits). A Submit on the slot from another goroutine while
+	// Done runs (a producer that Done handed the slot to) waits, yielding, until Done has
+	// returned and the end is visible, then claims the slot; one from inside Done (on its
+	// goroutine) is ErrSlotInUse at once, as it would wait for itself. A Submit on a slot whose
+	// request is in flight, its Done not running, is ErrSlotInUse at once. Done's goroutine is
+	// told apart by its runtime g (internal/goid), one load per request end; on builds without
+	// it (purego, 386, ...) by its goroutine id, a runtime.Stack read: microseconds per request
+	// end. A Done that panics still ends the request.
 	Done func(slot int, e CompEntry)
 }
 
@@ -201,6 +206,9 @@ type pqTestHooks struct {
 	// compWindow, if set, is called by Comp between its load of the entry's status and its
 	// load of the errcode.
 	compWindow func()
+	// endWait, if set, is called by Submit each time it yields waiting for the end of slot's
+	// request, whose Done runs on another goroutine (awaitEnd).
+	endWait func(slot int)
 	// closeWait, if set, is called by Close once it found cached vectors whose registrations
 	// something else still uses, before it waits for them.
 	closeWait func()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/goid"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -42,6 +44,12 @@ type request struct {
 	// its completion callback (ahgCopyTx); read by the submitter when the engine refuses a batch with
 	// sdma.ErrReset (sendList); cleared by start.
 	hdrStored atomic.Bool
+	// doneG is the goroutine (goid.Self) running Config.Done for the request that is ending, 0
+	// when none: stored by end before it calls Done, cleared by publishEnd under compMu as it
+	// releases the slot (within that goroutine's life, so a g reused later is never seen here);
+	// read by Submit (lockSlot, awaitEnd), which waits for another goroutine's Done to return and
+	// refuses a Submit from inside it.
+	doneG atomic.Uint64
 
 	// Send side: the submitter's.
 	info      struct{ NPkts, FragSize uint16 } // the request's (ReqInfo's, without Message's pointer)
@@ -75,9 +83,10 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // Submit sends one request: the data vectors vecs, split into info.NPkts packets of the header
 // template hdr (hfi1: hfi1_user_sdma_process_request). It validates the request first, in the
 // kernel's order (before all, a value Message could not fit in ReqInfo's 16-bit fields;
-// completion index, vector count, a zero fragment size; then a slot in use,
-// ErrSlotInUse; then the rest: the packet count, fragment size against 64-byte blocks, the MTU
-// and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length): any failure is a
+// completion index, vector count, a zero fragment size; then a slot in use, ErrSlotInUse, but
+// for a slot whose request is ending, its Config.Done running on another goroutine, which Submit
+// waits for (see Config.Done); then the rest: the packet count, fragment size against 64-byte
+// blocks, the MTU and MAX_SDMA_PKT_SIZE, the template's opcode, SC/VL, LNH and length): any failure is a
 // *ReqError and changes nothing. EXPECTED requests are refused with
 // ErrExpected: they need receive-side TID entries, which gosdma does not model.
 //
@@ -100,8 +109,9 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // If sending stops early (the engine stopped, the device or the queue closed, a mapping failed,
 // no txreq could be had, a packet already completed aborted), Submit returns the error; the slot
 // still ends exactly once, ERROR, when the packets already handed over complete. A nil ctx is
-// ErrInvalid before the slot is claimed (the slot is untouched). ctx bounds only
-// the waits for ring room and for txreqs; a request cut short by ctx ends ERROR too, and
+// ErrInvalid before the slot is claimed (the slot is untouched). ctx bounds only the wait for
+// the slot's ending Done (ErrSlotInUse with ctx's error as Cause, nothing changed) and the waits
+// for ring room and for txreqs; a request cut short by ctx ends ERROR too, and
 // Submit's error matches ctx's (errors.Is; see ReqError.Cause). Room comes only as the engine runs: on
 // a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
 // while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
@@ -116,18 +126,11 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	if err := pq.validateClaim(&info, hdr, len(vecs)); err != nil {
 		return err
 	}
-	pq.sendMu.Lock()
-	defer pq.sendMu.Unlock()
-	if pq.closed.Load() {
-		return reqErr(int(info.CompIdx), ErrClosed, "the queue is closed")
-	}
 	r := &pq.reqs[info.CompIdx]
-	// The slot is checked before the later checks, as the kernel claims it before them: a busy
-	// slot is -EBADSLT whatever else is wrong. Only Submit claims, under sendMu, so a slot free
-	// here is still free at the claim.
-	if pq.inUse(r) {
-		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
+	if err := pq.lockSlot(ctx, r); err != nil {
+		return err
 	}
+	defer pq.sendMu.Unlock()
 	dataLen, err := pq.validate(&info, hdr, vecs)
 	if err != nil {
 		return err
@@ -159,11 +162,64 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	return err
 }
 
-// inUse reports whether slot r holds a request that has not ended.
-func (pq *PktQ) inUse(r *request) bool {
+// lockSlot takes sendMu for a Submit on slot r, found free: nil with sendMu held, else the
+// refusal with sendMu not held (ErrClosed; ErrSlotInUse for a request in flight). The slot is
+// checked before the later checks, as the kernel claims it before them: a busy slot is -EBADSLT
+// whatever else is wrong. Only Submit claims, under sendMu, so a slot free here is still free at
+// the claim. A request that is ending, its Config.Done running, is waited for (awaitEnd), with
+// sendMu not held: a Done may run inside a Submit, which holds it, and Close takes it. Its doneG
+// is looked at before sendMu too, so that a Submit on the slot from inside its Done is refused
+// even when that Done runs inside a Submit (the lock would be its own).
+func (pq *PktQ) lockSlot(ctx context.Context, r *request) error {
+	for {
+		if g := r.doneG.Load(); g != 0 {
+			if err := pq.awaitEnd(ctx, r, g); err != nil {
+				return err
+			}
+		}
+		pq.sendMu.Lock()
+		if pq.closed.Load() {
+			pq.sendMu.Unlock()
+			return reqErr(r.slot, ErrClosed, "the queue is closed")
+		}
+		inUse, ending := pq.slotState(r)
+		if !inUse {
+			return nil
+		}
+		pq.sendMu.Unlock()
+		if !ending {
+			return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
+		}
+	}
+}
+
+// slotState reports whether slot r holds a request that has not ended, and whether that request
+// is ending (its Config.Done runs).
+func (pq *PktQ) slotState(r *request) (inUse, ending bool) {
 	pq.compMu.Lock()
 	defer pq.compMu.Unlock()
-	return r.inUse
+	return r.inUse, r.doneG.Load() != 0
+}
+
+// awaitEnd waits, yielding, until the request on slot r whose Config.Done runs on goroutine g
+// has ended: Done must not block, so the wait is the rest of its run and publishEnd's. It
+// returns nil then. It refuses at once (ErrSlotInUse) when g is the calling goroutine (a Submit
+// from inside that Done would wait for itself), and with ctx's error as Cause (ErrSlotInUse too:
+// the slot is still taken) if ctx ends first.
+func (pq *PktQ) awaitEnd(ctx context.Context, r *request, g uint64) error {
+	if g == goid.Self() {
+		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is ending and Config.Done runs on this goroutine: a Submit on it from inside its Done would wait for itself")
+	}
+	for r.doneG.Load() == g {
+		if err := ctx.Err(); err != nil {
+			return &ReqError{Slot: r.slot, Reason: "entry " + itoa(r.slot) + " is ending (its Config.Done runs) and the context ended first: " + err.Error(), Err: ErrSlotInUse, Cause: err}
+		}
+		if pq.test != nil && pq.test.endWait != nil {
+			pq.test.endWait(r.slot)
+		}
+		runtime.Gosched()
+	}
+	return nil
 }
 
 // claim takes slot r for a new request and sets it QUEUED (hfi1: test_and_set_bit on
@@ -663,7 +719,8 @@ func (r *request) done() {
 // end ends r exactly once (hfi1: user_sdma_free_request, set_comp_state, pq_update): the pins
 // are released, Config.Done is told, and then the slot gets COMPLETE or ERROR with the request's
 // errcode (see stop), is released for a new request, and the waiters wake. Done runs first so
-// that nothing sees the end before it (a Wait or Close returning, a new request on the slot); the
+// that nothing sees the end before it (a Wait or Close returning, a new request on the slot: a
+// Submit on it meanwhile waits, awaitEnd, for the goroutine doneG names); the
 // rest is deferred, so that a Done that panics (or calls runtime.Goexit) still ends r.
 func (pq *PktQ) end(r *request) {
 	for i := range r.nvecs {
@@ -680,6 +737,7 @@ func (pq *PktQ) end(r *request) {
 		pq.stats.completed.Add(1)
 	}
 	if pq.onDone != nil {
+		r.doneG.Store(goid.Self()) // a Submit on the slot meanwhile waits for the end (awaitEnd)
 		defer pq.publishEnd(r, st, code, outcome)
 		pq.onDone(r.slot, CompEntry{Status: st, Errcode: code})
 		return
@@ -692,6 +750,7 @@ func (pq *PktQ) end(r *request) {
 func (pq *PktQ) publishEnd(r *request, st CompState, code uint32, outcome error) {
 	pq.compMu.Lock()
 	pq.comps[r.slot].set(st, code)
+	r.doneG.Store(0)
 	r.inUse = false
 	r.outcome = outcome
 	ws := r.waiters

@@ -63,12 +63,17 @@ func testQueue(t testing.TB, cfg Config) *PktQ {
 	t.Helper()
 	pq, err := New(cfg)
 	require.NoError(t, err)
+	closeAtEnd(t, pq)
+	return pq
+}
+
+// closeAtEnd closes pq when the test ends, giving its packets 10 s to complete.
+func closeAtEnd(t testing.TB, pq *PktQ) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = pq.Close(ctx)
 	})
-	return pq
 }
 
 func pattern(n int, seed byte) []byte {

@@ -143,8 +143,9 @@ func (p *producer) sendMsg(ctx context.Context) bool {
 		return false
 	}
 	// Done gives the slot back before the request's end is visible (usdma Config.Done): until
-	// the end is written the slot reads QUEUED and a Submit on it is ErrSlotInUse. The wait is
-	// for the rest of that Done's return, on the completion pass.
+	// that Done returned the slot reads QUEUED. usdma's Submit waits for such an end itself now
+	// (a Submit on a slot whose Done runs on another goroutine); this wait, the same yield loop
+	// here (one Comp load per message), stays as TestMsgSlotReusedAfterItsEnd's window.
 	for p.pq.Comp(int(slot)).Status == usdma.Queued {
 		if h := testMsgSlotQueued.Load(); h != nil {
 			(*h)()
