@@ -21,14 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/gosdma/gosdma/internal/soak"
 )
 
 // rvpRec is one packet of the pio soak.
@@ -452,18 +450,5 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakPIOFaultSchedules: see runRVPIOSoak. RVSOAK_SEED picks another seed range.
 func TestRVSoakPIOFaultSchedules(t *testing.T) {
-	seeds, dur := 16, 40*time.Millisecond
-	if testing.Short() {
-		seeds, dur = 5, 10*time.Millisecond
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		t.Run(fmt.Sprint(base+uint64(s)), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			runRVPIOSoak(t, base+uint64(s), dur)
-		})
-	}
+	soak.Seeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVPIOSoak)
 }

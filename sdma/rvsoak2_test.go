@@ -26,6 +26,7 @@ import (
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -337,5 +338,5 @@ func runRVTwoDeviceSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakTwoDevicesSharedMapper: see runRVTwoDeviceSoak.
 func TestRVSoakTwoDevicesSharedMapper(t *testing.T) {
-	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVTwoDeviceSoak)
+	soak.Seeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVTwoDeviceSoak)
 }

@@ -21,17 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -535,25 +532,5 @@ func runRVSendListSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakSendListDeregister: see runRVSendListSoak.
 func TestRVSoakSendListDeregister(t *testing.T) {
-	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVSendListSoak)
-}
-
-// rvSoakSeeds runs a fault-schedule soak over seeds seeds (short with -short), from
-// RVSOAK_SEED on (1 if unset), each in a subtest named by its seed that must leave no goroutine
-// behind; run gets the seed and arg (argShort with -short: the soak's length).
-func rvSoakSeeds[A any](t *testing.T, seeds, short int, arg, argShort A, run func(t *testing.T, seed uint64, arg A)) {
-	if testing.Short() {
-		seeds, arg = short, argShort
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		seed := base + uint64(s)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			run(t, seed, arg)
-		})
-	}
+	soak.Seeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVSendListSoak)
 }

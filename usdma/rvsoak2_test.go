@@ -28,6 +28,7 @@ import (
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -464,5 +465,5 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakUsdmaLedger: see runRVUsdmaLedgerSoak. RVSOAK_SEED picks another seed range.
 func TestRVSoakUsdmaLedger(t *testing.T) {
-	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVUsdmaLedgerSoak)
+	soak.Seeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVUsdmaLedgerSoak)
 }

@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,9 +21,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -289,25 +287,5 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 
 // TestRVSoakUsdmaFaultSchedules: see runRVUsdmaSoak.
 func TestRVSoakUsdmaFaultSchedules(t *testing.T) {
-	rvSoakSeeds(t, 24, 6, 20, 8, runRVUsdmaSoak)
-}
-
-// rvSoakSeeds runs a fault-schedule soak over seeds seeds (short with -short), from
-// RVSOAK_SEED on (1 if unset), each in a subtest named by its seed that must leave no goroutine
-// behind; run gets the seed and arg (argShort with -short: the soak's length).
-func rvSoakSeeds[A any](t *testing.T, seeds, short int, arg, argShort A, run func(t *testing.T, seed uint64, arg A)) {
-	if testing.Short() {
-		seeds, arg = short, argShort
-	}
-	base := uint64(1)
-	if v := os.Getenv("RVSOAK_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-	}
-	for s := range seeds {
-		seed := base + uint64(s)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			run(t, seed, arg)
-		})
-	}
+	soak.Seeds(t, 24, 6, 20, 8, runRVUsdmaSoak)
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
@@ -263,5 +264,5 @@ func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 
 // TestRVSoakVerbsOrderAcrossPaths: see runRVVerbsOrderSoak. RVSOAK_SEED picks another seed range.
 func TestRVSoakVerbsOrderAcrossPaths(t *testing.T) {
-	rvSoakSeeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVVerbsOrderSoak)
+	soak.Seeds(t, 16, 5, 40*time.Millisecond, 10*time.Millisecond, runRVVerbsOrderSoak)
 }
