@@ -119,7 +119,9 @@ type Config struct {
 	// request is in flight, its Done not running, is ErrSlotInUse at once. Done's goroutine is
 	// told apart by its runtime g (internal/goid), one load per request end; on builds without
 	// it (purego, 386, ...) by its goroutine id, a runtime.Stack read: microseconds per request
-	// end. A Done that panics still ends the request.
+	// end. A Done that panics still ends the request. A Done that runs inside a Submit (a
+	// request that ends there) runs with the queue's send lock held: a Submit on another slot
+	// from it waits for that lock for ever, so hand such work to another goroutine.
 	Done func(slot int, e CompEntry)
 }
 
