@@ -121,7 +121,7 @@ type Buf struct {
 // found no credits.
 //
 // A SendContext is safe for concurrent use. Lock order: alloc, hw (the chip), release, wait;
-// the package's closers lock (Close waiting for wake-ups) comes before a wait lock.
+// the package's closers lock (the Closes' waits) comes before a wait lock.
 // Make one with New: the zero SendContext has no send buffer, and its BufferAlloc (hence
 // BufferAllocWait and SendWait) and Enable refuse with ErrInvalid saying so; its QueueWait parks
 // nothing (false: retry).
@@ -139,14 +139,12 @@ type SendContext struct {
 	bell    chan struct{}
 	quit    chan struct{}
 	done    chan struct{}
-	closeMu sync.Mutex // serialises Close
-	// closed is set, under closeMu, when Close has done all its work (a Goexit in a callback that
-	// Close's Disable runs leaves it clear: the next Close finishes).
-	closed bool
-	// closeG is the goroutine (goid.Self) doing Close's work under closeMu, 0 when none: written
-	// by closeLocked (atomic stores), read by Close (atomic load), which returns nil at once when
-	// it runs on that goroutine (a wake-up that the Close's flush runs).
-	closeG atomic.Uint64
+	// closingG is the goroutine (goid.Self) doing Close's work (doClose), 0 when none; closed is
+	// set when that work is all done (a Goexit in a callback that Close's Disable runs leaves it
+	// clear: the next Close finishes). Both under closers.mu (closeWork, doClose): a Close that
+	// finds the work in progress waits for it, unless its goroutine waited for (closerSet).
+	closingG uint64
+	closed   bool
 	// gone is set when a Goexit is ending the chip goroutine: by goexitHalt on that goroutine
 	// (a Sink's, Releaser's or wake-up's Goexit: under allocMu, with the halt, so that no
 	// Restart or Enable gets in between the halt and the goroutine's end), and by its deferred
@@ -746,18 +744,29 @@ func (sc *SendContext) Restart() error {
 // returns ErrInvalid there and changes nothing.
 //
 // Before it returns, every Close (the one that did the work and any other, also on a closed
-// context) waits for the wake-ups of this context's waiters in progress on other goroutines: a
-// release pass of a manual chip's Process, of ReleaseUpdate or of a BufferAllocWait driving the
-// chip takes its batch off the list and wakes it with no lock held, and no wake-up of the context
-// starts or still runs once Close returned, but on the goroutines below. A wake-up on a caller's
-// goroutine may call Close: that Close does not wait for its own goroutine's wake-ups (it runs
-// inside one), nor for those of a goroutine that is itself in a Close, of this context or another
-// (two wake-ups that each Close would otherwise wait for each other); such a wake-up, and the
-// rest of its batch, go on once its own Close returns. A Close from a wake-up that a Close on the
-// same goroutine runs (its flush) returns nil at once: the outer Close does the work and the
-// waiting. Close tells goroutines apart by goid.Self: on builds without getg (purego, 386, ...)
-// that is a runtime.Stack read, microseconds, per Close and per release pass on a caller's
-// goroutine that wakes a waiter (the chip goroutine's passes need none: Close waits for its end).
+// context) waits, besides the chip goroutine's end, for the work of a Close of the context in
+// progress on another goroutine, and for the wake-ups of the context's waiters in progress on
+// other goroutines: a release pass of a manual chip's Process, of ReleaseUpdate or of a
+// BufferAllocWait driving the chip takes its batch off the list and wakes it with no lock held,
+// and Close waits until that goroutine has woken the whole batch, also where a wake-up of the
+// batch is itself in a Close (of this context or another), so no wake-up of the context starts
+// or still runs once Close returned, but on Close's own goroutine and the goroutines below.
+//
+// A wake-up on a caller's goroutine may call Close. No Close waits for a goroutine that waits,
+// directly or through other Closes, for its own (it would wait for itself): each leaves such a
+// goroutine out, and no wait goes round. So a Close does not wait for its own goroutine's
+// wake-ups (it runs inside one); a Close from a wake-up that a Close on the same goroutine runs
+// (its flush) returns nil at once, the outer Close doing the work and the waiting; and of two
+// wake-ups on two goroutines whose Closes each wait for the other's goroutine (one context, or
+// each closing the other's), the Close that waits first waits for the other goroutine's whole
+// batch, the Close in it included, and that second Close does not wait for the first's
+// goroutine: it returns once the rest is done (or at once, nil, where the first is doing the
+// second's context's work, left to it). A Close on the chip goroutine of another context (from a
+// wake-up, Sink or Releaser) likewise leaves out a goroutine whose Close waits for that chip
+// goroutine's end. Close tells goroutines apart by goid.Self: on builds without getg (purego,
+// 386, ...) that is a runtime.Stack read, microseconds, per Close and per release pass on a
+// caller's goroutine that wakes a waiter (the chip goroutine's passes need none: Close waits for
+// its end).
 //
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
@@ -772,34 +781,32 @@ func (sc *SendContext) Close() error {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
 	}
 	self := goid.Self()
-	if sc.closeG.Load() == self {
-		return nil // a wake-up that this goroutine's Close runs: that Close does the work
+	if sc.closeWork(self) {
+		sc.waitWakers(self)
 	}
-	closers.enter(self)
-	defer closers.leave(self)
-	sc.closeLocked(self)
-	sc.waitWakers(self)
 	return nil
 }
 
-// closeLocked is Close's work, under closeMu, on goroutine self (closeG while it runs).
-func (sc *SendContext) closeLocked(self uint64) {
-	sc.closeMu.Lock()
-	defer sc.closeMu.Unlock()
-	if sc.closed {
-		return
-	}
-	sc.closeG.Store(self)
-	defer sc.closeG.Store(0)
+// doClose is Close's work, on goroutine self, which closeWork made closingG; it clears closingG
+// when it ends, also on a Goexit in a callback its Disable runs, and sets closed when it is done.
+func (sc *SendContext) doClose(self uint64) {
+	done := false
+	defer func() {
+		closers.mu.Lock()
+		sc.closed = done
+		sc.closingG = 0
+		closers.cond.Broadcast()
+		closers.mu.Unlock()
+	}()
 	sc.allocMu.Lock()
 	sc.flags.Store(sc.flags.Load()&^scfEnabled | scfInFree)
 	sc.allocMu.Unlock()
 	sc.Disable()
 	if sc.quit != nil {
 		close(sc.quit)
-		<-sc.done
+		sc.waitChip(self)
 	}
-	sc.closed = true
+	done = true
 }
 
 // chipSpin is how many idle checks the chip goroutine makes before it parks: a packet that

@@ -20,7 +20,7 @@ func TestLayoutCacheLines(t *testing.T) {
 		name       string
 		first, end uintptr // [first, end) of the group
 	}{
-		{"read-only", 0, unsafe.Offsetof(sc.closeMu) + unsafe.Sizeof(sc.closeMu)},
+		{"read-only", 0, unsafe.Offsetof(sc.chipG) + unsafe.Sizeof(sc.chipG)},
 		{"alloc", unsafe.Offsetof(sc.allocMu), unsafe.Offsetof(sc.inFlight) + 8},
 		{"release", unsafe.Offsetof(sc.releaseMu), unsafe.Offsetof(sc.releaseSeq) + 4},
 		{"wait", unsafe.Offsetof(sc.waitMu), unsafe.Offsetof(sc.waitCount) + 4},

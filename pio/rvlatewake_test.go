@@ -132,9 +132,10 @@ func TestCloseInsideWakeupDoesNotWaitForItself(t *testing.T) {
 }
 
 // TestTwoClosesInsideWakeups: two wake-ups, on two goroutines' passes (of two contexts, each
-// parked on both in turn), each Close both contexts. Neither Close waits for a wake-up that is
-// itself in a Close (each would wait for the other: a deadlock); each waits for the others.
-// Both passes end, every Close returns nil, both contexts are closed.
+// parked on both in turn), each Close both contexts. No Close waits for a goroutine whose
+// Close waits for its own (each would wait for the other: a deadlock; the one that waits first
+// waits, TestCloseCycleInWakeups). Both passes end, every Close returns nil, both contexts are
+// closed.
 func TestTwoClosesInsideWakeups(t *testing.T) {
 	for _, shared := range []bool{true, false} {
 		name := "one context"

@@ -1,6 +1,7 @@
 package pio
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -266,85 +267,176 @@ func (sc *SendContext) wakeEnd(g uint64) {
 	}
 }
 
-// closers are the goroutines in a Close, of any context, and the Closes waiting for wake-ups in
-// progress (waitWakers). Lock order: closers.mu, then a context's waitMu.
+// closers are the Closes, of every context, that wait, and what each waits for: a wait-for graph
+// of goroutines, so that no Close waits for a goroutine that waits, directly or through other
+// Closes, for its own (closeWork, waitWakers, waitChip). Lock order: closers.mu, then a
+// context's waitMu.
 var closers = func() *closerSet {
-	c := &closerSet{}
+	c := &closerSet{waits: map[uint64]*closeWait{}}
 	c.cond.L = &c.mu
 	return c
 }()
 
 type closerSet struct {
 	mu sync.Mutex
-	// cond is broadcast when a goroutine enters a Close (a wake-up of its that a Close waited
-	// for waits no more) and when a wake-up pass ends while a Close waits (waiting != 0).
+	// cond is broadcast when a Close's work ends (doClose), when a Close starts waiting for a
+	// chip goroutine's end (waitChip: an edge the others must take into account), and when a
+	// wake-up pass ends while a Close waits for wake-ups (waiting != 0).
 	cond sync.Cond
-	// gs holds the goroutine (goid.Self) of every Close in progress, once per Close (a Close
-	// inside a wake-up that another Close's flush runs is there twice). Under mu.
-	gs []uint64
-	// waiting counts the Closes waiting on cond: written under mu (atomic add), read by
-	// wakeEnd without it (atomic load), which broadcasts only when there is one.
+	// waits maps each goroutine whose Close is waiting to that wait: one per goroutine, its
+	// innermost Close's (an outer Close on it runs the wake-up that made the inner one). Written
+	// by the waiting Close before it waits and after; under mu.
+	waits map[uint64]*closeWait
+	// waiting counts the Closes waiting for wake-ups (waitWakers, from before they read the
+	// wakers until they return): written under mu (atomic add), read by wakeEnd without it
+	// (atomic load), which broadcasts only when there is one.
 	waiting atomic.Int32
 }
 
-// enter records that goroutine g is in a Close; leave undoes it.
-func (c *closerSet) enter(g uint64) {
-	c.mu.Lock()
-	c.gs = append(c.gs, g)
-	if c.waiting.Load() != 0 {
-		c.cond.Broadcast()
-	}
-	c.mu.Unlock()
+// closeWaitKind is what a Close waits for (closeWait).
+type closeWaitKind uint8
+
+const (
+	waitWork   closeWaitKind = iota // another goroutine's Close work of sc (closeWork)
+	waitWakers                      // the wake-ups of sc on other goroutines (waitWakers)
+	waitChip                        // sc's chip goroutine's end (waitChip)
+)
+
+// closeWait is a Close's wait (closerSet.waits); its edges, the goroutines it waits for, are
+// those of targetsLocked, read again at each look (an edge ends with what it waits for).
+type closeWait struct {
+	kind closeWaitKind
+	sc   *SendContext
+	// g is, for waitWork, the goroutine doing sc's work when the wait began (an edge while
+	// sc.closingG is g); for waitWakers, the waiting Close's own goroutine.
+	g uint64
+	// skip are, for waitWakers, the wakers it does not wait for: each waited, when the Close
+	// last looked, directly or through other Closes, for g.
+	skip []uint64
 }
 
-func (c *closerSet) leave(g uint64) {
-	c.mu.Lock()
-	for i, x := range c.gs {
-		if x == g {
-			last := len(c.gs) - 1
-			c.gs[i] = c.gs[last]
-			c.gs = c.gs[:last]
-			break
+// targetsLocked appends to dst the goroutines that w waits for now (closers.mu held): the one
+// doing sc's work while it does; sc's chip goroutine until its end; every goroutine running
+// wake-ups of sc but its own and those it skips.
+func (w *closeWait) targetsLocked(dst []uint64) []uint64 {
+	switch w.kind {
+	case waitWork:
+		if w.sc.closingG == w.g {
+			dst = append(dst, w.g)
 		}
+	case waitChip:
+		if g := w.sc.chipG.Load(); g != 0 {
+			dst = append(dst, g)
+		}
+	case waitWakers:
+		w.sc.waitMu.Lock()
+		for _, k := range w.sc.wakers {
+			if k.g != w.g && !slices.Contains(w.skip, k.g) {
+				dst = append(dst, k.g)
+			}
+		}
+		w.sc.waitMu.Unlock()
 	}
-	c.mu.Unlock()
+	return dst
 }
 
-// closingLocked reports whether goroutine g is in a Close (mu held).
-func (c *closerSet) closingLocked(g uint64) bool {
-	for _, x := range c.gs {
-		if x == g {
+// reachesLocked reports whether goroutine from is to, or waits for it through the Closes'
+// waits (closers.mu held).
+func (c *closerSet) reachesLocked(from, to uint64) bool {
+	seen := []uint64{from}
+	for i := 0; i < len(seen); i++ {
+		if seen[i] == to {
 			return true
+		}
+		if w := c.waits[seen[i]]; w != nil {
+			for _, g := range w.targetsLocked(nil) {
+				if !slices.Contains(seen, g) {
+					seen = append(seen, g)
+				}
+			}
 		}
 	}
 	return false
+}
+
+// waitLocked records w as goroutine self's wait and waits for a broadcast (closers.mu held).
+func (c *closerSet) waitLocked(self uint64, w *closeWait) {
+	c.waits[self] = w
+	c.cond.Wait()
+	delete(c.waits, self)
+}
+
+// closeWork is the start of Close on goroutine self: it does Close's work (doClose) unless that
+// is done, or waits while another goroutine's Close does it. It returns false, at once, where
+// that goroutine waits, directly or through other Closes, for self (self's own Close doing the
+// work, whose flush ran the wake-up that called this Close, included): the work is left to it.
+//
+// No cycle of waits forms, so no Close waits for ever on another: each edge is added (here, in
+// waitWakers) only where its target does not reach back to its Close's goroutine, but the chip
+// goroutine's end (waitChip), which every waiter looks at again (its broadcast).
+func (sc *SendContext) closeWork(self uint64) bool {
+	c := closers
+	c.mu.Lock()
+	for !sc.closed {
+		if h := sc.closingG; h == 0 {
+			sc.closingG = self
+			c.mu.Unlock()
+			sc.doClose(self) // ends with closingG 0 (also on a Goexit), closed once done
+			c.mu.Lock()
+		} else if c.reachesLocked(h, self) {
+			c.mu.Unlock()
+			return false
+		} else {
+			c.waitLocked(self, &closeWait{kind: waitWork, sc: sc, g: h})
+		}
+	}
+	c.mu.Unlock()
+	return true
 }
 
 // waitWakers is the end of Close on goroutine self: it waits until no goroutine other than self
-// runs wake-ups of the context, leaving out those in a Close themselves (of this context or
-// another: each would wait for the other). No waiter is queued by now (a closed context parks
-// none), so no wake-up starts once this returns but on those goroutines.
+// runs wake-ups of the context, but those that wait, directly or through other Closes, for self
+// (each would wait for the other), looked at again at each broadcast. No waiter is queued by
+// now (a closed context parks none), so no wake-up starts once this returns but on self or on
+// the goroutines it skipped.
 func (sc *SendContext) waitWakers(self uint64) {
-	closers.mu.Lock()
-	closers.waiting.Add(1)
-	for sc.othersWaking(self) {
-		closers.cond.Wait()
+	c := closers
+	c.mu.Lock()
+	c.waiting.Add(1) // before the wakers are read: see wakeEnd
+	w := &closeWait{kind: waitWakers, sc: sc, g: self}
+	for {
+		w.skip = w.skip[:0]
+		wait := false
+		for _, g := range w.targetsLocked(nil) {
+			if c.reachesLocked(g, self) {
+				w.skip = append(w.skip, g)
+			} else {
+				wait = true
+			}
+		}
+		if !wait {
+			break
+		}
+		c.waitLocked(self, w)
 	}
-	closers.waiting.Add(-1)
-	closers.mu.Unlock()
+	c.waiting.Add(-1)
+	c.mu.Unlock()
 }
 
-// othersWaking reports whether a goroutine other than self, and not in a Close, runs wake-ups
-// of the context (closers.mu held).
-func (sc *SendContext) othersWaking(self uint64) bool {
-	sc.waitMu.Lock()
-	defer sc.waitMu.Unlock()
-	for _, w := range sc.wakers {
-		if w.g != self && !closers.closingLocked(w.g) {
-			return true
-		}
-	}
-	return false
+// waitChip waits for the chip goroutine's end (done) in Close's work on goroutine self, with
+// the wait recorded (an edge to sc.chipG while it is set), so that a Close on that goroutine (a
+// wake-up, Sink or Releaser of it closing another context) does not wait for self: the Closes
+// waiting look again (the broadcast) and leave self out.
+func (sc *SendContext) waitChip(self uint64) {
+	c := closers
+	c.mu.Lock()
+	c.waits[self] = &closeWait{kind: waitChip, sc: sc}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	<-sc.done
+	c.mu.Lock()
+	delete(c.waits, self)
+	c.mu.Unlock()
 }
 
 func (sc *SendContext) wakeBatch(ws []*Waiter) {
