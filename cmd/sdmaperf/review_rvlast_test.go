@@ -321,6 +321,26 @@ func TestServerSweepInterruptedMidSize(t *testing.T) {
 	}
 }
 
+// dialUDP is a UDP socket to addr, closed at the test's end.
+func dialUDP(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("udp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sendFrame sends a frame of header h (its CRC set) and payload p on c: a packet, or with
+// udpsink.FlagEnd an end marker (h.Seq the engine's packets sent, p the run's engine count).
+func sendFrame(t *testing.T, c net.Conn, h udpsink.Header, p []byte) {
+	t.Helper()
+	d := make([]byte, udpsink.HeaderLen)
+	h.CRC = udpsink.Checksum([][]byte{p})
+	udpsink.PutHeader(d, h)
+	_, err := c.Write(append(d, p...))
+	require.NoError(t, err)
+}
+
 // TestServerSweepSomeEngineEndsLost: a size sent on two engines whose engine 0's end marker
 // arrived and engine 1's were all lost, then the sweep's next size: the size is its row, not
 // ended, as when every marker was lost, but the note and the warning said "end markers all
@@ -330,16 +350,11 @@ func TestServerSweepInterruptedMidSize(t *testing.T) {
 func TestServerSweepSomeEngineEndsLost(t *testing.T) {
 	for _, js := range []bool{false, true} {
 		o := serveSweepOf(t, js, func(addr string) {
-			c, err := net.Dial("udp", addr)
-			require.NoError(t, err)
-			defer c.Close()
+			c := dialUDP(t, addr)
 			payload := make([]byte, 4)
 			count := binary.LittleEndian.AppendUint32(nil, 2) // two engines in the run
 			send := func(flags, engine uint8, seq uint64, p []byte) {
-				d := make([]byte, udpsink.HeaderLen)
-				udpsink.PutHeader(d, udpsink.Header{Flags: flags | udpsink.FlagRunGiven, Engine: engine, Seq: seq, CRC: udpsink.Checksum([][]byte{p}), Run: sweepRunID(0xa, 0)})
-				_, err := c.Write(append(d, p...))
-				require.NoError(t, err)
+				sendFrame(t, c, udpsink.Header{Flags: flags | udpsink.FlagRunGiven, Engine: engine, Seq: seq, Run: sweepRunID(0xa, 0)}, p)
 			}
 			for seq := range uint64(3) {
 				send(0, 0, seq, payload)
@@ -358,5 +373,35 @@ func TestServerSweepSomeEngineEndsLost(t *testing.T) {
 			continue
 		}
 		assert.Contains(t, o.stdout, "\n (2 bytes: not ended, "+why+"; a packet lost after the last one received is not counted as lost)\n")
+	}
+}
+
+// TestServerSweepSizeOfNoPacketEndsLost: a size sent on two engines whose packets were all lost,
+// engine 0's end marker arrived (it sent 3) and engine 1's were lost, then the sweep's next
+// size (as -faults sinkfail with a lossy link makes it). The server failed with "2 bytes: no
+// packets arrived in 30s", where the size's run did arrive (its marker) and was superseded by
+// the next size: it took a run of no packet and no end for nothing received at all. It is the
+// size's row, as when packets arrived: 0 packets, engine 0's 3 lost, marked not ended naming
+// the engines whose markers were lost (text note, -json not_ended), with the warnings, and the
+// sweep goes on: exit 0.
+func TestServerSweepSizeOfNoPacketEndsLost(t *testing.T) {
+	for _, js := range []bool{false, true} {
+		o := serveSweepOf(t, js, func(addr string) {
+			// Engine 0 sent 3 packets, of a run of two engines.
+			sendFrame(t, dialUDP(t, addr), udpsink.Header{Flags: udpsink.FlagEnd | udpsink.FlagRunGiven, Engine: 0, Seq: 3, Run: sweepRunID(0xa, 0)}, binary.LittleEndian.AppendUint32(nil, 2))
+			sendSweepRun(t, addr, 0xa, 1, 5, 4)
+			sendSweepRun(t, addr, 0xa, 2, 5, 8)
+		}, "-idle", "30s")
+		require.Equal(t, exitOK, o.code, o.stderr)
+		assert.NotContains(t, o.stderr, "no packets arrived")
+		assert.Contains(t, o.stderr, "sdmaperf: warning: 2 bytes: the run did not end: 0 packets arrived, then the sweep's next size: the end markers of the engines not heard from were lost (the other engines' arrived)")
+		assert.Contains(t, o.stderr, "sdmaperf: warning: the receiver lost 3 of 3 packets")
+		why := "end markers of the engines not heard from lost (the other engines' arrived): the sweep's next size began"
+		if js {
+			assert.Equal(t, []string{"2/0/" + why, "4/5/", "8/5/"}, rowsOf(o.rows))
+			assert.Equal(t, uint64(3), o.rows[0].Report.Lost)
+			continue
+		}
+		assert.Regexp(t, `(?s)\n 2 +0 +0 +3 +0 +0 .*\n \(2 bytes: not ended, `+regexp.QuoteMeta(why)+`; a packet lost after`, o.stdout)
 	}
 }

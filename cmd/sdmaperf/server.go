@@ -117,7 +117,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	if ctx.Err() != nil {
 		return errInterrupted // Ctrl-C: what arrived so far is printed above
 	}
-	if rep.Packets == 0 && !rep.Ended {
+	if !heardOf(&rep) {
 		return noPackets(cfg, &rep)
 	}
 	if err := unended(cfg, &rep); err != nil {
@@ -144,8 +144,17 @@ func unended(cfg Config, rep *udpsink.Report) error {
 	return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker within %v (the client stopped, or went quiet for longer than -idle: -idle 0 waits without limit)", rep.Packets, cfg.Idle)
 }
 
-// noPackets is the error of a run in which no sdmaperf packet arrived: nothing did, or only
-// datagrams that are not sdmaperf frames (another program sending to the port).
+// heardOf reports whether anything of rep's run arrived: a packet or an end marker (an engine
+// heard from). A run of no packet whose markers arrived, some or all, was sent (its packets
+// lost, or none delivered): it is reported as any run, its loss counted from the markers, not
+// as no packets.
+func heardOf(rep *udpsink.Report) bool {
+	return len(rep.Engines) > 0
+}
+
+// noPackets is the error of a Run of which nothing arrived (heardOf false: no packet, no end
+// marker): nothing did, or only datagrams that are not sdmaperf frames (another program sending
+// to the port).
 func noPackets(cfg Config, rep *udpsink.Report) error {
 	if rep.BadFrames > 0 {
 		return fmt.Errorf("no sdmaperf packets arrived in %v: %d datagrams were not sdmaperf frames (another program sends to this port?)", cfg.Idle, rep.BadFrames)
@@ -221,8 +230,8 @@ func (s *sweepServer) serve(ctx context.Context) error {
 	for i := 0; i < len(cfg.Sizes); i++ {
 		size := cfg.Sizes[i]
 		rep, err := s.next(ctx)
-		cut := err != nil && ctx.Err() != nil && rep.Packets > 0 // Ctrl-C mid-run: a row, not ended
-		if (err != nil && !cut) || (rep.Packets == 0 && !rep.Ended) {
+		cut := err != nil && ctx.Err() != nil && heardOf(&rep) // Ctrl-C mid-run: a row, not ended
+		if (err != nil && !cut) || !heardOf(&rep) {
 			return cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
 		}
 		lost := rep.Superseded && s.endsLost(ctx, i, &rep)
