@@ -230,3 +230,87 @@ func TestSubmitHandoffConcurrent(t *testing.T) {
 	require.EqualValues(t, msgs, pq.Stats().Completed)
 	require.NoError(t, pq.Close(ctx))
 }
+
+// twoSlotQueue is a two-slot queue on dev's engine 0 (a Manual engine: its completions run in
+// the test's Process), not closed at the test's end, and its Submit on a slot of a 4096-byte
+// one-packet message. The test sets its Done (onDone) before the first Submit.
+func twoSlotQueue(t *testing.T, dev *sdma.Device) (*PktQ, *sdma.Engine, func(slot int) error) {
+	t.Helper()
+	eng := dev.Engine(0)
+	pq, err := New(Config{Device: dev, Engine: eng, Slots: 2, MTU: 4096})
+	require.NoError(t, err)
+	data := pattern(4096, 3)
+	return pq, eng, func(slot int) error {
+		info, hdr := Message(slot, 4096, testTemplate, data)
+		return pq.Submit(context.Background(), info, &hdr, data)
+	}
+}
+
+// TestSubmitOnAnotherSlotFromDoneInSubmit: a Done that runs inside a Submit (its request ended
+// there) may Submit on another slot: that request is accepted, sent, and ends once, told Done
+// once. Before, such a Done ran with the queue's send lock held, so the Submit from it waited
+// for that lock, held by its own goroutine, for ever (census.Call reports the hang; the queue
+// is then left open, as Close would wait for the lock too).
+func TestSubmitOnAnotherSlotFromDoneInSubmit(t *testing.T) {
+	pq, eng, submit := twoSlotQueue(t, testDevice(t, sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}}))
+	type done struct {
+		slot int
+		e    CompEntry
+	}
+	var dones []done
+	var inner error
+	pq.onDone = func(slot int, e CompEntry) {
+		dones = append(dones, done{slot, e})
+		if slot == 0 {
+			if err := eng.Start(); err != nil {
+				t.Error(err)
+			}
+			inner = submit(1)
+		}
+	}
+	// The engine is stopped: the request on slot 0, claimed, ends in its Submit (ECOMM) when
+	// Submit drops its hold, its Done running inside that Submit.
+	require.NoError(t, eng.Stop())
+	r := census.Call(func() error { return submit(0) })
+	require.False(t, r.Hung || r.Panicked, "the outer Submit: %v", r)
+	require.ErrorIs(t, r.Err, ErrNotRunning, "the outer Submit")
+	require.NoError(t, inner, "the Submit on slot 1 from inside slot 0's Done")
+	require.Equal(t, CompEntry{Status: Error, Errcode: ECOMM}, pq.Comp(0))
+	require.Equal(t, Queued, pq.Comp(1).Status)
+	n, err := eng.Process()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, CompEntry{Status: Complete}, pq.Comp(1))
+	require.Equal(t, []done{{0, CompEntry{Status: Error, Errcode: ECOMM}}, {1, CompEntry{Status: Complete}}}, dones, "each request told Done once")
+	require.EqualValues(t, 2, pq.Stats().Requests)
+	require.NoError(t, pq.Close(context.Background()))
+}
+
+// TestSubmitFromDoneWhileClosing: a Submit from a Done on the completion pass while Close waits
+// for the queue's requests to end is ErrClosed at once. Before, Close held the queue's send lock
+// across that wait, so the Submit waited for the lock, Close for the Done, and neither returned
+// (census.Call reports the hang of the pass; the device is then left open, as its Close would
+// wait for that pass).
+func TestSubmitFromDoneWhileClosing(t *testing.T) {
+	dev, err := sdma.NewDevice(sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}})
+	require.NoError(t, err)
+	pq, eng, submit := twoSlotQueue(t, dev)
+	var inner []error
+	pq.onDone = func(int, CompEntry) { inner = append(inner, submit(1)) }
+	require.NoError(t, submit(0))
+	waiting := make(chan struct{})
+	testHooks(pq).closeIdle = func() { close(waiting) }
+	closed := make(chan error, 1)
+	go func() { closed <- pq.Close(context.Background()) }()
+	<-waiting // Close is about to wait for the request on slot 0 to end
+	r := census.Call(func() error { _, err := eng.Process(); return err })
+	require.False(t, r.Hung || r.Panicked, "the pass running Done: %v", r)
+	require.NoError(t, r.Err)
+	require.Len(t, inner, 1)
+	require.ErrorIs(t, inner[0], ErrClosed)
+	require.NoError(t, <-closed)
+	require.Equal(t, CompEntry{Status: Complete}, pq.Comp(0))
+	require.Equal(t, CompEntry{}, pq.Comp(1), "slot 1 never used")
+	require.EqualValues(t, 1, pq.Stats().Requests)
+	require.NoError(t, dev.Close())
+}

@@ -234,7 +234,7 @@ func (c *pinCache) deregister(n *pinNode, ctx context.Context) bool {
 
 // drainStuck deregisters stuck, the nodes invalidateAll took whose registrations were still in
 // use, waiting until ctx ends; those left then go back to the cache for the next Close. mu not
-// held: the nodes are out of the cache, the caller's alone (Close, serialised by sendMu).
+// held: the nodes are out of the cache, the caller's alone (Close, serialised by closeMu).
 func (c *pinCache) drainStuck(ctx context.Context, stuck []*pinNode) error {
 	for len(stuck) > 0 {
 		n := stuck[len(stuck)-1]

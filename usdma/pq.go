@@ -120,8 +120,10 @@ type Config struct {
 	// told apart by its runtime g (internal/goid), one load per request end; on builds without
 	// it (purego, 386, ...) by its goroutine id, a runtime.Stack read: microseconds per request
 	// end. A Done that panics still ends the request. A Done that runs inside a Submit (a
-	// request that ends there) runs with the queue's send lock held: a Submit on another slot
-	// from it waits for that lock for ever, so hand such work to another goroutine.
+	// request that ends there) runs once that Submit is done sending, without the queue's send
+	// lock: a Submit on another slot from it is accepted or refused as any other (if it has
+	// to wait for ring room or txreqs it blocks, and a Done on the completion pass that blocks
+	// holds up the completions it waits for).
 	Done func(slot int, e CompEntry)
 }
 
@@ -161,9 +163,14 @@ type PktQ struct {
 	// Submit (ACTIVE); read by Submit while it waits and by State.
 	state atomic.Uint32
 
-	// sendMu serialises Submit (the sending side of the queue). closed is set under it.
+	// sendMu serialises Submit (the sending side of the queue); Close takes it once, after it set
+	// closed, to wait for the Submit in progress. No Config.Done runs under it: a request that
+	// ends in its Submit ends after Submit released it.
 	sendMu sync.Mutex
-	closed atomic.Bool // set by Close; read by Submit
+	closed atomic.Bool // set by Close (before it takes sendMu); read by Submit (under sendMu)
+	// closeMu serialises Close (its waits, the pin cache's final unpinning). Taken before
+	// sendMu, never under it.
+	closeMu sync.Mutex
 
 	// getCtx is Alloc's waiting Get (alloc.List.GetCtx) when its Traits say CanWait, else nil.
 	// Read-only after New.
@@ -211,6 +218,9 @@ type pqTestHooks struct {
 	// endWait, if set, is called by Submit each time it yields waiting for the end of slot's
 	// request, whose Done runs on another goroutine (awaitEnd).
 	endWait func(slot int)
+	// closeIdle, if set, is called by Close once no Submit can run any more, before it waits
+	// for the queue's requests to end.
+	closeIdle func()
 	// closeWait, if set, is called by Close once it found cached vectors whose registrations
 	// something else still uses, before it waits for them.
 	closeWait func()
@@ -505,13 +515,13 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 	}
 }
 
-// Close shuts the queue (hfi1: hfi1_user_sdma_free_queues): new Submits get ErrClosed, a Submit
-// in progress finishes, Close waits until every packet in flight completed and every request
-// ended (its slot COMPLETE or ERROR), then unpins every cached vector, waiting for a vector's
-// registration that txreqs other than the queue's still use (Stats and Invalidate run
-// meanwhile: the wait is made without the pin cache's lock). It returns ctx's error
-// if ctx ends first (the queue is closed to new requests either way; call Close again to finish
-// the wait). Packets in flight complete only as the engine runs them: close the device to
+// Close shuts the queue (hfi1: hfi1_user_sdma_free_queues): new Submits get ErrClosed (also one
+// from a Config.Done that Close waits for), a Submit in progress finishes, Close waits until
+// every packet in flight completed and every request ended (its slot COMPLETE or ERROR), then
+// unpins every cached vector, waiting for a vector's registration that txreqs other than the
+// queue's still use (Stats and Invalidate run meanwhile: the wait is made without the pin
+// cache's lock). It returns ctx's error if ctx ends first (the queue is closed to new requests
+// either way; call Close again to finish the wait). Packets in flight complete only as the engine runs them: close the device to
 // abort them instead. A nil ctx is ErrInvalid, and the queue stays open.
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
@@ -522,8 +532,18 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	if w := pq.txWait.Load(); w != nil {
 		w.wake(true) // and so does one waiting for a txreq
 	}
-	pq.sendMu.Lock() // no Submit runs from here on
-	defer pq.sendMu.Unlock()
+	pq.closeMu.Lock()
+	defer pq.closeMu.Unlock()
+	// The Submit in progress, if any, finishes, and every later one finds the queue closed (it
+	// looks under sendMu): no Submit runs from here on. The lock is not held across the waits
+	// below: a Submit from a Config.Done, which they wait for, is then ErrClosed at once rather
+	// than a wait for the lock that Done's return would end.
+	pq.sendMu.Lock()
+	//lint:ignore SA2001 a barrier: see above
+	pq.sendMu.Unlock()
+	if pq.test != nil && pq.test.closeIdle != nil {
+		pq.test.closeIdle()
+	}
 	pq.busy.Unqueue()                          // hfi1_user_sdma_free_queues' flush_pq_iowait: nothing is left parked
 	if err := pq.busy.Drain(ctx); err != nil { // hfi1: iowait_sdma_drain
 		return err

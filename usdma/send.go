@@ -130,16 +130,32 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	if err := pq.lockSlot(ctx, r); err != nil {
 		return err
 	}
+	claimed, err := pq.submitLocked(ctx, r, &info, hdr, vecs)
+	if claimed {
+		// The submitter's hold goes after the send lock: a request that ends here runs its
+		// Config.Done with the lock free, so that Done may Submit on another slot (it would wait
+		// for the lock its own goroutine holds) and Close's wait does not hold up that Submit.
+		// Nothing of the send side is left to do: the completion pass ends requests without
+		// the lock too.
+		r.done()
+	}
+	return err
+}
+
+// submitLocked is Submit under sendMu, which it releases (also on a panic): the checks after the
+// slot's, the claim, and the sending. claimed reports whether the request was accepted: the caller
+// then drops the submitter's hold on r (request.done) once sendMu is released.
+func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr *Header, vecs [][]byte) (claimed bool, err error) {
 	defer pq.sendMu.Unlock()
-	dataLen, err := pq.validate(&info, hdr, vecs)
+	dataLen, err := pq.validate(info, hdr, vecs)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !pq.claim(r) {
-		return reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
+		return false, reqErr(r.slot, ErrSlotInUse, "entry "+itoa(r.slot)+" is in use")
 	}
 	// From here the request is accepted: it ends exactly once, through r.done.
-	pq.start(r, &info, hdr, dataLen)
+	pq.start(r, info, hdr, dataLen)
 	err = pq.pin(r, vecs)
 	if err == nil {
 		err = pq.selectEngine(r)
@@ -158,8 +174,7 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 		_ = r.eng.AHGFree(r.ahgIdx)
 		r.ahgIdx = -1
 	}
-	r.done()
-	return err
+	return true, err
 }
 
 // lockSlot takes sendMu for a Submit on slot r, found free: nil with sendMu held, else the
@@ -167,9 +182,8 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 // checked before the later checks, as the kernel claims it before them: a busy slot is -EBADSLT
 // whatever else is wrong. Only Submit claims, under sendMu, so a slot free here is still free at
 // the claim. A request that is ending, its Config.Done running, is waited for (awaitEnd), with
-// sendMu not held: a Done may run inside a Submit, which holds it, and Close takes it. Its doneG
-// is looked at before sendMu too, so that a Submit on the slot from inside its Done is refused
-// even when that Done runs inside a Submit (the lock would be its own).
+// sendMu not held: Close takes it. Its doneG is looked at before sendMu too, so that a Submit on
+// the slot from inside its Done is refused at once.
 func (pq *PktQ) lockSlot(ctx context.Context, r *request) error {
 	for {
 		if g := r.doneG.Load(); g != 0 {
