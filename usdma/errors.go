@@ -47,9 +47,10 @@ const (
 // sentinel: a stopped or halted engine sdma.ErrNotRunning (errors.Is(err, sdma.ErrNotRunning)
 // with ErrNotRunning), a closed device sdma.ErrClosed (with ErrClosed), a failed pin the pin's
 // error (with ErrNoMem). A Submit that stopped sending after its claim keeps the error that
-// stopped it as Cause (its context's, sdma's, ...): errors.Is(err, context.Canceled) for a Submit
-// cut short by its context, errors.Is(err, sdma.ErrMapping) for a failed mapping; only its
-// ErrNoMem for want of a txreq (the allocator empty with nothing in flight, or failing) has none.
+// stopped it as Cause (its context's, sdma's, the allocator's, ...): errors.Is(err,
+// context.Canceled) for a Submit cut short by its context, errors.Is(err, sdma.ErrMapping) for a
+// failed mapping, errors.Is(err, alloc.ErrEmpty) for its ErrNoMem for want of a txreq (the
+// allocator empty with nothing in flight to give one back; a failing allocator's own error).
 type ReqError struct {
 	Slot   int    // the request's completion slot (info.CompIdx)
 	Reason string // what was wrong

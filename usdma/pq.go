@@ -481,11 +481,11 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 	case err == nil:
 		return tx, nil
 	case !errors.Is(err, alloc.ErrEmpty):
-		return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+		return nil, noTx(r.slot, err.Error(), err)
 	case pq.closed.Load():
 		return nil, ErrClosed
 	case inFlight == 0:
-		return nil, reqErr(r.slot, ErrNoMem, "no txreq: the allocator is empty and no packet of the queue is in flight to give one back")
+		return nil, noTx(r.slot, "the allocator is empty and no packet of the queue is in flight to give one back", err)
 	}
 	// The iowait's drain (hfi1: iowait_drain_wakeup) ends the round when the last packet in
 	// flight completed, so that an empty allocator is then looked at once more, and refused.
@@ -505,7 +505,7 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 		case wctx.Err() != nil:
 			return nil, nil // drained or closed: look again
 		}
-		return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+		return nil, noTx(r.slot, err.Error(), err)
 	}
 	select {
 	case <-w.ch:

@@ -3,6 +3,7 @@ package usdma
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -236,4 +237,80 @@ func TestBoundedAllocatorFailsWhenDrained(t *testing.T) {
 		require.NoError(t, l.Put(tx))
 	}
 	assert.Zero(t, l.Stats().InUse)
+}
+
+// failingAlloc is an allocator that can wait whose Get fails with getErr once the list is
+// empty, and whose GetCtx fails with ctxErr at once: one that cannot give a txreq for a reason of
+// its own.
+type failingAlloc struct {
+	l              *alloc.List[TxReq]
+	getErr, ctxErr error
+}
+
+func (a *failingAlloc) Get() (*TxReq, error) {
+	tx, err := a.l.Get()
+	if err != nil {
+		return nil, a.getErr
+	}
+	return tx, nil
+}
+func (a *failingAlloc) Put(p *TxReq) error                     { return a.l.Put(p) }
+func (a *failingAlloc) Traits() alloc.Traits                   { return a.l.Traits() }
+func (a *failingAlloc) GetCtx(context.Context) (*TxReq, error) { return nil, a.ctxErr }
+
+// TestNoTxReqHasCause: a Submit that fails with ErrNoMem for want of a txreq keeps the
+// allocator's error as ReqError.Cause, as every other stop after the claim keeps its own, and so
+// does the slot's CompError: alloc.ErrEmpty when the allocator is empty with nothing in flight
+// to give one back, a failing allocator's own error from its Get (nothing in flight) or its
+// GetCtx (packets in flight). The Cause was nil.
+func TestNoTxReqHasCause(t *testing.T) {
+	errOwn := errors.New("the allocator's own refusal")
+	for _, tc := range []struct {
+		name   string
+		alloc  func(l *alloc.List[TxReq]) alloc.Allocator[TxReq]
+		cause  error
+		wait   bool // packets in flight when the txreqs run out: the waiting Get's refusal
+		reason string
+	}{
+		{"empty", func(l *alloc.List[TxReq]) alloc.Allocator[TxReq] { return l }, alloc.ErrEmpty, false, "no packet of the queue is in flight"},
+		{"get fails", func(l *alloc.List[TxReq]) alloc.Allocator[TxReq] { return &failingAlloc{l: l, getErr: errOwn} }, errOwn, false, errOwn.Error()},
+		{"getctx fails", func(l *alloc.List[TxReq]) alloc.Allocator[TxReq] {
+			return &failingAlloc{l: l, getErr: alloc.ErrEmpty, ctxErr: errOwn}
+		}, errOwn, true, errOwn.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev := testDevice(t, sdma.Config{Manual: true})
+			l, err := alloc.NewList[TxReq](2, nil)
+			require.NoError(t, err)
+			held := []*TxReq{}
+			if !tc.wait { // nothing for the request: every txreq held elsewhere
+				for range 2 {
+					tx, err := l.Get()
+					require.NoError(t, err)
+					held = append(held, tx)
+				}
+			}
+			pq := testQueue(t, Config{Device: dev, Alloc: tc.alloc(l)})
+			data := pattern(3*256, 1)
+			info, hdr := Message(0, 256, testTemplate, data)
+			err = pq.Submit(context.Background(), info, &hdr, data)
+			require.ErrorIs(t, err, ErrNoMem)
+			require.ErrorIs(t, err, tc.cause)
+			require.ErrorContains(t, err, tc.reason)
+			var re *ReqError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, 0, re.Slot)
+			assert.ErrorIs(t, re.Cause, tc.cause)
+			if tc.wait {
+				drive(t, dev.Engine(0))
+			}
+			var ce *CompError
+			require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
+			assert.EqualValues(t, ENOMEM, ce.Errcode)
+			assert.ErrorIs(t, ce, tc.cause)
+			for _, tx := range held {
+				require.NoError(t, l.Put(tx))
+			}
+		})
+	}
 }

@@ -559,7 +559,13 @@ func (pq *PktQ) spareTx(r *request, err error) (*TxReq, error) {
 	if errors.Is(err, alloc.ErrEmpty) {
 		return nil, errNoTx
 	}
-	return nil, reqErr(r.slot, ErrNoMem, "no txreq: "+err.Error())
+	return nil, noTx(r.slot, err.Error(), err)
+}
+
+// noTx is a Submit's ErrNoMem for want of a txreq (hfi1: -ENOMEM from kmem_cache_alloc), with
+// the allocator's error that refused it as Cause (alloc.ErrEmpty for an empty one).
+func noTx(slot int, reason string, cause error) error {
+	return &ReqError{Slot: slot, Reason: "no txreq: " + reason, Err: ErrNoMem, Cause: cause}
 }
 
 // dataLen is the payload of r's next packet (hfi1: compute_data_length, EAGER).
