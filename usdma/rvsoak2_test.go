@@ -223,20 +223,15 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(qi)+50))
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+			ended := func(slot int, err error) bool {
+				var ce *CompError // the slot's outcome; any other error is Wait's own
+				if err != nil && !errors.As(err, &ce) {
+					fail("queue %d slot %d never ended: %v", qi, slot, q.pq.Comp(slot))
+					return false
 				}
-				slot := i % slots
-				if i >= slots {
-					var ce *CompError // the slot's outcome; any other error is Wait's own
-					if err := waitSlot(t, q.pq, slot); err != nil && !errors.As(err, &ce) {
-						fail("queue %d slot %d never ended: %v", qi, slot, q.pq.Comp(slot))
-						return
-					}
-				}
+				return true
+			}
+			soakProduce(q.pq, slots, 10*time.Second, stop, ended, func(slot int) bool {
 				id := nextID.Add(1)
 				n := 1 + r.IntN(20000)
 				data := make([]byte, n)
@@ -284,7 +279,7 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 				case err == nil:
 				case errors.Is(err, ErrClosed):
 					if q.pq.closed.Load() {
-						return
+						return false
 					}
 				case errors.Is(err, ErrNotRunning):
 					time.Sleep(time.Duration(r.IntN(100)) * time.Microsecond)
@@ -292,7 +287,8 @@ func runRVUsdmaLedgerSoak(t *testing.T, seed uint64, dur time.Duration) {
 				default:
 					fail("queue %d: Submit: unexpected %v", qi, err)
 				}
-			}
+				return true
+			})
 		}()
 	}
 	// Chaos with holds: an engine stopped, halted or frozen for up to 3 ms while Submits go on.

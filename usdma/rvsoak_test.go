@@ -143,23 +143,14 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 		go func(qi int, q *rvQueue, seed uint64) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(qi)))
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+			ended := func(slot int, err error) bool {
+				if err == context.DeadlineExceeded { // Wait's own context, not the slot's outcome
+					t.Errorf("%s: queue %d slot %d never ended: %v", desc, qi, slot, q.pq.Comp(slot))
+					return false
 				}
-				slot := i % slots
-				if i >= slots {
-					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					_ = q.pq.Wait(ctx, slot)
-					expired := ctx.Err() != nil
-					cancel()
-					if expired {
-						t.Errorf("%s: queue %d slot %d never ended: %v", desc, qi, slot, q.pq.Comp(slot))
-						return
-					}
-				}
+				return true
+			}
+			soakProduce(q.pq, slots, 20*time.Second, stop, ended, func(slot int) bool {
 				nv := 1 + rng.IntN(3)
 				vecs := make([][]byte, nv)
 				for k := range vecs {
@@ -187,7 +178,7 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 				case err == nil:
 				case errors.Is(err, ErrClosed):
 					if q.pq.closed.Load() {
-						return
+						return false
 					}
 				case errors.Is(err, ErrNotRunning), errors.Is(err, ErrFault), errors.Is(err, ErrNoMem),
 					errors.Is(err, ErrInvalid), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -197,7 +188,8 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 				default:
 					t.Errorf("%s: queue %d: Submit: unexpected %v", desc, qi, err)
 				}
-			}
+				return true
+			})
 		}(qi, q, seed)
 	}
 	// Chaos.
@@ -288,4 +280,30 @@ func runRVUsdmaSoak(t *testing.T, seed uint64, steps int) {
 // TestRVSoakUsdmaFaultSchedules: see runRVUsdmaSoak.
 func TestRVSoakUsdmaFaultSchedules(t *testing.T) {
 	soak.Seeds(t, 24, 6, 20, 8, runRVUsdmaSoak)
+}
+
+// soakProduce is the soaks' producer loop on pq: until stop closes, request i goes on slot
+// i % slots, from the second round on once the slot's previous request ended (Wait, for at most
+// within). ended judges Wait's error (false: the slot never ended, which it reported; the loop
+// ends); send sends the next request on slot and reports whether to go on.
+func soakProduce(pq *PktQ, slots int, within time.Duration, stop <-chan struct{}, ended func(slot int, err error) bool, send func(slot int) bool) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		slot := i % slots
+		if i >= slots {
+			ctx, cancel := context.WithTimeout(context.Background(), within)
+			err := pq.Wait(ctx, slot)
+			cancel()
+			if !ended(slot, err) {
+				return
+			}
+		}
+		if !send(slot) {
+			return
+		}
+	}
 }
