@@ -868,7 +868,13 @@ func (r *Ring) Seq() *SeqCount { return &r.seq }
 func (r *Ring) FreeCnt() int {
 	res, head := r.resIndex()
 	used := res - head
-	if used > r.mask { // cannot happen with head loaded first, outside a Reset; be safe
+	if used > r.mask {
+		// It happens on a busy ring: head is loaded before the word, and between the two
+		// loads a completion pass may move swHead on and producers reserve the room it freed.
+		// The word is at most mask past the swHead of its own time, but that swHead is past
+		// head, so used can exceed mask. (A Reset between the loads mixes epochs too.) The
+		// room at the word's load, mask minus its distance from that later swHead, is >= 0:
+		// 0 is a lower bound of it.
 		return 0
 	}
 	return int(r.mask - used)
