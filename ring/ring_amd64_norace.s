@@ -22,8 +22,9 @@
 // Ordering (package doc, "Memory ordering"): the slot stores and then the tail store are O1; the
 // swHead load before writing is O3; plain MOVs suffice by O5, and are not seq-cst (O6).
 // reserved and headCache are ours (single producer; Reset needs quiescence; a closed ring goes to
-// the Go path, which refuses; so does a ring whose base a Reset moved): plain loads and stores.
-// base is written only by Reset. headCache is stored with a plain MOV (the Go path's atomic
+// the Go path, which refuses): plain loads and stores. base is written only by Reset (quiescent),
+// so a ring that a Reset moved takes this path too: the index is the word minus base, and the
+// word stored is the end plus base. headCache is stored with a plain MOV (the Go path's atomic
 // store is an XCHG): it is read only by producers, and by no other producer while this one runs.
 TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	MOVL ·curImpl(SB), BX
@@ -38,15 +39,12 @@ TEXT ·enqueueSP(SB), NOSPLIT, $0-64
 	CMPQ CX, R8
 	JCC  enq_go
 
-	// A ring that a Reset moved the reservation word's base of (only after a Close): the Go
-	// path, which subtracts it. Otherwise the word is the index (plus closedMark if closed).
-	CMPQ Ring_base(R12), $0
-	JNE  enq_go
-
 	// Room against the cached head: used = start - cached must be <= mask (a cache left stale
 	// by racing Reserves can make it look larger, and so does a closed ring's word) and
-	// mask - used >= n.
-	MOVQ Ring_reserved(R12), R9 // start: == tail, no other producer (base 0)
+	// mask - used >= n. The word is the index plus base (0 until a Reset moves it), plus
+	// closedMark if closed.
+	MOVQ Ring_reserved(R12), R9
+	SUBQ Ring_base(R12), R9 // start: == tail, no other producer
 
 	// A reservation not yet published ([tail, start) reserved), or a closed word: the Go path
 	// refuses (ErrOrder, ErrClosed); our tail store would publish that reservation's slots.
@@ -112,7 +110,9 @@ enq_publish:
 	// FreeCnt).
 	MOVQ R9, start+40(FP)
 	ADDQ DX, R9
-	MOVQ R9, Ring_reserved(R13) // the reservation word = end (base 0; ours alone: one producer)
+	MOVQ Ring_base(R13), AX     // unchanged since the load above: only Reset writes it
+	ADDQ R9, AX
+	MOVQ AX, Ring_reserved(R13) // the reservation word = end + base (ours alone: one producer)
 	MOVQ R9, Ring_tail(R13)     // tail = end: store-release of the batch
 	MOVQ $0, err_itable+48(FP)
 	MOVQ $0, err_data+56(FP)
