@@ -507,11 +507,17 @@ func (e *Engine) setPollG(g uint64) { relaxed.StoreRelease64(&e.pollG, g) }
 // ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
 // (hfi1: sdma_engine_progress_schedule, which forces the progress interrupt). The pass runs on
 // the caller's goroutine, unless one is running already. It reports whether it ran one; a nil
-// engine runs none (the kernel returns at once for a NULL engine).
+// engine runs none (the kernel returns at once for a NULL engine). As every interrupt, it
+// reloads the count interrupt's descriptor count, also when a running pass does its work (the
+// forced interrupt's handler, sdma_engine_interrupt, runs either way): the next count interrupt
+// comes DescIntr descriptors after the hardware model sees the reload, at its next pass's start
+// or the end of its current count window, whichever is first.
 func (e *Engine) ProgressSchedule() bool {
 	if e == nil || e.ring.InProcess() < e.ring.Size()/8 {
 		return false
 	}
+	// The reload is the hardware pass's to do: the count is hwMu's state, not the head lock's.
+	e.pending.Or(pendCount)
 	if !e.tryLockHead() {
 		return false // a pass is running: it does what the forced one would
 	}

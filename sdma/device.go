@@ -88,7 +88,9 @@ type Config struct {
 	RingSize int
 	// DescIntr is the count-interrupt interval in descriptors (hfi1: sdma_desct_intr): the
 	// count interrupt comes DescIntr descriptors after the engine's last interrupt of any kind
-	// (sdma_engine_interrupt reloads the count on each). 1..RingSize; 0 means 64.
+	// (sdma_engine_interrupt reloads the count on each, ProgressSchedule's included), and none
+	// comes before the engine's first interrupt (init_sdma_regs writes 0 to the count register).
+	// 1..RingSize; 0 means 64.
 	DescIntr int
 	// Wait is how an idle hardware-model goroutine waits.
 	Wait WaitStrategy

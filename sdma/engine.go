@@ -27,6 +27,7 @@ const (
 const (
 	pendFlush  uint32 = 1 << iota // the flush list has txreqs to flush (flushFront)
 	pendFaults                    // SetFaults left a plan in faultsNext (setFaults)
+	pendCount                     // ProgressSchedule's interrupt reloaded the count (reloadCount)
 )
 
 // lineSize separates groups of fields written by different parties (internal/cacheline.Pad, the
@@ -92,8 +93,10 @@ type Engine struct {
 	// each, so that the common pass tests one word (process): pendFlush is set (atomic Or) by a
 	// Send that put a txreq on the flush list and cleared (atomic And) by whoever then runs the
 	// flush; pendFaults is set by SetFaults after it stored faultsNext and cleared by the pass
-	// that takes the plan (under hwMu). Read by the hardware pass, Poll (pendFlush) and the
-	// hardware goroutine before it parks.
+	// that takes the plan (under hwMu); pendCount is set by ProgressSchedule (its interrupt's
+	// reload of the count, which is hwMu's state) and cleared by the pass that does the reload,
+	// at its start or at the end of a count window (under hwMu, takeCountReload). Read by the
+	// hardware pass, Poll (pendFlush) and the hardware goroutine before it parks.
 	pending atomic.Uint32
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
 	stopping atomic.Bool

@@ -24,7 +24,8 @@ import (
 // advances its head, writes the head back to the ring (ring.StoreHWHead, the chip's head_dma) when
 // a descriptor asks with HEAD_TO_HOST or when it raises an interrupt, and raises an interrupt on
 // INT_REQ, DescIntr descriptors after its last interrupt (hfi1: sdma_set_desc_cnt, which the
-// interrupt handler calls on every interrupt), and when it goes idle.
+// interrupt handler calls on every interrupt; before the first interrupt the count register holds
+// init_sdma_regs's 0, and raises none), and when it goes idle.
 //
 // A BatchSink holds packets (deferred head write-back): the model queues each packet it gathers
 // and goes on reading; the packets' HEAD_TO_HOST, INT_REQ and count interrupts wait until the sink
@@ -78,6 +79,11 @@ type hwState struct {
 	// yet (finished); the pass does it at its end (writeBackHead clears it).
 	headToHost bool
 	intrPass   bool
+	// countArmed: the count interrupt's register (SendDmaDescCnt) holds DescIntr. hfi1's
+	// init_sdma_regs writes 0 to it, and a count of 0 raises no interrupt; the interrupt
+	// handler's sdma_set_desc_cnt loads sdma_desct_intr, and nothing writes 0 again (a restart,
+	// sdma_hw_start_up, leaves it). Set by the first interrupt (reloadCount).
+	countArmed bool
 	faults     faultState // the fault plan (setFaults)
 	// segs holds the packet being delivered, a packet's most segments: an array, so that a
 	// packet's slices of it need no bounds check and no load of a slice header.
@@ -276,7 +282,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		// HEAD_TO_HOST ones too.
 		e.writeBackHead()
 		e.hw.idle = true
-		e.hw.sinceIntr = 0 // every interrupt reloads the count (see interrupt)
+		e.reloadCount() // every interrupt reloads the count (see interrupt)
 		e.hwStats.interrupts.Add(1)
 		if e.intrRunsPass() {
 			// An interrupt's pass (intr), but on a Manual engine a plain one, in this frame
@@ -291,11 +297,14 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 }
 
 // runPending does the work of the pending bits p at a pass's start: it takes a new fault plan
-// (SetFaults) before anything is read, then runs the flush worker (sdma_field_flush), in any
-// state. hwMu held.
+// (SetFaults) before anything is read and a ProgressSchedule's reload of the count, then runs the
+// flush worker (sdma_field_flush), in any state. hwMu held.
 func (e *Engine) runPending(p uint32) {
 	if p&pendFaults != 0 {
 		e.takeFaults()
+	}
+	if p&pendCount != 0 {
+		e.takeCountReload()
 	}
 	if p&pendFlush != 0 {
 		e.runFlushHW()
@@ -327,15 +336,42 @@ func (e *Engine) heldPacket(flags uint64) {
 // flag when it is due; and toward the fault plan's halt while a plan is active (plannedHalt reads
 // the count only then, and a new plan starts it at 0: no store to the plan's other words without
 // one). hwMu held.
+//
+// At the end of a count window the interrupt is due if the register is armed (countArmed) and no
+// ProgressSchedule reloaded the count during the window. A ProgressSchedule's reload (pendCount)
+// is a register write the chip sees while it reads on: the model takes it at the next pass's start
+// or at the end of the window it came in, which then restarts without an interrupt (the count
+// that reload set has not run out). The window's end is once per DescIntr descriptors, the
+// pending word's load off the per-packet path.
 func (e *Engine) countDescs(n uint64) uint64 {
 	if e.hw.faults.active {
 		e.hw.faults.seen += n
 	}
 	if e.hw.sinceIntr += int(n); e.hw.sinceIntr >= e.descIntr {
 		e.hw.sinceIntr = 0
-		return desc.IntReqFlag
+		if e.pending.Load()&pendCount != 0 {
+			e.takeCountReload()
+			return 0
+		}
+		if e.hw.countArmed {
+			return desc.IntReqFlag
+		}
 	}
 	return 0
+}
+
+// reloadCount is the interrupt handler's sdma_set_desc_cnt(sde, sdma_desct_intr): the next count
+// interrupt comes DescIntr descriptors on. hwMu held.
+func (e *Engine) reloadCount() {
+	e.hw.sinceIntr = 0
+	e.hw.countArmed = true
+}
+
+// takeCountReload does the reload of a ProgressSchedule (pendCount, cleared first: a later
+// ProgressSchedule's bit is not lost). hwMu held.
+func (e *Engine) takeCountReload() {
+	e.pending.And(^pendCount)
+	e.reloadCount()
 }
 
 // idleIntrDue reports whether a pass that stopped at head with the ring's tail at tail raises
@@ -474,11 +510,13 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // Every interrupt reloads the count interrupt's descriptor count: hfi1's sdma_engine_interrupt
 // calls sdma_set_desc_cnt(sde, sdma_desct_intr) whatever the interrupt's source (INT_REQ, the
 // count, idle, progress), so the next count interrupt comes DescIntr descriptors after this one.
+// The progress interrupt is ProgressSchedule's, which does not hold hwMu: it leaves its reload to
+// the hardware pass (pendCount, countDue).
 //
 // process's idle interrupt runs these steps inline: keep the two alike.
 func (e *Engine) interrupt() {
 	e.hwStats.interrupts.Add(1)
-	e.hw.sinceIntr = 0
+	e.reloadCount()
 	e.writeBackHead()
 	if e.intrRunsPass() {
 		e.progressPass(true)

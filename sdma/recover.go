@@ -136,7 +136,9 @@ func (e *Engine) recordHalt(it evItem) {
 }
 
 // hwStartUp restarts the hardware model (hfi1: sdma_hw_start_up: sdma_setlengen restarts the
-// generation with a tail of 0, *head_dma = 0, the count interrupt re-armed). The sw clean left
+// generation with a tail of 0, *head_dma = 0; the count of descriptors toward the count interrupt
+// restarts, and its register keeps what the last interrupt loaded, 0 if none came yet, as
+// sdma_hw_start_up does not write SendDmaDescCnt). The sw clean left
 // the ring empty at index 0; an engine that never ran is there too. hwMu held.
 func (e *Engine) hwStartUp() {
 	r := e.ring
