@@ -30,22 +30,27 @@ type Pool struct {
 
 // poolChunk is one coherent allocation and the state of its blocks.
 type poolChunk struct {
-	co    *Coherent
-	out   []bool // out[i]: block i is allocated; guarded by Pool.mu
-	inUse int    // blocks of this chunk handed out; guarded by Pool.mu
+	co *Coherent
+	// gen[i] counts the Allocs and Frees of block i: odd while it is allocated. The Block an
+	// Alloc returns carries the value, so that a Free of a stale copy (its slot freed and handed
+	// out again since) is told from the new owner's. Guarded by Pool.mu.
+	gen   []uint32
+	inUse int // blocks of this chunk handed out; guarded by Pool.mu
 }
 
 type blockRef struct{ chunk, slot int32 }
 
 // Block is one block from a Pool: Bytes (the kernel's vaddr, Pool.size bytes) and Addr (the
 // *handle). Bytes is valid until the block is freed. Blocks are values; hand the same value back
-// to Free.
+// to Free. A copy kept past its Free is stale: Free refuses it, also once an Alloc handed the
+// same memory out again (the new owner's Block is another).
 type Block struct {
 	Bytes []byte
 	Addr  Addr
 
 	pool *Pool
 	ref  blockRef
+	gen  uint32 // the slot's poolChunk.gen when Alloc handed it out (odd)
 }
 
 // NewPool creates a pool of size-byte blocks aligned to align (a power of two, at most PageSize;
@@ -87,7 +92,7 @@ func (p *Pool) Alloc() (Block, error) {
 	ref := p.free[len(p.free)-1]
 	p.free = p.free[:len(p.free)-1]
 	c := p.chunks[ref.chunk]
-	c.out[ref.slot] = true
+	c.gen[ref.slot]++ // odd: allocated
 	c.inUse++
 	p.inUse++
 	return p.block(ref), nil
@@ -101,6 +106,7 @@ func (p *Pool) block(ref blockRef) Block {
 		Addr:  c.co.addr + Addr(off),
 		pool:  p,
 		ref:   ref,
+		gen:   c.gen[ref.slot],
 	}
 }
 
@@ -110,7 +116,7 @@ func (p *Pool) grow() error {
 		return fmt.Errorf("dma: dma_pool_alloc(%q): %w", p.name, err)
 	}
 	ci := int32(len(p.chunks))
-	p.chunks = append(p.chunks, &poolChunk{co: co, out: make([]bool, p.per)})
+	p.chunks = append(p.chunks, &poolChunk{co: co, gen: make([]uint32, p.per)})
 	for s := p.per - 1; s >= 0; s-- {
 		p.free = append(p.free, blockRef{ci, int32(s)})
 	}
@@ -118,7 +124,8 @@ func (p *Pool) grow() error {
 }
 
 // Free returns b to the pool (dma_pool_free). A block from another pool, a forged block or one
-// already free is ErrNotOwned and changes nothing. Blocks may be freed after Destroy; the last
+// already free is ErrNotOwned and changes nothing; so is a stale copy of a freed Block whose memory
+// an Alloc handed out again since (the kernel cannot tell that one from the new owner's). Blocks may be freed after Destroy; the last
 // free of a chunk then releases it.
 func (p *Pool) Free(b Block) error {
 	p.mu.Lock()
@@ -127,10 +134,10 @@ func (p *Pool) Free(b Block) error {
 		return fmt.Errorf("dma: dma_pool_free(%q) of a foreign block at %#x: %w", p.name, uint64(b.Addr), ErrNotOwned)
 	}
 	c := p.chunks[b.ref.chunk]
-	if c == nil || !c.out[b.ref.slot] || b.Addr != c.co.addr+Addr(int(b.ref.slot)*p.step) {
+	if c == nil || c.gen[b.ref.slot]&1 == 0 || c.gen[b.ref.slot] != b.gen || b.Addr != c.co.addr+Addr(int(b.ref.slot)*p.step) {
 		return fmt.Errorf("dma: dma_pool_free(%q) of a block that is not allocated at %#x: %w", p.name, uint64(b.Addr), ErrNotOwned)
 	}
-	c.out[b.ref.slot] = false
+	c.gen[b.ref.slot]++ // even: free
 	c.inUse--
 	p.inUse--
 	if p.destroyed {
