@@ -42,6 +42,50 @@ func (in *injector) setFraction(f float64, seed int64) {
 	in.frac.Store(math.Float64bits(min(f, 1)))
 }
 
+// refusedBuf reports whether a map of buf in direction dir is refused before anything is mapped:
+// an empty buffer or a bad direction (ErrInvalid), or memory of a closed Region (ErrClosed). Fault
+// injection counts only the map calls that would be carried out, so such a call does not draw:
+// core's map calls check before they draw, and FaultInjector asks this (and refusedPage,
+// refusedSG, coherentSizeOK) before it does.
+func refusedBuf(buf []byte, dir Direction) bool {
+	if len(buf) == 0 || !dir.Valid() {
+		return true
+	}
+	a := sliceAddr(buf)
+	if !mayBeRegion(a) {
+		return false
+	}
+	r := regionOf(a)
+	return r != nil && r.Closed()
+}
+
+// pageRangeOK reports whether size bytes at offset lie in page p of a Region (MapPage's check).
+func pageRangeOK(p Page, offset, size int) bool {
+	return p.r != nil && p.i >= 0 && p.i < p.r.n && offset >= 0 && size > 0 && offset <= PageSize-size
+}
+
+// refusedPage is refusedBuf for MapPage's arguments.
+func refusedPage(p Page, offset, size int, dir Direction) bool {
+	return !pageRangeOK(p, offset, size) || !dir.Valid() || p.r.Closed()
+}
+
+// refusedSG is refusedBuf for MapSG's: no entries, or an entry refusedBuf refuses.
+func refusedSG(sg []SG, dir Direction) bool {
+	if len(sg) == 0 {
+		return true
+	}
+	for i := range sg {
+		if refusedBuf(sg[i].Buf, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// coherentSizeOK reports whether AllocCoherent takes size (positive, and a whole number of pages
+// of it fits an int).
+func coherentSizeOK(size int) bool { return size > 0 && size <= int(^uint(0)>>1)-PageSize }
+
 // fail reports whether this map call must fail, and counts it if so.
 func (in *injector) fail() bool {
 	if in.decide() {

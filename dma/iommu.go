@@ -22,7 +22,9 @@ type IOMMUConfig struct {
 	// Small values let tests exhaust the space.
 	IOVABits int
 	// FailNth makes the FailNth-th map call (counting from 1; MapSingle, MapPage, MapSG and
-	// AllocCoherent each count once) fail with ErrMapping. 0 disables it.
+	// AllocCoherent each count once) fail with ErrMapping. 0 disables it. A call refused for its
+	// arguments (ErrInvalid) or a closed Region's memory (ErrClosed) is not counted, here nor by
+	// FailFraction.
 	FailNth int
 	// FailFraction makes that fraction of map calls fail with ErrMapping, chosen by a
 	// generator seeded with Seed (the same calls fail for the same seed and call sequence).

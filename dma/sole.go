@@ -246,7 +246,7 @@ func (c *Counting) UnmapSingleSole(addr Addr, size int, dir Direction, h Sole) e
 // MapSingleSole is the wrapped mapper's MapSingleSole (MapSingle if it is not a SoleMapper),
 // unless this call is chosen to fail, as MapSingle.
 func (f *FaultInjector) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, error) {
-	if f.inj.fail() {
+	if !refusedBuf(buf, dir) && f.inj.fail() {
 		return 0, 0, injected("map_single")
 	}
 	return mapSole(f.m, buf, dir)
@@ -254,7 +254,7 @@ func (f *FaultInjector) MapSingleSole(buf []byte, dir Direction) (Addr, Sole, er
 
 // MapSingleSoleHint is MapSingleSole through the wrapped mapper's MapSingleSoleHint.
 func (f *FaultInjector) MapSingleSoleHint(buf []byte, dir Direction, hint Sole) (Addr, Sole, error) {
-	if f.inj.fail() {
+	if !refusedBuf(buf, dir) && f.inj.fail() {
 		return 0, 0, injected("map_single")
 	}
 	return mapSoleHint(f.m, buf, dir, hint)

@@ -154,7 +154,10 @@ func (c *Counting) Translate(addr Addr, size int, access Direction) ([]byte, err
 
 // FaultInjector wraps a Mapper and makes chosen map calls fail with ErrMapping (and, if asked,
 // every Translate fault), to drive the failure paths of txadd and of the hardware model. Unmaps,
-// syncs and FreeCoherent always pass through. It is safe for concurrent use if the wrapped mapper
+// syncs and FreeCoherent always pass through, and so does a map call the wrapped mapper refuses
+// for its arguments (ErrInvalid: an empty buffer, a bad direction or page range, no SG entries,
+// a size that is not positive) or for a closed Region's memory (ErrClosed): it is not one that
+// FailNth, FailFraction and FailAll count or fail, as with the IOMMU's own injection. It is safe for concurrent use if the wrapped mapper
 // is; its settings may be changed while it is in use. The zero value wraps nothing and is not
 // usable (its calls panic, as a nil receiver's do); call NewFaultInjector.
 type FaultInjector struct {
@@ -203,7 +206,7 @@ func injected(op string) error { return fmt.Errorf("dma: %s (injected): %w", op,
 
 // MapSingle is the wrapped ib_dma_map_single, unless this call is chosen to fail.
 func (f *FaultInjector) MapSingle(buf []byte, dir Direction) (Addr, error) {
-	if f.inj.fail() {
+	if !refusedBuf(buf, dir) && f.inj.fail() {
 		return 0, injected("map_single")
 	}
 	return f.m.MapSingle(buf, dir)
@@ -216,7 +219,7 @@ func (f *FaultInjector) UnmapSingle(addr Addr, size int, dir Direction) error {
 
 // MapPage is the wrapped ib_dma_map_page, unless this call is chosen to fail.
 func (f *FaultInjector) MapPage(p Page, offset, size int, dir Direction) (Addr, error) {
-	if f.inj.fail() {
+	if !refusedPage(p, offset, size, dir) && f.inj.fail() {
 		return 0, injected("map_page")
 	}
 	return f.m.MapPage(p, offset, size, dir)
@@ -229,7 +232,7 @@ func (f *FaultInjector) UnmapPage(addr Addr, size int, dir Direction) error {
 
 // MapSG is the wrapped ib_dma_map_sg, unless this call is chosen to fail.
 func (f *FaultInjector) MapSG(sg []SG, dir Direction) (int, error) {
-	if f.inj.fail() {
+	if !refusedSG(sg, dir) && f.inj.fail() {
 		clearSG(sg) // as a failed MapSG of the mapper does
 		return 0, injected("map_sg")
 	}
@@ -251,7 +254,7 @@ func (f *FaultInjector) SyncForDevice(addr Addr, size int, dir Direction) error 
 
 // AllocCoherent is the wrapped ib_dma_alloc_coherent, unless this call is chosen to fail.
 func (f *FaultInjector) AllocCoherent(size int) (*Coherent, error) {
-	if f.inj.fail() {
+	if coherentSizeOK(size) && f.inj.fail() {
 		return nil, injected("alloc_coherent")
 	}
 	return f.m.AllocCoherent(size)
