@@ -30,13 +30,14 @@ func hvGranules(m *IOMMU, a Addr, n int) (uint64, uint64) {
 }
 
 // TestIOMMUWrapModel: a model of the IOVA space (which worker holds each granule, and the epoch
-// in which each granule was last handed out) checks the IOMMU's allocator promises while workers map
-// (MapSingle, MapSingleSole, MapSG, AllocCoherent; one to eight granules, so both the per-P
-// magazines and the cursor), translate, hold and unmap (one by one and in batches), another
-// goroutine changes GOMAXPROCS (Ps come and go, magazines are left behind and taken up again) and
-// the space (shrunk, with the magazines of a large one) wraps many times: no granule is held by
-// two live mappings, a granule is handed out again only after a wrap that followed its last
-// hand-out, every translation returns the mapping's own bytes, and the table ends empty.
+// in which each granule was last handed out) checks the IOMMU's allocator promises while workers
+// map (MapSingle, MapSingleSole, MapSG, AllocCoherent; one to eight granules, so both the per-P
+// magazines and the cursor), translate (sole mappings also with their handle), hold and unmap
+// (one by one and in batches), another goroutine changes GOMAXPROCS (Ps come and go, magazines
+// are left behind and taken up again) and the space (shrunk, with the magazines of a large one)
+// wraps many times: no granule is held by two live mappings, a granule is handed out again only
+// after a wrap that followed its last hand-out, every translation returns the mapping's own
+// bytes, and the table ends empty.
 func TestIOMMUWrapModel(t *testing.T) {
 	if !pcpu.Enabled {
 		t.Skip("purego: no per-P magazines")
@@ -126,6 +127,14 @@ func hvRun(t *testing.T, m *IOMMU, space int) {
 				got, err := m.Translate(x.a, len(x.b), ToDevice)
 				if err != nil || sliceAddr(got) != sliceAddr(x.b) || len(got) != len(x.b) {
 					fail("worker %d: %s: Translate(%#x,+%d) = %#x len %d, %v; want %#x", w, what, x.a, len(x.b),
+						sliceAddr(got), len(got), err, sliceAddr(x.b))
+				}
+				if x.h == 0 {
+					return
+				}
+				got, err = m.TranslateSole(x.a, len(x.b), ToDevice, x.h)
+				if err != nil || sliceAddr(got) != sliceAddr(x.b) || len(got) != len(x.b) {
+					fail("worker %d: %s: TranslateSole(%#x,+%d) = %#x len %d, %v; want %#x", w, what, x.a, len(x.b),
 						sliceAddr(got), len(got), err, sliceAddr(x.b))
 				}
 			}
