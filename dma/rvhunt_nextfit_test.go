@@ -61,9 +61,9 @@ type nfLive struct {
 // TestIOMMUNextFitModel drives IOMMUs of small spaces (no magazines, so the allocator is exact)
 // with random maps of one to a dozen granules at random offsets, coherent allocations (aligned to
 // a page: sixteen granules of 256 bytes), registrations, unmaps, frees and deregistrations, and
-// checks each against the model of next-fit (nfModel): the same bus address, ErrMapping exactly
-// when the model has no room, every live mapping translating to its own bytes, Live and LiveCount
-// agreeing, and a freed range faulting until it is handed out again.
+// checks each against the model of next-fit (nfModel): the same bus address (its offset in the
+// granule the CPU address's), ErrMapping exactly when the model has no room, every live mapping
+// translating to its own bytes, LiveCount the mappings held, and a fault right after each unmap.
 func TestIOMMUNextFitModel(t *testing.T) {
 	for _, c := range []struct{ page, bits int }{{4096, 12 + 7}, {256, 8 + 9}, {4096, 12 + 5}} {
 		t.Run(fmt.Sprintf("page=%d/granules=%d", c.page, 1<<(c.bits-bitsOf(c.page))), func(t *testing.T) {
@@ -166,6 +166,7 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 		}
 		require.NoError(t, err, "%s: kind %d of %d granules (align %d): the model puts it at %d", where, x.kind, n, align, want)
 		require.Equal(t, want, uint64(x.a)>>shift, "%s: kind %d of %d granules (align %d), cursor %d", where, x.kind, n, align, model.cursor)
+		require.Equal(t, uint64(sliceAddr(x.b))&uint64(page-1), uint64(x.a)&uint64(page-1), "%s: the offset in the granule is kept", where)
 		id++
 		x.first, x.n = want, n
 		for g := want; g < want+n; g++ {
