@@ -51,7 +51,8 @@ func (m *nfModel) alloc(n, align uint64) (uint64, bool) {
 type nfLive struct {
 	a     Addr
 	b     []byte
-	kind  int // 0 MapSingle, 1 AllocCoherent, 2 Register
+	kind  int // 0 MapSingle, 1 AllocCoherent, 2 Register, 3 MapSingleSole
+	h     Sole
 	co    *Coherent
 	reg   *Registration
 	first uint64
@@ -59,11 +60,14 @@ type nfLive struct {
 }
 
 // TestIOMMUNextFitModel drives IOMMUs of small spaces (no magazines, so the allocator is exact)
-// with random maps of one to a dozen granules at random offsets, coherent allocations (aligned to
-// a page: sixteen granules of 256 bytes), registrations, unmaps, frees and deregistrations, and
-// checks each against the model of next-fit (nfModel): the same bus address (its offset in the
-// granule the CPU address's), ErrMapping exactly when the model has no room, every live mapping
-// translating to its own bytes, LiveCount the mappings held, and a fault right after each unmap.
+// with random maps of one to a dozen granules at random offsets (MapSingle and MapSingleSole),
+// coherent allocations (aligned to a page: sixteen granules of 256 bytes), registrations, unmaps,
+// frees and deregistrations, and public unmaps of sole mappings behind their owners' backs (their
+// granules stay taken until the owner's unmap, which is ErrNotMapped), and checks each against the
+// model of next-fit (nfModel): the same bus address (its offset in the granule the CPU
+// address's), ErrMapping exactly when the model has no room, every live mapping translating to
+// its own bytes, LiveCount the mappings held, a fault right after each unmap, and the table empty
+// at the end.
 func TestIOMMUNextFitModel(t *testing.T) {
 	for _, c := range []struct{ page, bits int }{{4096, 12 + 7}, {256, 8 + 9}, {4096, 12 + 5}} {
 		t.Run(fmt.Sprintf("page=%d/granules=%d", c.page, 1<<(c.bits-bitsOf(c.page))), func(t *testing.T) {
@@ -96,9 +100,24 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 	if page < PageSize {
 		coAlign = uint64(PageSize / page)
 	}
+	var revoked []nfLive // sole mappings a public unmap revoked: their owner has not freed them yet
+	free := func(x nfLive) {
+		for g := x.first; g < x.first+x.n; g++ {
+			model.used[g] = 0
+		}
+	}
 	id := 0
 	for step := range 400 {
 		where := fmt.Sprintf("seed %d step %d", seed, step)
+		if len(revoked) > 0 && r.IntN(4) == 0 { // the owner's unmap of a revoked mapping frees it
+			x := revoked[0]
+			revoked = revoked[1:]
+			require.ErrorIs(t, m.UnmapSingleSole(x.a, len(x.b), ToDevice, x.h), ErrNotMapped, where)
+			if x.h != 0 {
+				free(x) // held by the revoked entry until now
+			}
+			continue
+		}
 		if len(live) > 0 && r.IntN(5) < 2 {
 			i := r.IntN(len(live))
 			x := live[i]
@@ -112,17 +131,28 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 				require.NoError(t, m.FreeCoherent(x.co), where)
 			case 2:
 				require.NoError(t, m.Deregister(context.Background(), x.reg), where)
+			case 3:
+				if r.IntN(2) == 0 {
+					require.NoError(t, m.UnmapSingleSole(x.a, len(x.b), ToDevice, x.h), where)
+					break
+				}
+				// A public unmap behind the owner's back: unmapped at once, but an index entry's
+				// granules stay taken until the owner's unmap (a page-list mapping, handle 0, is
+				// public and goes at once).
+				require.NoError(t, m.UnmapSingle(x.a, len(x.b), ToDevice), where)
+				revoked = append(revoked, x)
+				if x.h != 0 {
+					x.n = 0 // not freed below
+				}
 			}
-			for g := x.first; g < x.first+x.n; g++ {
-				model.used[g] = 0
-			}
+			free(x)
 			_, err = m.Translate(x.a, len(x.b), ToDevice)
 			require.ErrorIs(t, err, ErrFault, where+": translate after unmap")
 			live[i] = live[len(live)-1]
 			live = live[:len(live)-1]
 			continue
 		}
-		x := nfLive{kind: r.IntN(3)}
+		x := nfLive{kind: r.IntN(4)}
 		align := uint64(1)
 		var size int
 		switch x.kind {
@@ -132,7 +162,7 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 		default:
 			size = 1 + r.IntN(1+r.IntN(12*page))
 			off := r.IntN(page)
-			if x.kind == 2 { // registrations must not overlap: each its own buffer
+			if x.kind >= 2 { // registrations must not overlap: each its own buffer (so each sole one too)
 				x.b = make([]byte, off+size)[off:]
 			} else {
 				x.b = backing[off : off+size]
@@ -159,6 +189,8 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 			if err == nil {
 				x.a = x.reg.Addr()
 			}
+		case 3:
+			x.a, x.h, err = m.MapSingleSole(x.b, ToDevice)
 		}
 		if !ok {
 			require.ErrorIs(t, err, ErrMapping, "%s: kind %d of %d granules (align %d): the model has no room", where, x.kind, n, align)
@@ -188,8 +220,14 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 			err = m.FreeCoherent(x.co)
 		case 2:
 			err = m.Deregister(context.Background(), x.reg)
+		case 3:
+			err = m.UnmapSingleSole(x.a, len(x.b), ToDevice, x.h)
 		}
 		require.NoError(t, err)
 	}
+	for _, x := range revoked {
+		require.ErrorIs(t, m.UnmapSingleSole(x.a, len(x.b), ToDevice, x.h), ErrNotMapped)
+	}
 	require.Zero(t, m.LiveCount())
+	requireTableEmpty(t, m)
 }
