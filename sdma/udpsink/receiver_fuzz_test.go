@@ -14,7 +14,8 @@ import (
 // once (a data frame, a bad frame, or an end marker), every counter (per engine: packets, bytes,
 // bad checksums, dups, sent, ended; bad frames) equals a model's tally of the frames taken, and
 // the per-engine counts add up: lost plus distinct frames is the end marker's count plus the
-// frames numbered past it. The first frame names the run; a frame of another run supersedes it
+// numbers past it (Beyond, which the model computes: the highest seq+1 less the end marker's
+// count), and the run's totals are the engines' sums. The first frame names the run; a frame of another run supersedes it
 // and is not taken.
 func FuzzReceiverFrames(f *testing.F) {
 	f.Add([]byte{0x44, 0x53, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
@@ -108,17 +109,25 @@ func FuzzReceiverFrames(f *testing.F) {
 			if !m.ended && len(m.seqs) > 0 {
 				sent = slices.Max(m.seqs) + 1
 			}
+			// Beyond: with an end marker, how far the highest seq+1 went past its count.
+			var beyond uint64
+			if m.ended && len(m.seqs) > 0 && slices.Max(m.seqs)+1 > m.sent {
+				beyond = slices.Max(m.seqs) + 1 - m.sent
+			}
 			if e.Engine != seen[k] || e.Packets != m.packets || e.Bytes != m.bytes || e.BadChecksum != m.badCk ||
-				e.Dups != m.dups || e.Ended != m.ended || (!wrapped && e.Sent != sent) {
-				t.Fatalf("engine report %+v; the model says engine %d %+v", e, seen[k], *m)
+				e.Dups != m.dups || e.Ended != m.ended || (!wrapped && (e.Sent != sent || e.Beyond != beyond)) {
+				t.Fatalf("engine report %+v; the model says engine %d %+v (beyond %d)", e, seen[k], *m, beyond)
 			}
 		}
 		if st.rep.Bytes != mb || st.rep.BadChecksum != mck {
 			t.Fatalf("totals %+v; the model says bytes %d, bad checksums %d", st.rep, mb, mck)
 		}
+		var lost, beyond uint64
 		for _, e := range st.rep.Engines {
 			pk += e.Packets
 			dups += e.Dups
+			lost += e.Lost
+			beyond += e.Beyond
 			// Every number below max(Sent, highest seq+1) is received once or lost, and the
 			// numbers past Sent are Beyond.
 			if !wrapped && e.Lost+e.Packets-e.Dups != e.Sent+e.Beyond {
@@ -128,7 +137,7 @@ func FuzzReceiverFrames(f *testing.F) {
 				t.Fatalf("engine %d: beyond %d without an end marker", e.Engine, e.Beyond)
 			}
 		}
-		if pk != st.rep.Packets || dups != st.rep.Dups || st.rep.Packets > data {
+		if pk != st.rep.Packets || dups != st.rep.Dups || lost != st.rep.Lost || beyond != st.rep.Beyond || st.rep.Packets > data {
 			t.Fatalf("counts do not add up: %+v (data frames %d)", st.rep, data)
 		}
 	})
