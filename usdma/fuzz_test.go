@@ -15,7 +15,7 @@ import (
 // uapi layout: packet k carries bytes [off_k, off_k+len_k) of the concatenated vectors, padded to
 // 4, PSN = template + k masked to 24 or 31 bits, BTH.A on the last packet only (and not on a
 // lone one), offset = template offset + off_k, PBC and LRH lengths from len_k; the slot ends
-// COMPLETE exactly once.
+// COMPLETE exactly once; with AHG on, every packet after the first is built by the engine's AHG.
 func FuzzMessage(f *testing.F) {
 	f.Add(uint32(16293), uint8(64), uint16(100), uint8(3), uint32(0xfffffe), uint32(0x1fff0), true, false)
 	f.Add(uint32(3), uint8(1), uint16(0), uint8(1), uint32(0), uint32(0), false, false)
@@ -76,6 +76,17 @@ func FuzzMessage(f *testing.F) {
 		pkts, _ := sink.packets()
 		if len(pkts) != int(info.NPkts) {
 			t.Fatalf("%d packets, want %d", len(pkts), info.NPkts)
+		}
+		// The headers below are checked whoever built them: with AHG on, a multi-packet
+		// request's later packets must be the engine's AHG builds (this queue is alone on the
+		// device's engines, so an entry is free), else the AHG path goes unchecked.
+		st, np := pq.Stats(), uint64(info.NPkts)
+		wantAHG := uint64(0)
+		if ahg && np > 1 {
+			wantAHG = np - 1
+		}
+		if st.Packets != np || st.AHGPackets != wantAHG || st.FullHeaders != np-wantAHG || st.AHGFallbacks != 0 {
+			t.Fatalf("stats %+v for %d packets, AHG %v", st, np, ahg)
 		}
 		mask := uint32(psnMask)
 		if ext {
