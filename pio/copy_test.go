@@ -128,11 +128,13 @@ func TestCopyBadInput(t *testing.T) {
 }
 
 // FuzzCopySegs checks every implementation against the model on arbitrary data, cuts and
-// start positions.
+// start positions: the packet's place in the send buffer, its blocks' bytes, no byte written
+// outside them, and what the sink receives.
 func FuzzCopySegs(f *testing.F) {
 	f.Add([]byte("hello, pio"), []byte{3, 7}, uint8(0))
 	f.Add(bytes.Repeat([]byte{0xff}, 130), []byte{1, 9, 64, 65}, uint8(7))
 	f.Add([]byte{}, []byte{}, uint8(3))
+	f.Add(bytes.Repeat([]byte{0x5a}, 56), []byte{90, 200}, uint8(7)) // PBC and data fill the last block exactly: no pad
 	f.Fuzz(func(t *testing.T, data, cutb []byte, startBlock uint8) {
 		const credits = 8
 		if len(data) > credits*BlockSize-16 {
@@ -149,8 +151,23 @@ func FuzzCopySegs(f *testing.F) {
 			sc := newManual(t, credits, sink)
 			advance(t, sc, int(startBlock)%credits)
 			sink.take()
+			for i := range sc.buf { // stale bytes, as a send buffer holds: the copy must overwrite its blocks
+				sc.buf[i] = byte(i*7) | 0x80
+			}
+			before := bytes.Clone(sc.buf)
 			start, pbc := sendSegs(t, sc, data, cuts, nil)
-			checkImage(t, sc, start, modelImage(pbc, modelWire(data)))
+			// The packet starts at the block after the startBlock packets before it, and its
+			// copy touches no byte outside its own blocks.
+			if want := int(startBlock) % credits * BlockSize; start != want {
+				t.Fatalf("impl %s: packet at %d, want %d", name, start, want)
+			}
+			img := modelImage(pbc, modelWire(data))
+			checkImage(t, sc, start, img)
+			for i := len(img); i < sc.size; i++ {
+				if j := (start + i) % sc.size; sc.buf[j] != before[j] {
+					t.Fatalf("impl %s: byte %d outside the packet's blocks written", name, j)
+				}
+			}
 			sc.Process()
 			if got := sink.take(); len(got) != 1 || !bytes.Equal(got[0], modelWire(data)) {
 				t.Fatalf("impl %s: sink %x, want %x", name, got, modelWire(data))
