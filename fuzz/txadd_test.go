@@ -34,6 +34,7 @@ type env struct {
 	fi     *dma.FaultInjector
 	cnt    *dma.Counting // wraps fi; the device's mapper
 	dev    *sdma.Device
+	dev2   *sdma.Device // a second device on the same mapper (addDev2), or nil
 	region *dma.Region
 	heap   []byte
 	coh    *dma.Coherent
@@ -62,6 +63,16 @@ func newEnv(t *testing.T) *env {
 	fill(coh.Bytes(), 0x99)
 	e.base = m.LiveCount()
 	return e
+}
+
+// addDev2 gives e a second device on the same mapper: a txreq's adds must all name one device.
+func (e *env) addDev2(t *testing.T) {
+	t.Helper()
+	dev, err := sdma.NewDevice(sdma.Config{Mapper: e.cnt})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, dev.Close()) })
+	e.dev2 = dev
+	e.base = e.iommu.LiveCount() // its pad
 }
 
 // balanced checks the IOMMU leak report and that every map call that succeeded was undone exactly
@@ -141,6 +152,7 @@ type model struct {
 	prefix    int         // AHG header + edit descriptors
 	ahg       []desc.Desc // their expected contents (ahgPrefix)
 	ahgCopy   int         // the AHG entry desc0 names with FlagAHGCopy, or -1
+	dev       int         // the device the adds use: 0 none yet, 1 env.dev, 2 env.dev2
 	descs     []mdesc
 	coalesce  []byte // bytes copied past 63 descriptors; nil while not coalescing
 	data      []byte // bytes added, in order
@@ -199,9 +211,12 @@ func (m *model) liveMapped() int {
 // the descriptors and the live mappings, and on close the packet's bytes as the device reads them.
 //
 // flagBits: 1 URGENT, 2 USE_AHG, 4 AHG_COPY, 8 VIP, 0x10 reuse a txreq whose extended array and
-// coalesce buffer hold a previous packet. ahgRaw: low digit mod 10 the update words, high nibble
-// the header length. failRaw: 128..191 fail the (failRaw-127)th map call, 192..255 a fraction of
-// them. ops: 3 bytes per add (kind and length mode, then a 16-bit value for offset and length).
+// coalesce buffer hold a previous packet, 0x20 a second device. ahgRaw: low digit mod 10 the
+// update words, high nibble the header length. failRaw: 128..191 fail the (failRaw-127)th map
+// call, 192..255 a fraction of them. ops: 3 bytes per add (kind and length mode, then a 16-bit
+// value for offset and length); a first byte of 240 or more also names the device: (b-240)%2 0
+// nil, 1 the second device (nil without one). A daddr add with the value's two top bits set
+// names a bus address running past 48 bits (refused).
 func FuzzTxAdd(f *testing.F) {
 	f.Add(uint16(10), uint8(0), uint8(0), uint8(0), int64(1), []byte{0, 3, 0, 0, 7, 0})
 	f.Fuzz(func(t *testing.T, tlenRaw uint16, flagBits, ahgRaw, failRaw uint8, seed int64, ops []byte) {
@@ -210,6 +225,9 @@ func FuzzTxAdd(f *testing.F) {
 		var m model
 		if flagBits&0x10 != 0 {
 			e.dirty(t, &tx)
+		}
+		if flagBits&0x20 != 0 {
+			e.addDev2(t)
 		}
 
 		// Init.
@@ -283,7 +301,14 @@ func FuzzTxAdd(f *testing.F) {
 			case 3:
 				n = min(m.remaining, 1+v%5000)
 			}
-			step(t, e, &tx, &m, kind, n, v)
+			dev, which := e.dev, 1
+			if b0 >= 240 {
+				dev, which = nil, 0
+				if (b0-240)%2 == 1 && e.dev2 != nil {
+					dev, which = e.dev2, 2
+				}
+			}
+			step(t, e, &tx, &m, dev, which, kind, n, v)
 			check(t, e, &tx, &m)
 		}
 
@@ -296,17 +321,18 @@ func FuzzTxAdd(f *testing.F) {
 	})
 }
 
-// step runs one add on tx and on the model.
-func step(t *testing.T, e *env, tx *sdma.TxReq, m *model, kind, n, v int) {
+// step runs one add on tx with dev (which: 1 env.dev, 2 env.dev2, 0 nil) and on the model.
+func step(t *testing.T, e *env, tx *sdma.TxReq, m *model, dev *sdma.Device, which, kind, n, v int) {
 	t.Helper()
 	injected := e.fi.Injected()
 	var err error
 	var off int
-	invalid := m.state != 1 || m.remaining == 0 || n <= 0 || n > m.remaining
+	invalid := m.state != 1 || m.remaining == 0 || n <= 0 || n > m.remaining ||
+		which == 0 || m.dev != 0 && m.dev != which // every add of a txreq names its one device
 	switch kind {
 	case kindKV:
 		off = v % 64
-		err = tx.AddKVAddr(e.dev, e.heap[off:off+n])
+		err = tx.AddKVAddr(dev, e.heap[off:off+n])
 	case kindPage:
 		off = int(v) >> 4 % (dma.PageSize + 1)
 		if v&1 != 0 {
@@ -315,29 +341,35 @@ func step(t *testing.T, e *env, tx *sdma.TxReq, m *model, kind, n, v int) {
 		pg, perr := e.region.Page(v % regionPages)
 		require.NoError(t, perr)
 		invalid = invalid || off < 0 || off+n > dma.PageSize
-		err = tx.AddPage(e.dev, pg, off, n)
+		err = tx.AddPage(dev, pg, off, n)
 	case kindDAddr:
 		off = v % 64
-		err = tx.AddDAddr(e.dev, e.coh.Addr()+dma.Addr(off), n)
+		addr := e.coh.Addr() + dma.Addr(off)
+		if v>>14 == 3 && n > 0 {
+			addr = dma.Addr(desc.MaxAddr) + 1 - dma.Addr(min(n-1, off)) // its last byte past 48 bits
+			invalid = true
+		}
+		err = tx.AddDAddr(dev, addr, n)
 	case kindBytes:
 		off = (v * 37) % (2 * dma.PageSize)
 		if v&1 != 0 {
 			off = dma.PageSize - v%5 // just before a page boundary
 		}
-		err = tx.AddBytes(e.dev, e.region.Bytes()[off:off+n])
+		err = tx.AddBytes(dev, e.region.Bytes()[off:off+n])
 	case kindPages:
 		off = (v * 41) % regionSize
 		invalid = invalid || off+n > regionSize
-		err = tx.AddPages(e.dev, e.region, off, n)
+		err = tx.AddPages(dev, e.region, off, n)
 	}
 
 	if invalid {
-		require.ErrorIs(t, err, sdma.ErrInvalid, "kind %d n %d off %d", kind, n, off)
+		require.ErrorIs(t, err, sdma.ErrInvalid, "kind %d n %d off %d device %d (the txreq's %d)", kind, n, off, which, m.dev)
 		var te *sdma.TxError
 		require.ErrorAs(t, err, &te)
 		m.fail()
 		return
 	}
+	m.dev = which
 	if errors.Is(err, sdma.ErrMapping) {
 		require.Greater(t, e.fi.Injected(), injected, "mapping failure not injected: %v", err)
 		m.fail()
