@@ -34,6 +34,8 @@ fi
 	--callgrind-out-file="$tmp/cg.out" "$tmp/bench.test" -test.run '^$' -test.bench "$pat" \
 	-test.benchtime "${ops}x" >"$tmp/log" 2>&1) || { cat "$tmp/log" >&2; exit 1; }
 grep -q '^Benchmark' "$tmp/log" || { echo "icount.sh: no benchmark matched $pat" >&2; cat "$tmp/log" >&2; exit 1; }
+# awk reads the whole listing and prints its first 60 lines (a head after it, under pipefail,
+# killed awk with SIGPIPE on a long listing: the script exited 141).
 callgrind_annotate "$tmp/cg.out" | awk -v n="$ops" '
 	/^ *[0-9,]+ \(/ { v = $1; gsub(",", "", v); f = $4; sub(/ \[.*/, "", f); sub(/^.*gosdma\/gosdma\//, "", f)
-		if (v / n >= 0.5) printf "%9.1f  %s\n", v / n, f }' | head -60
+		if (v / n >= 0.5 && ++shown <= 60) printf "%9.1f  %s\n", v / n, f }'
