@@ -128,5 +128,7 @@
 //	dma_pool_create/alloc/free/destroy NewPool, Pool.Alloc, Pool.Free, Pool.Destroy
 //	-ENOSPC / -EINVAL / -EBUSY         ErrMapping / ErrInvalid / ErrBusy
 //
-// Unsafe code lives in files named *_unsafe.go.
+// Unsafe code lives in files named *_unsafe.go, in the fast paths that take a buffer's address or
+// an index entry by arithmetic (direct_fast.go, iommu_fast.go, sole_translate.go), and in the
+// owner's plain stores through atomics on amd64 (store_amd64.go).
 package dma
