@@ -3,8 +3,9 @@
 // as credits, the copy of each packet into it behind its PBC, a model of the chip that consumes
 // whole blocks in order and writes a free counter back, the release pass that returns credits and
 // runs release callbacks, the wait list of producers that found no credits, and halts with their
-// recovery. It is a sibling of package sdma, not a mode of it: it imports nothing of gosdma, and
-// the choice between the two per packet (hfi1_verbs_send) lives above both, in package verbs.
+// recovery. It is a sibling of package sdma, not a mode of it: it imports nothing of gosdma but
+// internal leaves, and the choice between the two per packet (hfi1_verbs_send) lives above both,
+// in package verbs.
 //
 // # One packet's way
 //

@@ -99,7 +99,7 @@
 //	set_txreq_header_ahg, ahg_header_set                  later packets: USE_AHG update words
 //	set_txreq_header, set_pkt_bth_psn                     full headers (no AHG entry free)
 //	sdma_ahg_alloc, sdma_ahg_free                         sdma's (*Engine).AHGAlloc, AHGFree
-//	user_sdma_txadd, sdma_txadd_page per page piece       one AddDAddr per page piece of a pinned vector
+//	user_sdma_txadd, sdma_txadd_page per page piece       one AddKVAddr per page piece of a pinned vector
 //	user_sdma_txreq_cb, user_sdma_free_request            the packet callback; the request's end
 //	struct hfi1_sdma_comp_entry, set_comp_state           CompEntry, (*PktQ).Comp, Wait
 //	enum hfi1_sdma_comp_state FREE/QUEUED/COMPLETE/ERROR  CompState Free, Queued, Complete, Error
