@@ -1,8 +1,8 @@
 // Package alloc holds txreq allocators: the "allocation method for your version of the txreq" that
 // the hfi1 SDMA API leaves to its user ("slabs? pre-allocated lists? dma pools?").
 //
-// The package is generic over the caller's type and imports nothing else of gosdma. A gosdma
-// caller's txreq is a struct that embeds sdma.TxReq as its first field (the Go shape of "the txreq
+// The package is generic over the caller's type and imports nothing else of gosdma but internal
+// leaves. A gosdma caller's txreq is a struct that embeds sdma.TxReq as its first field (the Go shape of "the txreq
 // must be declared with the sdma_txreq first"); the allocators hand out pointers to that struct, and
 // [Outer] gets from the *sdma.TxReq a completion callback receives back to it without allocating.
 //
