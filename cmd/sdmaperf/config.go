@@ -306,7 +306,7 @@ func faultDefaults(f *FaultSpec, given map[string]bool) error {
 
 // faultsUsage is the -faults help: every key with its default.
 func faultsUsage() string {
-	return "fault injection, comma-separated key=value (none: no faults). " +
+	return "fault injection, a comma-separated `list` of key=value, given once (none: no faults). " +
 		"map=FRACTION: that fraction of DMA map calls fail (default 0); " +
 		"mapnth=N: the Nth map call fails (default: none); " +
 		"halt=RATE: per packet, the engine halts with a random cause and recovers (default 0); " +
@@ -342,11 +342,27 @@ func choice(flagName, v string, allowed ...string) error {
 // after flag.Parse.
 type rawFlags struct {
 	mode, faults string
+	faultsGiven  int // how many -faults flags: a second would replace the first's keys
 	size         int
 	sweep        bool
 	qps          int      // -q: perftest's queue pairs
 	notApplied   []string // perftest flags given that do not apply, as "-d"
 }
+
+// countedString is a string flag that counts how often it was given.
+type countedString struct {
+	s *string
+	n *int
+}
+
+func (c countedString) String() string {
+	if c.s == nil {
+		return ""
+	}
+	return *c.s
+}
+
+func (c countedString) Set(v string) error { *c.s = v; *c.n++; return nil }
 
 // seconds is -D: a bare number is seconds, as perftest's -D; a Go duration (500ms) works too.
 type seconds time.Duration
@@ -494,7 +510,8 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.UDPAddr, "udp-addr", "", fmt.Sprintf("loopback address of the UDP receiver; with -sink udp, empty runs a receiver in-process; with -server, empty means %s", defaultUDP))
 	fs.IntVar(&cfg.UDPBatch, "udp-batch", 0, fmt.Sprintf("with -sink udp, the packets an engine holds and sends with one sendmmsg, 1..%d; 0 means %d; 1 sends each with its own sendmsg (the unbatched sink)", sdma.MaxBatch, udpsink.DefaultBatch))
 	fs.BoolVar(&cfg.UDPGSO, "udp-gso", false, "with -sink udp, send each run of same-size packets in a batch as one UDP GSO message (UDP_SEGMENT); needs batching (not -udp-batch 1) and two or more packets in flight per engine (not -mode lat with no more producers than engines)")
-	fs.StringVar(&raw.faults, "faults", "none", faultsUsage())
+	raw.faults = "none"
+	fs.Var(countedString{&raw.faults, &raw.faultsGiven}, "faults", faultsUsage())
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given; bandwidths in MiB/s (bw_peak_mib_s, bw_avg_mib_s, bw_stdev_mib_s), and with --report_gbits also in Gb/s (the same names with _gbit_s)")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
 	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s) or message_rate (Mpps) in -mode bw and msg, latency (median, us) in -mode lat (perftest --output, which pairs them with the test alike)")
@@ -595,6 +612,10 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	}
 	for _, n := range raw.notApplied {
 		fmt.Fprintf(stderr, "sdmaperf: not applicable: %s (%s); ignored\n", n, notApplicableWhy(n[1:]))
+	}
+
+	if raw.faultsGiven > 1 { // the last would win without a word, dropping the others' faults
+		return cfg, usagef("-faults given twice: give one comma-separated list, such as -faults halt=0.001,map=0.01")
 	}
 
 	cfg.Args = slices.Clone(args)

@@ -274,3 +274,23 @@ func TestMsgModePacketCountChecked(t *testing.T) {
 	require.NoError(t, err, "65535 packets fit")
 	assert.Equal(t, []int{4194240}, cfg.Sizes)
 }
+
+// TestFaultsFlagTwice: "-faults halt=0.001 -faults map=0.01" ran with map faults only, the
+// second -faults replacing the first's keys without a word (0 halts, where the user asked for
+// some). A second -faults is a usage error naming the one list to give; one -faults as before.
+func TestFaultsFlagTwice(t *testing.T) {
+	for _, args := range [][]string{
+		{"-faults", "halt=0.001", "-faults", "map=0.01"},
+		{"-faults=map=0.5", "--faults", "none"},
+		{"-faults", "halt=0.1", "-faults", "halt=0.1"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, exitUsage, run(t.Context(), args, &stdout, &stderr), "%v", args)
+		assert.Contains(t, stderr.String(), "-faults given twice", "%v", args)
+		assert.Empty(t, stdout.String(), "%v", args)
+	}
+	cfg, err := parseConfig([]string{"-faults", "halt=0.001,map=0.01"}, new(bytes.Buffer))
+	require.NoError(t, err)
+	assert.Equal(t, 0.001, cfg.Faults.HaltRate)
+	assert.Equal(t, 0.01, cfg.Faults.MapFraction)
+}
