@@ -232,7 +232,7 @@ func (s *sweepServer) serve(ctx context.Context) error {
 		rep, err := s.next(ctx)
 		cut := err != nil && ctx.Err() != nil && heardOf(&rep) // Ctrl-C mid-run: a row, not ended
 		if (err != nil && !cut) || !heardOf(&rep) {
-			return cmp.Or(err, fmt.Errorf("%d bytes: %w", size, noPackets(cfg, &rep)))
+			return cmp.Or(err, s.noRun(i, &rep))
 		}
 		lost := rep.Superseded && s.endsLost(ctx, i, &rep)
 		if rep.Superseded && !lost { // a restarted client: its sweep starts again at the first size
@@ -273,6 +273,18 @@ func (s *sweepServer) serve(ctx context.Context) error {
 			cfg.Sizes[len(cfg.Sizes)-1], idx+1, sw, len(cfg.Sizes))
 	}
 	return nil
+}
+
+// noRun is the error of size index i's run, in which no packet arrived. After a size whose run
+// ended, the likeliest cause is a client whose sweep ended there (a smaller -size than the
+// server's): the error says so.
+func (s *sweepServer) noRun(i int, rep *udpsink.Report) error {
+	err := fmt.Errorf("%d bytes: %w", s.cfg.Sizes[i], noPackets(s.cfg, rep))
+	if i == 0 || rep.BadFrames > 0 || len(s.reps) != i || s.reps[i-1].NotEnded != "" {
+		return err
+	}
+	last := s.cfg.Sizes[i-1]
+	return fmt.Errorf("%w, after the %d-byte run ended: if the client's sweep stopped there, give -server the client's -size: -size %d", err, last, last)
 }
 
 // endsLost tells what rep was, a run of size index i superseded by a datagram of another run:

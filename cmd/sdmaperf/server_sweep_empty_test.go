@@ -68,3 +68,19 @@ func TestServerClientDeliversNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestServerSweepClientStoppedEarly: a -server sweep whose client's sweep ended before the
+// server's sizes did (the client given a smaller -size, or none where the server has one)
+// waits out -idle for the next size and fails, as it must, but said only "4 bytes: no packets
+// arrived in 300ms", where the cure is to give -server the client's -size. The error names the
+// size whose run ended last and that cure.
+func TestServerSweepClientStoppedEarly(t *testing.T) {
+	var stdout syncBuffer
+	addr, stderr, done := startServer(t, &stdout, "-idle", "300ms", "-sweep", "-size", "8")
+	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-sweep", "-size", "2", "-n", "20", "-warmup", "0")
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, exitFail, <-done, stderr.String())
+	assert.Regexp(t, `(?m)^ 2 +20 `, stdout.String())
+	assert.Contains(t, stderr.String(), "sdmaperf: 4 bytes: no packets arrived in 300ms")
+	assert.Contains(t, stderr.String(), "give -server the client's -size: -size 2", stderr.String())
+}
