@@ -171,7 +171,7 @@ func TestFaultBatchSink(t *testing.T) {
 	}
 }
 
-// TestDiscardSinkCounts: DiscardSink counts packets and bytes; CaptureSink keeps them per engine
+// TestDiscardAndCaptureSink: DiscardSink counts packets and bytes; CaptureSink keeps them per engine
 // and Reset forgets them.
 func TestDiscardAndCaptureSink(t *testing.T) {
 	var d sdmatest.DiscardSink
