@@ -167,6 +167,7 @@ type pathResult struct {
 // pathReport is the -json output of a -path pio|auto run.
 type pathReport struct {
 	Tool      string       `json:"tool"`
+	Host      *Host        `json:"host,omitempty"`
 	Config    Config       `json:"config"`
 	Results   []pathResult `json:"results"`
 	Crossover int          `json:"crossover_bytes,omitempty"` // the largest size PIO beat SDMA at (with -sweep)
@@ -176,7 +177,7 @@ type pathReport struct {
 
 // runPaths is the client for -path pio|auto.
 func runPaths(ctx context.Context, cfg Config, stdout io.Writer) error {
-	rep := pathReport{Tool: "sdmaperf", Config: cfg}
+	rep := pathReport{Tool: "sdmaperf", Config: cfg, Host: hostInfo(cfg)}
 	paths := []string{cfg.Path}
 	if len(cfg.Sizes) > 1 { // -sweep: the same sizes by the other path(s), same process
 		paths = []string{pathPIO, pathSDMA}

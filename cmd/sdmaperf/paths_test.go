@@ -148,3 +148,19 @@ func TestPathCloseStallIsAnError(t *testing.T) {
 	require.ErrorIs(t, err, errStalled)
 	assert.Contains(t, err.Error(), "closing the devices did not return")
 }
+
+// TestPathJSONHasHost: -json promises "the host, the build and the flags as given", and a
+// -path pio|auto run's JSON had neither host nor flags: only the tool, the config and the
+// results, so two machines' PIO figures could not be told apart by their files.
+func TestPathJSONHasHost(t *testing.T) {
+	args := []string{"-path", "pio", "-n", "100", "-warmup", "0", "-size", "64", "-json"}
+	code, out, errOut := runTool(t, args...)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	var rep struct {
+		Host *Host `json:"host"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.NotNil(t, rep.Host, out)
+	assert.NotEmpty(t, rep.Host.GoVersion)
+	assert.Equal(t, args, rep.Host.Args)
+}
