@@ -1,6 +1,7 @@
 package pio
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -194,9 +195,9 @@ func TestCloseCycleInWakeups(t *testing.T) {
 // TestCloseOnChipGoroutineOfAnotherContext: goroutine G, in a wake-up of a manual context sc2,
 // Closes sc1, whose chip goroutine C runs a wake-up of sc1 that Closes sc2. G's Close waits for
 // C's end; C's Close of sc2 would wait for G, a waker of sc2. Close records its wait for the chip
-// goroutine's end, so C's Close leaves G out, in either order: C's Close after G waits for C
-// ("chip second"), or before, C already waiting for G ("chip first": G's wait makes C look
-// again). Both return nil; nothing hangs.
+// goroutine's end from the start of its work, so C's Close leaves G out, in either order: C's
+// Close after G does sc1's work ("chip second"), or before, C already waiting for G ("chip
+// first": G's start makes C look again). Both return nil; nothing hangs.
 func TestCloseOnChipGoroutineOfAnotherContext(t *testing.T) {
 	for _, chipFirst := range []bool{false, true} {
 		name := "chip second"
@@ -223,7 +224,7 @@ func TestCloseOnChipGoroutineOfAnotherContext(t *testing.T) {
 				close(inWc)
 				<-inW
 				if !chipFirst {
-					waitUntil(func() bool { k, ok := closeWaitOf(gG.Load()); return ok && k == waitChip })
+					waitUntil(func() bool { return closingOn(sc1, gG.Load()) }) // G does sc1's work: it waits for C's end
 				}
 				cErr = sc2.Close()
 			})
@@ -251,5 +252,89 @@ func TestCloseOnChipGoroutineOfAnotherContext(t *testing.T) {
 				t.Fatalf("Closes: G's %v, C's %v", gErr, cErr)
 			}
 		})
+	}
+}
+
+// parkedChip returns a context with a chip goroutine, its only credit taken and w parked on its
+// wait list, and the buffer holding that credit: its Copy makes the chip send the packet and
+// return the credit (forced: w asked for it), whose pass wakes w on the chip goroutine.
+func parkedChip(t *testing.T, w *Waiter) (*SendContext, *Buf) {
+	t.Helper()
+	sc, err := New(Config{Type: Kernel, Credits: 1, Threshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := sc.BufferAlloc(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sc.QueueWait(w, sc.ReleaseSeq()) {
+		t.Fatal("QueueWait did not park")
+	}
+	return sc, buf
+}
+
+// closingOn reports whether goroutine g is doing sc's Close work (closingG).
+func closingOn(sc *SendContext, g uint64) bool {
+	closers.mu.Lock()
+	defer closers.mu.Unlock()
+	return g != 0 && sc.closingG == g
+}
+
+// TestCloseCycleOnChipGoroutines: a wake-up on sc1's chip goroutine C1 Closes sc2, while a
+// wake-up on sc2's chip goroutine C2 Closes sc1. Each Close's work waits for the other chip
+// goroutine's end, which comes only once its wake-up, in the other Close, returns: before, both
+// waited for ever. The second Close (C2's: it starts once C1 does sc2's work) is refused with
+// ErrInvalid and changes nothing, as a Close on the context's own chip goroutine is; C1's Close
+// returns nil once C2, its wake-up back, has ended. sc1 is then open, and a Close from the test
+// closes it.
+func TestCloseCycleOnChipGoroutines(t *testing.T) {
+	var sc1, sc2 *SendContext
+	var w1, w2 Waiter
+	var g1 atomic.Uint64
+	in1, in2, done1, done2 := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	ready := make(chan struct{}) // sc1 and sc2 set: the parking's forced return may wake before
+	var err1, err2 error
+	w1.Init(func(*Waiter) { // on C1
+		defer close(done1)
+		<-ready
+		g1.Store(goid.Self())
+		close(in1)
+		<-in2
+		err1 = sc2.Close()
+	})
+	w2.Init(func(*Waiter) { // on C2
+		defer close(done2)
+		<-ready
+		close(in2)
+		<-in1
+		waitUntil(func() bool { return closingOn(sc2, g1.Load()) }) // C1 does sc2's work
+		err2 = sc1.Close()
+	})
+	sc1, b1 := parkedChip(t, &w1)
+	sc2, b2 := parkedChip(t, &w2)
+	close(ready)
+	for _, b := range []*Buf{b1, b2} {
+		if err := b.Copy(CreatePBC(0, 0, 0, 4), make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bounded(t, "two chip goroutines' wake-ups Closing each other's context", func() { <-done1; <-done2 })
+	if err1 != nil {
+		t.Fatalf("C1's Close of sc2: %v, want nil", err1)
+	}
+	if !errors.Is(err2, ErrInvalid) {
+		t.Fatalf("C2's Close of sc1: %v, want ErrInvalid", err2)
+	}
+	if !sc1.Enabled() || sc2.Enabled() {
+		t.Fatalf("enabled after the Closes: sc1 %v (want true: the refused Close changed nothing), sc2 %v", sc1.Enabled(), sc2.Enabled())
+	}
+	bounded(t, "Close of sc1", func() {
+		if err := sc1.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := sc1.BufferAlloc(4, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("BufferAlloc after Close: %v, want ErrClosed", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -762,11 +763,16 @@ func (sc *SendContext) Restart() error {
 // batch, the Close in it included, and that second Close does not wait for the first's
 // goroutine: it returns once the rest is done (or at once, nil, where the first is doing the
 // second's context's work, left to it). A Close on the chip goroutine of another context (from a
-// wake-up, Sink or Releaser) likewise leaves out a goroutine whose Close waits for that chip
-// goroutine's end. Close tells goroutines apart by goid.Self: on builds without getg (purego,
-// 386, ...) that is a runtime.Stack read, microseconds, per Close and per release pass on a
-// caller's goroutine that wakes a waiter (the chip goroutine's passes need none: Close waits for
-// its end).
+// wake-up, Sink or Releaser) likewise leaves out a goroutine whose Close's work waits (from its
+// start) for that chip goroutine's end. Such a wait cannot be left out: a Close on a chip
+// goroutine whose work would wait for the end of a chip goroutine that waits, through such
+// waits alone, for its own (two chip goroutines' wake-ups, Sinks or Releasers each Closing the
+// other's context) returns ErrInvalid and changes nothing, as on the context's own chip
+// goroutine; the Close whose work started first goes on once that callback has returned and
+// its goroutine has ended. Close tells goroutines apart by goid.Self: on builds without getg
+// (purego, 386, ...) that is a runtime.Stack read, microseconds, per Close and per release pass
+// on a caller's goroutine that wakes a waiter (the chip goroutine's passes need none: Close
+// waits for its end).
 //
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
@@ -781,20 +787,25 @@ func (sc *SendContext) Close() error {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
 	}
 	self := goid.Self()
-	if sc.closeWork(self) {
+	wait, err := sc.closeWork(self)
+	if wait {
 		sc.waitWakers(self)
 	}
-	return nil
+	return err
 }
 
-// doClose is Close's work, on goroutine self, which closeWork made closingG; it clears closingG
-// when it ends, also on a Goexit in a callback its Disable runs, and sets closed when it is done.
-func (sc *SendContext) doClose(self uint64) {
+// doClose is Close's work, on the goroutine which closeWork made closingG; it clears closingG
+// (and takes sc out of closers.working) when it ends, also on a Goexit in a callback its Disable
+// runs, and sets closed when it is done.
+func (sc *SendContext) doClose() {
 	done := false
 	defer func() {
 		closers.mu.Lock()
 		sc.closed = done
 		sc.closingG = 0
+		if i := slices.Index(closers.working, sc); i >= 0 {
+			closers.working = slices.Delete(closers.working, i, i+1)
+		}
 		closers.cond.Broadcast()
 		closers.mu.Unlock()
 	}()
@@ -804,7 +815,7 @@ func (sc *SendContext) doClose(self uint64) {
 	sc.Disable()
 	if sc.quit != nil {
 		close(sc.quit)
-		sc.waitChip(self)
+		<-sc.done // an edge of the Closes' graph since closeWork (closers.working)
 	}
 	done = true
 }

@@ -15,14 +15,16 @@ import (
 // runs without locks held (the kernel wakes under alloc_lock when sc_disable flushes piowait;
 // here that wake-up waits until the lock is let go), so it may retry BufferAlloc on the context;
 // it must not block (a Close from a wake-up on the chip goroutine, which would wait for that
-// goroutine, is refused with ErrInvalid). It never runs inside BufferAlloc: the pass that
-// BufferAlloc runs when room is short leaves its wake-ups to the chip's next pass, as the
-// kernel's sc_piobufavail (hfi1_qp_wakeup) only schedules the QP's work on a workqueue (see
-// BufferAlloc), so no wake-up runs on a goroutine that holds a buffer it has just allocated. A
-// panic in it is recovered and counted (Stats.WakeupPanics); the rest of the batch is woken,
-// also when it calls runtime.Goexit (which then ends the goroutine; on the chip goroutine it
-// halts the context as a Sink's would, see Sink). Close waits for the wake-ups in progress on
-// other goroutines (see Close), so none runs once Close has returned.
+// goroutine, is refused with ErrInvalid, and so is one there whose work would wait for another
+// chip goroutine that waits, through its own Close, for this one: see Close). It never runs
+// inside BufferAlloc: the pass that BufferAlloc runs when room is short leaves its wake-ups to
+// the chip's next pass, as the kernel's sc_piobufavail (hfi1_qp_wakeup) only schedules the
+// QP's work on a workqueue (see BufferAlloc), so no wake-up runs on a goroutine that holds a
+// buffer it has just allocated. A panic in it is recovered and counted (Stats.WakeupPanics);
+// the rest of the batch is woken, also when it calls runtime.Goexit (which then ends the
+// goroutine; on the chip goroutine it halts the context as a Sink's would, see Sink). Close
+// waits for the wake-ups in progress on other goroutines (see Close), so none runs once Close
+// has returned.
 type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
@@ -269,8 +271,7 @@ func (sc *SendContext) wakeEnd(g uint64) {
 
 // closers are the Closes, of every context, that wait, and what each waits for: a wait-for graph
 // of goroutines, so that no Close waits for a goroutine that waits, directly or through other
-// Closes, for its own (closeWork, waitWakers, waitChip). Lock order: closers.mu, then a
-// context's waitMu.
+// Closes, for its own (closeWork, waitWakers). Lock order: closers.mu, then a context's waitMu.
 var closers = func() *closerSet {
 	c := &closerSet{waits: map[uint64]*closeWait{}}
 	c.cond.L = &c.mu
@@ -279,14 +280,20 @@ var closers = func() *closerSet {
 
 type closerSet struct {
 	mu sync.Mutex
-	// cond is broadcast when a Close's work ends (doClose), when a Close starts waiting for a
-	// chip goroutine's end (waitChip: an edge the others must take into account), and when a
-	// wake-up pass ends while a Close waits for wake-ups (waiting != 0).
+	// cond is broadcast when a Close's work ends (doClose), when a Close's work of a context
+	// with a chip goroutine starts (closeWork: an edge to that goroutine, working, which the
+	// others must take into account), and when a wake-up pass ends while a Close waits for
+	// wake-ups (waiting != 0).
 	cond sync.Cond
 	// waits maps each goroutine whose Close is waiting to that wait: one per goroutine, its
 	// innermost Close's (an outer Close on it runs the wake-up that made the inner one). Written
 	// by the waiting Close before it waits and after; under mu.
 	waits map[uint64]*closeWait
+	// working are the contexts with a chip goroutine whose Close work is in progress (closingG
+	// set): the goroutine doing it waits, at the work's end, for that chip goroutine's end
+	// (chipG), an edge of the graph from the start of the work, as nothing can call it off.
+	// Appended to by closeWork, removed by doClose's end; under mu.
+	working []*SendContext
 	// waiting counts the Closes waiting for wake-ups (waitWakers, from before they read the
 	// wakers until they return): written under mu (atomic add), read by wakeEnd without it
 	// (atomic load), which broadcasts only when there is one.
@@ -299,7 +306,6 @@ type closeWaitKind uint8
 const (
 	waitWork   closeWaitKind = iota // another goroutine's Close work of sc (closeWork)
 	waitWakers                      // the wake-ups of sc on other goroutines (waitWakers)
-	waitChip                        // sc's chip goroutine's end (waitChip)
 )
 
 // closeWait is a Close's wait (closerSet.waits); its edges, the goroutines it waits for, are
@@ -316,17 +322,13 @@ type closeWait struct {
 }
 
 // targetsLocked appends to dst the goroutines that w waits for now (closers.mu held): the one
-// doing sc's work while it does; sc's chip goroutine until its end; every goroutine running
-// wake-ups of sc but its own and those it skips.
+// doing sc's work while it does; every goroutine running wake-ups of sc but its own and those it
+// skips.
 func (w *closeWait) targetsLocked(dst []uint64) []uint64 {
 	switch w.kind {
 	case waitWork:
 		if w.sc.closingG == w.g {
 			dst = append(dst, w.g)
-		}
-	case waitChip:
-		if g := w.sc.chipG.Load(); g != 0 {
-			dst = append(dst, g)
 		}
 	case waitWakers:
 		w.sc.waitMu.Lock()
@@ -340,19 +342,37 @@ func (w *closeWait) targetsLocked(dst []uint64) []uint64 {
 	return dst
 }
 
+// chipTargetsLocked appends to dst the chip goroutines whose end goroutine g waits for, or will
+// at the end of the Close work it does (working; closers.mu held).
+func (c *closerSet) chipTargetsLocked(g uint64, dst []uint64) []uint64 {
+	for _, sc := range c.working {
+		if sc.closingG == g {
+			if cg := sc.chipG.Load(); cg != 0 {
+				dst = append(dst, cg)
+			}
+		}
+	}
+	return dst
+}
+
 // reachesLocked reports whether goroutine from is to, or waits for it through the Closes'
-// waits (closers.mu held).
-func (c *closerSet) reachesLocked(from, to uint64) bool {
+// waits (closers.mu held). chipOnly: through waits for chip goroutines' ends alone, which no
+// Close calls off (the other waits are looked at again at each broadcast, and leave out a
+// goroutine that reaches back).
+func (c *closerSet) reachesLocked(from, to uint64, chipOnly bool) bool {
 	seen := []uint64{from}
+	var next []uint64
 	for i := 0; i < len(seen); i++ {
 		if seen[i] == to {
 			return true
 		}
-		if w := c.waits[seen[i]]; w != nil {
-			for _, g := range w.targetsLocked(nil) {
-				if !slices.Contains(seen, g) {
-					seen = append(seen, g)
-				}
+		next = c.chipTargetsLocked(seen[i], next[:0])
+		if w := c.waits[seen[i]]; w != nil && !chipOnly {
+			next = w.targetsLocked(next)
+		}
+		for _, g := range next {
+			if !slices.Contains(seen, g) {
+				seen = append(seen, g)
 			}
 		}
 	}
@@ -370,28 +390,43 @@ func (c *closerSet) waitLocked(self uint64, w *closeWait) {
 // is done, or waits while another goroutine's Close does it. It returns false, at once, where
 // that goroutine waits, directly or through other Closes, for self (self's own Close doing the
 // work, whose flush ran the wake-up that called this Close, included): the work is left to it.
+// It refuses (false, ErrInvalid), having changed nothing, where the work would wait for the end
+// of a chip goroutine that waits for self's end through waits for chip goroutines' ends alone:
+// self is a chip goroutine (a wake-up, Sink or Releaser of sc2 Closing sc while one on sc's chip
+// goroutine Closes sc2), and each would wait for ever, as no Close calls such a wait off.
 //
 // No cycle of waits forms, so no Close waits for ever on another: each edge is added (here, in
 // waitWakers) only where its target does not reach back to its Close's goroutine, but the chip
-// goroutine's end (waitChip), which every waiter looks at again (its broadcast).
-func (sc *SendContext) closeWork(self uint64) bool {
+// goroutine's end (working), added where it does not reach back through such ends alone, at the
+// start of the work (before anything is done that the refusal would have to undo): a cycle it
+// closes goes through another kind of wait, which looks again (the broadcast) and leaves out the
+// goroutine that reaches back.
+func (sc *SendContext) closeWork(self uint64) (bool, error) {
 	c := closers
 	c.mu.Lock()
 	for !sc.closed {
 		if h := sc.closingG; h == 0 {
+			if sc.quit != nil {
+				if cg := sc.chipG.Load(); cg != 0 && c.reachesLocked(cg, self, true) {
+					c.mu.Unlock()
+					return false, errf("Close", ErrInvalid, "send context "+itoa(sc.index)+"'s chip goroutine waits, through Closes, for the end of the chip goroutine this Close runs on (from a wake-up, Sink or Releaser): it would wait for itself")
+				}
+				c.working = append(c.working, sc)
+				c.cond.Broadcast()
+			}
 			sc.closingG = self
 			c.mu.Unlock()
-			sc.doClose(self) // ends with closingG 0 (also on a Goexit), closed once done
+			sc.doClose() // ends with closingG 0 (also on a Goexit), closed once done
 			c.mu.Lock()
-		} else if c.reachesLocked(h, self) {
+		} else if c.reachesLocked(h, self, false) {
 			c.mu.Unlock()
-			return false
+			return false, nil
 		} else {
 			c.waitLocked(self, &closeWait{kind: waitWork, sc: sc, g: h})
 		}
 	}
 	c.mu.Unlock()
-	return true
+	return true, nil
 }
 
 // waitWakers is the end of Close on goroutine self: it waits until no goroutine other than self
@@ -408,7 +443,7 @@ func (sc *SendContext) waitWakers(self uint64) {
 		w.skip = w.skip[:0]
 		wait := false
 		for _, g := range w.targetsLocked(nil) {
-			if c.reachesLocked(g, self) {
+			if c.reachesLocked(g, self, false) {
 				w.skip = append(w.skip, g)
 			} else {
 				wait = true
@@ -420,22 +455,6 @@ func (sc *SendContext) waitWakers(self uint64) {
 		c.waitLocked(self, w)
 	}
 	c.waiting.Add(-1)
-	c.mu.Unlock()
-}
-
-// waitChip waits for the chip goroutine's end (done) in Close's work on goroutine self, with
-// the wait recorded (an edge to sc.chipG while it is set), so that a Close on that goroutine (a
-// wake-up, Sink or Releaser of it closing another context) does not wait for self: the Closes
-// waiting look again (the broadcast) and leave self out.
-func (sc *SendContext) waitChip(self uint64) {
-	c := closers
-	c.mu.Lock()
-	c.waits[self] = &closeWait{kind: waitChip, sc: sc}
-	c.cond.Broadcast()
-	c.mu.Unlock()
-	<-sc.done
-	c.mu.Lock()
-	delete(c.waits, self)
 	c.mu.Unlock()
 }
 
