@@ -138,10 +138,15 @@ func unended(cfg Config, rep *udpsink.Report) error {
 		return nil
 	case rep.Superseded:
 		return fmt.Errorf("the run did not end: %d packets arrived, then a datagram of another run: the client restarted, or a second client sends to this port (-server takes one client at a time)", rep.Packets)
-	case cfg.Idle == 0:
-		return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker", rep.Packets)
 	}
-	return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker within %v (the client stopped, or went quiet for longer than -idle: -idle 0 waits without limit)", rep.Packets, cfg.Idle)
+	of, where := "", ""
+	if engines := markersLost(rep); engines != "" {
+		of, where = " of "+engines, ", where the other engines' arrived"
+	}
+	if cfg.Idle == 0 {
+		return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker%s%s", rep.Packets, of, where)
+	}
+	return fmt.Errorf("the run did not end: %d packets arrived, then no end-of-run marker%s within %v%s (the client stopped, or went quiet for longer than -idle: -idle 0 waits without limit)", rep.Packets, of, cfg.Idle, where)
 }
 
 // heardOf reports whether anything of rep's run arrived: a packet or an end marker (an engine
@@ -167,8 +172,8 @@ type SizeReport struct {
 	Bytes  int            `json:"bytes"` // the packet size the client sent (the payloads carry its pad too)
 	Report udpsink.Report `json:"report"`
 	// NotEnded says why the size's run has no end-of-run marker, "" for a run that ended: its
-	// markers were all lost, or those of the engines it names (the same sweep's next size
-	// began), none came within -idle, or Ctrl-C. The row counts the packets that arrived; its lost counts the numbers missing below
+	// markers were all lost (the same sweep's next size began), none came within -idle, or
+	// Ctrl-C; where some engines' markers arrived, it names the engines whose did not. The row counts the packets that arrived; its lost counts the numbers missing below
 	// the last one received only, not packets lost after it (the marker's count would have told).
 	NotEnded string `json:"not_ended,omitempty"`
 }
@@ -387,20 +392,26 @@ func sweepRow(cfg Config, size int, rep *udpsink.Report, endsLost bool, stdout, 
 	return row, true, nil
 }
 
-// notEnded is SizeReport.NotEnded of a sweep's run: why it has no end marker, "" if it has.
+// notEnded is SizeReport.NotEnded of a sweep's run: why it has no end marker, "" if it has;
+// where some engines' markers arrived, it names those whose did not (markersLost).
 func notEnded(cfg Config, rep *udpsink.Report, endsLost bool) string {
-	switch {
-	case rep.Ended:
+	if rep.Ended {
 		return ""
-	case endsLost:
-		if engines := markersLost(rep); engines != "" {
-			return "end markers of " + engines + " lost (the other engines' arrived): the sweep's next size began"
-		}
-		return "end markers all lost: the sweep's next size began"
-	case rep.IdleTimeout:
-		return fmt.Sprintf("no end marker within -idle %v", cfg.Idle)
 	}
-	return "interrupted before its end marker"
+	engines := markersLost(rep)
+	switch {
+	case endsLost && engines != "":
+		return "end markers of " + engines + " lost (the other engines' arrived): the sweep's next size began"
+	case endsLost:
+		return "end markers all lost: the sweep's next size began"
+	case engines == "" && rep.IdleTimeout:
+		return fmt.Sprintf("no end marker within -idle %v", cfg.Idle)
+	case engines == "":
+		return "interrupted before its end marker"
+	case rep.IdleTimeout:
+		return fmt.Sprintf("no end marker of %s within -idle %v (the other engines' arrived)", engines, cfg.Idle)
+	}
+	return "interrupted before the end marker of " + engines + " (the other engines' arrived)"
 }
 
 // markersLost names the engines of a run without its end whose end markers were lost where
