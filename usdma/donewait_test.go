@@ -314,3 +314,60 @@ func TestSubmitFromDoneWhileClosing(t *testing.T) {
 	require.EqualValues(t, 1, pq.Stats().Requests)
 	require.NoError(t, dev.Close())
 }
+
+// TestCloseFromInsideDoneRefused: a Close from inside a Config.Done would wait for that Done's
+// own request to end, which comes only after Done returns: it is ErrInvalid at once and changes
+// nothing (the queue stays open: a later Submit is accepted), whether the Done runs on a
+// completion pass (Process) or inside the Submit whose request ended there. Before, it waited
+// for ever with context.Background(); here the Close runs on Done's own goroutine with a
+// context that ends after census.Timeout, so that the old wait comes back as
+// context.DeadlineExceeded (it had set the queue closed).
+func TestCloseFromInsideDoneRefused(t *testing.T) {
+	check := func(t *testing.T, pq *PktQ, inner []error) {
+		t.Helper()
+		require.Len(t, inner, 1, "Done ran once")
+		require.ErrorIs(t, inner[0], ErrInvalid)
+		require.ErrorContains(t, inner[0], "inside a Config.Done")
+		require.False(t, pq.closed.Load(), "the refused Close changed nothing")
+	}
+	t.Run("in Process", func(t *testing.T) {
+		var inner []error
+		var pq *PktQ
+		pq, eng, submit := doneWaitQueueOpen(t, func(int, CompEntry) {
+			inner = append(inner, closeBounded(pq))
+		})
+		require.NoError(t, submit(context.Background()))
+		n, err := eng.Process()
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		check(t, pq, inner)
+		require.Equal(t, Complete, pq.Comp(0).Status)
+		require.NoError(t, submit(context.Background()), "the queue is still open")
+		n, err = eng.Process()
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.NoError(t, pq.Close(context.Background()))
+	})
+	t.Run("in Submit", func(t *testing.T) {
+		// The engine is stopped: the request, claimed, ends in Submit (ECOMM) when Submit drops
+		// its hold, Done running inside Submit.
+		pq, eng, submit := doneWaitQueueOpen(t, nil)
+		require.NoError(t, eng.Stop())
+		var inner []error
+		pq.onDone = func(int, CompEntry) {
+			inner = append(inner, closeBounded(pq))
+		}
+		require.ErrorIs(t, submit(context.Background()), ErrNotRunning)
+		check(t, pq, inner)
+		require.Equal(t, CompEntry{Status: Error, Errcode: ECOMM}, pq.Comp(0))
+		require.NoError(t, pq.Close(context.Background()))
+	})
+}
+
+// closeBounded closes pq on the calling goroutine with a context that ends after
+// census.Timeout: a Close that would wait for ever returns the context's error.
+func closeBounded(pq *PktQ) error {
+	ctx, cancel := context.WithTimeout(context.Background(), census.Timeout)
+	defer cancel()
+	return pq.Close(ctx)
+}

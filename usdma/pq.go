@@ -11,6 +11,7 @@ import (
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/goid"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -123,7 +124,8 @@ type Config struct {
 	// request that ends there) runs once that Submit is done sending, without the queue's send
 	// lock: a Submit on another slot from it is accepted or refused as any other (if it has
 	// to wait for ring room or txreqs it blocks, and a Done on the completion pass that blocks
-	// holds up the completions it waits for).
+	// holds up the completions it waits for). A Close of the queue from inside Done is
+	// ErrInvalid at once, the queue left open: it would wait for Done's own request to end.
 	Done func(slot int, e CompEntry)
 }
 
@@ -522,10 +524,17 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // queue's still use (Stats and Invalidate run meanwhile: the wait is made without the pin
 // cache's lock). It returns ctx's error if ctx ends first (the queue is closed to new requests
 // either way; call Close again to finish the wait). Packets in flight complete only as the engine runs them: close the device to
-// abort them instead. A nil ctx is ErrInvalid, and the queue stays open.
+// abort them instead. A nil ctx is ErrInvalid, and the queue stays open; so is a Close from
+// inside a Config.Done of the queue, which would wait for that Done's own request to end (hand
+// it to another goroutine).
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
+	}
+	if pq.inDone() {
+		// Close would wait for the end of the request whose Done runs on this goroutine, which
+		// comes only once Done returned (as sdma refuses a Close from its own callbacks).
+		return fmt.Errorf("usdma: Close: called from inside a Config.Done, it would wait for that Done's own request to end (hand the Close to another goroutine): %w", ErrInvalid)
 	}
 	pq.closed.Store(true)
 	pq.activate(nil, 0) // a deferred Submit stops waiting and sees the close
@@ -571,4 +580,28 @@ func (pq *PktQ) Close(ctx context.Context) error {
 		pq.test.closeWait()
 	}
 	return pq.pins.drainStuck(ctx, stuck)
+}
+
+// inDone reports whether the calling goroutine runs a Config.Done of the queue (a slot's doneG is
+// its own: end stores it before Done runs, publishEnd clears it before that goroutine goes on,
+// so no other goroutine's g or id is seen equal). One load per slot, and the caller's g or id
+// only if some Done runs: Close only.
+func (pq *PktQ) inDone() bool {
+	if pq.onDone == nil {
+		return false
+	}
+	var self uint64
+	for i := range pq.reqs {
+		g := pq.reqs[i].doneG.Load()
+		if g == 0 {
+			continue // no Done runs for this slot (and 0 is no goroutine's)
+		}
+		if self == 0 {
+			self = goid.Self()
+		}
+		if g == self {
+			return true
+		}
+	}
+	return false
 }
