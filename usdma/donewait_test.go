@@ -371,3 +371,38 @@ func closeBounded(pq *PktQ) error {
 	defer cancel()
 	return pq.Close(ctx)
 }
+
+// TestCloseBehindAnotherCloseKeepsItsContext: a Close while another Close waits for the
+// queue's requests to end returns its own context's error when that context ends, as Close
+// promises. Before, it waited for the other Close's whole wait first (the lock that serialises
+// Closes, taken without looking at the context): with the other Close's context.Background()
+// and a request that does not end, for ever (census.Call reports the hang). A Close with no
+// other Close in the way takes the lock whatever its context (an idle queue closes with a done
+// context, as before).
+func TestCloseBehindAnotherCloseKeepsItsContext(t *testing.T) {
+	pq, eng, submit := doneWaitQueueOpen(t, nil)
+	require.NoError(t, submit(context.Background()))
+	waiting := make(chan struct{})
+	testHooks(pq).closeIdle = func() { close(waiting) }
+	first := make(chan error, 1)
+	go func() { first <- pq.Close(context.Background()) }()
+	<-waiting // the first Close waits for the request on slot 0 to end
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := census.Call(func() error { return pq.Close(cancelled) })
+	require.False(t, r.Hung || r.Panicked, "the second Close: %v", r)
+	require.ErrorIs(t, r.Err, context.Canceled, "the second Close")
+	n, err := eng.Process()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, <-first)
+	require.Equal(t, CompEntry{Status: Complete}, pq.Comp(0))
+	testHooks(pq).closeIdle = nil
+	require.NoError(t, pq.Close(context.Background()), "a Close after the wait")
+	// With no other Close, one whose context is already done still does its work: an idle
+	// queue closes (nil), every time (not a random pick between the lock and the context).
+	for i := range 64 {
+		pq, _, _ := doneWaitQueueOpen(t, nil)
+		require.NoError(t, pq.Close(cancelled), "an idle queue's Close with a done context, %d", i)
+	}
+}

@@ -170,9 +170,10 @@ type PktQ struct {
 	// ends in its Submit ends after Submit released it.
 	sendMu sync.Mutex
 	closed atomic.Bool // set by Close (before it takes sendMu); read by Submit (under sendMu)
-	// closeMu serialises Close (its waits, the pin cache's final unpinning). Taken before
-	// sendMu, never under it.
-	closeMu sync.Mutex
+	// closeMu serialises Close (its waits, the pin cache's final unpinning): a token (cap 1)
+	// that Close sends to take and receives to give back, so that a Close behind another one
+	// gives up when its context ends. Taken before sendMu, never under it. Made by New.
+	closeMu chan struct{}
 
 	// getCtx is Alloc's waiting Get (alloc.List.GetCtx) when its Traits say CanWait, else nil.
 	// Read-only after New.
@@ -290,6 +291,7 @@ func New(cfg Config) (*PktQ, error) {
 		psnMask:  psnMask,
 		timeout:  cfg.Timeout,
 		activeCh: make(chan struct{}, 1),
+		closeMu:  make(chan struct{}, 1),
 		engine:   cfg.Engine,
 		onDone:   cfg.Done,
 	}
@@ -522,7 +524,8 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // every packet in flight completed and every request ended (its slot COMPLETE or ERROR), then
 // unpins every cached vector, waiting for a vector's registration that txreqs other than the
 // queue's still use (Stats and Invalidate run meanwhile: the wait is made without the pin
-// cache's lock). It returns ctx's error if ctx ends first (the queue is closed to new requests
+// cache's lock). Closes are serialised. It returns ctx's error if ctx ends first, also while it
+// waits for another Close (the queue is closed to new requests
 // either way; call Close again to finish the wait). Packets in flight complete only as the engine runs them: close the device to
 // abort them instead. A nil ctx is ErrInvalid, and the queue stays open; so is a Close from
 // inside a Config.Done of the queue, which would wait for that Done's own request to end (hand
@@ -541,8 +544,16 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	if w := pq.txWait.Load(); w != nil {
 		w.wake(true) // and so does one waiting for a txreq
 	}
-	pq.closeMu.Lock()
-	defer pq.closeMu.Unlock()
+	select {
+	case pq.closeMu <- struct{}{}: // free: taken whatever ctx (a select of two ready cases picks at random)
+	default:
+		select { // another Close's wait may last: this one is bounded by its own ctx
+		case pq.closeMu <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() { <-pq.closeMu }()
 	// The Submit in progress, if any, finishes, and every later one finds the queue closed (it
 	// looks under sendMu): no Submit runs from here on. The lock is not held across the waits
 	// below: a Submit from a Config.Done, which they wait for, is then ErrClosed at once rather
