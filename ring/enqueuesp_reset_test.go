@@ -8,8 +8,9 @@ import (
 )
 
 // resetStarts are the indices TestEnqueueSPAfterReset restarts a ring at: 0 (the sw clean's),
-// others that leave base != 0 and start mid-ring, just before a wrap, and far up the index space.
-var resetStarts = []uint64{0, 7, 60, 1<<40 + 61, 1<<62 + 30}
+// others that leave base != 0 and start mid-ring, just before a wrap, far up the index space,
+// around 2^63 (the closed mark's distance) and where the indices wrap past 2^64 within the run.
+var resetStarts = []uint64{0, 7, 60, 1<<40 + 61, 1<<62 + 30, 1<<63 - 70, 1<<63 - 3, 1<<63 + 3, ^uint64(0) - 40, ^uint64(0) - 2, ^uint64(0)}
 
 // resetRing returns a ring of 64 slots that ran a few batches and was then closed, Reset to
 // start and opened again, as sdma's sw clean leaves its ring after a halt: base is no longer 0
