@@ -112,10 +112,12 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // ErrInvalid before the slot is claimed (the slot is untouched). ctx bounds only the wait for
 // the slot's ending Done (ErrSlotInUse with ctx's error as Cause, nothing changed) and the waits
 // for ring room and for txreqs; a request cut short by ctx ends ERROR too, and
-// Submit's error matches ctx's (errors.Is; see ReqError.Cause). Room comes only as the engine runs: on
-// a Manual engine (or one in CompletePoll mode) another goroutine must drive it (Process, Poll)
-// while a request larger than the free ring, or than a bounded allocator, waits, as the chip and
-// its interrupts do for the kernel.
+// Submit's error matches ctx's (errors.Is; see ReqError.Cause). A panic inside Submit after the
+// claim (the queue's allocator's, say) goes on to the caller, and the request still ends, ERROR
+// (EFAULT) unless all its packets were handed over, once its packets in flight complete.
+// Room comes only as the engine runs: on a Manual engine (or one in CompletePoll mode) another
+// goroutine must drive it (Process, Poll) while a request larger than the free ring, or than a
+// bounded allocator, waits, as the chip and its interrupts do for the kernel.
 func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[]byte) error {
 	if ctx == nil {
 		return reqErr(int(info.CompIdx), ErrInvalid, "nil context") // before the slot is claimed
@@ -142,11 +144,13 @@ func (pq *PktQ) Submit(ctx context.Context, info ReqInfo, hdr *Header, vecs ...[
 	return err
 }
 
-// submitLocked is Submit under sendMu, which it releases (also on a panic): the checks after the
-// slot's, the claim, and the sending. claimed reports whether the request was accepted: the caller
-// then drops the submitter's hold on r (request.done) once sendMu is released.
+// submitLocked is Submit under sendMu, which it releases (also on a panic, leaveSend): the checks
+// after the slot's, the claim, and the sending. claimed reports whether the request was accepted:
+// the caller then drops the submitter's hold on r (request.done) once sendMu is released. A panic
+// after the claim (the queue's allocator's, say) still ends the request (leaveSend).
 func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr *Header, vecs [][]byte) (claimed bool, err error) {
-	defer pq.sendMu.Unlock()
+	sending := false // the request is claimed and submitLocked has not returned
+	defer pq.leaveSend(r, &sending)
 	dataLen, err := pq.validate(info, hdr, vecs)
 	if err != nil {
 		return false, err
@@ -156,6 +160,7 @@ func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr
 	}
 	// From here the request is accepted: it ends exactly once, through r.done.
 	pq.start(r, info, hdr, dataLen)
+	sending = true // cleared at the return below: a panic leaves it set
 	err = pq.pin(r, vecs)
 	if err == nil {
 		err = pq.selectEngine(r)
@@ -163,6 +168,14 @@ func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr
 	if err == nil {
 		err = pq.sendAll(ctx, r)
 	}
+	pq.endSend(r)
+	sending = false
+	return true, err
+}
+
+// endSend gives back what the sending of r held beyond its packets: the spare txreq and the AHG
+// entry. sendMu held.
+func (pq *PktQ) endSend(r *request) {
 	if pq.spare != nil { // waitTx got one that no packet needed in the end
 		_ = pq.alloc.Put(pq.spare)
 		pq.spare = nil
@@ -174,7 +187,27 @@ func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr
 		_ = r.eng.AHGFree(r.ahgIdx)
 		r.ahgIdx = -1
 	}
-	return true, err
+}
+
+// errSubmitPanicked is the cause of a request whose Submit panicked after claiming its slot.
+var errSubmitPanicked = errors.New("usdma: Submit panicked while sending the request")
+
+// leaveSend releases sendMu as submitLocked ends. When it ends in a panic (or runtime.Goexit)
+// after the claim, sending still set, it first ends the sending as stop does (the packets built
+// and not handed to the engine go back, the request fails EFAULT with errSubmitPanicked unless
+// all its packets were handed over), gives back the spare txreq and the AHG entry, and after the
+// release drops the submitter's hold, which Submit's return would have: the request ends once
+// its packets in flight complete, and Close does not wait for it for ever. The panic then goes on.
+func (pq *PktQ) leaveSend(r *request, sending *bool) {
+	if !*sending {
+		pq.sendMu.Unlock()
+		return
+	}
+	defer r.done()           // after the release: Done runs without the lock
+	defer pq.sendMu.Unlock() // even if the clean-up below panics too
+	pq.txWait.Store(nil)
+	_ = pq.stop(r, errSubmitPanicked)
+	pq.endSend(r)
 }
 
 // lockSlot takes sendMu for a Submit on slot r, found free: nil with sendMu held, else the
