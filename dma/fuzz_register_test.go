@@ -10,7 +10,8 @@ import (
 // modelReg is the model's view of one live registration.
 type modelReg struct {
 	r         *Registration
-	off, size int // where its bytes are in the fuzz region
+	addr      Addr // its bus address, as Register made it
+	off, size int  // where its bytes are in the fuzz region
 	dir       Direction
 }
 
@@ -18,10 +19,13 @@ type modelReg struct {
 // without a use in flight), map, unmap (single or batched) and translate calls on one region's
 // memory, against a model of what the device may read: Translate succeeds exactly when a live
 // mapping or a live registration holds the whole range and allows the access, and then returns
-// exactly those bytes; otherwise it faults. Register refuses exactly the overlaps; Registered and
-// AddrOf find exactly the live registration holding a buffer; a Deregister with a use in flight
-// gives up on its context and changes nothing; LiveCount and Live count both kinds; at the end
-// everything is undone and the region is released. The table's index varies with the input's
+// exactly those bytes (with no capacity beyond them); otherwise it faults. Register refuses exactly
+// the overlaps, and a registration has the buffer's bytes and direction, and its CPU address
+// (Direct) or one with the same offset in the page (IOMMU); Registered and AddrOf find exactly the
+// live registration holding a buffer; a Deregister with a use in flight gives up on its context
+// and changes nothing; LiveCount counts both kinds after every step, and Live lists exactly the
+// model's mappings and registrations (address, length, direction, kind) after every step that
+// changes them; at the end everything is undone and the region is released. The table's index varies with the input's
 // length as in FuzzMapper.
 func FuzzRegister(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 16, 16, 0, 0, 1, 0, 5, 0, 0, 0, 9, 0, 1, 0, 3, 0, 0})
@@ -49,7 +53,8 @@ func FuzzRegister(f *testing.F) {
 			mem[i] = byte(i * 11)
 		}
 		var m testMapper
-		if in.next(2) == 0 {
+		direct := in.next(2) == 0
+		if direct {
 			m = NewDirect()
 		} else if m, err = NewIOMMU(IOMMUConfig{IOVABits: 24}); err != nil {
 			t.Fatal(err)
@@ -69,7 +74,7 @@ func FuzzRegister(f *testing.F) {
 				}
 			}
 			for _, x := range regs {
-				a := x.r.Addr()
+				a := x.addr
 				if addr >= a && addr+Addr(size) <= a+Addr(x.size) && x.dir.Allows(access) {
 					return x.off + int(addr-a), true
 				}
@@ -77,8 +82,23 @@ func FuzzRegister(f *testing.F) {
 			return 0, false
 		}
 
+		// checkLive: Live lists exactly the model's mappings and registrations.
+		checkLive := func() {
+			want := make([]Mapping, 0, len(maps)+len(regs))
+			for _, x := range maps {
+				want = append(want, Mapping{x.addr, x.size, x.dir, x.kind})
+			}
+			for _, x := range regs {
+				want = append(want, Mapping{x.addr, x.size, x.dir, KindRegistered})
+			}
+			if got := m.Live(); !sameMappings(got, want) {
+				t.Fatalf("Live() = %v, model %v", got, want)
+			}
+		}
+
 		for step := 0; in.more() && step < 200; step++ {
-			switch in.next(7) {
+			op := in.next(7)
+			switch op {
 			case 0: // Register
 				off := in.next(len(mem))
 				size := 1 + in.next(len(mem)-off)
@@ -99,7 +119,14 @@ func FuzzRegister(f *testing.F) {
 					if _, ok := r.AddrOf(mem[off : off+size+min(1, len(mem)-off-size)]); ok && off+size < len(mem) {
 						t.Fatal("AddrOf of a buffer running past the registration")
 					}
-					regs = append(regs, modelReg{r, off, size, dir})
+					if b := r.Bytes(); len(b) != size || &b[0] != &mem[off] || r.Dir() != dir {
+						t.Fatalf("Register [%d,+%d) %v: a registration of %d bytes %v", off, size, dir, len(b), r.Dir())
+					}
+					if gmask := Addr(PageSize - 1); direct && r.Addr() != Addr(base)+Addr(off) ||
+						r.Addr()&gmask != Addr(base+uintptr(off))&gmask {
+						t.Fatalf("Register [%d,+%d): bus address %#x, CPU address %#x", off, size, r.Addr(), base+uintptr(off))
+					}
+					regs = append(regs, modelReg{r, r.Addr(), off, size, dir})
 				}
 			case 1: // Deregister, possibly with a use in flight
 				if len(regs) == 0 {
@@ -174,7 +201,7 @@ func FuzzRegister(f *testing.F) {
 				switch k := in.next(3); {
 				case k == 0 && len(regs) > 0:
 					x := regs[in.next(len(regs))]
-					addr = x.r.Addr() + Addr(in.next(x.size+2)) - 1
+					addr = x.addr + Addr(in.next(x.size+2)) - 1
 				case k == 1 && len(maps) > 0:
 					x := maps[in.next(len(maps))]
 					addr = x.addr + Addr(in.next(x.size+2)) - 1
@@ -186,7 +213,7 @@ func FuzzRegister(f *testing.F) {
 				b, err := m.Translate(addr, size, access)
 				off, ok := readable(addr, size, access)
 				if ok {
-					if err != nil || len(b) != size || &b[0] != &mem[off] {
+					if err != nil || len(b) != size || cap(b) != size || &b[0] != &mem[off] {
 						t.Fatalf("Translate %#x+%d %v: %v, want the bytes at +%d", addr, size, access, err, off)
 					}
 				} else if !errors.Is(err, ErrFault) || b != nil {
@@ -196,10 +223,11 @@ func FuzzRegister(f *testing.F) {
 			if n := m.LiveCount(); n != len(maps)+len(regs) {
 				t.Fatalf("LiveCount %d, model %d mappings + %d registrations", n, len(maps), len(regs))
 			}
+			if op <= 3 { // the steps that change what is live
+				checkLive()
+			}
 		}
-		if n := len(m.Live()); n != len(maps)+len(regs) {
-			t.Fatalf("Live lists %d, model %d", n, len(maps)+len(regs))
-		}
+		checkLive()
 		for _, x := range regs {
 			if err := rg.Deregister(context.Background(), x.r); err != nil {
 				t.Fatal(err)
