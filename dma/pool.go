@@ -33,8 +33,10 @@ type poolChunk struct {
 	co *Coherent
 	// gen[i] counts the Allocs and Frees of block i: odd while it is allocated. The Block an
 	// Alloc returns carries the value, so that a Free of a stale copy (its slot freed and handed
-	// out again since) is told from the new owner's. Guarded by Pool.mu.
-	gen   []uint32
+	// out again since) is told from the new owner's. 64 bits: a count that wraps (32 bits would
+	// after 2^31 reuses of one slot) would take a copy kept that long for the owner's; Block is
+	// no larger for it on 64-bit machines. Guarded by Pool.mu.
+	gen   []uint64
 	inUse int // blocks of this chunk handed out; guarded by Pool.mu
 }
 
@@ -50,7 +52,7 @@ type Block struct {
 
 	pool *Pool
 	ref  blockRef
-	gen  uint32 // the slot's poolChunk.gen when Alloc handed it out (odd)
+	gen  uint64 // the slot's poolChunk.gen when Alloc handed it out (odd)
 }
 
 // NewPool creates a pool of size-byte blocks aligned to align (a power of two, at most PageSize;
@@ -116,7 +118,7 @@ func (p *Pool) grow() error {
 		return fmt.Errorf("dma: dma_pool_alloc(%q): %w", p.name, err)
 	}
 	ci := int32(len(p.chunks))
-	p.chunks = append(p.chunks, &poolChunk{co: co, gen: make([]uint32, p.per)})
+	p.chunks = append(p.chunks, &poolChunk{co: co, gen: make([]uint64, p.per)})
 	for s := p.per - 1; s >= 0; s-- {
 		p.free = append(p.free, blockRef{ci, int32(s)})
 	}

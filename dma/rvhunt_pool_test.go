@@ -34,3 +34,28 @@ func TestPoolStaleBlockFreeRefused(t *testing.T) {
 		require.Zero(t, m.LiveCount())
 	})
 }
+
+// TestPoolStaleBlockFreeRefusedAfterWrap: a stale copy is refused however many times its slot
+// was reused since, also 2^31 times (a 32-bit count wrapped there, back to the copy's value, and
+// Free took the copy for the new owner's). The slot's count is set to just before 2^32 rather
+// than cycled there.
+func TestPoolStaleBlockFreeRefusedAfterWrap(t *testing.T) {
+	p, err := NewPool(NewDirect(), "wrap", 64, 64)
+	require.NoError(t, err)
+	old, err := p.Alloc()
+	require.NoError(t, err)
+	require.NoError(t, p.Free(old))
+	p.mu.Lock()
+	p.chunks[old.ref.chunk].gen[old.ref.slot] = 1<<32 - 2 // free, 2^31-1 reuses after old's
+	p.mu.Unlock()
+	b, err := p.Alloc()
+	require.NoError(t, err)
+	require.NoError(t, p.Free(b))
+	cur, err := p.Alloc() // 2^31 reuses after old's
+	require.NoError(t, err)
+	require.Equal(t, old.Addr, cur.Addr)
+	require.ErrorIs(t, p.Free(old), ErrNotOwned, "a stale copy 2^31 reuses old")
+	require.Equal(t, 1, p.InUse())
+	require.NoError(t, p.Free(cur))
+	require.NoError(t, p.Destroy())
+}
