@@ -1025,6 +1025,9 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("-plot %s: want a file name ending in %s", cfg.Plot, strings.Join(plotFormats, ", "))
 	}
 	for _, f := range []struct{ flag, path string }{{"hist", cfg.HistFile}, {"plot", cfg.Plot}} {
+		if set[f.flag] && f.path == "" { // given, and empty: it would write nothing without a word
+			return usagef("-%s \"\": want a file name", f.flag)
+		}
 		if err := checkOutFile(f.flag, f.path); err != nil {
 			return err
 		}
