@@ -72,7 +72,8 @@ func (j *jsonReporter) begin()               {}
 func (j *jsonReporter) row(Result)           {}
 func (j *jsonReporter) end(rep Report) error { return writeJSON(j.w, rep) }
 
-// numberReporter is --output: one number per size, alone on its line, for scripts.
+// numberReporter is --output: one number per size, alone on its line, for scripts; the row of a
+// size or interval cut short by Ctrl-C has interruptedMark after its number.
 type numberReporter struct {
 	w   io.Writer
 	cfg Config
@@ -98,7 +99,11 @@ func (n *numberReporter) row(r Result) {
 	default:
 		x = r.Latency.P50
 	}
-	fmt.Fprintln(n.w, strconv.FormatFloat(x, 'f', 6, 64))
+	// A row Ctrl-C cut short (--run_infinitely's last interval, or a size's) is marked as the
+	// tables, -csv and -json mark it, after the number: a script taking the first field still
+	// reads it, one that takes every line as a number stops at it rather than averaging in a
+	// part of an interval.
+	fmt.Fprintf(n.w, "%s%s\n", strconv.FormatFloat(x, 'f', 6, 64), interruptedMark(r))
 }
 
 func (n *numberReporter) end(Report) error { return nil }
