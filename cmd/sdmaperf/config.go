@@ -328,21 +328,56 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
-// choice checks that v is one of the allowed values.
-func choice(flagName, v string, allowed ...string) error {
+// choice checks that v is one of the allowed values; the error names the flag as the user typed
+// it (typed).
+func choice(typed, v string, allowed ...string) error {
 	for _, a := range allowed {
 		if v == a {
 			return nil
 		}
 	}
-	return usagef("-%s %q: want one of %s", flagName, v, strings.Join(allowed, ", "))
+	return usagef("%s %q: want one of %s", typed, v, strings.Join(allowed, ", "))
+}
+
+// typed is how the user spelled flag name: "--name" if its last occurrence on the command line
+// had two dashes (perftest's long options: --output=bandwidth), else "-name".
+func (r rawFlags) typed(name string) string {
+	if r.long[name] {
+		return "--" + name
+	}
+	return "-" + name
+}
+
+// longFlags returns the flags of args (parsed by fs) whose last occurrence was typed with two
+// dashes, scanning args as fs.Parse does: flags up to "--" or the first argument that is not one,
+// a flag's value the next argument unless it is a boolean flag or came after "=".
+func longFlags(fs *flag.FlagSet, args []string) map[string]bool {
+	long := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			break
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		name, _, hasValue := strings.Cut(name, "=")
+		long[name] = strings.HasPrefix(a, "--")
+		f := fs.Lookup(name)
+		if f == nil || hasValue {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			i++ // the value
+		}
+	}
+	return long
 }
 
 // newFlagSet declares every flag into cfg's fields. raw receives the flags that need parsing
 // after flag.Parse.
 type rawFlags struct {
 	mode, faults string
-	faultsGiven  int // how many -faults flags: a second would replace the first's keys
+	faultsGiven  int             // how many -faults flags: a second would replace the first's keys
+	long         map[string]bool // flags typed with two dashes (--output): see typed
 	size         int
 	sweep        bool
 	qps          int      // -q: perftest's queue pairs
@@ -598,6 +633,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	if fs.NArg() > 0 {
 		return cfg, usagef("unexpected argument %q: sdmaperf takes flags only", fs.Arg(0))
 	}
+	raw.long = longFlags(fs, args)
 	set, given := flagSet{}, map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
 		if a := aliasOf(f.Name); a != "" {
@@ -745,9 +781,9 @@ var choices = []struct {
 	{"sink", func(c *Config) string { return c.Sink }, []string{"discard", "udp"}},
 }
 
-func checkChoices(cfg *Config, _ rawFlags, _ flagSet) error {
+func checkChoices(cfg *Config, raw rawFlags, _ flagSet) error {
 	for _, c := range choices {
-		if err := choice(c.name, c.field(cfg), c.allowed...); err != nil {
+		if err := choice(raw.typed(c.name), c.field(cfg), c.allowed...); err != nil {
 			return err
 		}
 	}
@@ -1014,7 +1050,7 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("-json, -csv, --output and -H each take stdout: give one")
 	}
 	if cfg.Output != "" {
-		if err := choice("output", cfg.Output, outputChoices...); err != nil {
+		if err := choice(raw.typed("output"), cfg.Output, outputChoices...); err != nil {
 			return err
 		}
 		if err := checkOutputMode(cfg.Mode, cfg.Output); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,5 +46,29 @@ func TestNumberRowInterruptedMarked(t *testing.T) {
 		rep.begin()
 		rep.row(c.r)
 		assert.Equal(t, c.want, out.String(), "--output=%s %+v", c.output, c.r)
+	}
+}
+
+// TestChoiceErrorNamesFlagAsTyped: a bad value of a choice flag is named as the user typed the
+// flag: "--output=foo" as --output (perftest's long option), "-output foo" as -output; so for
+// every choice flag. The error said -output to a user who typed --output.
+func TestChoiceErrorNamesFlagAsTyped(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--output=foo"}, `--output "foo": want one of`},
+		{[]string{"--output", "foo"}, `--output "foo": want one of`},
+		{[]string{"-output", "foo"}, `-output "foo": want one of`},
+		{[]string{"-output=foo"}, `-output "foo": want one of`},
+		{[]string{"--mode=x"}, `--mode "x": want one of`},
+		{[]string{"-json=false", "--report_gbits", "-mode", "x"}, `-mode "x": want one of`},
+		{[]string{"--hist", "--mode", "--sink=y"}, `--sink "y": want one of`}, // --mode is -hist's value
+		{[]string{"--mode=bw", "-mode", "z"}, `-mode "z": want one of`},       // the last one given
+	} {
+		_, err := parseConfig(c.args, new(bytes.Buffer))
+		if assert.Error(t, err, "%q", c.args) {
+			assert.True(t, strings.HasPrefix(err.Error(), c.want), "%q: %v", c.args, err)
+		}
 	}
 }
