@@ -550,11 +550,11 @@ func newFlagSet(cfg *Config, raw *rawFlags, out io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.JSON, "json", false, "print the results as one JSON object instead of tables, with the host, the build and the flags as given; bandwidths in MiB/s (bw_peak_mib_s, bw_avg_mib_s, bw_stdev_mib_s), and with --report_gbits also in Gb/s (the same names with _gbit_s)")
 	fs.BoolVar(&cfg.CSV, "csv", false, "print the results as CSV: one header row, then one row per size")
 	fs.StringVar(&cfg.Output, "output", "", "print one number per size for scripts: bandwidth (average, MiB/s or Gb/s) or message_rate (Mpps) in -mode bw and msg, latency (median, us) in -mode lat (perftest --output, which pairs them with the test alike)")
-	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits): the tables' (-mode lat's bandwidth table too), -csv's, --output=bandwidth's and a sweep's -plot; -json adds bw_peak_gbit_s, bw_avg_gbit_s and bw_stdev_gbit_s beside its _mib_s fields; refused with an output that has no bandwidth (--output=latency or message_rate, -H)")
+	fs.BoolVar(&cfg.ReportGbits, "report_gbits", false, "report bandwidth in Gb/s instead of MiB/s (perftest --report_gbits): the tables' (-mode lat's bandwidth table too), -csv's, --output=bandwidth's and the -plot of a -mode bw or msg sweep; -json adds bw_peak_gbit_s, bw_avg_gbit_s and bw_stdev_gbit_s beside its _mib_s fields; refused with an output that has no bandwidth (--output=latency or message_rate, -H)")
 	fs.BoolVar(&cfg.RunInfinitely, "run_infinitely", false, "measure -D intervals one after another, printing a row for each, until Ctrl-C (perftest --run_infinitely)")
 	fs.BoolVar(&cfg.Histogram, "H", false, "print the latency histogram, in HdrHistogram's percentile distribution format (perftest -H)")
 	fs.StringVar(&cfg.HistFile, "hist", "", "write the latency histogram to this file, in HdrHistogram's percentile distribution format (HdrHistogram's plotters read it)")
-	fs.StringVar(&cfg.Plot, "plot", "", "draw what the run measured to this file (.svg, .png or .html): bandwidth and message rate against size for a sweep, the latency distribution otherwise")
+	fs.StringVar(&cfg.Plot, "plot", "", "draw what the run measured to this file (.svg, .png or .html): bandwidth and message rate against size for a sweep (-mode lat: the median and 99th percentile latency against size), the latency distribution otherwise")
 	fs.StringVar(&cfg.HTTP, "http", "", "serve /debug/vars (expvar, with the engines' counters) and /debug/pprof/ on this address during the run, such as localhost:6060")
 	fs.BoolVar(&cfg.Progress, "progress", true, "show a live progress line on stderr on long runs (only when stderr is a terminal)")
 	fs.BoolVar(&cfg.Server, "server", false, "run the UDP receiver: check sequence numbers and checksums, report loss, stop after -idle or the client's end-of-run marker. A run superseded by a new one (the client restarted) is reported as it stands, with a warning, and the new run is served (a sweep starts again at its first size; a sweep's size superseded by the same sweep's next size lost its end markers on the way: its row is kept, marked not ended)")
@@ -1086,8 +1086,8 @@ func checkOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 
 // checkReportGbits refuses --report_gbits where no output it converts is printed. It converts
 // the bandwidths of the text tables (in -mode lat too: sdmaperf's latency run prints a bandwidth
-// table after its latency table), of -csv, of --output=bandwidth and of a sweep's -plot. perftest
-// (linux-rdma/perftest, src/perftest_parameters.c) lists --report_gbits in the usage of its BW
+// table after its latency table), of -csv, of --output=bandwidth and of the -plot of a -mode bw
+// or msg sweep. perftest (linux-rdma/perftest, src/perftest_parameters.c) lists --report_gbits in the usage of its BW
 // tests only and its latency tests print no bandwidth: they take the flag and drop it. Here an
 // output with no bandwidth in it (--output=latency or message_rate, -H) refuses it, naming both
 // flags, as perftest's force_dependecies does for the flags a test cannot honour. -json keeps

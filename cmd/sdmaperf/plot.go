@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,8 +26,9 @@ const (
 	plotH = 6 * vg.Inch
 )
 
-// writePlot draws rep to path (-plot): for a sweep, bandwidth and message rate against size;
-// for one size, the latency distribution as HdrHistogram's plotters draw it (latency against
+// writePlot draws rep to path (-plot): for a sweep, bandwidth and message rate against size
+// (-mode bw, msg) or the median and 99th percentile latency against size (-mode lat, as
+// ib_send_lat -a's rows); for one size, the latency distribution as HdrHistogram's plotters draw it (latency against
 // percentile, the percentile axis logarithmic in 1/(1-p), so the tail is spread out). The
 // format follows the extension: .svg, .png, or .html (the SVG inside a page, with the command).
 func writePlot(path string, rep Report) error {
@@ -78,12 +80,18 @@ func renderPlots(w io.Writer, ext string, plots []*plot.Plot) error {
 	return err
 }
 
-// plotsOf chooses what to draw: a sweep's rates, or one size's latency distribution.
+// plotsOf chooses what to draw: a sweep's rates (a latency sweep's latencies), or one size's
+// latency distribution.
 func plotsOf(rep Report) ([]*plot.Plot, error) {
 	if len(rep.Results) == 0 {
 		return nil, fmt.Errorf("-plot: no result to draw")
 	}
-	if len(rep.Results) > 1 && !rep.Config.RunInfinitely {
+	if len(rep.Results) > 1 && rep.Config.Mode == ModeLat {
+		if p, err := latencySweepPlot(rep); p != nil || err != nil {
+			return []*plot.Plot{p}, err
+		}
+	}
+	if len(rep.Results) > 1 && !rep.Config.RunInfinitely && rep.Config.Mode != ModeLat {
 		return sweepPlots(rep)
 	}
 	p, err := latencyPlot(rep)
@@ -120,6 +128,44 @@ func sweepPlots(rep Report) ([]*plot.Plot, error) {
 		return nil, err
 	}
 	return []*plot.Plot{pb, pm}, nil
+}
+
+// latencySweepPlot: a -mode lat sweep's median (perftest's t_typical) and 99th percentile
+// latency against packet size, log2 size axis: what ib_send_lat -a measures. Sizes that recorded
+// no latency are left out; with fewer than two left it returns nil (a log axis needs two X
+// values), and plotsOf draws the distribution instead.
+func latencySweepPlot(rep Report) (*plot.Plot, error) {
+	var p50, p99 plotter.XYs
+	var ticks []plot.Tick
+	for _, r := range rep.Results {
+		if r.Latency.Count == 0 {
+			continue
+		}
+		p50 = append(p50, plotter.XY{X: float64(r.Bytes), Y: r.Latency.P50})
+		p99 = append(p99, plotter.XY{X: float64(r.Bytes), Y: r.Latency.P99})
+		ticks = append(ticks, plot.Tick{Value: float64(r.Bytes), Label: sizeLabel(r.Bytes)})
+	}
+	if len(p50) < 2 {
+		return nil, nil
+	}
+	p := plot.New()
+	p.Title.Text = "Latency: " + runTitle(rep.Config)
+	p.X.Label.Text = "packet size [bytes]"
+	p.Y.Label.Text = "latency [us]"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	if slices.IndexFunc(p50, func(xy plotter.XY) bool { return xy.Y <= 0 }) < 0 {
+		// Logarithmic, so that a median of a microsecond shows beside a tail of a hundred.
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	p.Add(plotter.NewGrid())
+	if err := plotutil.AddLinePoints(p, "median (t_typical)", p50, "99th percentile", p99); err != nil {
+		return nil, err
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p, nil
 }
 
 // latencyPlot: latency against percentile, one line per result, HdrHistogram's convention.

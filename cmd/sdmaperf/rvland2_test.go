@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEmptyOutputFileRefused: -hist "" and -plot "" (the flag given with an empty file name) are
@@ -71,4 +74,45 @@ func TestChoiceErrorNamesFlagAsTyped(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), c.want), "%q: %v", c.args, err)
 		}
 	}
+}
+
+// TestLatencySweepPlotsLatency: -mode lat -sweep -plot draws the median and 99th percentile
+// latency against size, as an ib_send_lat -a user reads its rows; it drew the bandwidth and
+// message rate, which a latency run does not measure for. A bw sweep still draws the rates. A
+// latency sweep with one size that recorded latency draws that size's distribution.
+func TestLatencySweepPlotsLatency(t *testing.T) {
+	dir := t.TempDir()
+	for _, ext := range []string{".svg", ".html", ".png"} {
+		path := filepath.Join(dir, "latsweep"+ext)
+		require.NoError(t, writePlot(path, goldenReport(t, "-mode", "lat")))
+		decodesAs(t, path)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "latsweep.svg"))
+	require.NoError(t, err)
+	svg := string(b)
+	for _, want := range []string{"Latency: sdmaperf -mode lat", "latency [us]", "packet size [bytes]", "median (t_typical)", "99th percentile", ">8K<"} {
+		assert.Contains(t, svg, want)
+	}
+	assert.NotContains(t, svg, "Bandwidth")
+	assert.NotContains(t, svg, "Message rate")
+
+	bw := filepath.Join(dir, "bwsweep.svg")
+	require.NoError(t, writePlot(bw, goldenReport(t)))
+	b, err = os.ReadFile(bw)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "Bandwidth")
+	assert.NotContains(t, string(b), "99th percentile")
+
+	zero := goldenReport(t, "-mode", "lat") // a median of 0: the latency axis is linear then
+	zero.Results[0].Latency.P50 = 0
+	require.NotPanics(t, func() { require.NoError(t, writePlot(filepath.Join(dir, "zero.svg"), zero)) })
+
+	one := goldenReport(t, "-mode", "lat")
+	one.Results[1].Latency = Latency{} // the last size recorded nothing (Ctrl-C at its start)
+	one.Results[1].hist = nil
+	path := filepath.Join(dir, "one.svg")
+	require.NoError(t, writePlot(path, one))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "Latency by percentile", "one size's distribution")
 }
