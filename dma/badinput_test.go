@@ -45,20 +45,7 @@ func TestBadInputsMappers(t *testing.T) {
 		"counting": NewCounting(NewDirect()), "inject": NewFaultInjector(testIOMMU0(t)),
 	}
 	buf := make([]byte, 128)
-	reg, err := AllocPages(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
-	page, err := reg.Page(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := AllocPages(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPage, _ := closed.Page(0)
+	page, closed, closedPage := liveAndSecondPage(t)
 	if err := closed.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,20 +14,7 @@ import (
 // such call was ErrMapping, the caller's bug reported as a mapping failure.
 func TestFaultInjectorSkipsRefusedMapCalls(t *testing.T) {
 	buf := make([]byte, 64)
-	live, err := AllocPages(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	page, err := live.Page(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed, err := AllocPages(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPage, _ := closed.Page(0)
+	page, closed, closedPage := liveAndSecondPage(t)
 	pin, err := NewDirect().MapPage(closedPage, 0, 64, ToDevice) // keeps the memory: closed, not released
 	if err != nil {
 		t.Fatal(err)
@@ -101,4 +88,29 @@ func TestFaultInjectorSkipsRefusedMapCalls(t *testing.T) {
 	if _, err := io.MapSingle(buf, ToDevice); !errors.Is(err, ErrMapping) {
 		t.Errorf("IOMMU: the first valid map call: %v, want the injected ErrMapping", err)
 	}
+}
+
+// liveAndSecondPage returns a page of a one-page Region that stays open until the test ends, and
+// a second one-page Region with its page, for the caller to close (the bad-input tests map into
+// memory of a closed Region).
+func liveAndSecondPage(t *testing.T) (Page, *Region, Page) {
+	t.Helper()
+	live, err := AllocPages(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Close() })
+	page, err := live.Page(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := AllocPages(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondPage, err := second.Page(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page, second, secondPage
 }
