@@ -137,6 +137,17 @@ func (e *Engine) ownPass(op string) error {
 	return nil
 }
 
+// InPass reports whether the caller runs inside a pass of e: on e's goroutine, or in a Sink,
+// completion callback, drained callback or wakeup that a pass of e (Process, Poll, or an event:
+// Stop, Start, SendWait, ...) runs on the caller's goroutine, where e's Close, Shutdown and events
+// are refused with ErrInvalid. Whatever waits there for e's completions (a layer above's Close
+// waiting for its requests) waits for itself: the pass the caller is in completes them only
+// after the caller returned. It tells goroutines apart as those refusals do:
+// one load per check where the build has getg; elsewhere (purego, other ports) a runtime.Stack
+// read, and while another goroutine holds a Manual engine's lock a call from a pass of another
+// Manual engine is reported in e's pass too. Not for the packet path.
+func (e *Engine) InPass() bool { return e.ownPass("InPass") != nil }
+
 // pollHeld reports whether the caller runs a direct Poll's pass of e (pollG); *me as has's.
 func (e *Engine) pollHeld(me *uint64) bool {
 	g := e.pollG.Load()

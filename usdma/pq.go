@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -529,7 +530,10 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // either way; call Close again to finish the wait). Packets in flight complete only as the engine runs them: close the device to
 // abort them instead. A nil ctx is ErrInvalid, and the queue stays open; so is a Close from
 // inside a Config.Done of the queue, which would wait for that Done's own request to end (hand
-// it to another goroutine).
+// it to another goroutine). A Close inside a pass of an engine on which a request of the queue
+// has not ended (from another queue's Config.Done that the pass runs, or a Sink) would wait for
+// the rest of that pass: it is ErrInvalid too (sdma.Engine.InPass), the queue then closed to new
+// requests as when ctx ends (call Close again from another goroutine).
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
@@ -564,6 +568,9 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	if pq.test != nil && pq.test.closeIdle != nil {
 		pq.test.closeIdle()
 	}
+	if err := pq.inPassOfRequest(); err != nil {
+		return err
+	}
 	pq.busy.Unqueue()                          // hfi1_user_sdma_free_queues' flush_pq_iowait: nothing is left parked
 	if err := pq.busy.Drain(ctx); err != nil { // hfi1: iowait_sdma_drain
 		return err
@@ -591,6 +598,36 @@ func (pq *PktQ) Close(ctx context.Context) error {
 		pq.test.closeWait()
 	}
 	return pq.pins.drainStuck(ctx, stuck)
+}
+
+// inPassOfRequest refuses Close (ErrInvalid) when the caller runs inside a pass of an engine
+// (sdma.Engine.InPass: a Config.Done of another queue, say, that its completion pass runs) on
+// which a request of the queue has not ended: the waits below would wait for completions that
+// only the rest of that pass brings. No Submit runs any more (Close's barrier on sendMu), so the
+// requests looked at are all the queue will have; each engine is asked once. Close only.
+func (pq *PktQ) inPassOfRequest() error {
+	var asked [4]*sdma.Engine
+	n := 0
+	for i := range pq.reqs {
+		r := &pq.reqs[i]
+		pq.compMu.Lock()
+		eng := r.eng
+		if !r.inUse {
+			eng = nil
+		}
+		pq.compMu.Unlock()
+		if eng == nil || slices.Contains(asked[:n], eng) {
+			continue
+		}
+		if n < len(asked) {
+			asked[n] = eng
+			n++
+		}
+		if eng.InPass() {
+			return fmt.Errorf("usdma: Close: called inside a pass of engine %d (from a Sink or callback it runs: another queue's Config.Done, say), which the request in slot %d waits for: it would wait for itself (the queue is closed to new requests; Close again from another goroutine): %w", eng.Index(), r.slot, ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // inDone reports whether the calling goroutine runs a Config.Done of the queue (a slot's doneG is
