@@ -58,3 +58,44 @@ func TestSubmitPanicAfterClaimEndsTheRequest(t *testing.T) {
 		require.NoError(t, closeBounded(pq), "panic at Get %d", panicAt)
 	}
 }
+
+// TestSubmitPanicWithPacketsInFlight: a panic inside Submit after a first batch of packets was
+// handed to the engine (the allocator's Get for the second batch) ends the request only once
+// those packets complete, ERROR (EFAULT) and told Done once: none is given back while in flight,
+// every txreq is back after, and the AHG entry (when the request had one) is free for the next.
+func TestSubmitPanicWithPacketsInFlight(t *testing.T) {
+	for _, ahg := range []bool{false, true} {
+		slab, err := alloc.NewSlab(alloc.SlabConfig[TxReq]{ObjectsPerSlab: 64})
+		require.NoError(t, err)
+		a := &panickyAlloc{Slab: slab, panicAt: MaxPktsPerQueue + 2}
+		dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}})
+		eng := dev.Engine(0)
+		var dones []CompEntry
+		pq, err := New(Config{Device: dev, Engine: eng, Slots: 2, MTU: 4096, Alloc: a, DisableAHG: !ahg,
+			Done: func(_ int, e CompEntry) { dones = append(dones, e) }})
+		require.NoError(t, err)
+		data := pattern(20*4096, 1)
+		info, hdr := Message(0, 4096, testTemplate, data)
+		require.PanicsWithValue(t, "panickyAlloc: Get", func() { _ = pq.Submit(context.Background(), info, &hdr, data) }, "AHG %v", ahg)
+		require.Empty(t, dones, "AHG %v: not ended while its packets are in flight", ahg)
+		if ahg {
+			require.Zero(t, eng.AHGInUse(), "the AHG entry is freed as the sending ends, as at a normal end")
+			require.EqualValues(t, MaxPktsPerQueue-1, pq.Stats().AHGPackets)
+		}
+		require.Equal(t, Queued, pq.Comp(0).Status)
+		require.EqualValues(t, MaxPktsPerQueue, slab.Stats().InUse, "AHG %v: the packets in flight keep their txreqs, the one built after is back", ahg)
+		n, err := eng.Process()
+		require.NoError(t, err)
+		require.Equal(t, MaxPktsPerQueue, n)
+		require.Equal(t, []CompEntry{{Status: Error, Errcode: EFAULT}}, dones, "AHG %v", ahg)
+		require.Zero(t, slab.Stats().InUse, "AHG %v", ahg)
+		info, hdr = Message(1, 4096, testTemplate, data)
+		require.NoError(t, pq.Submit(context.Background(), info, &hdr, data))
+		for pq.Comp(1).Status == Queued {
+			_, err = eng.Process()
+			require.NoError(t, err)
+		}
+		require.Equal(t, CompEntry{Status: Complete}, pq.Comp(1), "AHG %v", ahg)
+		require.NoError(t, closeBounded(pq), "AHG %v", ahg)
+	}
+}
