@@ -231,7 +231,7 @@ func TestBadInputsConstructors(t *testing.T) {
 		t.Errorf("Page after Close: %v", err)
 	}
 	m := NewDirect()
-	for _, c := range []struct{ size, align int }{{0, 8}, {-1, 8}, {8, 3}, {8, -4}, {8, 2 * PageSize}, {maxInt, 8}} {
+	for _, c := range []struct{ size, align int }{{0, 8}, {-1, 8}, {8, 3}, {8, -4}, {1<<30 + 1, 8}, {maxInt, 8}} {
 		if p, err := NewPool(m, "bad", c.size, c.align); p != nil || !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewPool(size %d, align %d): %v", c.size, c.align, err)
 		}

@@ -1,8 +1,12 @@
 package dma
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
-// Coherent is memory from AllocCoherent (dma_alloc_coherent): zeroed, page-aligned, outside the
+// Coherent is memory from AllocCoherent (dma_alloc_coherent): zeroed, aligned (CPU and bus
+// address) to the power-of-two number of pages that covers its size (AllocCoherent), outside the
 // Go heap, mapped bidirectionally from allocation to FreeCoherent. The CPU and the device may both
 // touch it at any time without syncs. Its methods are safe for concurrent use.
 type Coherent struct {
@@ -29,3 +33,18 @@ func (c *Coherent) Addr() Addr { return c.addr }
 
 // Size returns the size asked for.
 func (c *Coherent) Size() int { return len(c.buf) }
+
+// coherentAlign returns the alignment dma_alloc_coherent promises for size bytes (DMA-API: "the
+// smallest PAGE_SIZE order which is greater than or equal to the requested size"): the smallest
+// power of two at least size and at least PageSize, or 0 if that does not fit an int (no memory
+// can be had for it).
+func coherentAlign(size int) int {
+	if size <= PageSize {
+		return PageSize
+	}
+	n := bits.Len(uint(size - 1))
+	if n >= bits.UintSize-1 {
+		return 0
+	}
+	return 1 << n
+}

@@ -707,9 +707,13 @@ func TestPool(t *testing.T) {
 
 func TestPoolInvalid(t *testing.T) {
 	m := NewDirect()
-	for _, c := range []struct{ size, align int }{{0, 8}, {-1, 8}, {8, 3}, {8, -8}, {8, 2 * PageSize}} {
+	for _, c := range []struct{ size, align int }{{0, 8}, {-1, 8}, {8, 3}, {8, -8}, {1<<30 + 1, 8}} {
 		_, err := NewPool(m, "x", c.size, c.align)
 		require.ErrorIs(t, err, ErrInvalid, "%+v", c)
+	}
+	if big := uint64(1) << 31; big <= uint64(^uint(0)>>1) { // an align beyond 1 GiB, where an int holds it
+		_, err := NewPool(m, "x", 8, int(big))
+		require.ErrorIs(t, err, ErrInvalid)
 	}
 	_, err := NewPool(nil, "x", 8, 8)
 	require.ErrorIs(t, err, ErrInvalid)

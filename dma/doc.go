@@ -130,5 +130,6 @@
 //
 // Unsafe code lives in files named *_unsafe.go, in the fast paths that take a buffer's address or
 // an index entry by arithmetic (direct_fast.go, iommu_fast.go, sole_translate.go), and in the
-// owner's plain stores through atomics on amd64 (store_amd64.go).
+// owner's plain stores through atomics on amd64 (store_amd64.go), and in the aligned mmap behind
+// AllocPages and AllocCoherent (region_unsafe.go).
 package dma

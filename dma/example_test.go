@@ -164,7 +164,9 @@ func ExampleIOMMU_MapSG() {
 	// <nil> 0
 }
 
-// Coherent memory (dma_alloc_coherent): the CPU and the device share it with no syncs.
+// Coherent memory (dma_alloc_coherent): the CPU and the device share it with no syncs. Both its
+// addresses are aligned to the power-of-two number of pages covering its size: a 40 KiB ring
+// lies within one 64 KiB block.
 func ExampleIOMMU_AllocCoherent() {
 	m, _ := dma.NewIOMMU(dma.IOMMUConfig{})
 	c, err := m.AllocCoherent(64)
@@ -174,10 +176,18 @@ func ExampleIOMMU_AllocCoherent() {
 	copy(c.Bytes(), "ring")
 	dev, _ := m.Translate(c.Addr(), 4, dma.ToDevice)
 	fmt.Printf("%s %#x\n", dev, c.Addr())
+	ring, err := m.AllocCoherent(40 << 10)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(ring.Addr()%(64<<10) == 0)
+	fmt.Println(m.FreeCoherent(ring))
 	fmt.Println(m.FreeCoherent(c), c.Bytes() == nil)
 	fmt.Println(errors.Is(m.FreeCoherent(c), dma.ErrClosed))
 	// Output:
 	// ring 0x1000
+	// true
+	// <nil>
 	// <nil> true
 	// true
 }

@@ -16,7 +16,8 @@ type IOMMUConfig struct {
 	// PageSize is the IOVA granule (the IOMMU page size): a power of two, at least 256. 0 means
 	// 4096. Bus addresses keep the CPU address's offset within a granule, as the kernel's
 	// iommu_dma_map_page does, so alignment below the granule is preserved. Coherent memory
-	// (AllocCoherent, hence Pool chunks) gets a PageSize-aligned bus address whatever the granule.
+	// (AllocCoherent, hence Pool chunks) gets a bus address aligned as its CPU address is, to the
+	// power-of-two number of pages that covers its size, whatever the granule.
 	PageSize int
 	// IOVABits is the width of the IOVA space: bus addresses are below 1<<IOVABits. 0 means 48.
 	// Small values let tests exhaust the space.
@@ -144,11 +145,20 @@ func (m *IOMMU) assign(r *record) error {
 func (m *IOMMU) plan(buf []byte, code uint64) (off, n uint64, fast bool) {
 	off = uint64(sliceAddr(buf)) & (1<<m.shift - 1)
 	n = (off+uint64(len(buf))-1)>>m.shift + 1
-	// dma_alloc_coherent's handle is page-aligned whatever the IOMMU granule (Pool relies on it
-	// for blocks aligned up to PageSize): coherent memory in granules below a page is aligned,
-	// so it does not come from a magazine. The CPU side is page-aligned already.
-	aligned := code == codeCoherent && m.shift < directShift
+	// Coherent memory that wants its granules aligned (coherentGranules) does not come from a
+	// magazine.
+	aligned := code == codeCoherent && m.coherentGranules(len(buf)) > 1
 	return off, n, m.mags != nil && n <= magMax && !aligned && code != codeRegistered
+}
+
+// coherentGranules returns the alignment, in granules, of the first granule of coherent memory of
+// size bytes (iommu_dma_alloc_iova's size-aligned alloc_iova): dma_alloc_coherent's handle is
+// aligned as its CPU address is, to coherentAlign(size), whatever the granule (Pool relies on it
+// for blocks aligned beyond a granule). The bus address keeps the CPU address's offset in its
+// granule, which is a multiple of coherentAlign(size) when that is at most a granule: then any
+// granule will do (1).
+func (m *IOMMU) coherentGranules(size int) uint64 {
+	return max(1, uint64(coherentAlign(size))>>m.shift)
 }
 
 // mapFast is the common map (iommu_dma_map_page with alloc_iova_fast hitting its per-CPU
@@ -195,8 +205,8 @@ func (m *IOMMU) insertUnlocked(r *record) {
 // new run for the magazine (fast), else granules from the cursor. off and n are plan's.
 func (m *IOMMU) assignSlow(r *record, off, n uint64, fast bool) error {
 	align := uint64(1)
-	if r.kind == KindCoherent && m.shift < directShift {
-		align = 1 << (directShift - m.shift) // see plan
+	if r.kind == KindCoherent {
+		align = m.coherentGranules(len(r.buf))
 	}
 	m.mu.Lock()
 	if fast {

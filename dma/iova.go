@@ -17,7 +17,7 @@ import (
 //
 // Here each P keeps one magazine (iovaMag): a run of magGranules fresh granules that the
 // allocator reserved for it under its mutex, next-fit from the cursor as every allocation is. A
-// map of at most magMax granules (a header, a payload of a few pages; not coherent memory, which
+// map of at most magMax granules (a header, a payload of a few pages; not coherent memory that
 // wants an aligned address, nor registrations) takes its granules from the front of its P's
 // magazine while pinned to the P (internal/pcpu.Pin: no other goroutine runs on the P, so the
 // magazine has one user at a time) and, in the same pinned section, publishes the mapping in the

@@ -7,7 +7,15 @@ import (
 
 // Pool hands out fixed-size, aligned blocks of coherent memory, each with its bytes and bus
 // address (dma_pool_create, dma_pool_alloc, dma_pool_free, dma_pool_destroy). It carves blocks
-// from chunks of AllocCoherent memory of at least PageSize bytes; a block never crosses a chunk.
+// from chunks of AllocCoherent memory of max(PageSize, step) bytes, where step is the block size
+// rounded up to the alignment (the distance between blocks); a block never crosses its chunk.
+//
+// dma_pool_create's boundary argument is not taken: the boundary is always the chunk, the
+// kernel's boundary 0. Since a chunk is aligned to the power-of-two number of pages covering it
+// (AllocCoherent), a block of at most PageSize bytes never crosses a page and a larger one (one
+// per chunk) never crosses a boundary of the power of two covering it. A device that needs a
+// smaller boundary (a block that must not cross 1 KiB, say) gets it by an align that the block
+// size rounds up to a divisor of the boundary.
 // Typical use: pre-built packet headers that callers add with AddDAddr (sdma_txadd_daddr), which
 // the library never unmaps.
 //
@@ -55,14 +63,17 @@ type Block struct {
 	gen  uint64 // the slot's poolChunk.gen when Alloc handed it out (odd)
 }
 
-// NewPool creates a pool of size-byte blocks aligned to align (a power of two, at most PageSize;
-// 0 means 1) in both CPU and bus address, allocated through m (dma_pool_create). name appears in
-// reports. A nil m, or a nil pointer of a mapper type, is ErrInvalid.
+// NewPool creates a pool of size-byte blocks aligned to align (a power of two, 0 means 1; any up
+// to 1 GiB, as dma_pool_create takes any: an align beyond a page makes each block its own chunk,
+// which AllocCoherent aligns) in both CPU and bus address, allocated through m (dma_pool_create).
+// Blocks lie size rounded up to align apart. name appears in reports. A nil m, or a nil pointer
+// of a mapper type, is ErrInvalid, as are a size not in 1..1 GiB and an align that is not a power
+// of two or is beyond 1 GiB.
 func NewPool(m Mapper, name string, size, align int) (*Pool, error) {
 	if align == 0 {
 		align = 1
 	}
-	if isNilMapper(m) || size <= 0 || align < 0 || align&(align-1) != 0 || align > PageSize || size > 1<<30 {
+	if isNilMapper(m) || size <= 0 || align < 0 || align&(align-1) != 0 || align > 1<<30 || size > 1<<30 {
 		return nil, fmt.Errorf("dma: dma_pool_create(%q, size %d, align %d): %w", name, size, align, ErrInvalid)
 	}
 	step := (size + align - 1) &^ (align - 1)

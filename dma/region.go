@@ -5,8 +5,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // PageSize is the size of a Page and the granule of AllocPages: 4096 bytes, the kernel's
@@ -43,10 +41,16 @@ type Region struct {
 // AllocPages allocates n zeroed, page-aligned pages outside the Go heap (alloc_pages, via
 // mmap(MAP_ANONYMOUS|MAP_PRIVATE)).
 func AllocPages(n int) (*Region, error) {
-	if n <= 0 || n > (int(^uint(0)>>1))/PageSize {
+	return allocPagesAligned(n, PageSize)
+}
+
+// allocPagesAligned is AllocPages with the first page aligned to align (a power of two, at least
+// PageSize): alloc_pages of the order that covers n pages, without keeping the pages past n.
+func allocPagesAligned(n, align int) (*Region, error) {
+	if n <= 0 || n > (int(^uint(0)>>1)-(align-PageSize))/PageSize {
 		return nil, fmt.Errorf("dma: AllocPages(%d): %w", n, ErrInvalid)
 	}
-	mem, err := unix.Mmap(-1, 0, n*PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	mem, err := mmapAligned(n*PageSize, align)
 	if err != nil {
 		return nil, fmt.Errorf("dma: AllocPages(%d): mmap: %w", n, err)
 	}
@@ -123,10 +127,7 @@ func (r *Region) unpin() {
 // release unmaps the memory; called exactly once (see state).
 func (r *Region) release() error {
 	unregisterRegion(r)
-	if err := unix.Munmap(r.mem); err != nil {
-		return fmt.Errorf("dma: munmap: %w", err)
-	}
-	return nil
+	return munmapBytes(r.mem)
 }
 
 // Page is one page of a Region (struct page): the region and the page's index in it. The zero

@@ -61,7 +61,8 @@ type nfLive struct {
 
 // TestIOMMUNextFitModel drives IOMMUs of small spaces (no magazines, so the allocator is exact)
 // with random maps of one to a dozen granules at random offsets (MapSingle and MapSingleSole),
-// coherent allocations (aligned to a page: sixteen granules of 256 bytes), registrations, unmaps,
+// coherent allocations (aligned to the power-of-two number of pages covering their size: at least
+// sixteen granules of 256 bytes, two or four 4 KiB ones above a page), registrations, unmaps,
 // frees and deregistrations, and public unmaps of sole mappings behind their owners' backs (their
 // granules stay taken until the owner's unmap, which is ErrNotMapped), and checks each against the
 // model of next-fit (nfModel): the same bus address (its offset in the granule the CPU
@@ -96,10 +97,6 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 11))
 	backing := make([]byte, 16*page+PageSize)
 	var live []nfLive
-	coAlign := uint64(1)
-	if page < PageSize {
-		coAlign = uint64(PageSize / page)
-	}
 	var revoked []nfLive // sole mappings a public unmap revoked: their owner has not freed them yet
 	free := func(x nfLive) {
 		for g := x.first; g < x.first+x.n; g++ {
@@ -157,8 +154,9 @@ func nfRun(t *testing.T, page, iovaBits int, seed uint64) {
 		var size int
 		switch x.kind {
 		case 1:
-			size = 1 + r.IntN(3*page)
-			align = coAlign
+			size = 1 + r.IntN(3*max(page, PageSize))
+			// Aligned to the power-of-two number of pages covering size, in granules.
+			align = max(1, uint64(coherentAlign(size))/uint64(page))
 		default:
 			size = 1 + r.IntN(1+r.IntN(12*page))
 			off := r.IntN(page)

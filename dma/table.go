@@ -914,9 +914,13 @@ func (c *core) Live() []Mapping {
 
 // AllocCoherent allocates size bytes of zeroed memory outside the Go heap, mapped
 // bidirectionally (dma_alloc_coherent, ib_dma_alloc_coherent). Both its CPU address and its bus
-// address are PageSize-aligned. Small sizes still take a page. A size that is not positive is
-// ErrInvalid; memory or bus addresses that cannot be had (mmap failing, a full IOVA space) are
-// ErrMapping.
+// address are aligned to the smallest power-of-two number of pages that covers size (PageSize
+// for up to a page, 8 KiB for up to two pages, 64 KiB for 33 to 64 KiB, ...), as the kernel's
+// DMA API promises, so memory of at most 2^k bytes (k >= 12) never crosses a 2^k boundary. Only
+// the pages that size needs stay allocated (the rest of the aligned order is returned at once),
+// and FreeCoherent releases them all. Small sizes still take a page. A size that is not positive
+// is ErrInvalid; memory or bus addresses that cannot be had (mmap failing, a full IOVA space, no
+// aligned run of it) are ErrMapping.
 func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if !coherentSizeOK(size) {
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w", size, ErrInvalid)
@@ -924,7 +928,11 @@ func (c *core) AllocCoherent(size int) (*Coherent, error) {
 	if c.injectFail() {
 		return nil, fmt.Errorf("dma: alloc_coherent (injected): %w", ErrMapping)
 	}
-	reg, err := AllocPages((size + PageSize - 1) / PageSize)
+	align := coherentAlign(size)
+	if align == 0 {
+		return nil, fmt.Errorf("dma: alloc_coherent(%d): no alignment of that order: %w", size, ErrMapping)
+	}
+	reg, err := allocPagesAligned((size+PageSize-1)/PageSize, align)
 	if err != nil { // no memory for it: a mapping failure (dma_alloc_coherent returning NULL)
 		return nil, fmt.Errorf("dma: alloc_coherent(%d): %w: %w", size, ErrMapping, err)
 	}
