@@ -66,7 +66,10 @@ const waitForever = 100 * 365 * 24 * time.Hour
 // size's run that ends without its markers (-idle, Ctrl-C: the last size's markers lost, say)
 // is its row, marked, and then an error. The -json of a sweep holds the rows of the sweep
 // served only. The superseded run's packets still arriving are stale (udpsink.Report.Stale),
-// noted after the run they arrive in.
+// noted after the run they arrive in. End markers alone of a run none of whose packets arrived,
+// followed by another run, are an earlier run's, resent by its sink as its client restarted
+// (onlyEnds): noted, no report, no row, not a restart, and the run that follows is served; a
+// sweep tells them by their sweep (serveSweep's earlier).
 func runServer(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	out := &stickyWriter{w: stdout}
 	return out.check(runServerTo(ctx, cfg, out, stderr))
@@ -95,7 +98,18 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 		return serveSweep(ctx, cfg, r, stdout, stderr)
 	}
 	rep, err := r.Run(ctx)
-	for err == nil && rep.Superseded { // a newer run: report what arrived of this one, serve that
+	for err == nil && (rep.Superseded || onlyEnds(&rep)) {
+		if onlyEnds(&rep) { // an earlier run's markers if another run follows (earlierEnds)
+			next, nerr := r.Run(ctx)
+			if !heardOf(&next) { // nothing followed: the run received, its packets lost
+				err = cmp.Or(nerr, ctx.Err())
+				break
+			}
+			earlierEnds("", &rep, stderr)
+			rep, err = next, nerr
+			continue
+		}
+		// A newer run: report what arrived of this one, serve that.
 		if !cfg.JSON {
 			writeReceiverReport(stdout, &rep)
 		}
@@ -157,6 +171,30 @@ func heardOf(rep *udpsink.Report) bool {
 	return len(rep.Engines) > 0
 }
 
+// onlyEnds reports whether only end markers of rep's run arrived, counting packets none of
+// which did (it ended, or a datagram of another run superseded it). Followed by another run,
+// such markers are an earlier run's, resent by its sink's Close (udpsink.Sink.Close repeats them
+// for 85ms) after the run had been sent to nobody listening: its client restarted on the port,
+// or this server started during the run. They are no run received (earlierEnds): a run's
+// packets precede its markers on the one socket, so a run of which this receiver heard the end
+// only was not sent to it. With nothing after them within -idle (or before Ctrl-C) they are the
+// run, its packets lost, reported as any run. Markers counting no packet (a client that
+// delivered none, warnEmptyRun) are a whole run, reported at once.
+func onlyEnds(rep *udpsink.Report) bool {
+	return heardOf(rep) && rep.Packets == 0 && rep.Lost > 0 && !rep.IdleTimeout
+}
+
+// earlierEnds notes a run of which only the end markers arrived, another run following: an
+// earlier run's markers (onlyEnds), counted nowhere.
+func earlierEnds(prefix string, rep *udpsink.Report, stderr io.Writer) {
+	run := fmt.Sprintf("run %016x", rep.Run)
+	if sw, idx, ok := sweepOf(rep); ok {
+		run = fmt.Sprintf("size #%d of sweep %08x", idx+1, sw)
+	}
+	fmt.Fprintf(stderr, "sdmaperf: %sthe end markers of %s arrived (%d packets sent) and none of its packets, then another run: an earlier run's markers, resent (its client restarted, or ran before this server listened); not counted\n",
+		prefix, run, rep.Lost)
+}
+
 // noPackets is the error of a Run of which nothing arrived (heardOf false: no packet, no end
 // marker): nothing did, or only datagrams that are not sdmaperf frames (another program sending
 // to the port).
@@ -198,7 +236,8 @@ type sweepServer struct {
 // same sweep's next size is that size without its end markers (endsLost): its row is kept,
 // marked not ended, with a warning; by any other run (a restarted client, a second one), the
 // sweep starts again at its first size. A size's run that did not end for want of its markers
-// alone (-idle, Ctrl-C) is its row, marked so, and then an error.
+// alone (-idle, Ctrl-C) is its row, marked so, and then an error. End markers alone of a size
+// of a sweep not served (an earlier sweep's, resent: sweepServer.earlier) are noted and skipped.
 func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, stderr io.Writer) error {
 	if !cfg.JSON {
 		fmt.Fprintln(stdout, rule)
@@ -239,6 +278,11 @@ func (s *sweepServer) serve(ctx context.Context) error {
 		if (err != nil && !cut) || !heardOf(&rep) {
 			return cmp.Or(err, s.noRun(i, &rep))
 		}
+		if s.earlier(ctx, i, &rep) {
+			earlierEnds(fmt.Sprintf("%d bytes: ", size), &rep, s.stderr)
+			i--
+			continue
+		}
 		lost := rep.Superseded && s.endsLost(ctx, i, &rep)
 		if rep.Superseded && !lost { // a restarted client: its sweep starts again at the first size
 			s.restart(size, &rep)
@@ -272,7 +316,7 @@ func (s *sweepServer) serve(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.ahead != nil { // read after the last size, whose markers were lost: the same sweep's
+	if s.ahead != nil && heardOf(s.ahead) { // read after the last size, whose markers were lost: the same sweep's
 		sw, idx, _ := sweepOf(s.ahead)
 		return fmt.Errorf("%d bytes: the client's next run is size #%d of sweep %08x, past this sweep's %d sizes: give -server the client's -sweep and -size",
 			cfg.Sizes[len(cfg.Sizes)-1], idx+1, sw, len(cfg.Sizes))
@@ -305,10 +349,38 @@ func (s *sweepServer) endsLost(ctx context.Context, i int, rep *udpsink.Report) 
 	if !ok || (idx != 0 && (idx != i || sw != s.sweep)) {
 		return false // not the size due, nor a sweep's first size (which serve takes at any i)
 	}
-	next, err := s.r.Run(ctx)
-	s.ahead, s.aheadErr = &next, err
-	nsw, nidx, ok := sweepOf(&next)
+	nsw, nidx, ok := sweepOf(s.peek(ctx))
 	return ok && nsw == sw && nidx > 0
+}
+
+// earlier reports whether rep, the run read for size index i, is end markers alone of a sweep
+// not served (onlyEnds): an earlier sweep's, resent, which serve notes and skips. A run of the
+// sweep served (i > 0) is its size's, whatever came of it. A sweep's first size (a new sweep's
+// at any i) is a restarted client's unless the run after it is a later size of its sweep (the
+// client went on: its packets were lost); it reads that run ahead (s.ahead, served next). A
+// later size of a sweep not served is an earlier sweep's at once: a sweep is received from its
+// first size. A run naming no sweep (an older client's) is taken as before: each of its sizes
+// is a new run, so the run after it tells nothing.
+func (s *sweepServer) earlier(ctx context.Context, i int, rep *udpsink.Report) bool {
+	sw, idx, ok := sweepOf(rep)
+	if !ok || !onlyEnds(rep) || (i > 0 && sw == s.sweep) {
+		return false
+	}
+	if idx != 0 {
+		return true
+	}
+	next := s.peek(ctx)
+	nsw, nidx, nok := sweepOf(next)
+	return heardOf(next) && !(nok && nsw == sw && nidx > 0)
+}
+
+// peek returns the next run, read ahead into s.ahead (served next) unless it already was.
+func (s *sweepServer) peek(ctx context.Context) *udpsink.Report {
+	if s.ahead == nil {
+		next, err := s.r.Run(ctx)
+		s.ahead, s.aheadErr = &next, err
+	}
+	return s.ahead
 }
 
 // restart reports a run of size superseded by a restarted client's (or a second client's) and
