@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -35,15 +36,99 @@ func TestCloseFromAnotherQueuesDoneOnThePass(t *testing.T) {
 	info, hdr := Message(0, 4096, testTemplate, data)
 	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, data)) // first in the ring
 	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, data))
-	n, err := eng.Process()
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	require.Len(t, inner, 1, "A's Done ran once")
-	require.ErrorIs(t, inner[0], ErrInvalid)
-	require.NotErrorIs(t, inner[0], context.DeadlineExceeded)
+	processRefused(t, eng, &inner)
 	require.Equal(t, []error{nil}, idle, "the idle queue's Close from the pass")
 	require.Equal(t, CompEntry{Status: Complete}, pqB.Comp(0))
 	require.ErrorIs(t, pqB.Submit(context.Background(), info, &hdr, data), ErrClosed, "B is closed to new requests")
 	require.NoError(t, pqB.Close(context.Background()), "a Close from elsewhere finishes")
+	require.NoError(t, pqA.Close(context.Background()))
+}
+
+// processRefused runs the two requests in eng's ring (A's first) and checks that A's Done ran
+// once and that its Close (*closes) was refused at once, not a wait cut by its context.
+func processRefused(t *testing.T, eng *sdma.Engine, closes *[]error) {
+	t.Helper()
+	n, err := eng.Process()
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Len(t, *closes, 1, "A's Done ran once")
+	require.ErrorIs(t, (*closes)[0], ErrInvalid)
+	require.NotErrorIs(t, (*closes)[0], context.DeadlineExceeded)
+}
+
+// closerOnPass makes queue A on engine 0 of dev, whose Config.Done closes *target (closeBounded)
+// and records the error in *closes, and queue C, target's queue (set before any Done runs), its
+// cached one-page vector v sent and completed: C's node holds v's registration.
+func closerOnPass(t *testing.T, dev *sdma.Device, closes *[]error) (pqA, pqC *PktQ, v []byte) {
+	t.Helper()
+	var err error
+	pqA, err = New(Config{Device: dev, Engine: dev.Engine(0), Slots: 1, MTU: 4096, Done: func(int, CompEntry) {
+		*closes = append(*closes, closeBounded(pqC))
+	}})
+	require.NoError(t, err)
+	pqC, err = New(Config{Device: dev, Engine: dev.Engine(0), Slots: 1, MTU: 4096})
+	require.NoError(t, err)
+	buf := make([]byte, 2*dma.PageSize)
+	v = buf[dma.PageSize-addrOf(buf)%dma.PageSize:][:dma.PageSize]
+	sendOne(t, pqC, dev, 0, 4096, v)
+	require.Zero(t, pqC.Stats().Pins.Unregistered, "C's vector is registered")
+	return pqA, pqC, v
+}
+
+// TestCloseFromAPassWaitingForAStuckRegistration: an idle queue C whose cached vector's
+// registration another queue B's packet still uses (B sends the same memory: its add finds C's
+// registration) waits in Close for B's txreq to be cleaned. From queue A's Config.Done, run by
+// the pass that completes B's packet later on, that cleaning needs the rest of the pass the
+// caller is in: the Close is ErrInvalid (before: it waited until its context ended,
+// context.DeadlineExceeded after census.Timeout here, for ever with context.Background()). The
+// registration is kept: a Close from elsewhere once B's request ended deregisters it and
+// returns nil.
+func TestCloseFromAPassWaitingForAStuckRegistration(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	eng := dev.Engine(0)
+	var inner []error
+	pqA, pqC, v := closerOnPass(t, dev, &inner)
+	pqB, err := New(Config{Device: dev, Engine: eng, Slots: 1, MTU: 4096})
+	require.NoError(t, err)
+
+	a := pattern(4096, 5)
+	info, hdr := Message(0, 4096, testTemplate, a)
+	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, a)) // first in the ring
+	info, hdr = Message(0, 4096, testTemplate, v)
+	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, v)) // uses C's registration
+	require.EqualValues(t, 1, pqB.Stats().Pins.Unregistered, "B's node overlaps C's registration")
+	processRefused(t, eng, &inner)
+	require.Equal(t, CompEntry{Status: Complete}, pqB.Comp(0))
+	require.Len(t, pqC.pins.stuck, 1, "the registration is kept for the next Close")
+	require.NoError(t, pqC.Close(context.Background()), "a Close from elsewhere finishes")
+	require.Empty(t, pqC.pins.stuck)
+	reg, err := dev.Register(v)
+	require.NoError(t, err, "C's registration of the memory is gone")
+	require.NoError(t, dev.Deregister(context.Background(), reg))
+	require.NoError(t, pqB.Close(context.Background()))
+	require.NoError(t, pqA.Close(context.Background()))
+}
+
+// TestCloseFromAPassWithAStuckRegistrationFreedSinceIsNotRefused: a registration kept for
+// Close (Invalidate while someone else's txreq used it) whose use has ended by then is
+// deregistered by a Close inside a pass, which returns nil: nothing is left to wait for.
+func TestCloseFromAPassWithAStuckRegistrationFreedSinceIsNotRefused(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	var inner []error
+	pqA, pqC, v := closerOnPass(t, dev, &inner)
+	tx := new(sdma.TxReq)
+	require.NoError(t, tx.Init(0, len(v), nil))
+	require.NoError(t, tx.AddKVAddr(dev, v)) // someone else's use of C's registration
+	require.Equal(t, 1, pqC.Invalidate(v))
+	require.Len(t, pqC.pins.stuck, 1)
+	require.NoError(t, tx.Clean())
+
+	a := pattern(4096, 5)
+	info, hdr := Message(0, 4096, testTemplate, a)
+	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, a))
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, inner)
+	require.Empty(t, pqC.pins.stuck)
 	require.NoError(t, pqA.Close(context.Background()))
 }

@@ -533,7 +533,10 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // it to another goroutine). A Close inside a pass of an engine on which a request of the queue
 // has not ended (from another queue's Config.Done that the pass runs, or a Sink) would wait for
 // the rest of that pass: it is ErrInvalid too (sdma.Engine.InPass), the queue then closed to new
-// requests as when ctx ends (call Close again from another goroutine).
+// requests as when ctx ends (call Close again from another goroutine). So is a Close inside a
+// pass of any engine of the device while a cached vector's registration is still used by other
+// txreqs (which engine they are on is not known: that pass may be the one to complete them);
+// the registration is kept for the next Close.
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
@@ -594,10 +597,31 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	// The wait for registrations something else still uses is made without the cache's lock:
 	// Stats and Invalidate run meanwhile.
 	stuck := pq.pins.invalidateAll()
+	if len(stuck) > 0 && pq.inAnyPass() {
+		// The uses are other txreqs', on any engine: one this pass completes is cleaned only
+		// after the caller returned. Those gone already are deregistered; the rest are kept for
+		// the next Close.
+		if err := pq.pins.drainStuck(canceled, stuck); err != nil {
+			return fmt.Errorf("usdma: Close: called inside a pass of an engine of the device (from a Sink or callback it runs: another queue's Config.Done, say) while a cached vector's registration is still used by other txreqs, which that pass may be the one to complete: it would wait for itself (the queue is closed to new requests; Close again from another goroutine): %w", ErrInvalid)
+		}
+		return nil
+	}
 	if pq.test != nil && pq.test.closeWait != nil && len(stuck) > 0 {
 		pq.test.closeWait()
 	}
 	return pq.pins.drainStuck(ctx, stuck)
+}
+
+// inAnyPass reports whether the caller runs inside a pass of an engine of the queue's device
+// (sdma.Engine.InPass): a registration's uses do not say which engine their txreqs are on.
+// Close only, when a registration is still in use.
+func (pq *PktQ) inAnyPass() bool {
+	for i := range pq.dev.NumEngines() {
+		if pq.dev.Engine(i).InPass() {
+			return true
+		}
+	}
+	return false
 }
 
 // inPassOfRequest refuses Close (ErrInvalid) when the caller runs inside a pass of an engine
