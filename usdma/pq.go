@@ -536,7 +536,9 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // requests as when ctx ends (call Close again from another goroutine). So is a Close inside a
 // pass of any engine of the device while a cached vector's registration is still used by other
 // txreqs (which engine they are on is not known: that pass may be the one to complete them);
-// the registration is kept for the next Close.
+// the registration is kept for the next Close. Where the build has no getg (purego, other
+// ports), InPass may answer true outside that pass (its doc says when: the caller in a pass of
+// another Manual engine while another goroutine holds the request's): such a Close is refused too.
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
