@@ -44,6 +44,31 @@ func TestCloseFromAnotherQueuesDoneOnThePass(t *testing.T) {
 	require.NoError(t, pqA.Close(context.Background()))
 }
 
+// sharerAfterA submits a request of pqA, then one of a new queue B on engine 0 that sends v:
+// B's add uses the registration of v that another queue's pin cache holds. It returns B.
+func sharerAfterA(t *testing.T, dev *sdma.Device, pqA *PktQ, v []byte) *PktQ {
+	t.Helper()
+	pqB, err := New(Config{Device: dev, Engine: dev.Engine(0), Slots: 1, MTU: 4096})
+	require.NoError(t, err)
+	a := pattern(4096, 5)
+	info, hdr := Message(0, 4096, testTemplate, a)
+	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, a)) // first in the ring
+	info, hdr = Message(0, 4096, testTemplate, v)
+	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, v)) // uses C's registration
+	require.EqualValues(t, 1, pqB.Stats().Pins.Unregistered, "B's node overlaps C's registration")
+	return pqB
+}
+
+// sharedRegOnPass makes a Manual device that registers memory and on it closerOnPass's queues A
+// and C, then sharerAfterA's queue B, whose request uses C's registration after A's in the ring.
+func sharedRegOnPass(t *testing.T) (dev *sdma.Device, pqA, pqB, pqC *PktQ, v []byte, closes *[]error) {
+	dev = testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	closes = new([]error)
+	pqA, pqC, v = closerOnPass(t, dev, closes)
+	pqB = sharerAfterA(t, dev, pqA, v)
+	return dev, pqA, pqB, pqC, v, closes
+}
+
 // processRefused runs the two requests in eng's ring (A's first) and checks that A's Done ran
 // once and that its Close (*closes) was refused at once, not a wait cut by its context.
 func processRefused(t *testing.T, eng *sdma.Engine, closes *[]error) {
@@ -84,20 +109,9 @@ func closerOnPass(t *testing.T, dev *sdma.Device, closes *[]error) (pqA, pqC *Pk
 // registration is kept: a Close from elsewhere once B's request ended deregisters it and
 // returns nil.
 func TestCloseFromAPassWaitingForAStuckRegistration(t *testing.T) {
-	dev := testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	dev, pqA, pqB, pqC, v, inner := sharedRegOnPass(t)
 	eng := dev.Engine(0)
-	var inner []error
-	pqA, pqC, v := closerOnPass(t, dev, &inner)
-	pqB, err := New(Config{Device: dev, Engine: eng, Slots: 1, MTU: 4096})
-	require.NoError(t, err)
-
-	a := pattern(4096, 5)
-	info, hdr := Message(0, 4096, testTemplate, a)
-	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, a)) // first in the ring
-	info, hdr = Message(0, 4096, testTemplate, v)
-	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, v)) // uses C's registration
-	require.EqualValues(t, 1, pqB.Stats().Pins.Unregistered, "B's node overlaps C's registration")
-	processRefused(t, eng, &inner)
+	processRefused(t, eng, inner)
 	require.Equal(t, CompEntry{Status: Complete}, pqB.Comp(0))
 	require.Len(t, pqC.pins.stuck, 1, "the registration is kept for the next Close")
 	require.NoError(t, pqC.Close(context.Background()), "a Close from elsewhere finishes")
@@ -130,5 +144,51 @@ func TestCloseFromAPassWithAStuckRegistrationFreedSinceIsNotRefused(t *testing.T
 	require.NoError(t, err)
 	require.Equal(t, []error{nil}, inner)
 	require.Empty(t, pqC.pins.stuck)
+	require.NoError(t, pqA.Close(context.Background()))
+}
+
+// TestCloseFromAPassBehindAnotherClose: while a Close of queue B from another goroutine waits
+// for B's request (holding the lock that serialises Closes), a Close of B from queue A's
+// Config.Done on the pass that completes that request is ErrInvalid at once, as without the
+// other Close. Before, it waited for the other Close, which waited for the rest of the pass the
+// caller is in: until its context ended (context.DeadlineExceeded after census.Timeout here),
+// for ever with context.Background(). The other Close then returns nil.
+func TestCloseFromAPassBehindAnotherClose(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	var inner []error
+	pqA, pqB, _ := closerOnPass(t, dev, &inner) // A's Done closes B
+	data := pattern(4096, 5)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, data)) // first in the ring
+	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, data))
+	waiting := make(chan struct{})
+	testHooks(pqB).closeIdle = func() { close(waiting) }
+	other := make(chan error, 1)
+	go func() { other <- pqB.Close(context.Background()) }()
+	<-waiting // the other Close holds the lock and waits for B's request
+	testHooks(pqB).closeIdle = nil
+	processRefused(t, dev.Engine(0), &inner)
+	require.ErrorContains(t, inner[0], "the request in slot 0 waits for")
+	require.NoError(t, <-other)
+	require.Equal(t, CompEntry{Status: Complete}, pqB.Comp(0))
+	require.NoError(t, pqA.Close(context.Background()))
+}
+
+// TestCloseFromAPassBehindACloseWaitingForARegistration: while a Close of queue C from another
+// goroutine waits for C's cached vector's registration, which queue B's packet uses, a Close of
+// C from queue A's Config.Done on the pass that completes B's packet is ErrInvalid at once.
+// Before, it waited behind the other Close until its context ended (context.DeadlineExceeded
+// after census.Timeout here). The other Close then returns nil.
+func TestCloseFromAPassBehindACloseWaitingForARegistration(t *testing.T) {
+	dev, pqA, pqB, pqC, _, inner := sharedRegOnPass(t)
+	eng := dev.Engine(0)
+	waiting := make(chan struct{})
+	testHooks(pqC).closeWait = func() { close(waiting) }
+	other := make(chan error, 1)
+	go func() { other <- pqC.Close(context.Background()) }()
+	<-waiting // the other Close holds the lock and waits for the registration
+	processRefused(t, eng, inner)
+	require.NoError(t, <-other)
+	require.NoError(t, pqB.Close(context.Background()))
 	require.NoError(t, pqA.Close(context.Background()))
 }

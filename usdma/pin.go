@@ -45,7 +45,10 @@ type pinCache struct {
 	lruTail *pinNode             // least recently used: eviction starts here
 	pages   int                  // pages pinned by every node, live or dying (hfi1: pq->n_locked)
 	stuck   []*pinNode           // dead nodes whose registration someone else still uses: added by unmap, taken by Close (invalidateAll), which waits for them without mu
-	stats   PinStats
+	// draining: a Close waits for the registrations it took out of stuck (set by invalidateAll
+	// when it took some, cleared by drainStuck's end); read by mayWait.
+	draining bool
+	stats    PinStats
 }
 
 // PinStats counts the pin cache's work.
@@ -190,7 +193,28 @@ func (c *pinCache) invalidateAll() []*pinNode {
 	}
 	stuck := c.stuck
 	c.stuck = nil
+	c.draining = len(stuck) > 0
 	return stuck
+}
+
+// mayWait reports whether a Close may wait for a registration that txreqs other than the
+// queue's use: one is stuck already, a Close waits for some, a live node holds one, or a dying
+// node (a request still holds it) pins pages: its unmap may find its registration in use. Close
+// only, behind another Close.
+func (c *pinCache) mayWait() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.draining || len(c.stuck) > 0 {
+		return true
+	}
+	live := 0
+	for _, n := range c.nodes {
+		if n.reg != nil {
+			return true
+		}
+		live += n.npages
+	}
+	return c.pages > live
 }
 
 // remove takes n out of the index and the LRU list and unmaps it unless a request holds it.
@@ -241,12 +265,16 @@ func (c *pinCache) drainStuck(ctx context.Context, stuck []*pinNode) error {
 		if err := c.dev.Deregister(ctx, n.reg); err != nil {
 			c.mu.Lock()
 			c.stuck = append(c.stuck, stuck...)
+			c.draining = false
 			c.mu.Unlock()
 			return err
 		}
 		n.reg, n.buf = nil, nil
 		stuck = stuck[:len(stuck)-1]
 	}
+	c.mu.Lock()
+	c.draining = false
+	c.mu.Unlock()
 	return nil
 }
 

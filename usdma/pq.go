@@ -536,7 +536,8 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // requests as when ctx ends (call Close again from another goroutine). So is a Close inside a
 // pass of any engine of the device while a cached vector's registration is still used by other
 // txreqs (which engine they are on is not known: that pass may be the one to complete them);
-// the registration is kept for the next Close. Where the build has no getg (purego, other
+// the registration is kept for the next Close. Both refusals are made at once also while
+// another Close of the queue waits (whose wait may be the one that needs the pass). Where the build has no getg (purego, other
 // ports), InPass may answer true outside that pass (its doc says when: the caller in a pass of
 // another Manual engine while another goroutine holds the request's): such a Close is refused too.
 func (pq *PktQ) Close(ctx context.Context) error {
@@ -556,6 +557,9 @@ func (pq *PktQ) Close(ctx context.Context) error {
 	select {
 	case pq.closeMu <- struct{}{}: // free: taken whatever ctx (a select of two ready cases picks at random)
 	default:
+		if err := pq.inPassBehindClose(); err != nil {
+			return err
+		}
 		select { // another Close's wait may last: this one is bounded by its own ctx
 		case pq.closeMu <- struct{}{}:
 		case <-ctx.Done():
@@ -604,7 +608,7 @@ func (pq *PktQ) Close(ctx context.Context) error {
 		// after the caller returned. Those gone already are deregistered; the rest are kept for
 		// the next Close.
 		if err := pq.pins.drainStuck(canceled, stuck); err != nil {
-			return fmt.Errorf("usdma: Close: called inside a pass of an engine of the device (from a Sink or callback it runs: another queue's Config.Done, say) while a cached vector's registration is still used by other txreqs, which that pass may be the one to complete: it would wait for itself (the queue is closed to new requests; Close again from another goroutine): %w", ErrInvalid)
+			return errRegInPass("a cached vector's registration is still used by other txreqs")
 		}
 		return nil
 	}
@@ -612,6 +616,29 @@ func (pq *PktQ) Close(ctx context.Context) error {
 		pq.test.closeWait()
 	}
 	return pq.pins.drainStuck(ctx, stuck)
+}
+
+// inPassBehindClose refuses a Close that would wait behind another Close (ErrInvalid) when that
+// Close may wait for the rest of a pass the caller is in: for a request of the queue on its
+// engine (inPassOfRequest, after the barrier on sendMu: no Submit runs any more), or, inside a
+// pass of any engine of the device, for a registration that other txreqs use (pinCache.mayWait).
+func (pq *PktQ) inPassBehindClose() error {
+	pq.sendMu.Lock()
+	//lint:ignore SA2001 a barrier: see Close
+	pq.sendMu.Unlock()
+	if err := pq.inPassOfRequest(); err != nil {
+		return err
+	}
+	if pq.pins.mayWait() && pq.inAnyPass() {
+		return errRegInPass("another Close of the queue may wait for a cached vector's registration that other txreqs use")
+	}
+	return nil
+}
+
+// errRegInPass is Close's refusal inside a pass of an engine of the device while what names a
+// wait for a registration's uses.
+func errRegInPass(what string) error {
+	return fmt.Errorf("usdma: Close: called inside a pass of an engine of the device (from a Sink or callback it runs: another queue's Config.Done, say) while %s, which that pass may be the one to complete: it would wait for itself (the queue is closed to new requests; Close again from another goroutine): %w", what, ErrInvalid)
 }
 
 // inAnyPass reports whether the caller runs inside a pass of an engine of the queue's device
