@@ -211,3 +211,28 @@ func TestPoolAlignModel(t *testing.T) {
 		requireTableEmpty(t, m)
 	})
 }
+
+// TestAllocCoherentAlignBeyondSpace asks an IOMMU of a 1 MiB IOVA space (granule 0 reserved) for
+// coherent memory whose aligned run cannot fit though the space has the granules: 512 KiB + 1
+// byte wants 129 granules of 4 KiB (of 256, all free) aligned to 1 MiB, which only granule 0
+// offers. The answer is ErrMapping that names the alignment (not a bare "no 129 free granules of
+// 256" for an empty space), at once, with nothing left mapped; a 512 KiB one still fits.
+func TestAllocCoherentAlignBeyondSpace(t *testing.T) {
+	for _, granule := range []int{256, PageSize, 64 << 10} {
+		m, err := NewIOMMU(IOMMUConfig{PageSize: granule, IOVABits: 20})
+		require.NoError(t, err)
+		for _, size := range []int{1<<19 + 1, 1 << 20, 3 << 20} {
+			_, err := m.AllocCoherent(size)
+			require.ErrorIs(t, err, ErrMapping, "granule %d size %d", granule, size)
+			if size < 1<<20 {
+				require.ErrorContains(t, err, fmt.Sprintf("aligned to %d granules", (1<<20)/granule), "granule %d size %d", granule, size)
+			}
+		}
+		require.Zero(t, m.LiveCount())
+		co, err := m.AllocCoherent(1 << 19)
+		require.NoError(t, err, "granule %d", granule)
+		require.Equal(t, Addr(1<<19), co.Addr())
+		require.NoError(t, m.FreeCoherent(co))
+		require.Zero(t, m.LiveCount())
+	}
+}

@@ -225,6 +225,9 @@ func (m *IOMMU) assignSlow(r *record, off, n uint64, fast bool) error {
 	}
 	start, ok := m.findFree(n, align)
 	if !ok {
+		if align > 1 { // coherent memory: the run must start at a multiple of align
+			return fmt.Errorf("dma: IOVA space full: no run of %d free granules aligned to %d granules of %d: %w", n, align, m.spacePages, ErrMapping)
+		}
 		return fmt.Errorf("dma: IOVA space full: no %d free granules of %d: %w", n, m.spacePages, ErrMapping)
 	}
 	r.addr = Addr(start<<m.shift | off)
