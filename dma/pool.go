@@ -66,9 +66,12 @@ type Block struct {
 // NewPool creates a pool of size-byte blocks aligned to align (a power of two, 0 means 1; any up
 // to 1 GiB, as dma_pool_create takes any: an align beyond a page makes each block its own chunk,
 // which AllocCoherent aligns) in both CPU and bus address, allocated through m (dma_pool_create).
-// Blocks lie size rounded up to align apart. name appears in reports. A nil m, or a nil pointer
-// of a mapper type, is ErrInvalid, as are a size not in 1..1 GiB and an align that is not a power
-// of two or is beyond 1 GiB.
+// Blocks lie size rounded up to align apart. A block that is its own chunk costs size rounded up
+// to align (the kernel's allocation = ALIGN(size, align)): a 64-byte pool aligned to 1 MiB maps
+// 1 MiB of coherent memory per block, one aligned to 1 GiB a whole GiB (and the mapper's
+// bookkeeping for it), so a large align suits few blocks. name appears in reports. A nil m, or a
+// nil pointer of a mapper type, is ErrInvalid, as are a size not in 1..1 GiB and an align that is
+// not a power of two or is beyond 1 GiB.
 func NewPool(m Mapper, name string, size, align int) (*Pool, error) {
 	if align == 0 {
 		align = 1
