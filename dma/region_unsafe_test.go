@@ -3,6 +3,9 @@ package dma
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -56,4 +59,47 @@ func TestMmapAlignedTrims(t *testing.T) {
 		require.NoError(t, munmapBytes(b))
 		require.False(t, mapped(b), "%+v: munmapBytes unmapped it", c)
 	}
+}
+
+// vmSize returns the process's mapped address space in bytes (VmSize of /proc/self/status).
+func vmSize(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmSize:" {
+			kb, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmSize in /proc/self/status")
+	return 0
+}
+
+// TestMmapAlignedUnmapsSlack checks that mmapAligned gives back the over-allocation it aligns
+// with, head and tail, in the process's own accounting (the address space is only reserved:
+// nothing here is touched): 32 mappings of 8 MiB aligned to 16 MiB map 256 MiB, not the 512 MiB of
+// the windows they were cut from, and munmapBytes gives all of it back. Half the align, so that
+// head and tail are both large whatever the kernel's placement (top-down below the last one: a
+// head of 8 MiB less a page, a tail of 8 MiB), and either left mapped shows. TestMmapAlignedTrims
+// checks the arithmetic; this, that the unmaps happen.
+func TestMmapAlignedUnmapsSlack(t *testing.T) {
+	const n, size, align = 32, 8 << 20, 16 << 20
+	before := vmSize(t)
+	var bufs [][]byte
+	for range n {
+		b, err := mmapAligned(size, align)
+		require.NoError(t, err)
+		require.Zero(t, sliceAddr(b)%align)
+		bufs = append(bufs, b)
+	}
+	// Slack for the runtime's own mappings (a heap arena is 64 MiB): below the ~256 MiB that the
+	// head or the tail alone would leave.
+	grown := vmSize(t) - before
+	require.Less(t, grown, n*size+96<<20, "mapped %d MiB for %d MiB", grown>>20, n*size>>20)
+	for _, b := range bufs {
+		require.NoError(t, munmapBytes(b))
+	}
+	require.Less(t, vmSize(t)-before, 96<<20, "munmapBytes gave the memory back")
 }
