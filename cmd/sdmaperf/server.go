@@ -100,6 +100,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	rep, err := r.Run(ctx)
 	for err == nil && (rep.Superseded || onlyEnds(&rep)) {
 		if onlyEnds(&rep) { // an earlier run's markers if another run follows (earlierEnds)
+			waitAfterEnds(cfg, &rep, stderr)
 			next, nerr := r.Run(ctx)
 			if !heardOf(&next) { // nothing followed: the run received, its packets lost
 				err = cmp.Or(nerr, ctx.Err())
@@ -193,6 +194,19 @@ func earlierEnds(prefix string, rep *udpsink.Report, stderr io.Writer) {
 	}
 	fmt.Fprintf(stderr, "sdmaperf: %sthe end markers of %s arrived (%d packets sent) and none of its packets, then another run: an earlier run's markers, resent (its client restarted, or ran before this server listened); not counted\n",
 		prefix, run, rep.Lost)
+}
+
+// waitAfterEnds says, as runServerTo starts to wait for a run after end markers alone
+// (onlyEnds), that it waits and for how long: the client has ended and printed its results, and
+// the server's report comes only when -idle passed with nothing after them, or (-idle 0) at
+// Ctrl-C, which exits 130 as any Ctrl-C does.
+func waitAfterEnds(cfg Config, rep *udpsink.Report, stderr io.Writer) {
+	wait := fmt.Sprintf("%v (-idle)", cfg.Idle)
+	if cfg.Idle == 0 {
+		wait = "until Ctrl-C (-idle 0)"
+	}
+	fmt.Fprintf(stderr, "sdmaperf: the end markers of run %016x arrived (%d packets sent) and none of its packets: waiting %s for another run: if one comes, they were a previous run's, resent; if none, the report of their run follows, its packets missing\n",
+		rep.Run, rep.Lost, wait)
 }
 
 // noPackets is the error of a Run of which nothing arrived (heardOf false: no packet, no end

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -155,4 +158,28 @@ func TestServerSweepFirstSizeOfNoPacketEnded(t *testing.T) {
 		}
 		assert.Regexp(t, `(?s)\n 2 +0 +0 +3 .*\n 4 +5 +20 .*\n 8 +5 +40 `, o.stdout)
 	}
+}
+
+// TestServerIdleZeroSaysItWaitsAfterEnds: -idle 0, a single run whose end markers alone arrived
+// (its packets lost, or an earlier run's markers): the server waits for a run after them, with
+// -idle 0 until Ctrl-C. It waited without a word after the client had ended and printed its
+// results; now it says so at once, naming the run and how long it waits. Ctrl-C then prints the
+// run (0 packets, the markers' 4 lost) and exits 130, as any Ctrl-C does.
+func TestServerIdleZeroSaysItWaitsAfterEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout syncBuffer
+	stderr := &readyWriter{ready: make(chan string, 1)}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"-server", "-udp-addr", "127.0.0.1:0", "-idle", "0"}, &stdout, stderr)
+	}()
+	addr := <-stderr.ready
+	sendEnds(t, addr, 0x1, false, 1, 4)
+	want := "sdmaperf: the end markers of run 0000000000000001 arrived (4 packets sent) and none of its packets: waiting until Ctrl-C (-idle 0) for another run: if one comes, they were a previous run's, resent; if none, the report of their run follows, its packets missing\n"
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), want) }, 30*time.Second, 10*time.Millisecond, "no word of the wait: %s", stderr.String())
+	cancel()
+	require.Equal(t, exitInterrupted, <-exit, stderr.String())
+	assert.Contains(t, stdout.String(), "received 0 packets")
+	assert.Contains(t, stdout.String(), "lost 4")
 }
