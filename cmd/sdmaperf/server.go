@@ -180,9 +180,10 @@ func heardOf(rep *udpsink.Report) bool {
 // packets precede its markers on the one socket, so a run of which this receiver heard the end
 // only was not sent to it. With nothing after them within -idle (or before Ctrl-C) they are the
 // run, its packets lost, reported as any run. Markers counting no packet (a client that
-// delivered none, warnEmptyRun) are a whole run, reported at once.
+// delivered none, warnEmptyRun) are a whole run, reported at once. A run cut by -idle or
+// Ctrl-C before it ended is neither: nothing followed it.
 func onlyEnds(rep *udpsink.Report) bool {
-	return heardOf(rep) && rep.Packets == 0 && rep.Lost > 0 && !rep.IdleTimeout
+	return heardOf(rep) && rep.Packets == 0 && rep.Lost > 0 && (rep.Ended || rep.Superseded)
 }
 
 // earlierEnds notes a run of which only the end markers arrived, another run following: an

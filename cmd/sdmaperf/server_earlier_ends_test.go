@@ -183,3 +183,27 @@ func TestServerIdleZeroSaysItWaitsAfterEnds(t *testing.T) {
 	assert.Contains(t, stdout.String(), "received 0 packets")
 	assert.Contains(t, stdout.String(), "lost 4")
 }
+
+// TestServerSweepCtrlCAfterSomeEndsIsNoEarlierRun: -server -sweep -idle 0, one engine's end
+// marker of a later size of another sweep arrives (none of its packets, its other engine's
+// marker not yet), then Ctrl-C. onlyEnds took the run cut by Ctrl-C for one that ended or was
+// superseded, as its doc does not: the sweep noted "then another run: an earlier run's markers"
+// where no run followed. Now Ctrl-C ends the sweep as it does any run, without that note, exit
+// 130 (errInterrupted).
+func TestServerSweepCtrlCAfterSomeEndsIsNoEarlierRun(t *testing.T) {
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{Addr: "127.0.0.1:0", Idle: waitForever})
+	require.NoError(t, err)
+	defer r.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serveSweep(ctx, Config{Sizes: []int{2, 4, 8}}, r, &stdout, &stderr)
+	}()
+	sendEnds(t, r.Addr().String(), sweepRunID(0xa, 2), true, 2, 4)
+	require.Eventually(t, func() bool { return r.Received() >= 1 }, 30*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, errInterrupted)
+	assert.NotContains(t, stderr.String(), "then another run")
+}
