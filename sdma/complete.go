@@ -504,18 +504,21 @@ func (e *Engine) pollDirect() int {
 // setPollG records g as the direct Poll's head-lock holder (pollG). Head lock held.
 func (e *Engine) setPollG(g uint64) { relaxed.StoreRelease64(&e.pollG, g) }
 
-// ProgressSchedule forces a completion pass if more than an eighth of the ring is in process
+// ProgressSchedule forces a completion pass if at least an eighth of the ring is in process
 // (hfi1: sdma_engine_progress_schedule, which forces the progress interrupt). The pass runs on
 // the caller's goroutine, unless one is running already. It reports whether it ran one; a nil
-// engine runs none (the kernel returns at once for a NULL engine). As every interrupt, it
-// reloads the count interrupt's descriptor count, also when a running pass does its work (the
-// forced interrupt's handler, sdma_engine_interrupt, runs either way): the next count interrupt
-// comes DescIntr descriptors after the hardware model sees the reload, at its next pass's start
-// or the end of its current count window, whichever is first.
+// engine runs none (the kernel returns at once for a NULL engine). The forced interrupt's
+// handler, sdma_engine_interrupt, runs either way, and does what every interrupt does: it counts
+// the interrupt (progress_int_cnt; here Stats().Interrupts) and reloads the count interrupt's
+// descriptor count, also when a running pass does its work: the next count interrupt comes
+// DescIntr descriptors after the hardware model sees the reload, at its next pass's start or the
+// end of its current count window, whichever is first. With less than an eighth in process, or
+// a nil engine, it forces no interrupt, and counts none.
 func (e *Engine) ProgressSchedule() bool {
 	if e == nil || e.ring.InProcess() < e.ring.Size()/8 {
 		return false
 	}
+	e.stats.forcedIntrs.Add(1) // the handler's count: the interrupt is forced from here on
 	// The reload is the hardware pass's to do: the count is hwMu's state, not the head lock's.
 	e.pending.Or(pendCount)
 	if !e.tryLockHead() {

@@ -510,8 +510,8 @@ func (e *Engine) flushSink(s BatchSink, errs []error) {
 // Every interrupt reloads the count interrupt's descriptor count: hfi1's sdma_engine_interrupt
 // calls sdma_set_desc_cnt(sde, sdma_desct_intr) whatever the interrupt's source (INT_REQ, the
 // count, idle, progress), so the next count interrupt comes DescIntr descriptors after this one.
-// The progress interrupt is ProgressSchedule's, which does not hold hwMu: it leaves its reload to
-// the hardware pass (pendCount, countDue).
+// The progress interrupt is ProgressSchedule's, which does not hold hwMu: it counts itself
+// (counters.forcedIntrs) and leaves its reload to the hardware pass (pendCount, countDescs).
 //
 // process's idle interrupt runs these steps inline: keep the two alike.
 func (e *Engine) interrupt() {

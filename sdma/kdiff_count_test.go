@@ -118,9 +118,10 @@ func TestCountInterruptOffBeforeFirstInterrupt(t *testing.T) {
 // TestProgressScheduleReloadsCount: ProgressSchedule forces the progress interrupt, whose handler
 // (sdma_engine_interrupt) reloads the count as every interrupt does, also when the pass is left
 // to one already running. Here a pass is running (the sink calls ProgressSchedule at the 12th
-// packet): the count interrupt after the 8th descriptor reloaded the count, the one due after the
-// 16th finds ProgressSchedule's reload in its window and restarts without an interrupt; the pass
-// then raises only the idle interrupt. The reload was missing: count interrupts at 8 and 16. The
+// packet): the count interrupt after the 8th descriptor reloaded the count, the forced one is
+// counted at once (TestProgressScheduleCountsItsInterrupt), the one due after the 16th finds
+// ProgressSchedule's reload in its window and restarts without an interrupt; the pass then raises
+// only the idle interrupt. The reload was missing: count interrupts at 8 and 16. The
 // next pass takes a reload left pending at its start, clearing the bit (the hardware goroutine
 // parks only on a clear word).
 func TestProgressScheduleReloadsCount(t *testing.T) {
@@ -140,8 +141,8 @@ func TestProgressScheduleReloadsCount(t *testing.T) {
 	n, seen := c.pass()
 	c.s.at = nil
 	assert.False(t, ran, "ProgressSchedule inside the pass ran no pass of its own")
-	assert.Equal(t, steps(20, 8), seen, "no count interrupt after the 16th descriptor")
-	assert.EqualValues(t, 2, n, "the count interrupt at 8 and the idle one")
+	assert.Equal(t, steps(20, 8, 12), seen, "the forced interrupt at the 12th, no count interrupt after the 16th descriptor")
+	assert.EqualValues(t, 3, n, "the count interrupt at 8, the forced one and the idle one")
 	assert.Zero(t, c.e.pending.Load()&pendCount, "the window's end took the reload")
 
 	assert.True(t, c.e.ProgressSchedule(), "20 in process: a forced pass, on the caller's goroutine")

@@ -14,7 +14,7 @@ type EngineStats struct {
 	RingFull   uint64 // sends that found no room and did not retry (hfi1: descq_full_count)
 	Sleeps     uint64 // waiters parked on the wait list
 	Wakeups    uint64 // waiters woken by the completion side
-	Interrupts uint64 // interrupts raised (INT_REQ, count, idle)
+	Interrupts uint64 // interrupts raised (INT_REQ, count, idle; ProgressSchedule's forced progress)
 	Passes     uint64 // completion passes (each bumps the head seqcount)
 	Completed  uint64 // txreqs completed with StatusOK
 	Aborted    uint64 // txreqs completed with StatusAborted
@@ -42,7 +42,9 @@ type EngineStats struct {
 // under the head lock, a callback's runtime.Goexit under whichever lock its call held
 // (callerExited), and the callbacks that a Goexit kept from running count theirs with no lock
 // held (lateWakeup, lateDrained), at the same time as another goroutine's pass. Producers (slow
-// paths only): ringFull (any producer: an atomic add) and sleeps (under waitMu). The groups sit
+// paths only): ringFull (any producer: an atomic add), forcedIntrs (any caller of
+// ProgressSchedule that forces the progress interrupt, with no lock held: an atomic add; Stats
+// adds it to the hardware side's interrupts) and sleeps (under waitMu). The groups sit
 // on separate cache lines, and apart from the rest of the Engine (padding on both sides): a
 // hardware-side add on a line that a producer reads per send (the engine's test-hook pointer
 // shared one) costs a cross-core transfer each way.
@@ -53,7 +55,7 @@ type counters struct {
 	aborted, wakeups                        relaxed.Counter
 	callbackPanics                          atomic.Uint64
 	_                                       [lineSize]byte
-	ringFull                                atomic.Uint64
+	ringFull, forcedIntrs                   atomic.Uint64
 	sleeps                                  relaxed.Counter
 	_                                       [lineSize]byte // nothing after the engine shares the producers' line
 }
@@ -76,7 +78,7 @@ func (e *Engine) snapshot() EngineStats {
 		RingFull:   c.ringFull.Load(),
 		Sleeps:     c.sleeps.Load(),
 		Wakeups:    c.wakeups.Load(),
-		Interrupts: h.interrupts.Load(),
+		Interrupts: h.interrupts.Load() + c.forcedIntrs.Load(),
 		Passes:     p.passes.Load(),
 		Completed:  p.completed.Load(),
 		Aborted:    c.aborted.Load(),
