@@ -48,6 +48,11 @@ func checkFrames(rep *udpsink.Report, stderr io.Writer) error {
 // waitForever is -idle 0's idle timeout: longer than anyone waits.
 const waitForever = 100 * 365 * 24 * time.Hour
 
+// endsWaitIdle0 is how long -idle 0 waits for a run to begin after a single run's end markers
+// alone (onlyEnds), -idle's default: with no limit, a run that had ended would be reported at
+// Ctrl-C only. A run that began within it is received without limit, as -idle 0 receives any.
+const endsWaitIdle0 = 5 * time.Second
+
 // runServer is sdmaperf -server: receive one run over loopback UDP, check it, report. With the
 // client's -sweep it receives one run per size (the client ends each with its markers) and
 // prints a row per size as each ends. A report that could not be written to stdout fails.
@@ -101,7 +106,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 	for err == nil && (rep.Superseded || onlyEnds(&rep)) {
 		if onlyEnds(&rep) { // an earlier run's markers if another run follows (earlierEnds)
 			waitAfterEnds(cfg, &rep, stderr)
-			next, nerr := r.Run(ctx)
+			next, nerr := runAfterEnds(ctx, cfg, r)
 			if !heardOf(&next) { // nothing followed: the run received, its packets lost
 				err = cmp.Or(nerr, ctx.Err())
 				break
@@ -178,10 +183,10 @@ func heardOf(rep *udpsink.Report) bool {
 // for 85ms) after the run had been sent to nobody listening: its client restarted on the port,
 // or this server started during the run. They are no run received (earlierEnds): a run's
 // packets precede its markers on the one socket, so a run of which this receiver heard the end
-// only was not sent to it. With nothing after them within -idle (or before Ctrl-C) they are the
-// run, its packets lost, reported as any run. Markers counting no packet (a client that
-// delivered none, warnEmptyRun) are a whole run, reported at once. A run cut by -idle or
-// Ctrl-C before it ended is neither: nothing followed it.
+// only was not sent to it. With nothing after them within -idle (a single run's with -idle 0:
+// endsWaitIdle0), or before Ctrl-C, they are the run, its packets lost, reported as any run.
+// Markers counting no packet (a client that delivered none, warnEmptyRun) are a whole run,
+// reported at once. A run cut by -idle or Ctrl-C before it ended is neither: nothing followed it.
 func onlyEnds(rep *udpsink.Report) bool {
 	return heardOf(rep) && rep.Packets == 0 && rep.Lost > 0 && (rep.Ended || rep.Superseded)
 }
@@ -199,15 +204,24 @@ func earlierEnds(prefix string, rep *udpsink.Report, stderr io.Writer) {
 
 // waitAfterEnds says, as runServerTo starts to wait for a run after end markers alone
 // (onlyEnds), that it waits and for how long: the client has ended and printed its results, and
-// the server's report comes only when -idle passed with nothing after them, or (-idle 0) at
-// Ctrl-C, which exits 130 as any Ctrl-C does.
+// the server's report comes only when -idle (with -idle 0, endsWaitIdle0) passed with nothing
+// after them.
 func waitAfterEnds(cfg Config, rep *udpsink.Report, stderr io.Writer) {
 	wait := fmt.Sprintf("%v (-idle)", cfg.Idle)
 	if cfg.Idle == 0 {
-		wait = "until Ctrl-C (-idle 0)"
+		wait = fmt.Sprintf("%v (-idle 0's limit on this wait)", endsWaitIdle0)
 	}
 	fmt.Fprintf(stderr, "sdmaperf: the end markers of run %016x arrived (%d packets sent) and none of its packets: waiting %s for another run: if one comes, they were a previous run's, resent; if none, the report of their run follows, its packets missing\n",
 		rep.Run, rep.Lost, wait)
+}
+
+// runAfterEnds is runServerTo's Run after end markers alone (onlyEnds): with -idle 0, the wait
+// for a run to begin is endsWaitIdle0, not without limit; a run begun is received as any.
+func runAfterEnds(ctx context.Context, cfg Config, r *udpsink.Receiver) (udpsink.Report, error) {
+	if cfg.Idle == 0 {
+		return r.RunWithin(ctx, endsWaitIdle0)
+	}
+	return r.Run(ctx)
 }
 
 // noPackets is the error of a Run of which nothing arrived (heardOf false: no packet, no end

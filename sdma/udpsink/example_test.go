@@ -5,6 +5,7 @@ package udpsink_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/udpsink"
@@ -79,4 +80,19 @@ func ExampleListen() {
 	fmt.Println(err)
 	// Output:
 	// udpsink: not a loopback address: "192.0.2.1:18515" resolves to 192.0.2.1; only 127.0.0.0/8 and ::1 are allowed
+}
+
+// A receiver that waits an hour for a slow sender's next datagram, looking for a run that may
+// follow without waiting that long: RunWithin returns when no run began within its wait, as at
+// the idle timeout. A run that began within it would be received as Run receives it.
+func ExampleReceiver_RunWithin() {
+	recv, err := udpsink.Listen(udpsink.ReceiverConfig{Idle: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	defer recv.Close()
+	rep, err := recv.RunWithin(context.Background(), 50*time.Millisecond) // nobody sends
+	fmt.Println(rep.IdleTimeout, rep.Packets, err)
+	// Output:
+	// true 0 <nil>
 }

@@ -227,8 +227,28 @@ type runState struct {
 // read after the end markers that end a run, or from the one that superseded it on, are not
 // dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
+	return r.run(ctx, "Run", time.Time{})
+}
+
+// RunWithin is Run with a limit on the wait for the run to begin: when no datagram of a run
+// arrived within begin of the call (stale datagrams of the runs reported and bad frames do not
+// begin one), it returns as at the idle timeout (Report.IdleTimeout, nil error), Report.Stale
+// and BadFrames counting what came. A run that began within begin is received as Run receives
+// it, under the idle timeout alone, however long it lasts: a caller whose idle timeout is long
+// (to wait for a slow sender) looks for a run that may follow without waiting that long. A
+// begin not above zero is ErrInvalid, as a nil ctx is, and nothing is read.
+func (r *Receiver) RunWithin(ctx context.Context, begin time.Duration) (Report, error) {
+	if begin <= 0 {
+		return Report{}, fmt.Errorf("udpsink: Receiver.RunWithin: wait %v, want above zero: %w", begin, ErrInvalid)
+	}
+	return r.run(ctx, "RunWithin", time.Now().Add(begin))
+}
+
+// run is Run and, with a non-zero begin (when the wait for a run to begin ends), RunWithin;
+// name is the method's, for its error.
+func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Report, error) {
 	if ctx == nil {
-		return Report{}, fmt.Errorf("udpsink: Receiver.Run: nil context: %w", ErrInvalid)
+		return Report{}, fmt.Errorf("udpsink: Receiver.%s: nil context: %w", name, ErrInvalid)
 	}
 	st := &runState{want: -1, done: r.done[:min(r.ndone, len(r.done))]}
 	if r.msgs == nil {
@@ -256,7 +276,10 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 		// Push the idle deadline forward at most every idle/8: the deadline is then between
 		// 7/8 and 1 idle period after the last datagram, without a timer reset per packet.
 		now := time.Now()
-		if now.Sub(setAt) > r.idle/8 {
+		switch {
+		case !begin.IsZero() && !st.haveRun: // RunWithin, no run begun (setAt zero): the earlier
+			_ = r.conn.SetReadDeadline(earliest(begin, now.Add(r.idle)))
+		case now.Sub(setAt) > r.idle/8:
 			setAt = now
 			_ = r.conn.SetReadDeadline(now.Add(r.idle))
 		}
@@ -286,6 +309,14 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 		st.rep.Elapsed = last.Sub(first)
 	}
 	return st.rep, runErr
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // tally takes the datagrams msgs[*next:n] in order, advancing *next past each, until the run
