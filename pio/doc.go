@@ -103,6 +103,14 @@
 // the credit-return interrupt then and forces a return); otherwise at the threshold, the PBC's
 // request or a forced return. As in the kernel's fill_code, a forced return reports PRCSCDisable.
 //
+// The wait list is first in, first out: QueueWait is pio_wait for a QP that sent packets in its
+// burst and has no priority (iowait_queue with pkts_sent: at the tail, starved_cnt 0), and a
+// release pass wakes its batch in list order. The kernel's other cases need a QP, which a Waiter
+// is not: a QP that sent nothing yet, or has a priority (an ACK pending, a VIP txreq), goes to the
+// head of piowait, and sc_piobufavail wakes the batch's highest priority<<4 + starved_cnt first.
+// Every context type wakes its waiters here, where sc_piobufavail returns at once for ACK and
+// user contexts (no kernel producer waits on those).
+//
 // # Concurrency
 //
 // A SendContext is safe for concurrent use. A Buf belongs to the goroutine that allocated it

@@ -161,7 +161,8 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 }
 
 // piobufavail wakes up to WaitBatchSize waiters, in order, after a release pass (hfi1:
-// sc_piobufavail). If more are left it asks for another credit return, whose pass wakes the next
+// sc_piobufavail, whose wake of the batch's top-priority QP first has nothing to rank here: every
+// Waiter is queued as a QP without priority that sent packets, see the package doc's Choices). If more are left it asks for another credit return, whose pass wakes the next
 // batch (the kernel's "redo the force to avoid a potential hang").
 //
 // chip: the pass runs on the chip goroutine (run), which records nothing in wakers: Close waits
