@@ -78,8 +78,17 @@ type IOWait struct {
 // available (reason WakeAvail); drained is called when the last txreq in flight completes.
 // Callbacks must not block; a wakeup or drained callback that panics is recovered and recorded
 // (Engine.CallbackError), as a txreq's Completer is. Init must not be called while w is queued or
-// has txreqs in flight.
+// has txreqs in flight: it would cut the wait list at w (the waiters queued behind it never
+// woken) or zero the count the completions decrement (Drain and drained then wrong for good), so
+// that programmer error panics with a message saying which, and changes nothing. Init from w's
+// own wakeup or drained callback is fine: w is off the list, or its count zero, by then.
 func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
+	if e := w.on.Load(); e != nil {
+		panic("sdma: IOWait.Init of an iowait parked on engine " + itoa(e.idx) + "'s wait list (Unqueue it, or let its wakeup run, first)")
+	}
+	if n := w.busy.Load(); n != 0 {
+		panic("sdma: IOWait.Init of an iowait with " + itoa(int(n)) + " txreqs in flight (Drain it first)")
+	}
 	w.sleep, w.wakeup, w.drained = sleep, wakeup, drained
 	w.next, w.prev = nil, nil
 	w.on.Store(nil)
