@@ -463,17 +463,24 @@ func (w *txWaiter) wake(stop bool) {
 // back, with ErrClosed if the queue closes, with ctx's error if ctx ends first.
 func (pq *PktQ) waitTx(ctx context.Context, r *request) error {
 	for {
-		wctx, cancel := context.WithCancel(ctx)
-		w := &txWaiter{ch: make(chan struct{}, 1), cancel: cancel}
-		pq.txWait.Store(w)
-		tx, err := pq.takeTx(ctx, wctx, w, r)
-		pq.txWait.Store(nil)
-		cancel()
-		if tx != nil || err != nil {
+		if tx, err := pq.waitTxRound(ctx, r); tx != nil || err != nil {
 			pq.spare = tx
 			return err
 		}
 	}
+}
+
+// waitTxRound is one round of waitTx: it publishes the round's waiter and takes a txreq (takeTx).
+// The round's context is cancelled as the round ends, also when the allocator's GetCtx panics (or
+// calls runtime.Goexit) in it: the goroutine the round started to watch for the drain ends then,
+// not once the queue's packets in flight complete.
+func (pq *PktQ) waitTxRound(ctx context.Context, r *request) (*TxReq, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &txWaiter{ch: make(chan struct{}, 1), cancel: cancel}
+	pq.txWait.Store(w)
+	defer pq.txWait.Store(nil)
+	return pq.takeTx(ctx, wctx, w, r)
 }
 
 // takeTx is one round of waitTx, with w published: a txreq, an error, or neither (look again).

@@ -174,18 +174,20 @@ func (pq *PktQ) submitLocked(ctx context.Context, r *request, info *ReqInfo, hdr
 }
 
 // endSend gives back what the sending of r held beyond its packets: the spare txreq and the AHG
-// entry. sendMu held.
+// entry, each exactly once: its reference is cleared before the call that gives it back, so that
+// when that call panics (the allocator's Put, after it took the txreq), leaveSend's endSend does
+// not give it back again. sendMu held.
 func (pq *PktQ) endSend(r *request) {
-	if pq.spare != nil { // waitTx got one that no packet needed in the end
-		_ = pq.alloc.Put(pq.spare)
+	if tx := pq.spare; tx != nil { // waitTx got one that no packet needed in the end
 		pq.spare = nil
+		_ = pq.alloc.Put(tx)
 	}
-	if r.ahgIdx >= 0 {
+	if i := r.ahgIdx; i >= 0 {
 		// All packets using the entry are in the ring (or never will be): the engine processes
 		// them in order, so the entry can serve the next request (hfi1: sdma_ahg_free once
 		// seqsubmitted == npkts).
-		_ = r.eng.AHGFree(r.ahgIdx)
 		r.ahgIdx = -1
+		_ = r.eng.AHGFree(i)
 	}
 }
 

@@ -2,9 +2,12 @@ package usdma
 
 import (
 	"context"
+	"maps"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/sdma"
@@ -98,4 +101,127 @@ func TestSubmitPanicWithPacketsInFlight(t *testing.T) {
 		require.Equal(t, CompEntry{Status: Complete}, pq.Comp(1), "AHG %v", ahg)
 		require.NoError(t, closeBounded(pq), "AHG %v", ahg)
 	}
+}
+
+// putPanicAlloc is an alloc.List whose Get call numbered emptyAt (1-based) reports it empty, and
+// whose Put records every txreq given back and panics, once, after taking the txreq that the Get
+// after that one handed out (the txreq waitTx gets and the packets may not need: the spare).
+type putPanicAlloc struct {
+	l        *alloc.List[TxReq]
+	mu       sync.Mutex
+	gets     int
+	emptyAt  int
+	spare    *TxReq
+	panicked bool
+	puts     map[*TxReq]int
+}
+
+func (a *putPanicAlloc) Get() (*TxReq, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gets++
+	if a.gets == a.emptyAt {
+		return nil, alloc.ErrEmpty
+	}
+	tx, err := a.l.Get()
+	if a.gets == a.emptyAt+1 {
+		a.spare = tx
+	}
+	return tx, err
+}
+
+func (a *putPanicAlloc) putsOf(tx *TxReq) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.puts[tx]
+}
+
+func (a *putPanicAlloc) Traits() alloc.Traits { tr := a.l.Traits(); tr.CanWait = false; return tr }
+
+func (a *putPanicAlloc) Put(p *TxReq) error {
+	a.mu.Lock()
+	a.puts[p]++
+	n := a.puts[p]
+	again := n > 1
+	if !again {
+		_ = a.l.Put(p)
+	}
+	panicNow := p == a.spare && !a.panicked
+	a.panicked = a.panicked || panicNow
+	a.mu.Unlock()
+	if panicNow {
+		panic("putPanicAlloc: Put")
+	}
+	return nil
+}
+
+// TestSpareTxPutPanicGivesItBackOnce: the txreq a Submit got while it waited for one (the
+// allocator had reported empty), which no packet needed in the end as the allocator had more
+// again, goes back to the allocator exactly once as the sending ends, also when the allocator's
+// Put panics after taking it: the panic goes on to Submit's caller, and the clean-up of the
+// panicking Submit does not give it back a second time. Before, endSend cleared its reference
+// only after Put returned, and the clean-up's endSend put it again (two Puts of one txreq).
+func TestSpareTxPutPanicGivesItBackOnce(t *testing.T) {
+	l, err := alloc.NewList[TxReq](16, nil)
+	require.NoError(t, err)
+	a := &putPanicAlloc{l: l, emptyAt: 2, puts: map[*TxReq]int{}}
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}})
+	eng := dev.Engine(0)
+	pq, err := New(Config{Device: dev, Engine: eng, Slots: 2, MTU: 4096, Alloc: a})
+	require.NoError(t, err)
+	data := pattern(4*4096, 1)
+	info, hdr := Message(0, 4096, testTemplate, data)
+	require.PanicsWithValue(t, "putPanicAlloc: Put", func() { _ = pq.Submit(context.Background(), info, &hdr, data) })
+	require.NotNil(t, a.spare)
+	require.Equal(t, 1, a.putsOf(a.spare), "the spare txreq was given back once")
+	require.Zero(t, eng.AHGInUse(), "the AHG entry is freed as the sending ends")
+	for pq.Comp(0).Status == Queued {
+		_, err := eng.Process()
+		require.NoError(t, err)
+	}
+	require.Equal(t, CompEntry{Status: Complete}, pq.Comp(0), "every packet was handed over")
+	a.mu.Lock()
+	puts := maps.Clone(a.puts)
+	a.mu.Unlock()
+	for tx, n := range puts {
+		require.Equal(t, 1, n, "txreq %p given back %d times", tx, n)
+	}
+	require.Len(t, puts, 5, "4 packets' txreqs and the spare")
+	require.Zero(t, l.Stats().InUse)
+	require.NoError(t, closeBounded(pq))
+}
+
+// getCtxPanicAlloc is an alloc.List (it can wait) whose GetCtx panics.
+type getCtxPanicAlloc struct{ *alloc.List[TxReq] }
+
+func (a getCtxPanicAlloc) GetCtx(context.Context) (*TxReq, error) {
+	panic("getCtxPanicAlloc: GetCtx")
+}
+
+// TestWaitTxPanicStopsItsWatcher: a panic in a Submit's wait for a txreq (the allocator's GetCtx,
+// with packets of the queue in flight) ends the goroutine that wait started to watch for the
+// queue's packets to drain as the panic leaves Submit, not once those packets complete: no
+// goroutine is left after the panic is recovered, while they are still in flight. Before, the
+// round's context was cancelled only on a return, and the watcher waited for the drain.
+func TestWaitTxPanicStopsItsWatcher(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	l, err := alloc.NewList[TxReq](2, nil)
+	require.NoError(t, err)
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: &sdmatest.DiscardSink{}})
+	eng := dev.Engine(0)
+	pq, err := New(Config{Device: dev, Engine: eng, Slots: 2, MTU: 4096, Alloc: getCtxPanicAlloc{l}})
+	require.NoError(t, err)
+	data := pattern(4*256, 1)
+	info, hdr := Message(0, 256, testTemplate, data)
+	require.PanicsWithValue(t, "getCtxPanicAlloc: GetCtx", func() { _ = pq.Submit(context.Background(), info, &hdr, data) })
+	require.Equal(t, 2, pq.busy.Busy(), "two packets in flight")
+	goleak.VerifyNone(t, before)
+	require.Nil(t, pq.txWait.Load())
+	for pq.Comp(0).Status == Queued {
+		_, err := eng.Process()
+		require.NoError(t, err)
+	}
+	require.Equal(t, CompEntry{Status: Error, Errcode: EFAULT}, pq.Comp(0))
+	require.Zero(t, l.Stats().InUse)
+	require.NoError(t, closeBounded(pq))
 }
