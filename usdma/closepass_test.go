@@ -192,3 +192,45 @@ func TestCloseFromAPassBehindACloseWaitingForARegistration(t *testing.T) {
 	require.NoError(t, pqB.Close(context.Background()))
 	require.NoError(t, pqA.Close(context.Background()))
 }
+
+// TestCloseFromAPassRegistrationRefusalIsPerDevice pins down what Close's doc says of its
+// registration refusal: it is per device, not per engine. Queue C's cached vector's registration
+// is used by queue B's packet in flight on engine 0; a Close of C from queue A's Config.Done on a
+// pass of engine 1, which does not complete B's packet, is refused (ErrInvalid) though it would
+// not hang (a registration's uses do not name their engine): the registration is kept, and a
+// Close once B's packet completed deregisters it.
+func TestCloseFromAPassRegistrationRefusalIsPerDevice(t *testing.T) {
+	dev := testDevice(t, sdma.Config{Manual: true, Engines: 2, Mapper: testIOMMU(t), Sink: &sdmatest.DiscardSink{}})
+	var pqC *PktQ
+	var closes []error
+	pqA, err := New(Config{Device: dev, Engine: dev.Engine(1), Slots: 1, MTU: 4096, Done: func(int, CompEntry) {
+		closes = append(closes, closeBounded(pqC))
+	}})
+	require.NoError(t, err)
+	pqC, err = New(Config{Device: dev, Engine: dev.Engine(0), Slots: 1, MTU: 4096})
+	require.NoError(t, err)
+	buf := make([]byte, 2*dma.PageSize)
+	v := buf[dma.PageSize-addrOf(buf)%dma.PageSize:][:dma.PageSize]
+	sendOne(t, pqC, dev, 0, 4096, v)
+	pqB, err := New(Config{Device: dev, Engine: dev.Engine(0), Slots: 1, MTU: 4096})
+	require.NoError(t, err)
+	info, hdr := Message(0, 4096, testTemplate, v)
+	require.NoError(t, pqB.Submit(context.Background(), info, &hdr, v)) // uses C's registration, on engine 0
+	a := pattern(4096, 5)
+	info, hdr = Message(0, 4096, testTemplate, a)
+	require.NoError(t, pqA.Submit(context.Background(), info, &hdr, a))
+	n, err := dev.Engine(1).Process()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Len(t, closes, 1)
+	require.ErrorIs(t, closes[0], ErrInvalid, "refused on engine 1's pass, B's packet on engine 0")
+	require.NotErrorIs(t, closes[0], context.DeadlineExceeded)
+	require.Len(t, pqC.pins.stuck, 1, "the registration is kept for the next Close")
+	n, err = dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, pqC.Close(context.Background()))
+	require.Empty(t, pqC.pins.stuck)
+	require.NoError(t, pqB.Close(context.Background()))
+	require.NoError(t, pqA.Close(context.Background()))
+}

@@ -542,9 +542,17 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 // the rest of that pass: it is ErrInvalid too (sdma.Engine.InPass), the queue then closed to new
 // requests as when ctx ends (call Close again from another goroutine). So is a Close inside a
 // pass of any engine of the device while a cached vector's registration is still used by other
-// txreqs (which engine they are on is not known: that pass may be the one to complete them);
-// the registration is kept for the next Close. Both refusals are made at once also while
-// another Close of the queue waits (whose wait may be the one that needs the pass). Where the build has no getg (purego, other
+// txreqs; the registration is kept for the next Close. That refusal is per device, not per
+// engine: a registration's uses are counted per P (dma.Registration), not per txreq or engine,
+// so Close cannot tell whether the pass it is in is the one that would clean them, and it refuses
+// also a Close that would not hang: one whose other uses are all held by txreqs on other engines
+// than the pass's (their own completions clean them) or by txreqs built and not sent (their
+// owners' Clean ends them). Telling them apart would cost the packet path a write per add (the
+// use's engine). Both refusals are made at once also while another Close of the queue waits
+// (whose wait may be the one that needs the pass); there the registration refusal is made on what
+// that Close may come to wait for, whether or not other txreqs use it now: a cached vector that
+// holds a registration, a registration kept by an earlier Close, or a vector dropped from the
+// cache that a request of the queue still holds. Where the build has no getg (purego, other
 // ports), InPass may answer true outside that pass (its doc says when: the caller in a pass of
 // another Manual engine while another goroutine holds the request's): such a Close is refused too.
 func (pq *PktQ) Close(ctx context.Context) error {
@@ -649,8 +657,11 @@ func errRegInPass(what string) error {
 }
 
 // inAnyPass reports whether the caller runs inside a pass of an engine of the queue's device
-// (sdma.Engine.InPass): a registration's uses do not say which engine their txreqs are on.
-// Close only, when a registration is still in use.
+// (sdma.Engine.InPass): a registration's uses do not say which engine their txreqs are on (they
+// are per-P counts, dma.Registration, one add per packet piece), nor whether they are on one at
+// all (built and not sent), so the refusal it decides is per device: also where the pass's engine
+// holds none of them and the wait would end without it (see Close). Close only, when a
+// registration is still in use or may be.
 func (pq *PktQ) inAnyPass() bool {
 	for i := range pq.dev.NumEngines() {
 		if pq.dev.Engine(i).InPass() {
