@@ -742,7 +742,12 @@ func (sc *SendContext) Restart() error {
 // waiting. Close is idempotent and safe to call concurrently; one that a Goexit in a callback
 // interrupted (see Sink) finishes on the next call. Called on the chip goroutine (from a Waiter's
 // wake-up, a Sink or a Releaser that it runs) Close would wait for that goroutine to end: it
-// returns ErrInvalid there and changes nothing.
+// returns ErrInvalid there and changes nothing. Such a refusal (this one, or the one below of a
+// Close whose work would wait for a chip goroutine that waits for this one) holds for as long as
+// the callback runs, each retry from it refused the same way at once: a callback that retries
+// until Close succeeds loops for ever (and holds up the chip goroutine, and so every Close of the
+// context), a bug of the callback's. It must return, leaving the Close to another goroutine
+// (go sc.Close(), say, or the producer that parked the Waiter).
 //
 // Before it returns, every Close (the one that did the work and any other, also on a closed
 // context) waits, besides the chip goroutine's end, for the work of a Close of the context in
@@ -784,7 +789,7 @@ func (sc *SendContext) Restart() error {
 // (Enabled false).
 func (sc *SendContext) Close() error {
 	if sc.quit != nil && sc.onChip() {
-		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself")
+		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself"+refusedInCallback)
 	}
 	self := goid.Self()
 	wait, err := sc.closeWork(self)

@@ -50,6 +50,10 @@ func errf(op string, sentinel error, msg string) *Error {
 	return &Error{Op: op, Msg: msg, Err: sentinel}
 }
 
+// refusedInCallback ends the message of Close's refusals on a chip goroutine (see Close): they
+// hold for as long as the callback that called Close runs.
+const refusedInCallback = ", and is refused for as long as that callback runs (a retry from it loops for ever): return, and Close from another goroutine"
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // errNotMade is the refusal of a zero SendContext's allocations and Enable: it has no credits, so

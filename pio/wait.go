@@ -16,7 +16,9 @@ import (
 // here that wake-up waits until the lock is let go), so it may retry BufferAlloc on the context;
 // it must not block (a Close from a wake-up on the chip goroutine, which would wait for that
 // goroutine, is refused with ErrInvalid, and so is one there whose work would wait for another
-// chip goroutine that waits, through its own Close, for this one: see Close). It never runs
+// chip goroutine that waits, through its own Close, for this one: see Close; the refusal holds
+// until the wake-up returns, so a wake-up that retries such a Close loops for ever: it must
+// return and leave the Close to another goroutine). It never runs
 // inside BufferAlloc: the pass that BufferAlloc runs when room is short leaves its wake-ups to
 // the chip's next pass, as the kernel's sc_piobufavail (hfi1_qp_wakeup) only schedules the
 // QP's work on a workqueue (see BufferAlloc), so no wake-up runs on a goroutine that holds a
@@ -410,7 +412,7 @@ func (sc *SendContext) closeWork(self uint64) (bool, error) {
 			if sc.quit != nil {
 				if cg := sc.chipG.Load(); cg != 0 && c.reachesLocked(cg, self, true) {
 					c.mu.Unlock()
-					return false, errf("Close", ErrInvalid, "send context "+itoa(sc.index)+"'s chip goroutine waits, through Closes, for the end of the chip goroutine this Close runs on (from a wake-up, Sink or Releaser): it would wait for itself")
+					return false, errf("Close", ErrInvalid, "send context "+itoa(sc.index)+"'s chip goroutine waits, through Closes, for the end of the chip goroutine this Close runs on (from a wake-up, Sink or Releaser): it would wait for itself"+refusedInCallback)
 				}
 				c.working = append(c.working, sc)
 				c.cond.Broadcast()
