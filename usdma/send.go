@@ -114,7 +114,9 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // for ring room and for txreqs; a request cut short by ctx ends ERROR too, and
 // Submit's error matches ctx's (errors.Is; see ReqError.Cause). A panic inside Submit after the
 // claim (the queue's allocator's, say) goes on to the caller, and the request still ends, ERROR
-// (EFAULT) unless all its packets were handed over, once its packets in flight complete.
+// (EFAULT) unless all its packets were handed over, once its packets in flight complete; every
+// txreq Submit took and no packet in flight holds goes back to the allocator once (also when the
+// allocator's Put panics after taking it), and no goroutine Submit started is left running.
 // Room comes only as the engine runs: on a Manual engine (or one in CompletePoll mode) another
 // goroutine must drive it (Process, Poll) while a request larger than the free ring, or than a
 // bounded allocator, waits, as the chip and its interrupts do for the kernel.
