@@ -94,6 +94,10 @@ type Config struct {
 // Device is a send device with both of hfi1's transmit paths: it owns kernel PIO send contexts
 // whose sink is the SDMA device's sink, and chooses per packet (hfi1_verbs_send). It is safe for
 // concurrent use.
+//
+// Make one with New. The zero Device has no contexts and no SDMA device: NewFlow panics on it,
+// saying so (a programmer error: NewFlow returns no error), and its other methods answer as such
+// a device's (NumContexts 0, Context and SDMA nil, Process 0, Close nil).
 type Device struct {
 	sdma      *sdma.Device
 	pio       []*pio.SendContext // read-only after New
@@ -205,7 +209,8 @@ type Completion interface {
 
 // Flow is one sender's ordered stream of packets, the QP of hfi1_verbs_send: it counts its
 // packets in flight on each path (the iowait's pio_busy and sdma_busy), which is what keeps the
-// flow in order across the two paths. A Flow is used by one goroutine at a time.
+// flow in order across the two paths. A Flow is used by one goroutine at a time. Make flows with
+// Device.NewFlow: Send refuses the zero Flow with ErrInvalid.
 type Flow struct {
 	dev      *Device
 	sc       *pio.SendContext // pio_select_send_context_vl(selector)
@@ -221,6 +226,9 @@ type Flow struct {
 // pick. The PIO context is pio_select_send_context_vl's pick: the VL's table, then
 // ksc[selector & mask] in it (see Config.Contexts).
 func (d *Device) NewFlow(selector uint32, vl uint8) *Flow {
+	if d.sdma == nil {
+		panic("verbs: NewFlow of the zero Device, not made by New: it has no contexts")
+	}
 	return &Flow{
 		dev:     d,
 		sc:      d.pio[d.pioMap.index(selector, vl)],
@@ -322,10 +330,13 @@ func (f *Flow) choose(n int) Path {
 // drain; c, if not nil, is told when the memory of segs is the caller's again. It returns the
 // path taken, or an error with nothing sent: ErrClosed once the Device is closed (checked
 // first, so that every packet is refused, whatever its size), ctx's, ErrInvalid (an empty
-// packet, a nil ctx: nothing sent, nothing waited for), or the path's own (pio.ErrNotRunning,
-// sdma.ErrClosed, ...); c is not told of a refused packet. An SDMA packet refused with
+// packet, a nil ctx, the zero Flow: nothing sent, nothing waited for), or the path's own
+// (pio.ErrNotRunning, sdma.ErrClosed, ...); c is not told of a refused packet. An SDMA packet refused with
 // sdma.ErrNotRunning was accepted to the flush list: c is told ErrAborted later.
 func (f *Flow) Send(ctx context.Context, segs [][]byte, c Completion) (Path, error) {
+	if f.dev == nil {
+		return 0, errors.Join(ErrInvalid, errors.New("verbs: Send: the zero Flow, not made by Device.NewFlow"))
+	}
 	if f.dev.closed.Load() {
 		return 0, ErrClosed
 	}

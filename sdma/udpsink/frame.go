@@ -36,7 +36,7 @@ var (
 	ErrTooLarge     = errors.New("udpsink: packet larger than one UDP datagram")
 	ErrBadFrame     = errors.New("udpsink: malformed frame")
 	ErrReceiverIdle = errors.New("udpsink: receiver idle timeout")
-	ErrInvalid      = errors.New("udpsink: invalid configuration") // a bad Config or ReceiverConfig field, a Deliver while a batch is held, a nil context
+	ErrInvalid      = errors.New("udpsink: invalid configuration") // a bad Config or ReceiverConfig field, a Deliver while a batch is held, a nil context, the zero Sink or Receiver
 )
 
 // castagnoli is the CRC-32C table (hardware-accelerated on amd64 and arm64).

@@ -38,6 +38,9 @@ type ReceiverConfig struct {
 // datagram of yet another run ends the Run (Report.Superseded: the sender restarted) and is the
 // next Run's first. It expects one sender at a time. Run is not safe for concurrent use; Addr
 // and Close are.
+//
+// Make one with Listen. The zero Receiver has no socket: Run, RunWithin and Close refuse it with
+// an error matching ErrInvalid that says so, and its Addr is nil.
 type Receiver struct {
 	conn *net.UDPConn
 	rd   batchReader // recvmmsg on conn
@@ -173,7 +176,17 @@ func Listen(cfg ReceiverConfig) (*Receiver, error) {
 }
 
 // Addr returns the address the receiver listens on (with the port chosen, for ":0").
-func (r *Receiver) Addr() *net.UDPAddr { return r.conn.LocalAddr().(*net.UDPAddr) }
+func (r *Receiver) Addr() *net.UDPAddr {
+	if r.conn == nil {
+		return nil
+	}
+	return r.conn.LocalAddr().(*net.UDPAddr)
+}
+
+// errZeroReceiver refuses a call of the zero Receiver, which has no socket.
+func errZeroReceiver(name string) error {
+	return fmt.Errorf("udpsink: Receiver.%s: the zero Receiver, not made by Listen: it has no socket: %w", name, ErrInvalid)
+}
 
 // Received returns the number of datagrams a Run has read so far (all runs, every kind of
 // frame): a sender may pace itself on it. Safe for concurrent use.
@@ -182,6 +195,9 @@ func (r *Receiver) Received() uint64 { return r.received.Load() }
 // Close closes the socket; a Run in progress returns. Closing a closed Receiver does nothing and
 // returns nil (it used to return the socket's "use of closed network connection").
 func (r *Receiver) Close() error {
+	if r.conn == nil {
+		return errZeroReceiver("Close")
+	}
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -249,6 +265,9 @@ func (r *Receiver) RunWithin(ctx context.Context, begin time.Duration) (Report, 
 func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Report, error) {
 	if ctx == nil {
 		return Report{}, fmt.Errorf("udpsink: Receiver.%s: nil context: %w", name, ErrInvalid)
+	}
+	if r.conn == nil {
+		return Report{}, errZeroReceiver(name)
 	}
 	st := &runState{want: -1, done: r.done[:min(r.ndone, len(r.done))]}
 	if r.msgs == nil {

@@ -31,6 +31,9 @@ const iovMax = 1024
 // which is what the sdma engine guarantees. Stats is safe at any time, and so is Close: it waits
 // for each engine's call in progress, sends the packets the engine holds (see Close), and refuses
 // the calls after it.
+//
+// Make one with New. The zero Sink has no socket: Deliver, Queue and Close refuse it with an
+// error matching ErrInvalid that says so, its addresses are nil, and a Flush has nothing to send.
 type Sink struct {
 	conn       *net.UDPConn
 	rc         syscall.RawConn
@@ -167,7 +170,17 @@ func New(cfg Config) (*Sink, error) {
 }
 
 // LocalAddr returns the sink's own address.
-func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
+func (s *Sink) LocalAddr() net.Addr {
+	if s.conn == nil {
+		return nil
+	}
+	return s.conn.LocalAddr()
+}
+
+// errZeroSink refuses a call of the zero Sink, which has no socket and no engines.
+func errZeroSink() error {
+	return fmt.Errorf("udpsink: the zero Sink, not made by New: it has no socket: %w", ErrInvalid)
+}
 
 // accept checks one packet handed to Deliver or Queue: an engine the sink was built for
 // (ErrEngine), a sink not closed (ErrClosed), and room for its segments and the frame header in
@@ -176,6 +189,9 @@ func (s *Sink) LocalAddr() net.Addr { return s.conn.LocalAddr() }
 // held.
 func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, error) {
 	if uint(engine) >= uint(len(s.engines)) {
+		if s.conn == nil {
+			return nil, errZeroSink()
+		}
 		return nil, fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
 	}
 	e := &s.engines[engine]
@@ -197,7 +213,12 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 func (s *Sink) Run() uint64 { return s.run }
 
 // RemoteAddr returns the receiver's address.
-func (s *Sink) RemoteAddr() net.Addr { return s.conn.RemoteAddr() }
+func (s *Sink) RemoteAddr() net.Addr {
+	if s.conn == nil {
+		return nil
+	}
+	return s.conn.RemoteAddr()
+}
 
 // Deliver sends one packet as one datagram now, with one sendmsg(2) (sdma.Sink; an engine whose
 // sink batches calls Queue and Flush instead). segs are read during the call only. It does not
@@ -309,6 +330,9 @@ var endDelays = [...]time.Duration{0, time.Millisecond, 4 * time.Millisecond, 16
 // closed; errors sending the repeats end them and are not returned. A second Close returns
 // ErrClosed at once, without waiting for the first to finish.
 func (s *Sink) Close() error {
+	if s.conn == nil {
+		return errZeroSink()
+	}
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
