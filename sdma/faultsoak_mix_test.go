@@ -392,12 +392,14 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 			wmu.Lock()
 			waiters = append(waiters, &w)
 			wmu.Unlock()
-			sleeper := e.ParkOrRetry
-			if kind == 1 {
-				sleeper = e.DeferOrRetry
-			}
-			w.Init(func(_ *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
-				return sleeper(w, tx, seq, pktsSent)
+			// A roaming producer sends each burst to an engine drawn anew (a QP whose engine
+			// changes between bursts), its one IOWait with it.
+			roam := engines > 1 && prng.IntN(3) == 0
+			w.Init(func(se *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq, seq uint32, pktsSent bool) error {
+				if kind == 1 {
+					return se.DeferOrRetry(w, tx, seq, pktsSent)
+				}
+				return se.ParkOrRetry(w, tx, seq, pktsSent)
 			}, func(*sdma.IOWait, int) {
 				select {
 				case woken <- struct{}{}:
@@ -425,7 +427,7 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 			mk := func() *mxRec {
 				r := l.build(eng, prng)
 				if r != nil && prng.IntN(8) == 0 {
-					r.next = l.build(eng, prng)
+					r.next = l.build(prng.IntN(engines), prng) // on any engine: a callback of one engine sends on another
 				}
 				return r
 			}
@@ -438,6 +440,10 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 					if afterClose++; afterClose > 20 {
 						return
 					}
+				}
+				if roam {
+					eng = prng.IntN(engines)
+					e = dev.Engine(eng)
 				}
 				if prng.IntN(50) == 0 {
 					ctx, cancel := context.WithTimeout(hctx, time.Duration(prng.IntN(300))*time.Microsecond)
@@ -570,119 +576,123 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 	// them deregistered.
 	var chaosStop atomic.Bool
 	var chaosWG sync.WaitGroup
-	for g := range 2 + rng.IntN(2) {
+	startChaos := func() {
+		for g := range 2 + rng.IntN(2) {
+			chaosWG.Add(1)
+			go func(g int) {
+				defer chaosWG.Done()
+				crng := rand.New(rand.NewPCG(seed, uint64(g)+0xde))
+				for !chaosStop.Load() && hctx.Err() == nil {
+					b := l.bufs[crng.IntN(len(l.bufs))]
+					b.mu.Lock()
+					reg := b.reg
+					if reg == nil {
+						if crng.IntN(2) == 0 {
+							if nr, err := dev.Register(b.b); err == nil {
+								b.reg, b.all = nr, append(b.all, nr)
+							} else if !errors.Is(err, sdma.ErrClosed) {
+								l.badf("Register: %v", err)
+							}
+						}
+						b.mu.Unlock()
+						time.Sleep(time.Duration(crng.IntN(200)) * time.Microsecond)
+						continue
+					}
+					b.mu.Unlock()
+					var ctx context.Context
+					var cancel context.CancelFunc
+					switch crng.IntN(3) {
+					case 0:
+						ctx, cancel = context.WithCancel(hctx)
+						cancel()
+					case 1:
+						ctx, cancel = context.WithTimeout(hctx, time.Duration(crng.IntN(1500))*time.Microsecond)
+					default:
+						ctx, cancel = context.WithTimeout(hctx, time.Duration(crng.IntN(20))*time.Millisecond)
+					}
+					err := dev.Deregister(ctx, reg)
+					cancel()
+					switch {
+					case err == nil:
+						c, _ := l.deregsOK.LoadOrStore(reg, new(atomic.Int32))
+						c.(*atomic.Int32).Add(1)
+						b.mu.Lock()
+						if b.reg == reg {
+							b.reg = nil
+						}
+						b.mu.Unlock()
+					case errors.Is(err, dma.ErrNotMapped), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+					default:
+						l.badf("Deregister: %v", err)
+					}
+				}
+			}(g)
+		}
+		// Engine chaos.
 		chaosWG.Add(1)
-		go func(g int) {
+		go func() {
 			defer chaosWG.Done()
-			crng := rand.New(rand.NewPCG(seed, uint64(g)+0xde))
+			crng := rand.New(rand.NewPCG(seed, 0xc4a0))
 			for !chaosStop.Load() && hctx.Err() == nil {
-				b := l.bufs[crng.IntN(len(l.bufs))]
-				b.mu.Lock()
-				reg := b.reg
-				if reg == nil {
-					if crng.IntN(2) == 0 {
-						if nr, err := dev.Register(b.b); err == nil {
-							b.reg, b.all = nr, append(b.all, nr)
-						} else if !errors.Is(err, sdma.ErrClosed) {
-							l.badf("Register: %v", err)
+				time.Sleep(time.Duration(20+crng.IntN(300)) * time.Microsecond)
+				e := dev.Engine(crng.IntN(engines))
+				var err error
+				switch crng.IntN(12) {
+				case 0, 1:
+					err = sdmatest.InjectHalt(e, sdma.CauseNone+1+sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses)-1)))
+				case 2:
+					err = e.Stop()
+					if err == nil && crng.IntN(3) != 0 {
+						time.Sleep(time.Duration(crng.IntN(200)) * time.Microsecond)
+						err = e.Start()
+					}
+				case 3:
+					err = e.Start()
+				case 4:
+					ev := sdmatest.Event(crng.IntN(14))
+					err = sdmatest.RaiseEvent(e, ev, "mix chaos")
+				case 5:
+					err = sdmatest.FreezeNotify(dev, crng.IntN(2) == 0)
+					if err == nil && crng.IntN(2) == 0 {
+						err = sdmatest.Freeze(dev)
+						if err == nil && crng.IntN(2) == 0 {
+							err = sdmatest.Unfreeze(dev)
 						}
 					}
-					b.mu.Unlock()
-					time.Sleep(time.Duration(crng.IntN(200)) * time.Microsecond)
-					continue
-				}
-				b.mu.Unlock()
-				var ctx context.Context
-				var cancel context.CancelFunc
-				switch crng.IntN(3) {
-				case 0:
-					ctx, cancel = context.WithCancel(hctx)
-					cancel()
-				case 1:
-					ctx, cancel = context.WithTimeout(hctx, time.Duration(crng.IntN(1500))*time.Microsecond)
-				default:
-					ctx, cancel = context.WithTimeout(hctx, time.Duration(crng.IntN(20))*time.Millisecond)
-				}
-				err := dev.Deregister(ctx, reg)
-				cancel()
-				switch {
-				case err == nil:
-					c, _ := l.deregsOK.LoadOrStore(reg, new(atomic.Int32))
-					c.(*atomic.Int32).Add(1)
-					b.mu.Lock()
-					if b.reg == reg {
-						b.reg = nil
+				case 6:
+					if translate {
+						fi.FailTranslate(true)
+						time.Sleep(time.Duration(crng.IntN(60)) * time.Microsecond)
+						fi.FailTranslate(false)
 					}
-					b.mu.Unlock()
-				case errors.Is(err, dma.ErrNotMapped), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+				case 7:
+					err = sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1 + crng.IntN(60), HaltCause: sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses))), HaltRate: 0.003, Seed: seed})
+				case 8:
+					e.ProgressSchedule()
 				default:
-					l.badf("Deregister: %v", err)
-				}
-			}
-		}(g)
-	}
-	// Engine chaos.
-	chaosWG.Add(1)
-	go func() {
-		defer chaosWG.Done()
-		crng := rand.New(rand.NewPCG(seed, 0xc4a0))
-		for !chaosStop.Load() && hctx.Err() == nil {
-			time.Sleep(time.Duration(20+crng.IntN(300)) * time.Microsecond)
-			e := dev.Engine(crng.IntN(engines))
-			var err error
-			switch crng.IntN(12) {
-			case 0, 1:
-				err = sdmatest.InjectHalt(e, sdma.CauseNone+1+sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses)-1)))
-			case 2:
-				err = e.Stop()
-				if err == nil && crng.IntN(3) != 0 {
-					time.Sleep(time.Duration(crng.IntN(200)) * time.Microsecond)
-					err = e.Start()
-				}
-			case 3:
-				err = e.Start()
-			case 4:
-				ev := sdmatest.Event(crng.IntN(14))
-				err = sdmatest.RaiseEvent(e, ev, "mix chaos")
-			case 5:
-				err = sdmatest.FreezeNotify(dev, crng.IntN(2) == 0)
-				if err == nil && crng.IntN(2) == 0 {
-					err = sdmatest.Freeze(dev)
-					if err == nil && crng.IntN(2) == 0 {
-						err = sdmatest.Unfreeze(dev)
+					for i := 0; i < engines && err == nil; i++ {
+						err = gsRun(dev.Engine(i))
 					}
 				}
-			case 6:
-				if translate {
-					fi.FailTranslate(true)
-					time.Sleep(time.Duration(crng.IntN(60)) * time.Microsecond)
-					fi.FailTranslate(false)
-				}
-			case 7:
-				err = sdmatest.SetFaults(e, sdmatest.FaultPlan{HaltAt: 1 + crng.IntN(60), HaltCause: sdma.HaltCause(crng.IntN(int(sdma.NumHaltCauses))), HaltRate: 0.003, Seed: seed})
-			case 8:
-				e.ProgressSchedule()
-			default:
-				for i := 0; i < engines && err == nil; i++ {
-					err = gsRun(dev.Engine(i))
-				}
-			}
-			if err != nil && !errors.Is(err, sdma.ErrNotRunning) {
-				l.badf("chaos: %v", err)
-				return
-			}
-			err = nil
-			if crng.IntN(3) != 0 {
-				for i := 0; i < engines && err == nil; i++ {
-					err = gsRun(dev.Engine(i))
-				}
-				if err != nil {
-					l.badf("chaos: run: %v", err)
+				if err != nil && !errors.Is(err, sdma.ErrNotRunning) && !errors.Is(err, sdma.ErrClosed) {
+					l.badf("chaos: %v", err)
 					return
 				}
+				err = nil
+				if crng.IntN(3) != 0 {
+					for i := 0; i < engines && err == nil; i++ {
+						err = gsRun(dev.Engine(i))
+					}
+					if err != nil && !errors.Is(err, sdma.ErrClosed) {
+						l.badf("chaos: run: %v", err)
+						return
+					}
+				}
 			}
-		}
-	}()
+		}()
+
+	}
+	startChaos()
 
 	// Let the producers send their share, then stop the chaos and the faults.
 	for {
@@ -752,6 +762,11 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 
 	// Close at a random point while the producers go on: Close, Shutdown, or both at once.
 	time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+	closeChaos := rng.IntN(2) == 0 // the chaos (engines and Deregisters) runs on through the close
+	if closeChaos {
+		chaosStop.Store(false)
+		startChaos()
+	}
 	closed.Store(true)
 	how := rng.IntN(3)
 	closeDone := make(chan error, 2)
@@ -790,6 +805,8 @@ func runMixSoak(t *testing.T, seed uint64, perProducer int) {
 			mxHang(t, seed, "Close/Shutdown")
 		}
 	}
+	chaosStop.Store(true)
+	chaosWG.Wait()
 	// Close returned: every txreq is done, Close is idempotent.
 	if err := dev.Close(); err != nil {
 		t.Fatalf("seed %d: second Close: %v", seed, err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/internal/soak"
+	"github.com/gosdma/gosdma/internal/splitmix"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -95,7 +96,7 @@ func runQCloseSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 		qc := Config{Device: dev, Slots: slots, Alloc: q.a, Ctxt: uint16(i), Timeout: 200 * time.Microsecond,
 			DisableAHG: rng.IntN(4) == 0, PinLimit: []int{0, 4}[rng.IntN(2)]}
-		closeInDone := rng.IntN(2) == 0
+		closeInDone, closeOther := rng.IntN(2) == 0, rng.IntN(2) == 0
 		qc.Done = func(slot int, e CompEntry) {
 			q.ndone.Add(1)
 			if q.closedOK.Load() {
@@ -108,6 +109,24 @@ func runQCloseSoak(t *testing.T, seed uint64, dur time.Duration) {
 				if err := q.pq.Close(context.Background()); !errors.Is(err, ErrInvalid) {
 					q.inDone.Add(1)
 					fail("queue %d: Close from Done: %v", i, err)
+				}
+			}
+			if closeOther && q.ndone.Load()%7 == 0 && len(qs) > 1 {
+				// Another queue's Close from inside this Done (the pass may be the one its
+				// requests wait for: then ErrInvalid at once), bounded by a short context.
+				o := qs[(i+1)%len(qs)]
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(splitmix.Mix(uint64(slot)+seed)%300)*time.Microsecond)
+				err := o.pq.Close(ctx)
+				cancel()
+				switch {
+				case err == nil:
+					o.closedOK.Store(true)
+					if n, d := o.pq.Stats().Requests, o.ndone.Load(); int64(n) != d {
+						fail("queue %d: Close from queue %d's Done returned nil with %d requests, %d ended", (i+1)%len(qs), i, n, d)
+					}
+				case errors.Is(err, ErrInvalid), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+				default:
+					fail("queue %d: Close from queue %d's Done: %v", (i+1)%len(qs), i, err)
 				}
 			}
 		}
