@@ -41,12 +41,13 @@ func wantLevel(size int, sw, hw, tail uint64) levelState {
 	}
 }
 
-// levelSizes are the ring sizes of the walk: every power of two from MinSize to MaxSize (the
-// -race -short run stops at 512: the walk is linear in the size, the detector slows it tenfold).
+// levelSizes are the ring sizes of the walk: every power of two from MinSize to MaxSize (-short
+// stops at 4096, and at 512 under -race: the walk is linear in the size, the detector slows it
+// tenfold).
 func levelSizes() []int {
 	var sizes []int
 	for s := MinSize; s <= MaxSize; s *= 2 {
-		if raceEnabled && testing.Short() && s > 512 {
+		if testing.Short() && (s > 4096 || raceEnabled && s > 512) {
 			break
 		}
 		sizes = append(sizes, s)
