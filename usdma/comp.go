@@ -110,6 +110,9 @@ func (pq *PktQ) Wait(ctx context.Context, slot int) error {
 		return reqErr(slot, ErrInvalid, "nil context")
 	}
 	if slot < 0 || slot >= len(pq.comps) {
+		if len(pq.comps) == 0 {
+			return errZeroPktQ("Wait")
+		}
 		return reqErr(slot, ErrInvalid, "slot out of 0.."+itoa(len(pq.comps)-1))
 	}
 	pq.compMu.Lock()

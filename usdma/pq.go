@@ -43,12 +43,20 @@ const (
 // ACTIVE, as the kernel's pq->state until its xchg after sdma_progress).
 const qDeferring = uint32(Deferred) + 1
 
-// String names the state.
+// String names the state; a value no constant names reads as QState(n).
 func (s QState) String() string {
-	if s == Deferred {
+	switch s {
+	case Active:
+		return "ACTIVE"
+	case Deferred:
 		return "DEFERRED"
 	}
-	return "ACTIVE"
+	return "QState(" + itoa(int(s)) + ")"
+}
+
+// errZeroPktQ refuses a call of the zero PktQ, which has no slots, device or close token.
+func errZeroPktQ(op string) error {
+	return fmt.Errorf("usdma: %s: the zero PktQ, not made by New: %w", op, ErrInvalid)
 }
 
 // TxReq is the packet queue's txreq (hfi1: struct user_sdma_txreq): sdma.TxReq first, then the
@@ -138,6 +146,10 @@ type Config struct {
 // A PktQ is safe for concurrent use. Submits are serialised (one request is sent at a time, as
 // the kernel's process_request blocks its caller until its packets are in the ring); Comp, Wait,
 // Stats and Invalidate may run alongside.
+//
+// Make one with New. The zero PktQ has no slots: Submit, Wait and Close refuse it with an error
+// matching ErrInvalid that says so, and its getters answer as an empty queue's (Slots 0, every
+// Comp Free).
 type PktQ struct {
 	// Read-only after New.
 	dev      *sdma.Device
@@ -558,6 +570,9 @@ func (pq *PktQ) takeTx(ctx, wctx context.Context, w *txWaiter, r *request) (*TxR
 func (pq *PktQ) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("usdma: Close: nil context: %w", ErrInvalid) // the queue stays open
+	}
+	if pq.closeMu == nil {
+		return errZeroPktQ("Close") // its nil close token would block Close for ever
 	}
 	if pq.inDone() {
 		// Close would wait for the end of the request whose Done runs on this goroutine, which

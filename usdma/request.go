@@ -135,6 +135,9 @@ func (pq *PktQ) validateClaim(info *ReqInfo, hdr *Header, nvecs int) error {
 	case hdr == nil:
 		return fail("nil header template")
 	case slot >= len(pq.comps):
+		if len(pq.comps) == 0 {
+			return errZeroPktQ("Submit")
+		}
 		return fail("completion index " + itoa(slot) + " out of 0.." + itoa(len(pq.comps)-1))
 	case info.IOVCnt() < 1 || info.IOVCnt() != nvecs+1:
 		return fail("io vector count " + itoa(info.IOVCnt()) + " in Ctrl, want 1 + " + itoa(nvecs) + " data vectors")

@@ -1,0 +1,55 @@
+package usdma
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gosdma/gosdma/internal/census"
+)
+
+// The third bad-input census of package usdma (badinput_test.go and census_rv_test.go have the
+// first two): the zero PktQ and QState values no constant names, each call under census.Timeout
+// so that a hang fails its row.
+
+// TestCensusZeroPktQ: a PktQ not made by New is refused by Close, Submit and Wait with ErrInvalid
+// saying so; its getters answer as an empty queue's. Close of the zero PktQ waited for ever (a
+// send on its nil close token, whatever ctx: only ctx's end could have stopped it, and a
+// Background never ends); Submit and Wait said "completion index 0 out of 0..-1", as if the
+// slot were at fault.
+func TestCensusZeroPktQ(t *testing.T) {
+	bg := context.Background()
+	notMade := func(r census.Result) bool {
+		return !r.Hung && !r.Panicked && errors.Is(r.Err, ErrInvalid) && strings.Contains(r.Err.Error(), "the zero PktQ, not made by New")
+	}
+	msg := make([]byte, 64)
+	cases := []census.Case{
+		{"Close", func() error { var q PktQ; return q.Close(bg) }, notMade},
+		{"Submit", func() error {
+			var q PktQ
+			info, hdr := Message(0, 64, testTemplate, msg)
+			return q.Submit(bg, info, &hdr, msg)
+		}, notMade},
+		{"Wait", func() error { var q PktQ; return q.Wait(bg, 0) }, notMade},
+		{"getters", func() error {
+			var q PktQ
+			if q.Slots() != 0 || q.Comp(0).Status != Free || q.State() != Active || q.Invalidate(msg) != 0 {
+				return errors.New("not an empty queue")
+			}
+			_ = q.Stats()
+			return nil
+		}, census.OK},
+	}
+	census.Run(t, cases)
+}
+
+// TestCensusQStateString: a QState that is neither Active nor Deferred is named by its number, as
+// CompState's String does; it was "ACTIVE".
+func TestCensusQStateString(t *testing.T) {
+	for s, want := range map[QState]string{Active: "ACTIVE", Deferred: "DEFERRED", 2: "QState(2)", 99: "QState(99)"} {
+		if got := s.String(); got != want {
+			t.Errorf("QState(%d).String() = %q, want %q", uint32(s), got, want)
+		}
+	}
+}
