@@ -27,9 +27,9 @@ func exampleSource(t *testing.T, file, from, to string) string {
 	return s[:j+1]
 }
 
-// TestReadmeShowsTheExamples: the README's "Send one packet" program and API sketch are the
-// tested examples, word for word, so the README compiles as written. When an example changes,
-// copy it into the README.
+// TestReadmeShowsTheExamples: the README's "Send one packet" program, API sketch and 1 MiB
+// message are the tested examples, word for word, so the README compiles as written. When an
+// example changes, copy it into the README.
 func TestReadmeShowsTheExamples(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -46,5 +46,11 @@ func TestReadmeShowsTheExamples(t *testing.T) {
 		if !strings.Contains(readme, src) {
 			t.Errorf("README.md does not show %s as it is: copy this into it:\n%s", c.file, src)
 		}
+	}
+	// The Messages section's 1 MiB message is the body of usdma's Example, one tab less.
+	body := exampleSource(t, "../usdma/example_test.go", "\tsink := &sdmatest.DiscardSink{}", "}")
+	src := strings.ReplaceAll("\n"+body, "\n\t", "\n")[1:]
+	if !strings.Contains(readme, "```go\n"+src+"```\n") {
+		t.Errorf("README.md does not show usdma/example_test.go's Example as it is: copy this into it:\n%s", src)
 	}
 }
