@@ -4,6 +4,10 @@
 // Each benchmark runs its baseline in the same run, under benchstat-style names:
 //
 //	BenchmarkRingSPSC           the ring (impl=asm|go) against a buffered chan and Workiva's RingBuffer
+//	BenchmarkRingMPSC           2 or 4 producers into one ring (CAS reservation), one consumer, impl=asm against go
+//	BenchmarkAllocGetPut        each txreq allocator's Get and Put against new(T) and a sync.Pool
+//	BenchmarkAllocGetPutParallel its RunParallel twin
+//	BenchmarkPacket             a 296-byte packet's whole way, hw=inline (Process) against hw=goroutine
 //	BenchmarkPacketPath         a packet's whole way on each allocator and mapper against a copy of its bytes
 //	BenchmarkPacketPathParallel its RunParallel twin, two engines
 //	BenchmarkPayload            payload bandwidth into a copying sink against copy
@@ -13,6 +17,7 @@
 //	BenchmarkIdlePacket         the same into a dropping sink, a plain Sink against a BatchSink
 //	BenchmarkPIOCopy            the PIO copy's writer (impl=asm|asm-nt|asm-movnti|go) against copy, 64 B..4 KiB
 //	BenchmarkSmallPacket        a small packet's whole way, path=pio against path=sdma (ns/pkt, p50, p99)
+//	BenchmarkMessage            a usdma message (impl=pq) against the same packets sent by hand (impl=hand)
 //
 // Run them briefly on a shared machine, for example
 //
