@@ -17,7 +17,7 @@
 //
 // In a txreq's software copy the generation field holds the mapping type instead (MapNone,
 // MapSingle, MapPage); the ring overwrites it with the slot's generation when the descriptor is
-// written (hfi1-sdma.md §10.1).
+// written (hfi1: submit_tx's add_gen, the ring-pass count mod 4 of each slot).
 //
 // Unlike the kernel's make_tx_sdma_desc, which silently masks, every setter here refuses an
 // out-of-range value with a *FieldError naming the field; FieldError matches ErrRange with
