@@ -79,7 +79,8 @@ func TestStressMPSC(t *testing.T) {
 						if err == nil {
 							break
 						}
-						if !assert.ErrorIs(t, err, ErrFull) {
+						if err != ErrFull { // a plain compare: testify's, per retry, slowed -race runs tenfold
+							t.Errorf("producer %d: %v, want ErrFull", pid, err)
 							return
 						}
 						runtime.Gosched()
@@ -122,16 +123,26 @@ func TestStressMPSC(t *testing.T) {
 				continue
 			}
 			for i := h; i != tl; i++ {
+				// Plain compares per descriptor (testify's, with their boxed arguments, made
+				// the -race run at -cpu 4 take minutes).
 				d := r.Slot(i)
 				pid, seq := d.Qw0>>48, d.Qw0&(1<<48-1)
-				require.Less(t, pid, uint64(producers), "index %#x: %#x", i, d)
-				require.Equal(t, next[pid], seq, "producer %d out of order at index %#x", pid, i)
-				require.Equal(t, check32(d.Qw0), uint32(d.Qw1>>32), "torn or stale slot at %#x", i)
+				if pid >= uint64(producers) {
+					t.Fatalf("index %#x: %#x", i, d)
+				}
+				if next[pid] != seq {
+					t.Fatalf("producer %d out of order at index %#x: seq %d, want %d", pid, i, seq, next[pid])
+				}
+				if check32(d.Qw0) != uint32(d.Qw1>>32) {
+					t.Fatalf("torn or stale slot at %#x: %#x", i, d)
+				}
 				k, skip := int(d.Qw1>>16&0xff), int(d.Qw1>>24&0xff)
 				if k == 0 || k > skip {
-					require.Equal(t, r.Generation(i), d.Generation(), "generation at %#x", i)
-				} else {
-					require.Equal(t, desc.Generation(seq&3), d.Generation(), "edit descriptor raw at %#x", i)
+					if g := d.Generation(); g != r.Generation(i) {
+						t.Fatalf("generation at %#x: %d, want %d", i, g, r.Generation(i))
+					}
+				} else if g := d.Generation(); g != desc.Generation(seq&3) {
+					t.Fatalf("edit descriptor raw at %#x: generation %d, want %d", i, g, seq&3)
 				}
 				next[pid]++
 				seen++
@@ -195,7 +206,9 @@ func TestStressSPSCDequeue(t *testing.T) {
 						want = append(want, desc.Desc{Qw0: rng.Uint64(), Qw1: rng.Uint64()})
 					}
 				}
-				require.Equal(t, want[0].WithGeneration(r.Generation(idx)), d, "index %#x", idx)
+				if w := want[0].WithGeneration(r.Generation(idx)); d != w {
+					t.Fatalf("index %#x: %+v, want %+v", idx, d, w)
+				}
 				want = want[1:]
 				idx++
 				got++
