@@ -71,10 +71,13 @@
 // Config.PinLimit pages, DefaultPinLimit (the kernel's cache_size default, 256 MB) unless set,
 // with NoPinLimit for none; the kernel's is the cache_size module parameter, shared by every
 // queue's cache. Its test is hfi1_can_pin_pages' cache check (refused when pinned + new pages >
-// limit; evict the new vector's page count, look again only if that much was cleared, else pin
-// anyway); the RLIMIT_MEMLOCK checks before it (the process's pinned_vm, a quarter of the limit
-// shared among the user contexts, skipped with CAP_IPC_LOCK) are not modelled: a Go process
-// registers memory with a simulated device and locks nothing.
+// limit; evict the page count to pin, look again only if that much was cleared, else pin
+// anyway). A vector at a cached address with another length keeps that node, as
+// pin_vector_pages does: a longer one pins only the pages past the node's end, a shorter one
+// nothing (PinStats.Resized). The RLIMIT_MEMLOCK checks before the cache check (the
+// process's pinned_vm, a quarter of the limit shared among the user contexts, skipped with
+// CAP_IPC_LOCK) are not modelled: a Go process registers memory with a simulated device and
+// locks nothing.
 //
 // # Kernel names
 //

@@ -30,9 +30,13 @@ import (
 // (MapSingle, unmapped at completion), which is just as safe, only slower.
 //
 // Nodes are found by address, as the kernel's sdma_rb_filter matches the address, one node per
-// address: a hit is the exact (address, length) pair, and a vector at a cached address with
-// another length replaces that node (hfi1_mmu_rb_remove_unless_exact extracts it and
-// pin_vector_pages pins the vector anew at its length).
+// address: a hit is the exact (address, length) pair. A vector at a cached address with another
+// length keeps that node (hfi1_mmu_rb_remove_unless_exact extracts it, pin_vector_pages puts it
+// back): a longer vector pins only the pages past the node's end (pin_sdma_pages: the limit
+// check and the eviction for those pages, the node's length becomes the vector's), a shorter one
+// (or one that ends in the node's last page) pins nothing and leaves the node's length, and
+// requests in flight on the node keep it. The extra bytes are registered as one more
+// registration of the node, starting where its registered bytes end.
 // The cache is guarded by one mutex, taken per vector per request and on a request's end,
 // never per packet.
 type pinCache struct {
@@ -55,6 +59,7 @@ type pinCache struct {
 type PinStats struct {
 	Hits          uint64 // vectors found pinned
 	Misses        uint64 // vectors pinned anew
+	Resized       uint64 // vectors found at a cached address with another length: the node kept, only the pages past its end pinned (if any)
 	Evictions     uint64 // nodes evicted to stay under the limit
 	Invalidations uint64 // nodes invalidated (Invalidate, Close)
 	Deferred      uint64 // unmaps deferred because a request still held the node
@@ -71,9 +76,13 @@ type pinKey struct {
 
 // pinNode is one pinned vector (hfi1: struct sdma_mmu_node).
 type pinNode struct {
-	key    pinKey
-	buf    []byte
-	reg    *dma.Registration // buf's registration, or nil: pieces are mapped per packet
+	key pinKey // the address and hfi1's rb.len: the length of the vector that last pinned pages
+	buf []byte // the longest vector seen at the address
+	// regs register buf[:regEnd] with the device, the first for the vector that made the node,
+	// each later one for the bytes a longer vector added; empty (or short) where a Register
+	// failed: those pieces are mapped per packet.
+	regs   []*dma.Registration
+	regEnd int
 	npages int
 	refs   int  // requests holding the node (hfi1: node->refcount); guarded by mu
 	dead   bool // out of the index (evicted or invalidated); unmapped when refs reaches 0
@@ -93,41 +102,68 @@ func (c *pinCache) get(buf []byte) (*pinNode, error) {
 	key := pinKey{addrOf(buf), len(buf)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := c.nodes[key.addr]; n != nil {
-		if n.key == key {
-			n.refs++
-			c.touch(n)
-			c.stats.Hits++
-			return n, nil
-		}
-		// hfi1: hfi1_mmu_rb_remove_unless_exact extracts a node of this address and another
-		// length; it is unmapped now unless a request holds it, so that the new registration
-		// does not overlap it.
-		c.remove(n)
+	n := c.nodes[key.addr]
+	if n != nil && n.key == key {
+		n.refs++
+		c.touch(n)
+		c.stats.Hits++
+		return n, nil
 	}
-	np := numPages(key.addr, key.n)
-	// hfi1: pin_sdma_pages' retry: while !hfi1_can_pin_pages, sdma_cache_evict(pq, npages)
-	// (target: the new vector's pages, not the excess), looking again only if that much was
-	// cleared; else it pins anyway.
-	for !c.canPin(np) {
-		if c.evict(np) < np {
+	if n != nil {
+		// hfi1: hfi1_mmu_rb_remove_unless_exact extracts the node of this address and another
+		// length (off the LRU list: the eviction below cannot take it) and pin_vector_pages
+		// keeps it, with its pages and the requests that hold it.
+		c.unlink(n)
+		c.stats.Resized++
+	} else {
+		n = &pinNode{key: pinKey{addr: key.addr}}
+		c.nodes[key.addr] = n
+		c.stats.Misses++
+	}
+	if np := numPages(key.addr, key.n); n.npages < np {
+		c.pin(n, np-n.npages)
+		n.npages = np
+		n.key.n = key.n // hfi1: pin_sdma_pages' node->rb.len = iov_len, only when it pinned
+	}
+	if len(buf) > len(n.buf) {
+		n.buf = buf
+	}
+	c.register(n, buf)
+	n.refs++ // hfi1: hfi1_mmu_rb_insert's sdma_rb_insert
+	c.pushFront(n)
+	return n, nil
+}
+
+// pin makes room for extra more pages and counts them pinned (hfi1: pin_sdma_pages' retry:
+// while !hfi1_can_pin_pages, sdma_cache_evict(pq, npages) with npages the pages to pin, not the
+// excess over the limit, looking again only if that much was cleared; else it pins anyway, and
+// atomic_add(pinned, &pq->n_locked)). mu held; the node being pinned is off the LRU list.
+func (c *pinCache) pin(n *pinNode, extra int) {
+	for !c.canPin(extra) {
+		if c.evict(extra) < extra {
 			break
 		}
 	}
-	if !c.canPin(np) {
+	if !c.canPin(extra) {
 		c.stats.OverLimit++
 	}
-	reg, err := c.dev.Register(buf)
+	c.pages += extra
+}
+
+// register registers the bytes of buf past n's registered ones with the device, as one more
+// registration of n; a Register that fails (no registrar, or memory registered otherwise)
+// leaves those bytes to be mapped per packet. mu held.
+func (c *pinCache) register(n *pinNode, buf []byte) {
+	if len(buf) <= n.regEnd {
+		return
+	}
+	reg, err := c.dev.Register(buf[n.regEnd:])
 	if err != nil {
 		c.stats.Unregistered++ // no registrar, or overlapping another registration
-		reg = nil
+		return
 	}
-	n := &pinNode{key: key, buf: buf, reg: reg, npages: np, refs: 1}
-	c.nodes[key.addr] = n
-	c.pushFront(n)
-	c.pages += np
-	c.stats.Misses++
-	return n, nil
+	n.regs = append(n.regs, reg)
+	n.regEnd = len(buf)
 }
 
 // canPin reports whether np more pages fit under the limit (hfi1: hfi1_can_pin_pages' cache
@@ -172,7 +208,9 @@ func (c *pinCache) invalidate(addr uintptr, size int) int {
 	defer c.mu.Unlock()
 	k := 0
 	for _, n := range c.nodes {
-		if key := n.key; key.addr < addr+uintptr(size) && addr < key.addr+uintptr(key.n) {
+		// The node's memory: its longest vector (its registrations may reach past key.n, hfi1's
+		// rb.len, which a longer vector ending in the node's last page leaves as it was).
+		if key := n.key; key.addr < addr+uintptr(size) && addr < key.addr+uintptr(max(key.n, len(n.buf))) {
 			c.remove(n)
 			c.stats.Invalidations++
 			k++
@@ -209,7 +247,7 @@ func (c *pinCache) mayWait() bool {
 	}
 	live := 0
 	for _, n := range c.nodes {
-		if n.reg != nil {
+		if len(n.regs) > 0 {
 			return true
 		}
 		live += n.npages
@@ -232,7 +270,7 @@ func (c *pinCache) remove(n *pinNode) {
 
 func (c *pinCache) unmap(n *pinNode) {
 	c.pages -= n.npages
-	if n.reg != nil && !c.deregister(n, canceled) {
+	if c.deregister(n, canceled) != nil {
 		c.stuck = append(c.stuck, n) // another txreq (not ours) still uses the memory
 		return
 	}
@@ -248,12 +286,17 @@ var canceled = func() context.Context {
 	return ctx
 }()
 
-func (c *pinCache) deregister(n *pinNode, ctx context.Context) bool {
-	if err := c.dev.Deregister(ctx, n.reg); err != nil {
-		return false
+// deregister undoes n's registrations, the last first, waiting for their uses until ctx ends;
+// those left on an error stay n's.
+func (c *pinCache) deregister(n *pinNode, ctx context.Context) error {
+	for k := len(n.regs); k > 0; k-- {
+		if err := c.dev.Deregister(ctx, n.regs[k-1]); err != nil {
+			return err
+		}
+		n.regs[k-1] = nil
+		n.regs = n.regs[:k-1]
 	}
-	n.reg = nil
-	return true
+	return nil
 }
 
 // drainStuck deregisters stuck, the nodes invalidateAll took whose registrations were still in
@@ -262,14 +305,14 @@ func (c *pinCache) deregister(n *pinNode, ctx context.Context) bool {
 func (c *pinCache) drainStuck(ctx context.Context, stuck []*pinNode) error {
 	for len(stuck) > 0 {
 		n := stuck[len(stuck)-1]
-		if err := c.dev.Deregister(ctx, n.reg); err != nil {
+		if err := c.deregister(n, ctx); err != nil {
 			c.mu.Lock()
 			c.stuck = append(c.stuck, stuck...)
 			c.draining = false
 			c.mu.Unlock()
 			return err
 		}
-		n.reg, n.buf = nil, nil
+		n.buf = nil
 		stuck = stuck[:len(stuck)-1]
 	}
 	c.mu.Lock()
