@@ -6,12 +6,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gosdma/gosdma/internal/census"
 )
 
 // The third bad-input census of package sdma (badinput_test.go and census_rv_test.go have the
 // first two): misuse of an IOWait's Init, each call under census.Timeout so that a hang fails
-// its row.
+// its row, and priorities outside the kernel's u8.
 
 // TestCensusIOWaitInitWhileQueued: Init of an IOWait parked on an engine's wait list is refused
 // with a panic that says so, and the list stays as it was: every waiter parked is woken once by
@@ -86,5 +89,36 @@ func TestCensusIOWaitInitWithTxreqsInFlight(t *testing.T) {
 	cancel()
 	if err := w.Drain(ctx); err != nil {
 		t.Errorf("Drain with nothing in flight: %v", err)
+	}
+}
+
+// TestCensusSetPriorityIsKernelU8: struct iowait's priority is a u8, so a priority outside 0..255
+// is the kernel's value modulo 256: 256 is 0 (a waiter that sent packets goes to the tail of
+// the wait list, behind one queued before it) and -1 is 255 (it goes to the head, and ranks
+// first). SetPriority kept the int: 256 went to the head, as no kernel waiter does, and woke
+// before the waiter queued ahead of it with the same key ((256<<4) & 0xff = 0).
+func TestCensusSetPriorityIsKernelU8(t *testing.T) {
+	for _, c := range []struct {
+		prio int
+		want []int
+	}{
+		{256, []int{0, 1}}, // 0: behind waiter 0, same key: list order
+		{-1, []int{1, 0}},  // 255: at the head, key 240
+		{1, []int{1, 0}},   // at the head, key 16
+		{0, []int{0, 1}},   // at the tail, key 0
+	} {
+		dev, _ := engTestDevice(t, Config{Manual: true, Completion: CompletePoll, RingSize: 64})
+		e := dev.Engine(0)
+		var order []int
+		mk := recordWakes(&order)
+		a, b := mk(0), mk(1)
+		b.SetPriority(c.prio)
+		require.True(t, must(e.QueueWait(a, 2, true)))
+		require.True(t, must(e.QueueWait(b, 2, true)))
+		fillRing(t, dev, e, nil)
+		_, err := e.Process()
+		require.NoError(t, err)
+		e.Poll()
+		assert.Equal(t, c.want, order, "SetPriority(%d)", c.prio)
 	}
 }

@@ -55,7 +55,7 @@ type IOWait struct {
 	// Written by QueueWait (under the wait lock) and
 	// SendList (iowait_starve_clear); read by the wake ordering. Atomic: the two do not share a lock.
 	starved atomic.Int32
-	// basePrio is the priority set by SetPriority; read when w is queued.
+	// basePrio is the priority set by SetPriority, 0..255 (the kernel's u8); read when w is queued.
 	basePrio atomic.Int32
 
 	// busy is sdma_busy: txreqs in flight. Incremented by Send before it publishes (or flushes),
@@ -113,8 +113,9 @@ func (w *IOWait) TxHead() *TxList { return &w.txHead }
 // DeferOrRetry's txreq is not on TxHead and adds nothing). A waiter with priority > 0 is queued
 // at the head of the wait list, and the highest priority<<4 + starved count of a wake batch is woken first,
 // that key taken in the kernel's u8 arithmetic (iowait_priority_update_top: a key of 256 or more
-// wraps, so a priority of 16 ranks as 0).
-func (w *IOWait) SetPriority(p int) { w.basePrio.Store(int32(p)) }
+// wraps, so a priority of 16 ranks as 0). The priority is the kernel's u8: p outside 0..255 is
+// taken modulo 256 (256 is 0, -1 is 255), and so is the VIP one more (255 + 1 is 0).
+func (w *IOWait) SetPriority(p int) { w.basePrio.Store(int32(uint8(p))) }
 
 // Starved returns the starved count (iowait starved_cnt), 0..255: like the kernel's u8 it wraps
 // from 255 to 0.
@@ -345,7 +346,7 @@ func (w *IOWait) refreshLocked() {
 	}
 	w.need, w.priority = front.NumDesc(), int(w.basePrio.Load())
 	if front.flags&FlagVIP != 0 {
-		w.priority++
+		w.priority = int(uint8(w.priority + 1)) // the kernel's u8 priority++
 	}
 }
 
@@ -401,7 +402,7 @@ func (e *Engine) sleepPark(w *IOWait, tx *TxReq, seq uint32, pktsSent bool, keep
 	// and a ParkOrRetry's tx behind others ranks as the first of them does.
 	prio := int(w.basePrio.Load())
 	if front := w.txHead.Front(); front != nil && front.flags&FlagVIP != 0 {
-		prio++
+		prio = int(uint8(prio + 1)) // the kernel's u8 priority++
 	}
 	e.queueLocked(w, need, prio, pktsSent) // no-op if w is parked already (if not queued)
 	e.unlockSleeper()
