@@ -63,9 +63,10 @@
 // A halt therefore runs s99 → s50 → s30 → s40 → s99 before that call returns: the txreqs the
 // hardware had finished complete OK, every other one in the ring or on the flush list completes
 // StatusAborted exactly once, every mapping is undone, every parked waiter is woken, and new sends
-// go through a ring restarted at index 0, generation 0. sdmatest.EngineState and History (the
-// last 32 transitions with their causes) show the way; EngineStats counts halts by HaltCause and
-// recoveries.
+// go through a ring restarted at index 0, generation 0. The device's other engines are not
+// touched (the kernel's progress check of them after a halt, sdma_err_progress_check, runs only
+// on A-step chips). sdmatest.EngineState and History (the last 32 transitions with their
+// causes) show the way; EngineStats counts halts by HaltCause and recoveries.
 //
 // Sends while the engine is not in s99 go to the flush list and return ErrNotRunning; the txreq
 // completes StatusAborted when the flush runs (on the engine's goroutine, or the next Process or

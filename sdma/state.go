@@ -125,7 +125,11 @@ var stateTable = func() (t [sm.NumStates][sm.NumEvents]transition) {
 	t[sm.S82FreezeSwClean][sm.E82HwUnfreeze] = transition{to: startUp, act: actHwStartUp}
 
 	// s99_running: e60 asks for a final progress pass and falls through to e90; e85 clears
-	// go_s99_running and falls through to e80.
+	// go_s99_running and falls through to e80. The kernel's e60 also calls
+	// sdma_err_progress_check_schedule, whose body needs "!is_bx(sde->dd)": an A-step
+	// workaround that, 10 jiffies later, halts with e90 every other running engine with
+	// descriptors outstanding whose head has not moved. On the B-step chips the model is, it
+	// does nothing, and neither does the model (TestHaltLeavesOtherEnginesAloneAsKernel).
 	t[sm.S99Running][sm.E00GoHwDown] = down(actSwCleanUp)
 	t[sm.S99Running][sm.E60HwHalted] = transition{to: sm.S50HwHaltWait, act: actErrHaltWorker | actProgress}
 	t[sm.S99Running][sm.E90SwHalted] = transition{to: sm.S50HwHaltWait, act: actErrHaltWorker}
