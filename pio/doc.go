@@ -45,8 +45,8 @@
 // copy reads the caller's []byte through its CPU address, so a PIO packet is never mapped, while
 // an SDMA packet is mapped through the device's dma.Mapper and read by the hardware model only
 // through Mapper.Translate. Package verbs serves both from one send call: the same caller bytes
-// go to Mapper.Map on the SDMA path and straight to the copy (the identity) on the PIO path,
-// which is what the interposable mapper made possible.
+// are mapped by the device's dma.Mapper on the SDMA path (AddKVAddr) and go straight to the copy
+// (the identity) on the PIO path, which is what the interposable mapper made possible.
 //
 // # Halts and recovery
 //
