@@ -74,10 +74,12 @@
 // limit; evict the page count to pin, look again only if that much was cleared, else pin
 // anyway). A vector at a cached address with another length keeps that node, as
 // pin_vector_pages does: a longer one pins only the pages past the node's end, a shorter one
-// nothing (PinStats.Resized). The RLIMIT_MEMLOCK checks before the cache check (the
-// process's pinned_vm, a quarter of the limit shared among the user contexts, skipped with
-// CAP_IPC_LOCK) are not modelled: a Go process registers memory with a simulated device and
-// locks nothing.
+// nothing (PinStats.Resized). A request that stops with packets unsent takes its vectors' nodes
+// out of the cache, as the kernel's free_req does (user_sdma_free_request(req, true)), though a
+// node another request holds is unmapped only when that one ends (PinStats.Dropped). The
+// RLIMIT_MEMLOCK checks before the cache check (the process's pinned_vm, a quarter of the
+// limit shared among the user contexts, skipped with CAP_IPC_LOCK) are not modelled: a Go
+// process registers memory with a simulated device and locks nothing.
 //
 // # Kernel names
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -289,4 +290,80 @@ func TestPinCacheInvalidateReachesGrownBytes(t *testing.T) {
 	assert.Equal(t, 1, pq.Invalidate(buf[base+150:base+200]))
 	assert.Zero(t, pq.Stats().Pins.Pages)
 	assert.Empty(t, streaming(iommu), "every registration undone")
+}
+
+// TestPinCacheDropsFailedRequestsVectors: a request that stops with packets unsent takes its
+// vectors out of the pin cache, as hfi1_user_sdma_process_request's free_req does ("if
+// (req->seqsubmitted < req->info.npkts) { ... user_sdma_free_request(req, true); }", whose
+// unpin branch is hfi1_mmu_rb_remove: the node leaves the tree and sdma_rb_remove unpins it),
+// where a request that ended through its completions (user_sdma_txreq_cb's
+// user_sdma_free_request(req, false)) leaves them cached. Here a request on a stopped engine
+// (-ECOMM after the pinning) leaves nothing pinned, while one whose packets all went to the
+// engine and completed aborted keeps its node; and a request cut short while deferred takes
+// out a node another request in flight holds too, unmapped once that one ends (the kernel
+// unpins it under that request's packets). The cache kept the failed requests' nodes pinned.
+func TestPinCacheDropsFailedRequestsVectors(t *testing.T) {
+	iommu := testIOMMU(t)
+	sink := &recSink{}
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: sink, Mapper: iommu, RingSize: 64})
+	eng := dev.Engine(0)
+	pq := testQueue(t, Config{Device: dev, Slots: 4, Timeout: time.Hour})
+	buf := make([]byte, 80*dma.PageSize)
+	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
+	copy(buf, pattern(len(buf), 7))
+	v := buf[base : base+2*dma.PageSize]
+
+	require.NoError(t, eng.Stop())
+	info, hdr := Message(0, 4096, testTemplate, v)
+	require.ErrorIs(t, pq.Submit(context.Background(), info, &hdr, v), ErrNotRunning)
+	var ce *CompError
+	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
+	assert.EqualValues(t, ECOMM, ce.Errcode)
+	st := pq.Stats().Pins
+	assert.Zero(t, st.Nodes, "the failed request's node is out of the cache")
+	assert.Zero(t, st.Pages, "and unpinned")
+	assert.EqualValues(t, 1, st.Dropped)
+	assert.Empty(t, streaming(iommu), "its registration undone")
+	require.NoError(t, eng.Start())
+
+	// Every packet handed over, then aborted: ended through its completions, the node stays.
+	info, hdr = Message(1, 4096, testTemplate, v)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	require.NoError(t, eng.Stop())
+	require.ErrorAs(t, waitSlot(t, pq, 1), &ce)
+	st = pq.Stats().Pins
+	assert.Equal(t, 1, st.Nodes, "ended through its completions: the node stays cached")
+	assert.Equal(t, 2, st.Pages)
+	assert.EqualValues(t, 1, st.Dropped)
+	require.NoError(t, eng.Start())
+
+	// Slot 2 holds v's node in the ring; slot 3 sends v and a vector larger than the ring,
+	// goes DEFERRED and is cut short by its context.
+	info, hdr = Message(2, 4096, testTemplate, v)
+	require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	big := buf[base+4*dma.PageSize : base+74*dma.PageSize]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	info, hdr = Message(3, 4096, testTemplate, v, big)
+	errc := make(chan error, 1)
+	go func() { errc <- pq.Submit(ctx, info, &hdr, v, big) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for pq.State() != Deferred {
+		require.True(t, time.Now().Before(deadline), "the queue never deferred")
+		time.Sleep(50 * time.Microsecond)
+	}
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	_, err := eng.Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 2))
+	require.ErrorAs(t, waitSlot(t, pq, 3), &ce)
+	st = pq.Stats().Pins
+	assert.Zero(t, st.Nodes, "slot 3 stopped with packets unsent: its nodes are out of the cache")
+	assert.Zero(t, st.Pages, "and unpinned, v's once slot 2 ended")
+	assert.EqualValues(t, 3, st.Dropped)
+	assert.Empty(t, streaming(iommu), "every registration undone")
+	pkts, _ := sink.packets()
+	require.GreaterOrEqual(t, len(pkts), 2)
+	assert.Equal(t, v, append(append([]byte(nil), pkts[0][64:]...), pkts[1][64:]...), "slot 2's packets, the first the engine read, carry v")
 }

@@ -59,6 +59,7 @@ type pinCache struct {
 type PinStats struct {
 	Hits          uint64 // vectors found pinned
 	Misses        uint64 // vectors pinned anew
+	Dropped       uint64 // nodes taken out because a request using them stopped with packets unsent
 	Resized       uint64 // vectors found at a cached address with another length: the node kept, only the pages past its end pinned (if any)
 	Evictions     uint64 // nodes evicted to stay under the limit
 	Invalidations uint64 // nodes invalidated (Invalidate, Close)
@@ -179,6 +180,22 @@ func (c *pinCache) put(n *pinNode) {
 	c.mu.Lock()
 	n.refs--
 	if n.refs == 0 && n.dead {
+		c.unmap(n)
+	}
+	c.mu.Unlock()
+}
+
+// drop drops the reference of a request that stopped with packets unsent and takes n out of
+// the cache (hfi1: hfi1_user_sdma_process_request's free_req, user_sdma_free_request(req, true):
+// hfi1_mmu_rb_remove, and sdma_rb_remove unpins the node); it is unmapped once no request holds
+// it, where the kernel unpins it under the packets of the requests that still do.
+func (c *pinCache) drop(n *pinNode) {
+	c.mu.Lock()
+	n.refs--
+	if !n.dead {
+		c.remove(n)
+		c.stats.Dropped++
+	} else if n.refs == 0 {
 		c.unmap(n)
 	}
 	c.mu.Unlock()

@@ -774,14 +774,20 @@ func (r *request) done() {
 }
 
 // end ends r exactly once (hfi1: user_sdma_free_request, set_comp_state, pq_update): the pins
-// are released, Config.Done is told, and then the slot gets COMPLETE or ERROR with the request's
+// are released (and the nodes taken out of the cache if r stopped with packets unsent, as the
+// kernel's free_req does with user_sdma_free_request(req, true)), Config.Done is told, and then the slot gets COMPLETE or ERROR with the request's
 // errcode (see stop), is released for a new request, and the waiters wake. Done runs first so
 // that nothing sees the end before it (a Wait or Close returning, a new request on the slot: a
 // Submit on it meanwhile waits, awaitEnd, for the goroutine doneG names); the
 // rest is deferred, so that a Done that panics (or calls runtime.Goexit) still ends r.
 func (pq *PktQ) end(r *request) {
+	unsent := r.submitted < r.info.NPkts // the submitter's last write came before its hold went
 	for i := range r.nvecs {
-		pq.pins.put(r.pins[i])
+		if unsent {
+			pq.pins.drop(r.pins[i])
+		} else {
+			pq.pins.put(r.pins[i])
+		}
 		r.pins[i], r.vecs[i] = nil, nil
 	}
 	r.nvecs = 0
