@@ -76,7 +76,9 @@
 // pin_vector_pages does: a longer one pins only the pages past the node's end, a shorter one
 // nothing (PinStats.Resized). A request that stops with packets unsent takes its vectors' nodes
 // out of the cache, as the kernel's free_req does (user_sdma_free_request(req, true)), though a
-// node another request holds is unmapped only when that one ends (PinStats.Dropped). The
+// node another request holds is unmapped only when that one ends (PinStats.Dropped), and
+// Invalidate takes a node a request holds out of the cache at once, where the kernel's
+// sdma_rb_invalidate keeps it for later vectors at its address (see PktQ.Invalidate). The
 // RLIMIT_MEMLOCK checks before the cache check (the process's pinned_vm, a quarter of the
 // limit shared among the user contexts, skipped with CAP_IPC_LOCK) are not modelled: a Go
 // process registers memory with a simulated device and locks nothing.

@@ -367,8 +367,11 @@ func (pq *PktQ) Stats() Stats {
 // Invalidate tells the queue that the memory of buf is going away (munmap, free, reuse for
 // something else): every pinned vector overlapping it is dropped from the pin cache (hfi1: the
 // MMU notifier's invalidate). A vector that requests in flight still use stays mapped until
-// the last of them ends, so the engine never reads unmapped memory. It returns the number of
-// cached vectors dropped.
+// the last of them ends, so the engine never reads unmapped memory, but it leaves the cache at
+// once: a later vector at its address is pinned anew. (The kernel's sdma_rb_invalidate keeps a
+// node a request holds in the tree, refcount > 0, so that a later vector at the same address
+// and length reuses the pages pinned before the memory went away; TestPinCacheInvalidateInFlight
+// checks the difference.) It returns the number of cached vectors dropped.
 func (pq *PktQ) Invalidate(buf []byte) int {
 	if len(buf) == 0 {
 		return 0
