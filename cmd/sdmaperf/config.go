@@ -731,10 +731,11 @@ var serverOnly = []string{"idle"}
 // validateServer checks -server's flags: only the receiver's make sense.
 func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	// In name order, each as typed (-t, not the -depth it sets): a map's order would name a
-	// different flag from run to run.
+	// different flag from run to run. perftest's flags that do not apply had their notice and are
+	// ignored, here as in a client.
 	names := slices.Sorted(maps.Keys(set))
 	for _, n := range names {
-		if !slices.Contains(serverFlags, n) && spell(set, n) == "-"+n {
+		if !slices.Contains(serverFlags, n) && spell(set, n) == "-"+n && notApplicableWhy(n) == "" {
 			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", n)
 		}
 	}

@@ -83,3 +83,24 @@ func TestReadmeNamesEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestServerIgnoresNotApplicableFlags: the README says that perftest's flags that do not apply
+// (-d, -F, -R, ...) get a one-line notice and are ignored, and -server (perftest's server side,
+// which takes -d too) printed that notice and then refused the flag as one it does not take.
+func TestServerIgnoresNotApplicableFlags(t *testing.T) {
+	for _, na := range notApplicable {
+		args := []string{"-server", "-" + na.name}
+		if na.isValue {
+			args = append(args, "x")
+		}
+		var stderr strings.Builder
+		cfg, err := parseConfig(args, &stderr)
+		if err != nil {
+			t.Errorf("%v: %v", args, err)
+			continue
+		}
+		if !cfg.Server || !strings.Contains(stderr.String(), "not applicable: -"+na.name+" (") {
+			t.Errorf("%v: server %v, stderr %q: want the notice and a server run", args, cfg.Server, stderr.String())
+		}
+	}
+}
