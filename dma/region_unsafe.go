@@ -45,10 +45,25 @@ func alignWithin(base, total, size, align, pg uintptr) (start, end, top uintptr)
 	return start, end, top
 }
 
-// munmapBytes unmaps memory from mmapAligned.
+// munmapBytes unmaps memory from mmapAligned: what it left mapped, b's bytes rounded up to the
+// OS page (unmapLen).
 func munmapBytes(b []byte) error {
-	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
+	return unmapRounded(b, uintptr(unix.Getpagesize()), unix.MunmapPtr)
+}
+
+// unmapRounded is munmapBytes on an OS page of pg bytes, unmapping with munmap.
+func unmapRounded(b []byte, pg uintptr, munmap func(unsafe.Pointer, uintptr) error) error {
+	if err := munmap(unsafe.Pointer(unsafe.SliceData(b)), unmapLen(len(b), pg)); err != nil {
 		return fmt.Errorf("dma: munmap: %w", err)
 	}
 	return nil
+}
+
+// unmapLen is the length munmapBytes unmaps for n bytes from mmapAligned: n rounded up to the OS
+// page pg, where mmapAligned's mapping ends (alignWithin's end: its start is on an OS page, as
+// base is, or a multiple of an align above the OS page). The kernel's munmap rounds a length up
+// to its page itself, but qemu-user emulating a page larger than the host's (-p 65536 on a 4 KiB
+// host) does not: a 4 KiB Region's munmap left its 64 KiB guest page mapped.
+func unmapLen(n int, pg uintptr) uintptr {
+	return (uintptr(n) + pg - 1) &^ (pg - 1)
 }
