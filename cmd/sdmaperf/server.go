@@ -355,13 +355,20 @@ func (s *sweepServer) serve(ctx context.Context) error {
 
 // noRun is the error of size index i's run, in which no packet arrived. After a size whose run
 // ended, the likeliest cause is a client whose sweep ended there (a smaller -size than the
-// server's): the error says so.
+// server's): the error says so, naming that size as the client's -size, when the size's packets
+// showed it (checkRunSize). A run of which no packet arrived (its end markers alone) showed no
+// size: the client's sweep may start above the server's first size (another -frags), or the run
+// may be another client's (a single run's), so that the hint would name a size the client never
+// sent, smaller than its own; the error says that its size is unknown instead.
 func (s *sweepServer) noRun(i int, rep *udpsink.Report) error {
 	err := fmt.Errorf("%d bytes: %w", s.cfg.Sizes[i], noPackets(s.cfg, rep))
 	if i == 0 || rep.BadFrames > 0 || len(s.reps) != i || s.reps[i-1].NotEnded != "" {
 		return err
 	}
-	last := s.cfg.Sizes[i-1]
+	last, prev := s.cfg.Sizes[i-1], &s.reps[i-1].Report
+	if prev.Packets == 0 {
+		return fmt.Errorf("%w, after the %d-byte run ended with none of its packets received (%d sent): no packet showed its size, so the client's sweep may not be this one: give -server the client's -sweep, -size and -frags", err, last, prev.Lost)
+	}
 	return fmt.Errorf("%w, after the %d-byte run ended: if the client's sweep stopped there, give -server the client's -size: -size %d", err, last, last)
 }
 

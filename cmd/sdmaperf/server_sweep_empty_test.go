@@ -84,3 +84,25 @@ func TestServerSweepClientStoppedEarly(t *testing.T) {
 	assert.Contains(t, stderr.String(), "sdmaperf: 4 bytes: no packets arrived in 300ms")
 	assert.Contains(t, stderr.String(), "give -server the client's -size: -size 2", stderr.String())
 }
+
+// TestServerSweepFirstSizeOnlyEndsHint: a -server sweep whose first size's end markers alone
+// arrived (none of its packets), and nothing after: the row is that size's (0 packets, the
+// markers' 3 lost) and the next size's error named it as where the client's sweep stopped ("give
+// -server the client's -size: -size 2"), a size no packet showed: the client's sweep may start
+// above it (-frags 4 starts at 4 bytes) or not be a sweep at all (a single run, another -size),
+// so the cure pointed below the client's size. With no packet to show the size, the error says
+// so and names the flags that must match, not a -size; after a size whose packets arrived, the
+// hint stands (TestServerSweepClientStoppedEarly).
+func TestServerSweepFirstSizeOnlyEndsHint(t *testing.T) {
+	for _, given := range []bool{true, false} {
+		run := sweepRunID(0xa, 0)
+		if !given {
+			run = 0x1 // a single run's ID (an older client's, or no -sweep)
+		}
+		o := serveSweepOf(t, false, func(addr string) { sendEnds(t, addr, run, given, 1, 3) }, "-idle", "300ms")
+		require.Equal(t, exitFail, o.code, o.stderr)
+		assert.Regexp(t, `(?m)^ 2 +0 +0 +3 `, o.stdout)
+		assert.Contains(t, o.stderr, "sdmaperf: 4 bytes: no packets arrived in 300ms, after the 2-byte run ended with none of its packets received (3 sent): no packet showed its size, so the client's sweep may not be this one: give -server the client's -sweep, -size and -frags\n")
+		assert.NotContains(t, o.stderr, "-size 2", "a size no packet showed")
+	}
+}
