@@ -240,11 +240,7 @@ func TestServerAndClient(t *testing.T) {
 		t.Fatal("server did not stop at the end-of-run marker")
 	}
 	require.Equal(t, exitOK, srv.code, srv.errOut)
-	var rr struct {
-		Packets, Bytes, Lost uint64
-		Ended                bool
-	}
-	require.NoError(t, json.Unmarshal([]byte(srv.out), &rr), srv.out)
+	rr := serverRunJSON(t, srv.out)
 	assert.True(t, rr.Ended)
 	assert.EqualValues(t, 200, rr.Packets+rr.Lost)
 	assert.EqualValues(t, 100*rr.Packets, rr.Bytes, "each payload is the 100-byte packet")

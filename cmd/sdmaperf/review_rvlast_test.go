@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -40,8 +39,7 @@ func TestServerRestartedSweepCountsOldFramesStale(t *testing.T) {
 	sendSweepRun(t, addr, 0xb, 1, 5, 4)
 	sendSweepRun(t, addr, 0xb, 2, 5, 8)
 	require.Equal(t, exitOK, <-done, stderr.String())
-	var reps []SizeReport
-	require.NoError(t, json.Unmarshal([]byte(stdout.String()), &reps))
+	reps := serverSweepJSON(t, stdout.String())
 	var got [][3]uint64
 	var stale uint64
 	for _, r := range reps {
@@ -75,7 +73,7 @@ func serveSweepOf(t *testing.T, js bool, send func(addr string), args ...string)
 	send(addr)
 	o := sweepOutcome{code: <-done, stdout: stdout.String(), stderr: stderr.String()}
 	if js && o.code != exitUsage {
-		require.NoError(t, json.Unmarshal([]byte(o.stdout), &o.rows), o.stdout)
+		o.rows = serverSweepJSON(t, o.stdout)
 	}
 	return o
 }
@@ -312,8 +310,7 @@ func TestServerSweepInterruptedMidSize(t *testing.T) {
 		cancel()
 		require.Equal(t, exitInterrupted, <-done, rw.String())
 		if js {
-			var rows []SizeReport
-			require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rows), stdout.String())
+			rows := serverSweepJSON(t, stdout.String())
 			assert.Equal(t, []string{"2/5/", "4/3/interrupted before its end marker"}, rowsOf(rows))
 			continue
 		}

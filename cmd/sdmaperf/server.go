@@ -60,8 +60,8 @@ const endsWaitIdle0 = 5 * time.Second
 // A run superseded by a newer one (a datagram of another run before its end markers: the client
 // was restarted, or killed and run again) does not end the server: it warns, naming the run it
 // gives up on, and serves the new run, whose report decides the exit status. One run: the
-// superseded run's report is printed as it stands (text; -json prints the run served only), and
-// the new run is received. A sweep: the superseded size is no row, and the sweep starts again
+// superseded run's report is printed as it stands (text; -json prints the run served only,
+// ServerRun), and the new run is received. A sweep: the superseded size is no row, and the sweep starts again
 // at its first size, where a restarted client starts. Each size's run ID names the client's
 // sweep and the size's index (sweepRunID), which tells the cases apart: a size superseded by a
 // later size of the same sweep is a size whose end markers were all lost (the client went on),
@@ -70,8 +70,9 @@ const endsWaitIdle0 = 5 * time.Second
 // again all the same, with a warning; a size out of its sweep's order is refused, naming it. A
 // size's run that ends without its markers (-idle, Ctrl-C: the last size's markers lost, say)
 // is its row, marked, and then an error. The -json of a sweep holds the rows of the sweep
-// served only. The superseded run's packets still arriving are stale (udpsink.Report.Stale),
-// noted after the run they arrive in. End markers alone of a run none of whose packets arrived,
+// served only (ServerSweep); both carry the host (Host), as the client's -json does. The
+// superseded run's packets still arriving are stale (udpsink.Report.Stale), noted after the run
+// they arrive in. End markers alone of a run none of whose packets arrived,
 // followed by another run, are an earlier run's, resent by its sink as its client restarted
 // (onlyEnds): noted, no report, no row, not a restart, and the run that follows is served; a
 // sweep tells them by their sweep (serveSweep's earlier).
@@ -127,7 +128,7 @@ func runServerTo(ctx context.Context, cfg Config, stdout, stderr io.Writer) erro
 		return err
 	}
 	if cfg.JSON {
-		if err := writeJSONValue(stdout, rep); err != nil {
+		if err := writeJSONValue(stdout, ServerRun{Tool: "sdmaperf", Host: hostInfo(cfg), Receiver: rep}); err != nil {
 			return err
 		}
 	} else {
@@ -234,6 +235,24 @@ func noPackets(cfg Config, rep *udpsink.Report) error {
 	return fmt.Errorf("no packets arrived in %v", cfg.Idle)
 }
 
+// ServerRun is -server -json's output for one run: the tool and the host as the client's -json
+// has them (Report.Tool, Report.Host: the same Host, the -server's flags as given in its args),
+// and the receiver's report of the run served, as the client's -json has its in-process
+// receiver's (Report.Receiver).
+type ServerRun struct {
+	Tool     string         `json:"tool"`
+	Host     *Host          `json:"host"`
+	Receiver udpsink.Report `json:"receiver"`
+}
+
+// ServerSweep is -server -sweep -json's output: the tool and the host as ServerRun's, and a row
+// per size of the sweep served ([] for none).
+type ServerSweep struct {
+	Tool  string       `json:"tool"`
+	Host  *Host        `json:"host"`
+	Sizes []SizeReport `json:"sizes"`
+}
+
 // SizeReport is what the receiver saw of one size of a sweep.
 type SizeReport struct {
 	Bytes  int            `json:"bytes"` // the packet size the client sent (the payloads carry its pad too)
@@ -275,7 +294,11 @@ func serveSweep(ctx context.Context, cfg Config, r *udpsink.Receiver, stdout, st
 	s := &sweepServer{cfg: cfg, r: r, stdout: stdout, stderr: stderr}
 	runErr := s.serve(ctx)
 	if cfg.JSON {
-		if err := writeJSONValue(stdout, s.reps); err != nil {
+		out := ServerSweep{Tool: "sdmaperf", Host: hostInfo(cfg), Sizes: s.reps}
+		if out.Sizes == nil {
+			out.Sizes = []SizeReport{} // no row: [], not null
+		}
+		if err := writeJSONValue(stdout, out); err != nil {
 			return err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -61,8 +60,7 @@ func TestServerIgnoresEarlierRunsEnds(t *testing.T) {
 				assert.NotContains(t, stderr.String(), "did not end")
 				assert.NotContains(t, stderr.String(), "lost")
 				if js {
-					var rep udpsink.Report
-					require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep), "one JSON object: the run served")
+					rep := serverRunJSON(t, stdout.String()) // the run served
 					assert.EqualValues(t, 5, rep.Packets)
 					assert.EqualValues(t, 2, rep.Run)
 					assert.True(t, rep.Ended)

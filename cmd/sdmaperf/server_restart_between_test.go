@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"net"
 	"strconv"
 	"testing"
@@ -51,8 +50,7 @@ func TestServerServesClientRestartedBetweenSizes(t *testing.T) {
 			at := 2 << tc.killed
 			assert.Contains(t, stderr.String(), "sdmaperf: warning: "+strconv.Itoa(at)+" bytes: the run is the first size of a new sweep (the client restarted after its "+strconv.Itoa(at/2)+"-byte run); the sweep starts again at 2 bytes\n", "%s -json %v", tc.name, js)
 			if js {
-				var reps []SizeReport
-				require.NoError(t, json.Unmarshal([]byte(stdout.String()), &reps))
+				reps := serverSweepJSON(t, stdout.String())
 				var got [][2]uint64
 				for _, r := range reps {
 					got = append(got, [2]uint64{uint64(r.Bytes), r.Report.Packets})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -33,8 +32,7 @@ func TestServerServesRestartedClient(t *testing.T) {
 			assert.Contains(t, stderr.String(), "sdmaperf: warning: the run did not end: 3 packets arrived, then a datagram of another run", "-json %v", js)
 			assert.Contains(t, stderr.String(), "; receiving the new run\n", "-json %v", js)
 			if js {
-				var rep struct{ Packets, Run uint64 }
-				require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep), "one JSON object: the run served")
+				rep := serverRunJSON(t, stdout.String()) // the run served
 				assert.EqualValues(t, 5, rep.Packets)
 				assert.EqualValues(t, 2, rep.Run)
 				continue
@@ -65,8 +63,7 @@ func TestServerServesRestartedClient(t *testing.T) {
 			assert.Contains(t, stderr.String(), "sdmaperf: warning: 4 bytes: the run did not end: 2 packets arrived, then a datagram of another run", "-json %v", js)
 			assert.Contains(t, stderr.String(), "; the sweep starts again at 2 bytes\n", "-json %v", js)
 			if js {
-				var reps []SizeReport
-				require.NoError(t, json.Unmarshal([]byte(stdout.String()), &reps))
+				reps := serverSweepJSON(t, stdout.String())
 				var got [][2]uint64
 				for _, r := range reps {
 					got = append(got, [2]uint64{uint64(r.Bytes), r.Report.Packets})
