@@ -55,7 +55,7 @@ func (e *Engine) progressLocked() int { return e.progressPass(false) }
 func (e *Engine) progressPass(intr bool) int {
 	if intr && !e.manual {
 		n := e.makeProgressHW()
-		e.hw.completed, e.hw.intrPass = e.hw.head, true
+		e.hw.completed, e.hw.intrPass = e.hw.head.Load(), true
 		return n
 	}
 	r := e.ring
@@ -107,7 +107,7 @@ func (e *Engine) progressPass(intr bool) int {
 	}
 	r.EndWrite()
 	if intr {
-		e.hw.completed, e.hw.intrPass = e.hw.head, true
+		e.hw.completed, e.hw.intrPass = e.hw.head.Load(), true
 	}
 	return n
 }
@@ -510,16 +510,19 @@ func (e *Engine) setPollG(g uint64) { relaxed.StoreRelease64(&e.pollG, g) }
 // engine runs none (the kernel returns at once for a NULL engine). The forced interrupt's
 // handler, sdma_engine_interrupt, runs either way, and does what every interrupt does: it counts
 // the interrupt (progress_int_cnt; here Stats().Interrupts) and reloads the count interrupt's
-// descriptor count, also when a running pass does its work: the next count interrupt comes
-// DescIntr descriptors after the hardware model sees the reload, at its next pass's start or the
-// end of its current count window, whichever is first. With less than an eighth in process, or
-// a nil engine, it forces no interrupt, and counts none.
+// descriptor count, also when a running pass does its work. The reload takes effect at once, as
+// the handler's register write does: the next count interrupt comes DescIntr descriptors after
+// the descriptor the hardware model had reached, also in the middle of a pass (the model applies
+// it at its next count window's end or pass start, counting from there: takeCountReload). With
+// less than an eighth in process, or a nil engine, it forces no interrupt, and counts none.
 func (e *Engine) ProgressSchedule() bool {
 	if e == nil || e.ring.InProcess() < e.ring.Size()/8 {
 		return false
 	}
 	e.stats.forcedIntrs.Add(1) // the handler's count: the interrupt is forced from here on
-	// The reload is the hardware pass's to do: the count is hwMu's state, not the head lock's.
+	// The reload is the hardware pass's to apply: the count is hwMu's state, not the head lock's.
+	// It took effect where the chip is now (its head), which the pass reads after the bit.
+	e.progressAt.Store(e.hw.head.Load())
 	e.pending.Or(pendCount)
 	if !e.tryLockHead() {
 		return false // a pass is running: it does what the forced one would
@@ -640,8 +643,9 @@ func (e *Engine) swCleanLocked() {
 	r.EndWrite()
 	// Quiescent: no producer past the gate, no hardware pass (hwMu), no completion pass (headMu).
 	r.Reset(0)
-	e.hw.head = 0
+	e.hw.head.Store(0)
 	e.hw.sinceIntr = 0
+	e.dropCountReload()
 	e.hw.idle = true
 	e.wakeAllLocked()
 	e.unlockHeadHW()

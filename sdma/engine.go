@@ -95,8 +95,9 @@ type Engine struct {
 	// flush; pendFaults is set by SetFaults after it stored faultsNext and cleared by the pass
 	// that takes the plan (under hwMu); pendCount is set by ProgressSchedule (its interrupt's
 	// reload of the count, which is hwMu's state) and cleared by the pass that does the reload,
-	// at its start or at the end of a count window (under hwMu, takeCountReload). Read by the
-	// hardware pass, Poll (pendFlush) and the hardware goroutine before it parks.
+	// at its start or at the end of a count window (under hwMu, takeCountReload), or by a ring's
+	// restart (dropCountReload). Read by the hardware pass, Poll (pendFlush) and the hardware
+	// goroutine before it parks.
 	pending atomic.Uint32
 	// stopping is set once by stopGoroutine; read by the hardware goroutine each loop.
 	stopping atomic.Bool
@@ -132,8 +133,13 @@ type Engine struct {
 	// the sw clean closes the ring instead, see sendBatch and quiesce.) Written (atomic add) by
 	// flushFront; read by quiesce.
 	inflight atomic.Int64
+	// progressAt is the chip's head (hwState.head) when a ProgressSchedule forced the progress
+	// interrupt: where its handler's reload of the count took effect. Written (atomic store) by
+	// ProgressSchedule before it sets pendCount; read by the pass that takes the reload, under
+	// hwMu, after it cleared the bit (takeCountReload). Slow paths only, as inflight.
+	progressAt atomic.Uint64
 
-	_ [lineSize + 16]byte // and to a line's start: hwStats begins a line
+	_ [lineSize + 8]byte // and to a line's start: hwStats begins a line
 
 	// The hardware group, written by hwMu's holder on every packet, in four lines: hwStats and
 	// the words of hwMu that a hold touches, then hwMu's other words and hw's per-packet fields

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/internal/prefetch"
+	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
 // The hardware model.
@@ -60,7 +62,12 @@ import (
 // Engine): the pass's words, then the fault plan, whose first word (active) is read per packet,
 // then the segments, of which a packet uses the first one to three.
 type hwState struct {
-	head uint64 // the chip's head: the next descriptor to read (>= ring.HWHead())
+	// head is the chip's head: the next descriptor to read (>= ring.HWHead()). Written by hwMu's
+	// holder (each packet's a store-release, relaxed.StoreRelease64's spelled out in process: the
+	// plain MOV of a plain store on amd64); read under hwMu (plainly: hwHead), and by
+	// ProgressSchedule (an atomic load, no lock), which records where the chip was when it forced
+	// the progress interrupt (Engine.progressAt).
+	head atomic.Uint64
 	// waitTail is the tail the last pass stopped at: until the ring's tail moves past it (or a
 	// flush, a stop or a state change comes), another pass can do nothing. The hardware
 	// goroutine parks on it. ^0 means "look again at once" (after a halt restarted the ring).
@@ -221,7 +228,7 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 	if g := e.gate.Load(); g&(gateDown|gateRunning) != gateRunning {
 		return e.passRefused(g)
 	}
-	head := e.hw.head
+	head := *(*uint64)(unsafe.Pointer(&e.hw.head)) // hwHead, spelled out: no inline-mark NOP
 	tail := r.Tail()
 	e.hw.waitTail = ^uint64(0)
 	limit := head + uint64(r.Size())
@@ -255,8 +262,19 @@ func (e *Engine) process(direct bool) (int, uint64, error) {
 		e.deliver(segs, head+n)
 		pkts++
 		head += n
-		e.hw.head = head
+		// The head's store-release (ProgressSchedule loads it without hwMu: progressAt), as
+		// relaxed.StoreRelease64 does it, spelled out: the inlined call left two inline-mark
+		// NOPs in the loop. A plain store where that is a store-release (relaxed.Plain: amd64
+		// outside -race and purego), the atomic store elsewhere.
+		if relaxed.Plain {
+			*(*uint64)(unsafe.Pointer(&e.hw.head)) = head
+		} else {
+			e.hw.head.Store(head)
+		}
 		e.hw.idle = false
+		if e.hw.faults.active {
+			e.hw.faults.seen += n // toward the plan's halt (plannedHalt reads it only while one is active)
+		}
 		flags |= e.countDescs(n)
 		if e.batching && e.hw.batch.held > 0 {
 			e.heldPacket(flags) // the sink still holds the packet: its write-back waits for Flush
@@ -333,29 +351,39 @@ func (e *Engine) heldPacket(flags uint64) {
 
 // countDescs counts n descriptors read toward the count interrupt, due DescIntr descriptors after
 // the last interrupt of any kind (each reloads the count: see interrupt), and returns the INT_REQ
-// flag when it is due; and toward the fault plan's halt while a plan is active (plannedHalt reads
-// the count only then, and a new plan starts it at 0: no store to the plan's other words without
-// one). hwMu held.
+// flag when it is due. (The pass counts them toward the fault plan's halt itself, while a plan is
+// active: plannedHalt reads that count only then, and a new plan starts it at 0, so no store to
+// the plan's words without one; here, it would keep countDescs from inlining.) hwMu held.
 //
 // At the end of a count window the interrupt is due if the register is armed (countArmed) and no
 // ProgressSchedule reloaded the count during the window. A ProgressSchedule's reload (pendCount)
-// is a register write the chip sees while it reads on: the model takes it at the next pass's start
-// or at the end of the window it came in, which then restarts without an interrupt (the count
-// that reload set has not run out). The window's end is once per DescIntr descriptors, the
-// pending word's load off the per-packet path.
+// is a register write the chip sees at once, while it reads on (hfi1: sdma_set_desc_cnt, a CSR
+// write): the count restarts at the descriptor the chip had reached then (Engine.progressAt, the
+// chip's head as ProgressSchedule read it). The model applies it at the next pass's start or at
+// the end of the window it came in, whichever is first, counting the descriptors read since the
+// reload (takeCountReload): so the window restarts without an interrupt and the next count
+// interrupt comes DescIntr descriptors after the reload, where the chip's comes. The window's
+// end is once per DescIntr descriptors: the pending word's load and the reload's arithmetic are
+// off the per-packet path, which pays only the head's store-release (a plain MOV on amd64).
 func (e *Engine) countDescs(n uint64) uint64 {
-	if e.hw.faults.active {
-		e.hw.faults.seen += n
-	}
 	if e.hw.sinceIntr += int(n); e.hw.sinceIntr >= e.descIntr {
-		e.hw.sinceIntr = 0
-		if e.pending.Load()&pendCount != 0 {
-			e.takeCountReload()
-			return 0
+		return e.countWindowEnd()
+	}
+	return 0
+}
+
+// countWindowEnd is countDescs at the end of a count window: a call once per DescIntr
+// descriptors, so that countDescs stays small enough to inline into the pass. hwMu held.
+func (e *Engine) countWindowEnd() uint64 {
+	if e.pending.Load()&pendCount != 0 {
+		e.takeCountReload()
+		if e.hw.sinceIntr < e.descIntr {
+			return 0 // the count the reload set runs on: DescIntr descriptors after it
 		}
-		if e.hw.countArmed {
-			return desc.IntReqFlag
-		}
+	}
+	e.hw.sinceIntr = 0
+	if e.hw.countArmed {
+		return desc.IntReqFlag
 	}
 	return 0
 }
@@ -367,11 +395,40 @@ func (e *Engine) reloadCount() {
 	e.hw.countArmed = true
 }
 
+// hwHead is the chip's head (hwState.head) for hwMu's holder: a plain load, as the field's every
+// writer holds hwMu (ProgressSchedule's atomic load is the one read without it). The atomic
+// load's intrinsic kept the compiler from folding the compare of intrRunsPass, once a pass, into
+// one instruction. The atomic.Uint64 holds its value at offset 0 (internal/relaxed relies on it
+// too). hwMu held.
+func (e *Engine) hwHead() uint64 { return *(*uint64)(unsafe.Pointer(&e.hw.head)) }
+
 // takeCountReload does the reload of a ProgressSchedule (pendCount, cleared first: a later
-// ProgressSchedule's bit is not lost). hwMu held.
+// ProgressSchedule's bit is not lost) where it took effect: the count armed, sinceIntr the
+// descriptors read since the chip's head was at progressAt (read after the bit is cleared: a
+// later ProgressSchedule's position is taken by the next window's end or pass, at worst once
+// more, which counts from the same point). A position past the head (of the ring's numbering
+// before a restart, or read by a ProgressSchedule that raced the restart) or at least sinceIntr
+// back (read before this window's start, as the chip passed it) is taken as the window's start:
+// the count then runs from there. At a pass's start sinceIntr stays below DescIntr; at a
+// window's end, at DescIntr or more means the count the reload set ran out here (countWindowEnd).
+// hwMu held.
 func (e *Engine) takeCountReload() {
 	e.pending.And(^pendCount)
-	e.reloadCount()
+	head, at := e.hw.head.Load(), e.progressAt.Load()
+	if since := head - at; at <= head && since < uint64(e.hw.sinceIntr) {
+		e.hw.sinceIntr = int(since)
+	}
+	e.hw.countArmed = true
+}
+
+// dropCountReload takes a ProgressSchedule's reload at a ring's restart (the sw clean's reset,
+// hwStartUp), which restarts the count at index 0 itself: the register armed, as the forced
+// interrupt's handler left it, and no position of the old numbering left pending. hwMu held.
+func (e *Engine) dropCountReload() {
+	if e.pending.Load()&pendCount != 0 {
+		e.pending.And(^pendCount)
+		e.hw.countArmed = true
+	}
 }
 
 // idleIntrDue reports whether a pass that stopped at head with the ring's tail at tail raises
@@ -527,14 +584,14 @@ func (e *Engine) interrupt() {
 // unless an earlier interrupt of the same pass ran one to its end at the same head (see
 // interrupt). hwMu held.
 func (e *Engine) intrRunsPass() bool {
-	return e.mode == CompleteInterrupt && (!e.hw.intrPass || e.hw.completed != e.hw.head)
+	return e.mode == CompleteInterrupt && (!e.hw.intrPass || e.hw.completed != e.hwHead())
 }
 
 // writeBackHead writes the chip's head back to the ring (head_dma) if it moved, which also
 // does every HEAD_TO_HOST write-back due. hwMu held.
 func (e *Engine) writeBackHead() {
 	e.hw.headToHost = false
-	if r, h := e.ring, e.hw.head; r.HWHead() != h {
+	if r, h := e.ring, e.hw.head.Load(); r.HWHead() != h {
 		r.StoreHWHead(h) // h is the chip's head: in [HWHead(), Tail()]
 	}
 }

@@ -1,6 +1,7 @@
 package sdma
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,12 +119,14 @@ func TestCountInterruptOffBeforeFirstInterrupt(t *testing.T) {
 // TestProgressScheduleReloadsCount: ProgressSchedule forces the progress interrupt, whose handler
 // (sdma_engine_interrupt) reloads the count as every interrupt does, also when the pass is left
 // to one already running. Here a pass is running (the sink calls ProgressSchedule at the 12th
-// packet): the count interrupt after the 8th descriptor reloaded the count, the forced one is
-// counted at once (TestProgressScheduleCountsItsInterrupt), the one due after the 16th finds
-// ProgressSchedule's reload in its window and restarts without an interrupt; the pass then raises
-// only the idle interrupt. The reload was missing: count interrupts at 8 and 16. The
-// next pass takes a reload left pending at its start, clearing the bit (the hardware goroutine
-// parks only on a clear word).
+// packet, before the chip counts it): the count interrupt after the 8th descriptor reloaded the
+// count, the forced one is counted at once (TestProgressScheduleCountsItsInterrupt), the one due
+// after the 16th finds ProgressSchedule's reload in its window and restarts without an
+// interrupt, and the count that reload set runs out 8 descriptors after it, after the 19th (the
+// handler's register write takes effect at once: TestProgressScheduleReloadTakesEffectAtOnce);
+// then the idle interrupt. The reload was missing: count interrupts at 8 and 16; then it landed
+// at the window's end: none after the 19th. The next pass takes a reload left pending at its
+// start, clearing the bit (the hardware goroutine parks only on a clear word).
 func TestProgressScheduleReloadsCount(t *testing.T) {
 	c := newCountTest(t, 64, 0)
 	c.send(1)
@@ -141,8 +144,8 @@ func TestProgressScheduleReloadsCount(t *testing.T) {
 	n, seen := c.pass()
 	c.s.at = nil
 	assert.False(t, ran, "ProgressSchedule inside the pass ran no pass of its own")
-	assert.Equal(t, steps(20, 8, 12), seen, "the forced interrupt at the 12th, no count interrupt after the 16th descriptor")
-	assert.EqualValues(t, 3, n, "the count interrupt at 8, the forced one and the idle one")
+	assert.Equal(t, steps(20, 8, 12, 19), seen, "the forced interrupt at the 12th, no count interrupt after the 16th descriptor, one after the 19th")
+	assert.EqualValues(t, 4, n, "the count interrupts at 8 and 19, the forced one and the idle one")
 	assert.Zero(t, c.e.pending.Load()&pendCount, "the window's end took the reload")
 
 	assert.True(t, c.e.ProgressSchedule(), "20 in process: a forced pass, on the caller's goroutine")
@@ -159,4 +162,89 @@ func armCount(e *Engine) {
 	e.hwMu.Lock()
 	e.reloadCount()
 	e.hwMu.Unlock()
+}
+
+// kernelCount is the interrupts of hfi1's chip and handler over a pass of n one-descriptor
+// packets, the count register armed and reloaded at the pass's start (the idle interrupt before
+// it), with ProgressSchedule forcing the progress interrupt as packet i is handed over, for each
+// i in forced (before the chip counts it): every interrupt reloads SendDmaDescCnt in
+// sdma_engine_interrupt (sdma_set_desc_cnt, a register write the chip sees at once), the count
+// interrupt comes when descIntr descriptors were read since the last reload, and the pass ends
+// in the idle interrupt. It returns what countTest.pass does: the interrupts raised, and the
+// count each packet saw as it was handed over (before that packet's forced interrupt).
+func kernelCount(descIntr, n int, forced ...int) (uint64, []uint64) {
+	var intr uint64
+	seen := make([]uint64, n)
+	cnt := 0 // descriptors read since the last reload
+	for i := range n {
+		seen[i] = intr
+		for _, f := range forced {
+			if f == i {
+				intr++ // the progress interrupt, counted by its handler
+				cnt = 0
+			}
+		}
+		if cnt++; cnt == descIntr {
+			intr++ // the count interrupt; its handler reloads
+			cnt = 0
+		}
+	}
+	return intr + 1, seen // and the idle interrupt
+}
+
+// TestProgressScheduleReloadTakesEffectAtOnce: the forced progress interrupt's reload of the
+// count (sdma_engine_interrupt's sdma_set_desc_cnt, a CSR write) takes effect at the descriptor
+// the chip has reached, so the next count interrupt comes DescIntr descriptors after it, whatever
+// the forced interrupt's place in the count window, and with two in one window from the later.
+// The model applied the reload at the end of the window it came in (the pending test once per
+// window), so the count interrupt came up to DescIntr descriptors late (after the 16th packet
+// where the kernel's comes after the 11th, for a reload at the 4th). Each case against
+// kernelCount, on a pass of 40 packets with DescIntr 8.
+func TestProgressScheduleReloadTakesEffectAtOnce(t *testing.T) {
+	cases := [][]int{{3, 5}, {3, 9}, {7, 15}, {0, 8, 16}, {6, 7}, {1, 30}}
+	for p := range 24 {
+		cases = append(cases, []int{p})
+	}
+	for _, forced := range cases {
+		c := newCountTest(t, 64, 0)
+		c.send(1)
+		n, _ := c.pass()
+		require.EqualValues(t, 1, n, "the first interrupt arms the count")
+		require.Equal(t, 1, c.e.Poll())
+		c.s.at = func(i int) {
+			if slices.Contains(forced, i) {
+				assert.False(t, c.e.ProgressSchedule(), "forced at %d: the pass holds the head lock", i)
+			}
+		}
+		c.send(40)
+		n, seen := c.pass()
+		wantN, wantSeen := kernelCount(8, 40, forced...)
+		assert.Equal(t, wantSeen, seen, "forced at %v", forced)
+		assert.Equal(t, wantN, n, "forced at %v", forced)
+		assert.Zero(t, c.e.pending.Load()&pendCount, "forced at %v: taken", forced)
+		assert.Equal(t, 40, c.e.Poll())
+	}
+}
+
+// TestTakeCountReloadPosition: a reload's position that the count cannot have run from (past the
+// head: the ring's numbering before a restart; or at least sinceIntr back: read before the
+// window's start) is taken as the window's start, sinceIntr unchanged; one inside the window
+// counts the descriptors since it. The bit is cleared and the register armed either way.
+func TestTakeCountReloadPosition(t *testing.T) {
+	c := newCountTest(t, 64, 0)
+	e := c.e
+	for _, tc := range []struct{ at, want uint64 }{{200, 8}, {92, 8}, {90, 8}, {93, 7}, {95, 5}, {100, 0}} {
+		e.hwMu.Lock()
+		e.hw.head.Store(100)
+		e.hw.sinceIntr, e.hw.countArmed = 8, false
+		e.progressAt.Store(tc.at)
+		e.pending.Or(pendCount)
+		e.takeCountReload()
+		assert.EqualValues(t, tc.want, e.hw.sinceIntr, "at %d, head 100, 8 in the window", tc.at)
+		assert.True(t, e.hw.countArmed)
+		assert.Zero(t, e.pending.Load()&pendCount)
+		e.hw.head.Store(0)
+		e.hw.sinceIntr = 0
+		e.hwMu.Unlock()
+	}
 }

@@ -125,7 +125,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 func (e *Engine) recordHalt(it evItem) {
 	h := it.halt
 	if h == nil {
-		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head, Desc: e.headDesc(),
+		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head.Load(), Desc: e.headDesc(),
 			Detail: "explicit " + it.ev.String() + ": " + it.cause}
 	}
 	e.haltCause.Store(h)
@@ -145,8 +145,9 @@ func (e *Engine) hwStartUp() {
 	if r.Tail() != 0 || !r.Empty() {
 		e.swCleanLocked() // not reached by the table's paths; keeps the restart safe regardless
 	}
-	e.hw.head = r.Tail()
+	e.hw.head.Store(r.Tail())
 	e.hw.sinceIntr = 0
+	e.dropCountReload()
 	e.hw.idle = true
 }
 
@@ -272,7 +273,7 @@ var (
 
 // injectedHalt builds the record of an injected halt at the hardware's head. hwMu held.
 func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
-	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head, Desc: e.headDesc(), Detail: detail}
+	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head.Load(), Desc: e.headDesc(), Detail: detail}
 }
 
 // headDesc returns the descriptor at the hardware's head for a halt's record, if it is published
@@ -280,10 +281,10 @@ func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
 // tail is free or a producer's, which may be writing it (reading it would be a data race).
 // hwMu held.
 func (e *Engine) headDesc() desc.Desc {
-	if e.ring.Tail() == e.hw.head {
+	if e.ring.Tail() == e.hw.head.Load() {
 		return desc.Desc{}
 	}
-	return e.ring.Slot(e.hw.head)
+	return e.ring.Slot(e.hw.head.Load())
 }
 
 // faultPlan is a plan of halts for an engine's hardware model (sdmatest.FaultPlan, which

@@ -39,3 +39,8 @@ func store32(p *atomic.Uint32, v uint32) { *(*uint32)(unsafe.Pointer(p)) = v }
 
 // impl names the implementation, for the tests and benchmarks.
 const impl = "plain"
+
+// Plain is true where StoreRelease64 and StoreRelease32 are plain stores (see the package
+// documentation): a caller may then spell such a store out as an ordinary store through
+// unsafe.Pointer, where the inlined call would leave the compiler's inline-mark NOPs in a loop.
+const Plain = true

@@ -13,3 +13,6 @@ func store32(p *atomic.Uint32, v uint32) { p.Store(v) }
 
 // impl names the implementation, for the tests and benchmarks.
 const impl = "atomic"
+
+// Plain is false here: the stores are sync/atomic's (see relaxed_amd64.go).
+const Plain = false
