@@ -16,8 +16,9 @@ import (
 // Releaser is told once per packet that its credits came back (hfi1: pio_release_cb with its
 // arg). Released runs on the goroutine that ran the credit-return pass (the chip model's, a
 // BufferAlloc that found no room, or Disable, Restart and Close) with the context's release lock
-// held: it must not block and must not call into the same context. A panic in it is recovered
-// and counted (Stats.ReleasePanics); the pass goes on. A runtime.Goexit in it (a test's
+// held: it must not block and must not call into the same context (a Close of it, also one
+// reached through another context's Close, is refused with ErrInvalid; see Close). A panic in
+// it is recovered and counted (Stats.ReleasePanics); the pass goes on. A runtime.Goexit in it (a test's
 // t.FailNow) cannot be stopped: the locks its goroutine held are released and the context is left
 // halted (see Sink).
 type Releaser interface {
@@ -157,6 +158,20 @@ type SendContext struct {
 	// store) and by runDone (0, as the goroutine ends: the runtime may give its g to another);
 	// read by onChip (atomic load), which tells the chip goroutine's Goexit from a caller's by it.
 	chipG atomic.Uint64
+	// relG and hwG identify the goroutine (goid.Self) that runs the context's Releasers with
+	// releaseMu held (a release pass, Disable's flush), and its Sink with hwMu held (a pass of
+	// the chip, Disable's egress), on a caller's goroutine; 0 when none does, and on the chip
+	// goroutine (whose end a Close's work waits for already: closers.working). Recorded once per
+	// hold, at its first callback (callRelease, deliver), and cleared before the lock is let go,
+	// under that lock (atomic stores); read by the Closes' graph (closers.mu held): a Close's work
+	// of the context waits for that goroutine's locks, so a Close that goroutine makes from the
+	// callback does not wait for the one doing the work (closerSet.lockTargetsLocked). Only
+	// where the build has getg (goid.HaveG): elsewhere the identity is a runtime.Stack read,
+	// which would allocate on the packet path, and none is recorded (see Close).
+	relG, hwG atomic.Uint64
+	// hwChip says that the chip goroutine holds hwMu for its pass (process): its Sink needs no
+	// hwG. Under hwMu.
+	hwChip bool
 
 	_ cpu.CacheLinePad
 
@@ -435,7 +450,7 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 		// workqueue.
 		sc.allocFree = sc.free.Load()
 		if blocks > sc.credits-(sc.fill-sc.allocFree) {
-			sc.releasePass(true)
+			sc.releasePass(true, false)
 			passed = true
 			sc.allocFree = sc.free.Load()
 			if blocks > sc.credits-(sc.fill-sc.allocFree) {
@@ -506,14 +521,14 @@ func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate(false) }
 // releaseUpdate is ReleaseUpdate; chip: it runs on the chip goroutine (run), whose wake-ups
 // need no record (see piobufavail).
 func (sc *SendContext) releaseUpdate(chip bool) {
-	sc.releasePass(false)
+	sc.releasePass(false, chip)
 	sc.piobufavail(chip)
 }
 
 // releasePass is the release pass without its wake-ups (sc_release_update up to
 // sc_piobufavail): the caller runs piobufavail once it holds no lock.
 // alloc: the caller holds allocMu (BufferAlloc), for a Releaser's Goexit.
-func (sc *SendContext) releasePass(alloc bool) {
+func (sc *SendContext) releasePass(alloc, chip bool) {
 	sc.releaseMu.Lock()
 	hw := sc.hwFree.Load()
 	old := sc.free.Load()
@@ -529,6 +544,9 @@ func (sc *SendContext) releasePass(alloc bool) {
 		if r := b.rel; r != nil {
 			if !haveCode {
 				code, haveCode = fillCode(hw), true
+				if !chip {
+					sc.noteRelG()
+				}
 			}
 			b.rel = nil
 			sc.stats.releases.Add(1)
@@ -546,6 +564,7 @@ func (sc *SendContext) releasePass(alloc bool) {
 	if free != old {
 		sc.releaseSeq.Add(1) // credits came back: a producer about to park retries instead
 	}
+	sc.clearRelG()
 	sc.releaseMu.Unlock()
 }
 
@@ -622,6 +641,7 @@ func (sc *SendContext) Disable() {
 		// meanwhile is a halt like any other (the error interrupt's sc_stop(sc, SCF_HALTED)):
 		// recorded, and Halted until Enable; the flush below releases it.
 		_, h, _ := sc.consume()
+		sc.clearHwG()
 		sc.inDisable = false
 		if h != nil {
 			sc.lastHalt.Store(h)
@@ -640,6 +660,7 @@ func (sc *SendContext) Disable() {
 		if r := b.rel; r != nil {
 			b.rel = nil
 			sc.stats.flushed.Add(1)
+			sc.noteRelG()
 			sc.callRelease(r, PRCSCDisable, true)
 		}
 		sc.srTail++
@@ -648,6 +669,7 @@ func (sc *SendContext) Disable() {
 		}
 	}
 	sc.releaseSeq.Add(1)
+	sc.clearRelG()
 	sc.releaseMu.Unlock()
 	sc.allocMu.Unlock()
 
@@ -742,7 +764,10 @@ func (sc *SendContext) Restart() error {
 // waiting. Close is idempotent and safe to call concurrently; one that a Goexit in a callback
 // interrupted (see Sink) finishes on the next call. Called on the chip goroutine (from a Waiter's
 // wake-up, a Sink or a Releaser that it runs) Close would wait for that goroutine to end: it
-// returns ErrInvalid there and changes nothing. Such a refusal (this one, or the one below of a
+// returns ErrInvalid there and changes nothing; so does a Close from a Releaser or Sink of the
+// context that a caller's goroutine runs with the context's locks held (reached through another
+// context's Close from that callback, whose flush runs a callback that Closes this one: it would
+// wait for those locks). Such a refusal (this one, or the one below of a
 // Close whose work would wait for a chip goroutine that waits for this one) holds for as long as
 // the callback runs, each retry from it refused the same way at once: a callback that retries
 // until Close succeeds loops for ever (and holds up the chip goroutine, and so every Close of the
@@ -769,7 +794,14 @@ func (sc *SendContext) Restart() error {
 // goroutine: it returns once the rest is done (or at once, nil, where the first is doing the
 // second's context's work, left to it). A Close on the chip goroutine of another context (from a
 // wake-up, Sink or Releaser) likewise leaves out a goroutine whose Close's work waits (from its
-// start) for that chip goroutine's end. Such a wait cannot be left out: a Close on a chip
+// start) for that chip goroutine's end, and a Close from a Sink or Releaser of another context
+// run on a caller's goroutine (a manual chip's Process, a release pass of BufferAlloc,
+// ReleaseUpdate or Disable), with that context's locks held, leaves out a goroutine doing that
+// context's Close work, which waits for those locks (say a wake-up of the context being closed
+// whose Close of the other does its work); of two such callbacks (Releasers or Sinks of two
+// contexts, each run with its context's locks held) that Close each other's context at once,
+// each Close's work would wait for the other's locks: the one that starts its work second
+// returns ErrInvalid and changes nothing. Such a wait cannot be left out: a Close on a chip
 // goroutine whose work would wait for the end of a chip goroutine that waits, through such
 // waits alone, for its own (two chip goroutines' wake-ups, Sinks or Releasers each Closing the
 // other's context) returns ErrInvalid and changes nothing, as on the context's own chip
@@ -777,7 +809,12 @@ func (sc *SendContext) Restart() error {
 // its goroutine has ended. Close tells goroutines apart by goid.Self: on builds without getg
 // (purego, 386, ...) that is a runtime.Stack read, microseconds, per Close and per release pass
 // on a caller's goroutine that wakes a waiter (the chip goroutine's passes need none: Close
-// waits for its end).
+// waits for its end); such builds do not record the goroutine that runs a Releaser or Sink with
+// its context's locks held (it would cost that read, and an allocation, per pass on the packet
+// path), so there the two cases above of a Close from such a callback (the cycle through a
+// Close's work that waits for those locks, and the refusal of a Close of the callback's own
+// context) are not seen: the Close waits for ever, as a Close of the context from the callback
+// itself would.
 //
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
@@ -792,6 +829,9 @@ func (sc *SendContext) Close() error {
 		return errf("Close", ErrInvalid, "called on send context "+itoa(sc.index)+"'s chip goroutine (from a wake-up, Sink or Releaser): it would wait for itself"+refusedInCallback)
 	}
 	self := goid.Self()
+	if sc.relG.Load() == self || sc.hwG.Load() == self {
+		return errf("Close", ErrInvalid, "called from a Releaser or Sink of send context "+itoa(sc.index)+" that this goroutine runs with the context's locks held (through another context's Close, say): it would wait for itself"+refusedInCallback)
+	}
 	wait, err := sc.closeWork(self)
 	if wait {
 		sc.waitWakers(self)
@@ -810,6 +850,9 @@ func (sc *SendContext) doClose() {
 		sc.closingG = 0
 		if i := slices.Index(closers.working, sc); i >= 0 {
 			closers.working = slices.Delete(closers.working, i, i+1)
+		}
+		if i := slices.Index(closers.closing, sc); i >= 0 {
+			closers.closing = slices.Delete(closers.closing, i, i+1)
 		}
 		closers.cond.Broadcast()
 		closers.mu.Unlock()
@@ -925,7 +968,10 @@ func (sc *SendContext) Process() int { return sc.process(false) }
 // process is Process; chip: it runs on the chip goroutine (run).
 func (sc *SendContext) process(chip bool) int {
 	sc.hwMu.Lock()
+	sc.hwChip = chip
 	n, h, wb := sc.consume()
+	sc.hwChip = false
+	sc.clearHwG()
 	sc.hwMu.Unlock()
 	if wb {
 		sc.releaseUpdate(chip)
@@ -1034,6 +1080,9 @@ func (sc *SendContext) deliver(segs [][]byte) {
 			}
 		}
 	}()
+	if goid.HaveG && !sc.hwChip && sc.hwG.Load() == 0 {
+		sc.hwG.Store(goid.Self()) // see relG
+	}
 	err := sc.sink.Deliver(sc.index, segs)
 	returned = true
 	if err != nil {
@@ -1050,6 +1099,8 @@ func (sc *SendContext) sinkExited() {
 	sc.chipOff.Store(true)
 	alloc := sc.inDisable
 	sc.inDisable = false
+	sc.hwChip = false
+	sc.clearHwG()
 	sc.hwMu.Unlock()
 	sc.goexitHalt("the Sink's Deliver", alloc, true)
 }
@@ -1059,6 +1110,7 @@ func (sc *SendContext) sinkExited() {
 // slots again; the exited callback's slot was cleared before the call, so it runs once). Then
 // goexitHalt.
 func (sc *SendContext) releaseExited(alloc bool) {
+	sc.clearRelG()
 	sc.releaseMu.Unlock()
 	sc.goexitHalt("a Releaser's Released", alloc, false)
 }
@@ -1242,3 +1294,25 @@ var testRunDone atomic.Pointer[func(*SendContext)]
 // testRestartChecked, if set (by in-package tests), is called by Restart after its checks,
 // before it disables the context: a test's window for a Close that comes in between.
 var testRestartChecked atomic.Pointer[func(*SendContext)]
+
+// noteRelG records the calling goroutine as the one running the context's Releasers with
+// releaseMu held (relG), once per hold; releaseMu held.
+func (sc *SendContext) noteRelG() {
+	if goid.HaveG && sc.relG.Load() == 0 {
+		sc.relG.Store(goid.Self())
+	}
+}
+
+// clearRelG ends relG's record before releaseMu goes (releaseMu held).
+func (sc *SendContext) clearRelG() {
+	if sc.relG.Load() != 0 {
+		sc.relG.Store(0)
+	}
+}
+
+// clearHwG ends hwG's record before hwMu goes (hwMu held).
+func (sc *SendContext) clearHwG() {
+	if sc.hwG.Load() != 0 {
+		sc.hwG.Store(0)
+	}
+}

@@ -297,6 +297,10 @@ type closerSet struct {
 	// (chipG), an edge of the graph from the start of the work, as nothing can call it off.
 	// Appended to by closeWork, removed by doClose's end; under mu.
 	working []*SendContext
+	// closing are the contexts whose Close work is in progress (closingG set), chip goroutine
+	// or not: the work waits for their locks (lockTargetsLocked). Appended to by closeWork,
+	// removed by doClose's end; under mu.
+	closing []*SendContext
 	// waiting counts the Closes waiting for wake-ups (waitWakers, from before they read the
 	// wakers until they return): written under mu (atomic add), read by wakeEnd without it
 	// (atomic load), which broadcasts only when there is one.
@@ -358,6 +362,37 @@ func (c *closerSet) chipTargetsLocked(g uint64, dst []uint64) []uint64 {
 	return dst
 }
 
+// lockTargetsLocked appends to dst the goroutines whose locks the Close work that goroutine g
+// does waits for (closers.mu held): the ones that run a Releaser or Sink of that context with
+// its releaseMu or hwMu held on a caller's goroutine (relG, hwG). Such a wait is called off by
+// no Close: the callback's Close, which may wait for g, must leave g out instead.
+func (c *closerSet) lockTargetsLocked(g uint64, dst []uint64) []uint64 {
+	for _, sc := range c.closing {
+		if sc.closingG == g {
+			if h := sc.relG.Load(); h != 0 && h != g {
+				dst = append(dst, h)
+			}
+			if h := sc.hwG.Load(); h != 0 && h != g {
+				dst = append(dst, h)
+			}
+		}
+	}
+	return dst
+}
+
+// locksReachLocked reports whether sc's Close work, on goroutine self, would wait for the locks of
+// a goroutine that runs sc's Releasers or Sink (relG, hwG) and waits for self through waits that
+// no Close calls off (closers.mu held): two callbacks, each with its context's locks held,
+// Closing the other's context; the second Close to start its work is refused.
+func (c *closerSet) locksReachLocked(sc *SendContext, self uint64) bool {
+	for _, h := range [...]uint64{sc.relG.Load(), sc.hwG.Load()} {
+		if h != 0 && h != self && c.reachesLocked(h, self, true) {
+			return true
+		}
+	}
+	return false
+}
+
 // reachesLocked reports whether goroutine from is to, or waits for it through the Closes'
 // waits (closers.mu held). chipOnly: through waits for chip goroutines' ends alone, which no
 // Close calls off (the other waits are looked at again at each broadcast, and leave out a
@@ -370,6 +405,7 @@ func (c *closerSet) reachesLocked(from, to uint64, chipOnly bool) bool {
 			return true
 		}
 		next = c.chipTargetsLocked(seen[i], next[:0])
+		next = c.lockTargetsLocked(seen[i], next)
 		if w := c.waits[seen[i]]; w != nil && !chipOnly {
 			next = w.targetsLocked(next)
 		}
@@ -409,14 +445,19 @@ func (sc *SendContext) closeWork(self uint64) (bool, error) {
 	c.mu.Lock()
 	for !sc.closed {
 		if h := sc.closingG; h == 0 {
+			if c.locksReachLocked(sc, self) {
+				c.mu.Unlock()
+				return false, errf("Close", ErrInvalid, "send context "+itoa(sc.index)+"'s Releaser or Sink runs, with its locks held, on a goroutine that waits, through Closes, for this one (each Closing the other's context): it would wait for itself"+refusedInCallback)
+			}
 			if sc.quit != nil {
 				if cg := sc.chipG.Load(); cg != 0 && c.reachesLocked(cg, self, true) {
 					c.mu.Unlock()
 					return false, errf("Close", ErrInvalid, "send context "+itoa(sc.index)+"'s chip goroutine waits, through Closes, for the end of the chip goroutine this Close runs on (from a wake-up, Sink or Releaser): it would wait for itself"+refusedInCallback)
 				}
 				c.working = append(c.working, sc)
-				c.cond.Broadcast()
 			}
+			c.closing = append(c.closing, sc)
+			c.cond.Broadcast() // a new edge (the work's, to the chip goroutine or the locks' holders)
 			sc.closingG = self
 			c.mu.Unlock()
 			sc.doClose() // ends with closingG 0 (also on a Goexit), closed once done
