@@ -48,8 +48,19 @@ type ReqInfo struct {
 }
 
 // Ctrl encodes ReqInfo.Ctrl for op and data vectors (iovcnt = 1 + dataVecs).
+//
+// Values the fields cannot hold are not truncated into another request (as Message does not
+// truncate): an op above 15 is encoded as opcode 15 and a dataVecs outside 0..254 as an io
+// vector count of 0, which Submit refuses with ErrInvalid (Ctrl(17, 1) would otherwise be an
+// Eager request, and 256 data vectors none).
 func Ctrl(op Opcode, dataVecs int) uint16 {
-	return uint16(op&reqOpcodeMask)<<reqOpcodeShift | uint16((dataVecs+1)&reqIOVCntMask)<<reqIOVCntShift
+	if op > reqOpcodeMask {
+		op = reqOpcodeMask // not a request opcode: Submit says "unknown opcode 15"
+	}
+	if dataVecs < 0 || dataVecs >= reqIOVCntMask {
+		dataVecs = -1 // io vector count 0: Submit refuses it
+	}
+	return uint16(op)<<reqOpcodeShift | uint16(dataVecs+1)<<reqIOVCntShift
 }
 
 // Opcode returns the opcode bits of Ctrl (req_opcode).
