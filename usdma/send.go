@@ -68,6 +68,10 @@ type request struct {
 	iovIdx    int
 	iovOff    int
 	txps      sdma.TxList // packets built and not yet taken by the engine (hfi1: req->txps)
+	// building is the txreq buildPkt is building, not yet on txps (nil between packets): the
+	// one a panic inside the build (the device's Mapper, say) leaves nowhere else, which
+	// leaveSend gives back.
+	building *TxReq
 }
 
 // reqFail is a request's error: the errcode its completion entry gets and the cause.
@@ -210,6 +214,12 @@ func (pq *PktQ) leaveSend(r *request, sending *bool) {
 	defer r.done()           // after the release: Done runs without the lock
 	defer pq.sendMu.Unlock() // even if the clean-up below panics too
 	pq.txWait.Store(nil)
+	if tx := r.building; tx != nil { // the build of tx panicked: it is on no list
+		r.building = nil
+		_ = tx.Clean()
+		tx.req = nil
+		_ = pq.alloc.Put(tx)
+	}
 	_ = pq.stop(r, errSubmitPanicked)
 	pq.endSend(r)
 }
@@ -556,6 +566,7 @@ func (pq *PktQ) buildPkt(r *request) error {
 			return err
 		}
 	}
+	r.building = tx
 	tx.req = r
 	tx.flags = 0
 	tx.seqnum = r.seqnum
@@ -575,6 +586,7 @@ func (pq *PktQ) buildPkt(r *request) error {
 		err = pq.addPayload(r, tx, datalen)
 	}
 	if err != nil {
+		r.building = nil // before the Put: one that panics after taking tx is not followed by another
 		_ = tx.Clean()
 		tx.req = nil
 		_ = pq.alloc.Put(tx)
@@ -583,6 +595,7 @@ func (pq *PktQ) buildPkt(r *request) error {
 	r.koffset += uint32(datalen)
 	r.seqnum++
 	r.txps.PushBack(&tx.TxReq)
+	r.building = nil
 	return nil
 }
 
