@@ -95,8 +95,9 @@ func (e *Engine) progressPass(intr bool) int {
 				e.callComplete(c, tx, StatusOK, w)
 			}
 			if w != nil { // nested: w != nil && sdmaDec() would materialise a bool for the test
-				if w.sdmaDec() && w.drained != nil {
-					e.callDrained(w)
+				d := w.drained // before the count drops: see drainedOf
+				if w.sdmaDec() && d != nil {
+					e.callDrained(w, d)
 				}
 			}
 			n = 1
@@ -253,8 +254,9 @@ func (e *Engine) completeTx(tx *TxReq, st Status) {
 		e.callComplete(c, tx, st, w)
 	}
 	if w != nil { // nested, as in progressPass
-		if w.sdmaDec() && w.drained != nil {
-			e.callDrained(w)
+		d := w.drained // before the count drops: see drainedOf
+		if w.sdmaDec() && d != nil {
+			e.callDrained(w, d)
 		}
 	}
 }
@@ -280,25 +282,30 @@ func (e *Engine) callComplete(c Completer, tx *TxReq, st Status, w *IOWait) {
 	returned = true
 }
 
-func (e *Engine) callDrained(w *IOWait) {
+// callDrained's drained is w's callback as the completion that drops w's busy count to 0 read it
+// before the drop, never after: the drop wakes Drain, after which the owner may Init w
+// (IOWait.Init refuses only a w with txreqs in flight), and a read of w.drained after the drop
+// raced with Init's write of it (TestIOWaitInitAfterDrain). The read is ordered before Init's
+// write: Init's load of a 0 count comes after the drop.
+func (e *Engine) callDrained(w *IOWait, drained func(*IOWait)) {
 	returned := false
 	defer func() {
 		if !returned {
 			e.callbackUnwound("drained", recover(), nil)
 		}
 	}()
-	w.drained(w)
+	drained(w)
 	returned = true
 }
 
-func (e *Engine) callWakeup(w *IOWait) {
+func (e *Engine) callWakeup(w *IOWait, wakeup func(*IOWait, int)) {
 	returned := false
 	defer func() {
 		if !returned {
 			e.callbackUnwound("wakeup", recover(), nil)
 		}
 	}()
-	w.wakeup(w, WakeAvail)
+	wakeup(w, WakeAvail)
 	returned = true
 }
 
@@ -392,7 +399,7 @@ func (e *Engine) wakeAvail() {
 			break
 		}
 		avail -= w.need
-		e.wakeBatch[n], e.wakeRank[n] = w, w.rank() // before remove gives w's fields back
+		e.wakeBatch[n], e.wakeRank[n], e.wakeFn[n] = w, w.rank(), w.wakeup // before remove gives w's fields back
 		e.dmawait.remove(w)
 		n++
 		w = next
@@ -417,13 +424,13 @@ func (e *Engine) wakeBatchLocked(n int) {
 	e.stats.wakeups.Add(uint64(n))
 	// Each entry is cleared before its wakeup runs: the ones left are the waiters a wakeup's
 	// runtime.Goexit kept from being woken (callbackExited).
-	w := e.wakeBatch[top]
-	e.wakeBatch[top] = nil
-	e.callWakeup(w)
+	w, fn := e.wakeBatch[top], e.wakeFn[top]
+	e.wakeBatch[top], e.wakeFn[top] = nil, nil
+	e.callWakeup(w, fn)
 	for i := 0; i < n; i++ {
-		if w := e.wakeBatch[i]; w != nil {
-			e.wakeBatch[i] = nil
-			e.callWakeup(w)
+		if w, fn := e.wakeBatch[i], e.wakeFn[i]; w != nil {
+			e.wakeBatch[i], e.wakeFn[i] = nil, nil
+			e.callWakeup(w, fn)
 		}
 	}
 }
@@ -438,7 +445,7 @@ func (e *Engine) wakeAllLocked() {
 		for e.dmawait.head != nil && n < waitBatchSize {
 			w := e.dmawait.head
 			if w.wakeup != nil {
-				e.wakeBatch[n], e.wakeRank[n] = w, 0 // list order (see above)
+				e.wakeBatch[n], e.wakeRank[n], e.wakeFn[n] = w, 0, w.wakeup // list order (see above)
 				n++
 			}
 			e.dmawait.remove(w)

@@ -182,7 +182,11 @@ type Engine struct {
 	headMu    ticketLock
 	wakeBatch [waitBatchSize]*IOWait // sdma_desc_avail's waits[]; guarded by headMu
 	wakeRank  [waitBatchSize]int     // their wake-order keys, taken under waitMu; guarded by headMu
-	unmaps    unmapBatch             // the completion pass's unmap scratch (complete.go); guarded by headMu
+	// wakeFn are their wakeup callbacks, read under waitMu while they were still parked: once
+	// off the list a waiter may be Init again by its owner (Unqueue then reports false), which
+	// rewrites its callbacks. Guarded by headMu.
+	wakeFn [waitBatchSize]func(*IOWait, int)
+	unmaps unmapBatch // the completion pass's unmap scratch (complete.go); guarded by headMu
 
 	_ [lineSize]byte
 

@@ -44,11 +44,18 @@ type hwExit struct {
 	// head: a callback's Goexit: the head lock is held too, and the head seqcount's write section
 	// is open if the count is odd.
 	head bool
-	// drained is an iowait whose busy count the interrupted completion dropped to 0: its drained
-	// callback is due. wakes are the waiters that the interrupted wakeup batch took off the wait
-	// list and had not woken.
-	drained *IOWait
-	wakes   []*IOWait
+	// drained is the drained callback due, bound to the iowait whose busy count the interrupted
+	// completion dropped to 0 (the callback read before the drop: see callDrained). wakes are the
+	// waiters that the interrupted wakeup batch took off the wait list and had not woken.
+	drained func()
+	wakes   []lateWake
+}
+
+// lateWake is a waiter a Goexit kept from being woken, with the wakeup callback read while it
+// was parked (see Engine.wakeFn).
+type lateWake struct {
+	w      *IOWait
+	wakeup func(*IOWait, int)
 }
 
 // onOwnGoroutine reports whether the caller runs on e's hardware-model goroutine. It costs a gid
@@ -107,13 +114,15 @@ func (e *Engine) heldStart(k int) uint64 {
 // releases the locks; on a caller's, callerExited.
 func (e *Engine) callbackExited(what string, w *IOWait) {
 	var x hwExit
-	if w != nil && w.sdmaDec() && w.drained != nil {
-		x.drained = w
+	if w != nil {
+		if d := w.drained; w.sdmaDec() && d != nil { // read before the drop (see callDrained)
+			x.drained = func() { d(w) }
+		}
 	}
 	for i := range e.wakeBatch {
 		if wb := e.wakeBatch[i]; wb != nil {
-			x.wakes = append(x.wakes, wb)
-			e.wakeBatch[i] = nil
+			x.wakes = append(x.wakes, lateWake{wb, e.wakeFn[i]})
+			e.wakeBatch[i], e.wakeFn[i] = nil, nil
 		}
 	}
 	x.what, x.head = "a "+what+" callback", true
@@ -253,14 +262,14 @@ func (e *Engine) exitHalt(what string, gone bool) {
 
 // lateWakeup and lateDrained call a callback that a Goexit kept from running, with no lock held
 // (exitRelease). A panic is recovered and recorded, as on the pass.
-func (e *Engine) lateWakeup(w *IOWait) {
+func (e *Engine) lateWakeup(lw lateWake) {
 	defer e.recoverCallback("wakeup")
-	w.wakeup(w, WakeAvail)
+	lw.wakeup(lw.w, WakeAvail)
 }
 
-func (e *Engine) lateDrained(w *IOWait) {
+func (e *Engine) lateDrained(drained func()) {
 	defer e.recoverCallback("drained")
-	w.drained(w)
+	drained()
 }
 
 // goneEvent is event for an engine whose goroutine a Goexit ended (hwGone): E00 (Stop) takes it

@@ -81,7 +81,13 @@ type IOWait struct {
 // has txreqs in flight: it would cut the wait list at w (the waiters queued behind it never
 // woken) or zero the count the completions decrement (Drain and drained then wrong for good), so
 // that programmer error panics with a message saying which, and changes nothing. Init from w's
-// own wakeup or drained callback is fine: w is off the list, or its count zero, by then.
+// own wakeup or drained callback is fine: w is off the list, or its count zero, by then. So is
+// Init once Unqueue reported false or Drain returned: the pass that woke or drained w read the
+// callback it calls while w was still parked or its count not yet zero, so that callback (the
+// old one) may still run after Init returned, never the new one for that wait. The check loads
+// w's state atomically, not under a lock: it catches a waiter its owner left parked or sending,
+// not one another goroutine parks or sends on meanwhile (Init is not safe for concurrent use).
+// Init empties TxHead: txreqs parked there are dropped, not completed.
 func (w *IOWait) Init(sleep SleepFunc, wakeup func(w *IOWait, reason int), drained func(w *IOWait)) {
 	if e := w.on.Load(); e != nil {
 		panic("sdma: IOWait.Init of an iowait parked on engine " + itoa(e.idx) + "'s wait list (Unqueue it, or let its wakeup run, first)")
