@@ -81,7 +81,9 @@ type Ring struct {
 	base atomic.Uint64
 	// closed is set by Close and cleared by Open: Reserve's slow path, which the closed word
 	// always takes, reads it to refuse with ErrClosed instead of retrying. Written by Close
-	// and Open (their callers serialise them with Reset); read by producers. Read-mostly.
+	// (CAS false to true: of racing Closes, the winner alone marks the word) and Open (their
+	// callers serialise Open with them and Reset with both); read by producers and by a Close
+	// that lost the CAS. Read-mostly.
 	closed atomic.Bool
 	// epoch counts the Resets (Epoch, ReserveIn): Reset adds 1 before it stores the new
 	// epoch's reservation word, and ReserveIn loads it after the word, so a reservation whose CAS
@@ -400,21 +402,37 @@ const closedMark = 1 << 63
 // happened before (Reserved includes it; it is published as usual) or is refused. So once Close
 // has returned, Tail() reaching Reserved() means that every reservation was published and that
 // none can be made: what Reset needs, without counting the producers (sdma's sw clean). Close is
-// an atomic add (one locked instruction). Closing a closed ring does nothing.
+// a compare-and-swap of the closed flag and an atomic add (two locked instructions). Closing a
+// closed ring does nothing.
 //
-// Close, Open and Reset must be serialised by the caller (sdma: the engine's hwMu); producers
-// that use Reserve or Enqueue may run at any time, EnqueueSP's single producer may not (see
-// EnqueueSP). The ring stays closed across Reset until Open.
+// Closes may run at once: the one that sets the flag marks the word, once, and the others
+// return when they see the mark (a Load, then a Store, let two of them add it: 2^64, no mark at
+// all, and an Open after them marked the open ring, whose producers then spun for ever). Close
+// and Open, and either and Reset, must be serialised by the caller (sdma: the engine's hwMu);
+// producers that use Reserve or Enqueue may run at any time, EnqueueSP's single producer may
+// not (see EnqueueSP). The ring stays closed across Reset until Open.
 func (r *Ring) Close() {
-	if r.closed.Load() {
+	if !r.closed.CompareAndSwap(false, true) {
+		// Closed, or another Close is between its flag and its mark: from our return
+		// every reservation must be refused, so wait for the mark (a few instructions of
+		// the other Close away, unless it was descheduled).
+		for !r.wordClosed() {
+			runtime.Gosched()
+		}
 		return
 	}
-	r.closed.Store(true)
 	r.reserved.Add(closedMark)
 }
 
-// Open reopens a ring closed by Close; opening an open ring does nothing. Serialised with Close
-// and Reset by the caller.
+// wordClosed reports whether the reservation word carries closedMark, as resIndex tells it:
+// swHead first, so that an open word's index lies less than 2^62 past it.
+func (r *Ring) wordClosed() bool {
+	head := r.swHead.Load()
+	return r.reserved.Load()-r.base.Load()-head >= 1<<62
+}
+
+// Open reopens a ring closed by Close; opening an open ring does nothing. Serialised with Close,
+// other Opens and Reset by the caller.
 func (r *Ring) Open() {
 	if !r.closed.Load() {
 		return
