@@ -125,8 +125,12 @@ func (e *engineState) growHeaders(n int) {
 // reports what Close did with each packet.
 func (s *Sink) Flush(engine int, errs []error) {
 	if uint(engine) >= uint(len(s.engines)) {
+		err := fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
+		if s.conn == nil {
+			err = errZeroSink()
+		}
 		for i := range errs {
-			errs[i] = fmt.Errorf("%w: engine %d, sink built for %d", ErrEngine, engine, len(s.engines))
+			errs[i] = err
 		}
 		return
 	}

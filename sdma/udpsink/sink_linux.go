@@ -33,7 +33,8 @@ const iovMax = 1024
 // the calls after it.
 //
 // Make one with New. The zero Sink has no socket: Deliver, Queue and Close refuse it with an
-// error matching ErrInvalid that says so, its addresses are nil, and a Flush has nothing to send.
+// error matching ErrInvalid that says so, Flush sets that error in each entry of errs, and its
+// addresses are nil.
 type Sink struct {
 	conn       *net.UDPConn
 	rc         syscall.RawConn
