@@ -28,7 +28,7 @@ func (s CompState) String() string {
 	case Error:
 		return "ERROR"
 	}
-	return "CompState(" + itoa(int(s)) + ")"
+	return "CompState(" + utoa(uint64(s)) + ")"
 }
 
 // CompEntry is a snapshot of one completion ring entry (hfi1: struct hfi1_sdma_comp_entry).

@@ -109,3 +109,7 @@ func (e *CompError) Unwrap() []error {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// utoa formats n in decimal: a uint32 state past the int32 range, which int(n) turns negative on
+// 32-bit GOARCHes.
+func utoa(n uint64) string { return strconv.FormatUint(n, 10) }

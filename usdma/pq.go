@@ -51,7 +51,7 @@ func (s QState) String() string {
 	case Deferred:
 		return "DEFERRED"
 	}
-	return "QState(" + itoa(int(s)) + ")"
+	return "QState(" + utoa(uint64(s)) + ")"
 }
 
 // errZeroPktQ refuses a call of the zero PktQ, which has no slots, device or close token.
