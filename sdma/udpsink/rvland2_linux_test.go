@@ -24,3 +24,15 @@ func TestZeroSinkFlushSaysNotMade(t *testing.T) {
 		t.Errorf("Flush(-1) of the zero Sink: %v, want ErrInvalid", one[0])
 	}
 }
+
+// TestZeroSinkGetters: the zero Sink's getters that 2d45b31's census left out answer as a sink
+// of no engines that sent nothing: no batching limits, run 0, zero Stats.
+func TestZeroSinkGetters(t *testing.T) {
+	var s Sink
+	if p, b := s.BatchLimit(); p != 0 || b != 0 {
+		t.Errorf("BatchLimit = %d, %d", p, b)
+	}
+	if s.Run() != 0 || s.Stats() != (Stats{}) {
+		t.Errorf("Run %d, Stats %+v", s.Run(), s.Stats())
+	}
+}
