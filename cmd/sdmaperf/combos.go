@@ -38,14 +38,15 @@ func checkIdleEngines(cfg *Config, _ rawFlags, set flagSet) error {
 // -depth 1): such a producer has one payload slot anyway, reused by every packet, so -shared
 // (every packet in flight mapping the same memory: many overlapping live mappings) changed
 // nothing.
-func checkSharedDepth(cfg *Config, _ rawFlags, set flagSet) error {
+func checkSharedDepth(cfg *Config, raw rawFlags, set flagSet) error {
 	if !cfg.Shared || cfg.Depth > 1 {
 		return nil
 	}
+	shared := raw.typed("shared")
 	if cfg.Mode == ModeLat {
-		return usagef("-shared with -mode lat: one packet in flight per producer already reuses one payload buffer, so -shared changes nothing; it applies to -mode bw with %s 2 or more", spell(set, "depth"))
+		return usagef("%[1]s with %[2]s lat: one packet in flight per producer already reuses one payload buffer, so %[1]s changes nothing; it applies to %[2]s bw with %[3]s 2 or more", shared, raw.typed("mode"), spell(raw, set, "depth"))
 	}
-	return usagef("-shared with %s 1: one packet in flight per producer already reuses one payload buffer, so -shared changes nothing; give %[1]s 2 or more", spell(set, "depth"))
+	return usagef("%[1]s with %[2]s 1: one packet in flight per producer already reuses one payload buffer, so %[1]s changes nothing; give %[2]s 2 or more", shared, spell(raw, set, "depth"))
 }
 
 // descsPerPacket is the most descriptors one packet takes: a descriptor per fragment (the library
@@ -64,7 +65,7 @@ func packetsPerEngine(cfg *Config) int {
 // packetsPerEngine × descsPerPacket descriptors. If the ring holds that many, every Send finds
 // room and -send sleep or spin measured what the default (block) does: "-send sleep" alone (128
 // packets of 3 descriptors in a ring of 2047) was taken without a word.
-func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
+func checkSendFills(cfg *Config, raw rawFlags, set flagSet) error {
 	if !set["send"] || cfg.Send == "block" || !sdmaPackets(cfg) {
 		return nil
 	}
@@ -72,7 +73,7 @@ func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
 	if pkts*descs > cfg.Ring-1 {
 		return nil
 	}
-	more := "more packets in flight per engine (" + spell(set, "depth") + ", or more producers per engine)"
+	more := "more packets in flight per engine (" + spell(raw, set, "depth") + ", or more producers per engine)"
 	if cfg.Mode == ModeLat {
 		more = "more packets in flight per engine (more producers per engine: -mode lat has one each)"
 	}
@@ -88,13 +89,13 @@ func checkSendFills(cfg *Config, _ rawFlags, set flagSet) error {
 // -depth 1): an engine hands a lone packet to the sink's Deliver, sent at once with sendmsg
 // (sdma.BatchSink), so no batch ever formed and neither flag did anything. -udp-batch 1 (each
 // packet with its own sendmsg) is what such a run does: it stands.
-func checkLoneUDP(cfg *Config, _ rawFlags, set flagSet) error {
+func checkLoneUDP(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Sink != "udp" || !sdmaPackets(cfg) || packetsPerEngine(cfg) > 1 {
 		return nil
 	}
 	why := "-mode lat and no more producers than engines"
 	if cfg.Mode != ModeLat {
-		why = spell(set, "depth") + " 1 and no more producers than engines"
+		why = spell(raw, set, "depth") + " 1 and no more producers than engines"
 	}
 	for _, f := range []struct {
 		name string
@@ -102,7 +103,7 @@ func checkLoneUDP(cfg *Config, _ rawFlags, set flagSet) error {
 	}{{"udp-gso", set["udp-gso"]}, {"udp-batch " + strconv.Itoa(cfg.UDPBatch), set["udp-batch"] && cfg.UDPBatch != 1}} {
 		if f.on {
 			return usagef("-%s with %s: an engine has one packet in flight at a time, which it sends alone with sendmsg, so no batch forms and -%[1]s does nothing; batching needs two or more in flight per engine (more -producers than -engines, or -mode bw with %[3]s 2 or more)",
-				f.name, why, spell(set, "depth"))
+				f.name, why, spell(raw, set, "depth"))
 		}
 	}
 	return nil

@@ -381,7 +381,7 @@ type rawFlags struct {
 	size         int
 	sweep        bool
 	qps          int      // -q: perftest's queue pairs
-	notApplied   []string // perftest flags given that do not apply, as "-d"
+	notApplied   []string // perftest flags given that do not apply, by name ("d")
 }
 
 // countedString is a string flag that counts how often it was given.
@@ -462,21 +462,21 @@ type naFlag struct {
 
 func (f *naFlag) String() string { return "" }
 func (f *naFlag) Set(string) error {
-	f.raw.notApplied = append(f.raw.notApplied, "-"+f.name)
+	f.raw.notApplied = append(f.raw.notApplied, f.name)
 	return nil
 }
 func (f *naFlag) IsBoolFlag() bool { return !f.isValue }
 
-// spell is flag name as the command line gave it: "-s" for -size given as -s, so that an error
-// names the flag the user typed. (An alias and its flag both given are refused before any
-// check, so a set alias is the spelling.)
-func spell(set flagSet, name string) string {
+// spell is flag name as the command line gave it: "-s" for -size given as -s, "--t" for -depth
+// given as --t, so that an error names the flag the user typed. (An alias and its flag both
+// given are refused before any check, so a set alias is the spelling.)
+func spell(raw rawFlags, set flagSet, name string) string {
 	for _, a := range aliases {
 		if a.flag == name && set[a.alias] {
-			return "-" + a.alias
+			return raw.typed(a.alias)
 		}
 	}
-	return "-" + name
+	return raw.typed(name)
 }
 
 // aliasOf returns the flag name alias stands for, or "".
@@ -647,7 +647,7 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 		}
 	}
 	for _, n := range raw.notApplied {
-		fmt.Fprintf(stderr, "sdmaperf: not applicable: %s (%s); ignored\n", n, notApplicableWhy(n[1:]))
+		fmt.Fprintf(stderr, "sdmaperf: not applicable: %s (%s); ignored\n", raw.typed(n), notApplicableWhy(n))
 	}
 
 	if raw.faultsGiven > 1 { // the last would win without a word, dropping the others' faults
@@ -658,7 +658,8 @@ func parseConfig(args []string, stderr io.Writer) (Config, error) {
 	cfg.Mode = Mode(raw.mode)
 	var err error
 	if cfg.Faults, err = parseFaults(raw.faults); err != nil {
-		return cfg, &usageError{err.Error()}
+		// Each of parseFaults' errors begins "-faults": name it as typed (--faults).
+		return cfg, &usageError{strings.Replace(err.Error(), "-faults", raw.typed("faults"), 1)}
 	}
 	if err := validate(&cfg, raw, set); err != nil {
 		return cfg, err
@@ -735,8 +736,8 @@ func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	// ignored, here as in a client.
 	names := slices.Sorted(maps.Keys(set))
 	for _, n := range names {
-		if !slices.Contains(serverFlags, n) && spell(set, n) == "-"+n && notApplicableWhy(n) == "" {
-			return usagef("-%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", n)
+		if !slices.Contains(serverFlags, n) && spell(raw, set, n) == raw.typed(n) && notApplicableWhy(n) == "" {
+			return usagef("%s does not apply to -server (the receiver takes -udp-addr, -idle, -json, -http, and the client's -sweep, -size and -frags to expect a run per size)", raw.typed(n))
 		}
 	}
 	if cfg.Frags < 1 || cfg.Frags > maxFrags { // checkSizes derives the sweep's first size from it
@@ -757,10 +758,10 @@ func validateServer(cfg *Config, raw rawFlags, set flagSet) error {
 	return checkHTTP(cfg.HTTP)
 }
 
-func checkNoServerFlags(_ *Config, _ rawFlags, set flagSet) error {
+func checkNoServerFlags(_ *Config, raw rawFlags, set flagSet) error {
 	for _, n := range serverOnly {
 		if set[n] {
-			return usagef("-%s applies to -server only", n)
+			return usagef("%s applies to -server only", raw.typed(n))
 		}
 	}
 	return nil
@@ -837,7 +838,7 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 		size = maxSweepSize
 	}
 	if hi := maxSizeFor(cfg.Mode); size < 1 || size > hi {
-		return usagef("%s %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", spell(set, "size"), size, hi, maxPacket, maxMessage)
+		return usagef("%s %d: want 1..%d bytes (an SDMA packet is at most %d; a -mode msg message %d)", spell(raw, set, "size"), size, hi, maxPacket, maxMessage)
 	}
 	frags := cfg.Frags
 	if cfg.Mode == ModeMsg {
@@ -845,14 +846,14 @@ func checkSizes(cfg *Config, raw rawFlags, set flagSet) error {
 	}
 	if !raw.sweep {
 		if frags > size {
-			return usagef("-frags %d with %s %d: a fragment is at least one byte", cfg.Frags, spell(set, "size"), size)
+			return usagef("-frags %d with %s %d: a fragment is at least one byte", cfg.Frags, spell(raw, set, "size"), size)
 		}
 		cfg.Sizes = []int{size}
 		return nil
 	}
 	lo := max(minSweepSize, 1<<bits.Len(uint(frags-1))) // every fragment at least a byte
 	if size < lo {
-		return usagef("%s %s %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise %[2]s", spell(set, "sweep"), spell(set, "size"), size, lo, cfg.Frags)
+		return usagef("%s %s %d: the sweep starts at %d bytes (%d fragments of at least one byte); raise %[2]s", spell(raw, set, "sweep"), spell(raw, set, "size"), size, lo, cfg.Frags)
 	}
 	for s := lo; s <= size; s *= 2 {
 		cfg.Sizes = append(cfg.Sizes, s)
@@ -900,15 +901,15 @@ func checkLength(cfg *Config, raw rawFlags, set flagSet) error {
 }
 
 // checkDepth checks the packets in flight and the payload memory they need.
-func checkDepth(cfg *Config, _ rawFlags, set flagSet) error {
+func checkDepth(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Mode == ModeLat {
 		if set["depth"] && cfg.Depth != 1 {
-			return usagef("-mode lat sends one packet at a time per producer; %s %d applies to -mode bw", spell(set, "depth"), cfg.Depth)
+			return usagef("%[1]s lat sends one packet at a time per producer; %[2]s %[3]d applies to %[1]s bw", raw.typed("mode"), spell(raw, set, "depth"), cfg.Depth)
 		}
 		cfg.Depth = 1
 	}
 	if cfg.Depth < 1 || cfg.Depth > maxDepth {
-		return usagef("%s %d: want 1..%d packets in flight per producer", spell(set, "depth"), cfg.Depth, maxDepth)
+		return usagef("%s %d: want 1..%d packets in flight per producer", spell(raw, set, "depth"), cfg.Depth, maxDepth)
 	}
 	// Every packet in flight has payload memory of its own: producers × depth slots.
 	slot := cfg.largest()

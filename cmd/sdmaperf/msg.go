@@ -33,10 +33,11 @@ const (
 var msgTemplate = usdma.Template{DLID: 1, SLID: 2, Opcode: 0xc0, PKey: 0xffff, DestQP: 0x80}
 
 // checkMsg checks the flags of -mode msg, and that -mtu is given only with it.
-func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
+func checkMsg(cfg *Config, raw rawFlags, set flagSet) error {
+	mode := raw.typed("mode")
 	if cfg.Mode != ModeMsg {
 		if set["mtu"] {
-			return usagef("-mtu applies to -mode msg")
+			return usagef("%s applies to %s msg", raw.typed("mtu"), mode)
 		}
 		cfg.MTU = 0 // not part of a packet run's configuration
 		return nil
@@ -45,16 +46,16 @@ func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
 		return usagef("-mtu %d: want a multiple of %d in %d..%d", cfg.MTU, usdma.PIOBlockSize, usdma.PIOBlockSize, usdma.DefaultMTU)
 	}
 	if cfg.Mem != "kvaddr" {
-		return usagef("-mode msg registers the messages itself (the packet queue's pin cache); -mem %s does not apply", cfg.Mem)
+		return usagef("%s msg registers the messages itself (the packet queue's pin cache); %s %s does not apply", mode, raw.typed("mem"), cfg.Mem)
 	}
 	if cfg.Shared {
-		return usagef("-mode msg sends each slot's own message; -shared does not apply")
+		return usagef("%s msg sends each slot's own message; %s does not apply", mode, raw.typed("shared"))
 	}
 	if set["frags"] {
-		return usagef("-mode msg sends each message as one data vector, cut into -mtu packets by the packet queue; -frags does not apply")
+		return usagef("%s msg sends each message as one data vector, cut into %s packets by the packet queue; %s does not apply", mode, raw.typed("mtu"), raw.typed("frags"))
 	}
 	if set["send"] {
-		return usagef("-mode msg: the packet queue waits for ring room itself (usdma's deferral); -send does not apply")
+		return usagef("%s msg: the packet queue waits for ring room itself (usdma's deferral); %s does not apply", mode, raw.typed("send"))
 	}
 	// The packet queue's Submit sleeps on a full ring until a completion pass frees room; with
 	// -completion poll only a producer runs those passes, and it sleeps in Submit: the run hung
@@ -63,7 +64,7 @@ func checkMsg(cfg *Config, _ rawFlags, set flagSet) error {
 		return usagef("-completion poll with -mode msg: the packet queue's Submit sleeps on a full ring until a completion pass frees room, and with -completion poll only the producer, asleep in Submit, would run it; -mode msg takes -completion irq")
 	}
 	if cfg.Depth > 1<<16 {
-		return usagef("%s %d: a packet queue has at most 65536 request slots", spell(set, "depth"), cfg.Depth)
+		return usagef("%s %d: a packet queue has at most 65536 request slots", spell(raw, set, "depth"), cfg.Depth)
 	}
 	// A request's packet count is 16 bits (usdma.Message: NPkts): the largest message in
 	// -mtu packets must fit, or every Submit of the run is refused.

@@ -47,11 +47,11 @@ func checkPath(cfg *Config, raw rawFlags, set flagSet) error {
 		return usagef("-path %q: want sdma, pio or auto", cfg.Path)
 	}
 	if cfg.Mode == ModeMsg {
-		return usagef("-mode msg applies to -path sdma only (its messages go through a usdma packet queue); -path %s measures packets", cfg.Path)
+		return usagef("%[1]s msg applies to %[2]s sdma only (its messages go through a usdma packet queue); %[2]s %[3]s measures packets", raw.typed("mode"), raw.typed("path"), cfg.Path)
 	}
 	for _, name := range []string{"sink", "mem", "send", "alloc", "ring", "depth", "shared", "completion"} {
 		if set[name] {
-			return usagef("-%s applies to -path sdma only (-path %s sends through verbs.Flow.Send)", name, cfg.Path)
+			return usagef("%[1]s applies to %[2]s sdma only (%[2]s %[3]s sends through verbs.Flow.Send)", raw.typed(name), raw.typed("path"), cfg.Path)
 		}
 	}
 	if err := checkPIOOnly(cfg, raw, set); err != nil {
@@ -93,17 +93,17 @@ func checkPIOOnly(cfg *Config, raw rawFlags, set flagSet) error {
 	if raw.sweep {
 		return nil
 	}
-	why := "-path pio: every packet goes by PIO"
+	why := raw.typed("path") + " pio: every packet goes by PIO"
 	switch {
 	case cfg.Path == pathAuto && cfg.Sizes[0] <= pio.DefaultThreshold:
-		why = fmt.Sprintf("-path auto %s %d: every packet goes by PIO (hfi1_verbs_send's choice up to %d bytes; with no SDMA packet in flight it never falls back to SDMA)",
-			spell(set, "size"), cfg.Sizes[0], pio.DefaultThreshold)
+		why = fmt.Sprintf("%s auto %s %d: every packet goes by PIO (hfi1_verbs_send's choice up to %d bytes; with no SDMA packet in flight it never falls back to SDMA)",
+			raw.typed("path"), spell(raw, set, "size"), cfg.Sizes[0], pio.DefaultThreshold)
 	case cfg.Path != pathPIO:
 		return nil
 	}
 	for _, name := range []string{"engines", "mapper", "wait"} {
 		if set[name] {
-			return usagef("-%s with %s, which uses no SDMA engine and maps nothing; -%[1]s applies to SDMA (-path sdma, -path auto with -size above %[3]d, or a -sweep of -path pio or auto, whose sizes also run by SDMA)", name, why, pio.DefaultThreshold)
+			return usagef("%s with %s, which uses no SDMA engine and maps nothing; %[1]s applies to SDMA (-path sdma, -path auto with -size above %[3]d, or a -sweep of -path pio or auto, whose sizes also run by SDMA)", raw.typed(name), why, pio.DefaultThreshold)
 		}
 	}
 	return nil
@@ -125,13 +125,13 @@ func faultGiven(s, key string) (string, bool) {
 var pathOutputs = []string{"output", "csv", "report_gbits", "H", "hist", "plot", "run_infinitely", "http"}
 
 // checkPathOutputs refuses the output flags -path pio and auto would ignore (a clientChecks step).
-func checkPathOutputs(cfg *Config, _ rawFlags, set flagSet) error {
+func checkPathOutputs(cfg *Config, raw rawFlags, set flagSet) error {
 	if cfg.Path != pathPIO && cfg.Path != pathAuto {
 		return nil
 	}
 	for _, name := range pathOutputs {
 		if set[name] {
-			return usagef("-%s applies to -path sdma only (-path %s prints its path table, or -json)", name, cfg.Path)
+			return usagef("%[1]s applies to %[2]s sdma only (%[2]s %[3]s prints its path table, or -json)", raw.typed(name), raw.typed("path"), cfg.Path)
 		}
 	}
 	return nil
