@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The expected words below are written out by hand from the layout in hfi1-sdma.md §1, not
+// The expected words below are written out by hand from the field positions of the kernel's
+// drivers/infiniband/hw/hfi1/sdma.h (SDMA_DESC0_* and SDMA_DESC1_*_SHIFT/_WIDTH/_FLAG), not
 // computed with this package's constants.
 
 func TestFieldPositionsByHand(t *testing.T) {

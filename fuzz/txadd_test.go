@@ -102,10 +102,11 @@ func (e *env) dirty(t *testing.T, tx *sdma.TxReq) {
 	e.balanced(t)
 }
 
-// ahgPrefix is the model of the AHG header and edit descriptors, written from the descriptor
-// layout (hfi1-sdma.md §1, §2): desc0 is a zero-length FIRST descriptor holding the entry, the
-// header dwords, the mode and word 0; words 1..4 and 5..8 fill one or two edit descriptors as
-// qw0 low, qw0 high, qw1 low, qw1 high.
+// ahgPrefix is the model of the AHG header and edit descriptors, written from the kernel's
+// _sdma_txreq_ahgadd (sdma.c, which sdma_txinit_ahg calls) and the qw1 fields of sdma.h
+// (SDMA_DESC1_HEADER_MODE, _INDEX, _DWS, _UPDATE1): desc0 is a zero-length FIRST descriptor
+// holding the entry, the header dwords, the mode and word 0; words 1..4 and 5..8 fill one or two
+// edit descriptors as qw0 low, qw0 high, qw1 low, qw1 high.
 func ahgPrefix(entry, hlen int, words []uint32) []desc.Desc {
 	mode, edits := desc.AHGApplyUpdate1, 0
 	switch {

@@ -46,7 +46,8 @@ func (m *kdiffMapper) UnmapPage(a dma.Addr, size int, dir dma.Direction) error {
 	return m.Mapper.UnmapPage(a, size, dir)
 }
 
-// kdiffErrno is the kernel errno a library error stands for (design.md's map).
+// kdiffErrno is the kernel errno a library error stands for (the package doc's map, and each
+// sentinel's comment in errors.go).
 func kdiffErrno(err error) int {
 	switch {
 	case err == nil:

@@ -1,9 +1,10 @@
 package sdma_test
 
-// Black-box tests of the promises of docs/design.md ("## Promises (each has a test)") and of the
-// README's "Faithful to the kernel, safer than it", through the public API only (sdma, dma, desc,
-// alloc). Each test names the promise it holds the library to. They are bounded: every wait is a
-// hang guard of tens of seconds, never a timing assumption, and testing.Short() scales them down.
+// Black-box tests of the promises of the package doc (sdma/doc.go: after a halt every txreq in
+// flight completes exactly once, every mapping is undone) and of the README's "Faithful to the
+// kernel, safer than it", through the public API only (sdma, dma, desc, alloc). Each test names
+// the promise it holds the library to. They are bounded: every wait is a hang guard of tens of
+// seconds, never a timing assumption, and testing.Short() scales them down.
 
 import (
 	"context"
