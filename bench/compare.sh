@@ -67,9 +67,11 @@ FILENAME == ARGV[1] {
 		split($2, kv, "=")
 		if (!("rtt" in lim) || kv[2] + 0 < lim["rtt"] + 0) lim["rtt"] = kv[2]
 	} else if ($1 == "limit=memcpy") {
-		split($2, kb, "="); split($4, kv, "=")
+		split($2, kb, "="); split($3, kg, "="); split($4, kv, "=")
 		k = "memcpy" kb[2]
 		if (!(k in lim) || kv[2] + 0 < lim[k] + 0) lim[k] = kv[2]
+		k = "GBps" kb[2]
+		if (!(k in lim) || kg[2] + 0 > lim[k] + 0) lim[k] = kg[2]
 	}
 	next
 }
@@ -109,6 +111,8 @@ END {
 	printf "\nanchors (same run, best of the rounds):\n"
 	printf "  cache-line round trip CPU0<->CPU1   %8s ns\n", rtt
 	printf "  memcpy 512 B (one bulk of 32)       %8s ns/desc\n", mc
+	printf "  memcpy 4 KiB (a 4096-byte payload)  %8s GB/s\n", lim["GBps4096"]
+	printf "  memcpy 16 KiB (a 16380-byte payload)%8s GB/s\n", lim["GBps16384"]
 	printf "  memcpy 32 KiB (the 2048-slot ring)  %8s ns/desc\n", lim["memcpy32768"]
 	printf "  memcpy 1 MiB                        %8s ns/desc\n", lim["memcpy1048576"]
 	a1 = go["asm,cross,1"]; d1 = dpdk["cross,1"]; a32 = go["asm,cross,32"]; d32 = dpdk["cross,32"]

@@ -4,15 +4,19 @@
 //   rtt      one cache line handed back and forth between a thread pinned to CPU 0 and one
 //            pinned to CPU 1 (store-release / load-acquire ping-pong on two separate lines):
 //            the floor of any cross-core hand-off, e.g. a bulk=1 cross-mode ring op
-//   memcpy   single-thread memcpy bandwidth for a bulk of 32 descriptors (512 B), a whole
-//            2048-slot ring (32 KiB) and 1 MiB, also given as ns per 16-byte descriptor: a
-//            ring moves each descriptor twice (enqueue copy, dequeue copy)
+//   memcpy   single-thread memcpy bandwidth for a bulk of 32 descriptors (512 B), a 4 KiB and
+//            a 16 KiB packet payload (the README's Payload benchmarks copy 4096 and 16380
+//            bytes), a whole 2048-slot ring (32 KiB) and 1 MiB, also given as ns per 16-byte
+//            descriptor: a ring moves each descriptor twice (enqueue copy, dequeue copy)
 //
 // Output, one measurement per line, for compare.sh's awk:
 //   limit=rtt ns=<round trip>
 //   limit=memcpy bytes=<n> GBps=<x> ns/desc=<y>
 //
+// Each memcpy figure is the best of 3 timings of 2 GiB copied between the same two buffers.
+//
 // Usage: limits [round trips, default 1000000]
+//   cc -O2 -o /tmp/limits bench/dpdk/limits.c -lpthread && /tmp/limits
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -78,7 +82,7 @@ int main(int argc, char **argv)
 	pthread_join(th, NULL);
 	printf("limit=rtt ns=%.1f\n", rtt);
 
-	static const size_t sizes[] = {512, 32768, 1 << 20};
+	static const size_t sizes[] = {512, 4096, 16384, 32768, 1 << 20};
 	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		size_t n = sizes[k];
 		char *a = aligned_alloc(4096, n), *b = aligned_alloc(4096, n);
