@@ -274,19 +274,35 @@ func TestPinCacheGrowsNodeInPlaceAsKernel(t *testing.T) {
 // TestPinCacheInvalidateReachesGrownBytes: a vector that ends in its node's last page but past
 // the node's length pins no page (the kernel leaves rb.len as it was) and has its extra bytes
 // registered with the node; invalidating just those bytes removes the node and undoes every
-// registration, as for any memory the node holds.
+// registration, as for any memory the node holds: with the node held by both requests (two
+// registrations, the packets in the ring), once they end; with the node unused (one
+// registration: the grown vector registered whole), at once.
 func TestPinCacheInvalidateReachesGrownBytes(t *testing.T) {
 	iommu := testIOMMU(t)
 	dev := testDevice(t, sdma.Config{Manual: true, Mapper: iommu})
 	pq := testQueue(t, Config{Device: dev})
 	buf := make([]byte, 2*dma.PageSize)
 	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
-	sendOne(t, pq, dev, 0, 4096, buf[base:base+100])
-	sendOne(t, pq, dev, 1, 4096, buf[base:base+200])
+	for s, v := range [][]byte{buf[base : base+100], buf[base : base+200]} {
+		info, hdr := Message(s, 4096, testTemplate, v)
+		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	}
 	st := pq.Stats().Pins
 	require.EqualValues(t, 1, st.Resized)
 	require.Equal(t, 1, st.Pages, "no page pinned for the longer vector")
-	require.Len(t, streaming(iommu), 2, "the node's two registrations")
+	require.Len(t, registered(iommu), 2, "the held node's two registrations")
+	assert.Equal(t, 1, pq.Invalidate(buf[base+150:base+200]))
+	assert.Len(t, registered(iommu), 2, "kept under the packets in flight")
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 0))
+	require.NoError(t, waitSlot(t, pq, 1))
+	assert.Zero(t, pq.Stats().Pins.Pages)
+	assert.Empty(t, streaming(iommu), "every registration undone")
+
+	sendOne(t, pq, dev, 0, 4096, buf[base:base+100])
+	sendOne(t, pq, dev, 1, 4096, buf[base:base+200])
+	require.Len(t, streaming(iommu), 1, "no request held the node: the grown vector registered whole")
 	assert.Equal(t, 1, pq.Invalidate(buf[base+150:base+200]))
 	assert.Zero(t, pq.Stats().Pins.Pages)
 	assert.Empty(t, streaming(iommu), "every registration undone")

@@ -35,8 +35,10 @@ import (
 // back): a longer vector pins only the pages past the node's end (pin_sdma_pages: the limit
 // check and the eviction for those pages, the node's length becomes the vector's), a shorter one
 // (or one that ends in the node's last page) pins nothing and leaves the node's length, and
-// requests in flight on the node keep it. The extra bytes are registered as one more
-// registration of the node, starting where its registered bytes end.
+// requests in flight on the node keep it. A node no request holds is registered anew whole
+// for the longer vector (one registration, as the kernel keeps one page array per node); a held
+// one gets the extra bytes as one more registration, starting where its registered bytes end,
+// up to maxNodeRegs (a piece spanning two registrations is mapped per packet).
 // The cache is guarded by one mutex, taken per vector per request and on a request's end,
 // never per packet.
 type pinCache struct {
@@ -79,9 +81,10 @@ type pinKey struct {
 type pinNode struct {
 	key pinKey // the address and hfi1's rb.len: the length of the vector that last pinned pages
 	buf []byte // the longest vector seen at the address
-	// regs register buf[:regEnd] with the device, the first for the vector that made the node,
-	// each later one for the bytes a longer vector added; empty (or short) where a Register
-	// failed: those pieces are mapped per packet.
+	// regs register buf[:regEnd] with the device, in address order: one for the longest vector
+	// registered while no request held the node, each later one for the bytes a longer vector
+	// added while one did (at most maxNodeRegs); empty (or short) where a Register failed:
+	// those pieces are mapped per packet.
 	regs   []*dma.Registration
 	regEnd int
 	npages int
@@ -151,11 +154,32 @@ func (c *pinCache) pin(n *pinNode, extra int) {
 	c.pages += extra
 }
 
-// register registers the bytes of buf past n's registered ones with the device, as one more
-// registration of n; a Register that fails (no registrar, or memory registered otherwise)
-// leaves those bytes to be mapped per packet. mu held.
+// maxNodeRegs bounds a node's registrations: the bytes of a longer vector past them are mapped
+// per packet instead (see register).
+const maxNodeRegs = 4
+
+// register registers the bytes of buf past n's registered ones with the device. When no request
+// holds n, its registrations are undone first (a done context: they go only if no packet uses
+// them, someone else's included) and buf is registered whole, so that a vector that grows keeps
+// one registration, as the kernel keeps one page array per node (pin_sdma_pages replaces
+// node->pages); else, or if some are in use, the bytes past them are one more registration of
+// n, up to maxNodeRegs. A Register that fails (no registrar, or memory registered otherwise), or
+// one past maxNodeRegs, leaves those bytes to be mapped per packet. mu held.
 func (c *pinCache) register(n *pinNode, buf []byte) {
 	if len(buf) <= n.regEnd {
+		return
+	}
+	if len(n.regs) > 0 && n.refs == 0 {
+		if c.deregister(n, canceled) != nil {
+			// Those left (a prefix: deregister undoes the last first) cover buf up to the last.
+			last := n.regs[len(n.regs)-1].Bytes()
+			n.regEnd = int(addrOf(last)-n.key.addr) + len(last)
+		} else {
+			n.regEnd = 0
+		}
+	}
+	if len(n.regs) >= maxNodeRegs {
+		c.stats.Unregistered++
 		return
 	}
 	reg, err := c.dev.Register(buf[n.regEnd:])
