@@ -169,13 +169,14 @@ func (c *pinCache) register(n *pinNode, buf []byte) {
 	if len(buf) <= n.regEnd {
 		return
 	}
+	merged := 0 // the bytes registered before, if their registrations were undone
 	if len(n.regs) > 0 && n.refs == 0 {
 		if c.deregister(n, canceled) != nil {
 			// Those left (a prefix: deregister undoes the last first) cover buf up to the last.
 			last := n.regs[len(n.regs)-1].Bytes()
 			n.regEnd = int(addrOf(last)-n.key.addr) + len(last)
 		} else {
-			n.regEnd = 0
+			merged, n.regEnd = n.regEnd, 0
 		}
 	}
 	if len(n.regs) >= maxNodeRegs {
@@ -185,6 +186,15 @@ func (c *pinCache) register(n *pinNode, buf []byte) {
 	reg, err := c.dev.Register(buf[n.regEnd:])
 	if err != nil {
 		c.stats.Unregistered++ // no registrar, or overlapping another registration
+		if merged == 0 {
+			return
+		}
+		// The longer vector overlaps memory registered otherwise: the bytes registered before
+		// are registered again, the rest mapped per packet.
+		if reg, err = c.dev.Register(buf[:merged]); err != nil {
+			return
+		}
+		n.regs, n.regEnd = append(n.regs, reg), merged
 		return
 	}
 	n.regs = append(n.regs, reg)

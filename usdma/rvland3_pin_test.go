@@ -186,3 +186,30 @@ func TestPinCacheSharedVectorsUnderFailuresRace(t *testing.T) {
 	assert.Zero(t, eng.Stats().Faults, "no packet read memory that was not mapped")
 	assert.Empty(t, registered(iommu), "every registration undone")
 }
+
+// TestPinCacheGrowthOverForeignRegistrationKeepsPrefix: a vector that grows into memory
+// registered otherwise (by hand here; another queue's vector alike) keeps its own bytes
+// registered, the extra ones mapped per packet, and every packet carries its vector.
+func TestPinCacheGrowthOverForeignRegistrationKeepsPrefix(t *testing.T) {
+	iommu := testIOMMU(t)
+	sink := &recSink{}
+	dev := testDevice(t, sdma.Config{Manual: true, Sink: sink, Mapper: iommu})
+	pq := testQueue(t, Config{Device: dev})
+	buf := make([]byte, 3*dma.PageSize)
+	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
+	copy(buf, pattern(len(buf), 4))
+	sendOne(t, pq, dev, 0, 8192, buf[base:base+dma.PageSize])
+	foreign, err := dev.Register(buf[base+dma.PageSize+100 : base+dma.PageSize+200])
+	require.NoError(t, err)
+	v := buf[base : base+2*dma.PageSize]
+	sendOne(t, pq, dev, 0, 8192, v)
+	assert.Len(t, registered(iommu), 2, "the node's page registered again beside the foreign registration")
+	assert.EqualValues(t, 1, pq.Stats().Pins.Unregistered)
+	pkts, _ := sink.packets()
+	require.Len(t, pkts, 2)
+	assert.True(t, bytes.Equal(v, pkts[1][64:64+len(v)]), "the packet carries its vector")
+	assert.Zero(t, dev.Engine(0).Stats().Faults)
+	require.NoError(t, pq.Close(context.Background()))
+	require.NoError(t, dev.Deregister(context.Background(), foreign))
+	assert.Empty(t, streaming(iommu))
+}
