@@ -213,3 +213,29 @@ func TestPinCacheGrowthOverForeignRegistrationKeepsPrefix(t *testing.T) {
 	require.NoError(t, dev.Deregister(context.Background(), foreign))
 	assert.Empty(t, streaming(iommu))
 }
+
+// TestPinCacheEvictUndoesEveryRegistration: a node that grew while held (two registrations)
+// and is then evicted for another vector's pages undoes both.
+func TestPinCacheEvictUndoesEveryRegistration(t *testing.T) {
+	iommu := testIOMMU(t)
+	dev := testDevice(t, sdma.Config{Manual: true, Mapper: iommu})
+	pq := testQueue(t, Config{Device: dev, PinLimit: 3})
+	buf := make([]byte, 6*dma.PageSize)
+	base := int(dma.PageSize - addrOf(buf)%dma.PageSize)
+	for s, v := range [][]byte{buf[base : base+100], buf[base : base+2*dma.PageSize]} {
+		info, hdr := Message(s, 4096, testTemplate, v)
+		require.NoError(t, pq.Submit(context.Background(), info, &hdr, v))
+	}
+	require.Len(t, registered(iommu), 2)
+	_, err := dev.Engine(0).Process()
+	require.NoError(t, err)
+	require.NoError(t, waitSlot(t, pq, 0))
+	require.NoError(t, waitSlot(t, pq, 1))
+	sendOne(t, pq, dev, 0, 4096, buf[base+3*dma.PageSize:base+5*dma.PageSize])
+	st := pq.Stats().Pins
+	assert.EqualValues(t, 1, st.Evictions)
+	assert.Equal(t, 2, st.Pages)
+	assert.Len(t, registered(iommu), 1, "the evicted node's two registrations undone")
+	require.NoError(t, pq.Close(context.Background()))
+	assert.Empty(t, streaming(iommu))
+}
