@@ -173,7 +173,7 @@ func (h *handMsg) send() error {
 			t := msgTemplate
 			t.PSN += uint32(k)
 			t.Offset = uint32(off)
-			tx.hdr = t.Header(n)
+			tx.hdr, _ = t.Header(n) // n is at most the fragment size: no error
 			if k == h.npkts-1 && k > 0 {
 				tx.hdr[24] |= 0x80 // BTH.A
 			}

@@ -95,3 +95,38 @@ func TestCensusUsdma(t *testing.T) {
 	}
 	census.Run(t, cases)
 }
+
+// TestCensusTemplateHeaderLength: Template.Header refuses a first packet length whose header
+// lengths do not fit their fields, with ErrInvalid naming it. It built one: Header(-100) had
+// PBC.LengthDWs 4087, Header(16320) PBC.LengthDWs 0 and Header(1<<20) 16 (the 12-bit field
+// wrapped), and the largest int 16 (its padding overflowed).
+func TestCensusTemplateHeaderLength(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		pbc    int // PBC.LengthDWs of a length that fits
+		lrhLen int // LRH.PktLen
+	}{
+		{0, 16, 15},
+		{1, 17, 16},
+		{4096, 1040, 1039},
+		{MaxFirstLen, 4095, 4094},
+		{-1, -1, -1},
+		{-100, -1, -1},
+		{MaxFirstLen + 1, -1, -1},
+		{MaxFirstLen + 4, -1, -1},
+		{1 << 20, -1, -1},
+		{int(^uint(0) >> 1), -1, -1},
+	} {
+		h, err := testTemplate.Header(c.n)
+		if c.pbc < 0 {
+			want := "usdma: Template.Header: first packet length " + itoa(c.n) + " out of 0.." + itoa(MaxFirstLen)
+			if !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), want) || h != (Header{}) {
+				t.Errorf("Header(%d): PBC.LengthDWs %d, %v; want a zero header and %q (ErrInvalid)", c.n, h.PBCLenDWs(), err, want)
+			}
+			continue
+		}
+		if err != nil || h.PBCLenDWs() != c.pbc || h.PktLen() != c.lrhLen {
+			t.Errorf("Header(%d): PBC.LengthDWs %d, LRH.PktLen %d, %v; want %d, %d, no error", c.n, h.PBCLenDWs(), h.PktLen(), err, c.pbc, c.lrhLen)
+		}
+	}
+}

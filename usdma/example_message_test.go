@@ -1,6 +1,7 @@
 package usdma_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gosdma/gosdma/usdma"
@@ -32,4 +33,18 @@ func ExampleCtrl() {
 	fmt.Printf("ctrl %#04x: eager %v, %d vectors\n", info.Ctrl, info.Opcode() == usdma.Eager, info.IOVCnt())
 	// Output:
 	// ctrl 0x0310: eager true, 3 vectors
+}
+
+// Template.Header builds a header template for a first packet of the given payload length; a
+// length whose header lengths do not fit their fields (outside 0..MaxFirstLen) is refused with
+// ErrInvalid.
+func ExampleTemplate_Header() {
+	tmpl := usdma.Template{VL: 1, DLID: 7, SLID: 3, Opcode: 0xc0, PKey: 0xffff, DestQP: 0x80, PSN: 100}
+	hdr, err := tmpl.Header(4096)
+	fmt.Println("PBC", hdr.PBCLenDWs(), "dwords, LRH", hdr.PktLen(), "dwords,", err)
+	_, err = tmpl.Header(usdma.MaxFirstLen + 1)
+	fmt.Println(errors.Is(err, usdma.ErrInvalid), err)
+	// Output:
+	// PBC 1040 dwords, LRH 1039 dwords, <nil>
+	// true usdma: Template.Header: first packet length 16317 out of 0..16316: usdma: invalid request
 }

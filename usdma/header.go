@@ -1,6 +1,9 @@
 package usdma
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // HeaderSize is the size of a packet header template (sizeof(struct hfi1_pkt_header)): PBC 8,
 // LRH 8, BTH 12, KDETH 36 bytes. It is also the size of an AHG entry.
@@ -104,10 +107,27 @@ type Template struct {
 	Offset uint32 // KDETH swdata[6]: the eager offset of the first packet
 }
 
+// MaxFirstLen is the largest payload Template.Header takes for a first packet: the header and
+// the payload padded to a dword within MAX_SDMA_PKT_SIZE, which also keeps PBC.LengthDWs within
+// its 12 bits.
+const MaxFirstLen = (MaxSDMAPktSize - HeaderSize) &^ 3
+
 // Header returns the template's header for a first packet of firstLen payload bytes: the
 // lengths (PBC.LengthDWs, LRH.PktLen) are those of that packet, as PSM fills them in, and
 // LRH.LNH is 2 (BTH follows).
-func (t Template) Header(firstLen int) Header {
+//
+// A firstLen outside 0..MaxFirstLen has no such header (its lengths do not fit their fields):
+// Header returns a zero Header and an error matching ErrInvalid that names the length.
+func (t Template) Header(firstLen int) (Header, error) {
+	if firstLen < 0 || firstLen > MaxFirstLen {
+		return Header{}, fmt.Errorf("usdma: Template.Header: first packet length %d out of 0..%d: %w", firstLen, MaxFirstLen, ErrInvalid)
+	}
+	return t.header(firstLen), nil
+}
+
+// header is Header without the length's check: Message's lengths out of range come from a
+// fragment size that Submit refuses.
+func (t Template) header(firstLen int) Header {
 	var h Header
 	lrhLen := lrhLen(padLen(firstLen))
 	h.setPBC(0, uint16(t.VL&0xf)<<12|lrhToPBC(lrhLen))

@@ -114,7 +114,7 @@ func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
 	if npkts <= max16 {
 		info.NPkts = uint16(npkts)
 	}
-	return info, t.Header(first)
+	return info, t.header(first)
 }
 
 // firstLen is the payload of packet 0: the header template's LRH length less the header and

@@ -74,7 +74,7 @@ func TestTemplateLRHLengthAll16Bits(t *testing.T) {
 
 	small := data[:3]
 	info, _ = Message(1, 4096, testTemplate, small)
-	long := testTemplate.Header(8192) // a template length over the fragment: unused for 3 bytes
+	long, _ := testTemplate.Header(8192) // a template length over the fragment: unused for 3 bytes
 	require.NoError(t, pq.Submit(context.Background(), info, &long, small))
 	_, err = dev.Engine(0).Process()
 	require.NoError(t, err)

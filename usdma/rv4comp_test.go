@@ -68,11 +68,11 @@ func TestTemplateLongerThanData(t *testing.T) {
 	pq := testQueue(t, Config{Device: dev, Slots: 2})
 	data := pattern(3000, 1)
 	info, _ := Message(0, 4096, testTemplate, data)
-	long := testTemplate.Header(4096)
+	long, _ := testTemplate.Header(4096)
 	err := pq.Submit(context.Background(), info, &long, data)
 	require.ErrorIs(t, err, ErrInvalid, "template of 4096 bytes for 3000")
 	assert.Equal(t, CompEntry{}, pq.Comp(0))
-	long = testTemplate.Header(3004)
+	long, _ = testTemplate.Header(3004)
 	require.ErrorIs(t, pq.Submit(context.Background(), info, &long, data), ErrInvalid, "template of 3004 bytes for 3000")
 
 	odd := data[:2999]

@@ -143,7 +143,7 @@ func TestKernelDiffEagerHeaders(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						tm.Offset = 0xffffffff - uint32(rng.IntN(3*frag))
 					}
-					hdr := tm.Header(first)
+					hdr, _ := tm.Header(first)
 					if rng.IntN(4) == 0 {
 						binary.BigEndian.PutUint32(hdr[24:], binary.BigEndian.Uint32(hdr[24:])|1<<31) // BTH.A in the template
 					}
