@@ -55,7 +55,7 @@ func (e *Engine) progressLocked() int { return e.progressPass(false) }
 func (e *Engine) progressPass(intr bool) int {
 	if intr && !e.manual {
 		n := e.makeProgressHW()
-		e.hw.completed, e.hw.intrPass = e.hw.head.Load(), true
+		e.hw.completed, e.hw.intrPass = e.hwHead(), true
 		return n
 	}
 	r := e.ring
@@ -108,7 +108,7 @@ func (e *Engine) progressPass(intr bool) int {
 	}
 	r.EndWrite()
 	if intr {
-		e.hw.completed, e.hw.intrPass = e.hw.head.Load(), true
+		e.hw.completed, e.hw.intrPass = e.hwHead(), true
 	}
 	return n
 }

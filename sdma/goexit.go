@@ -92,7 +92,7 @@ func (e *Engine) sinkExited(what string, held int) {
 // passes k entries and stops at the next one (or at the written-back head, which a completion
 // pass may be walking up to: nothing below it is read). hwMu held.
 func (e *Engine) heldStart(k int) uint64 {
-	lo, i := e.ring.HWHead(), e.hw.head.Load()
+	lo, i := e.ring.HWHead(), e.hwHead()
 	for ; i != lo; i-- {
 		if e.txRing[(i-1)&e.mask] != nil {
 			if k == 0 {
@@ -248,7 +248,7 @@ func (e *Engine) exitHalt(what string, gone bool) {
 		where = "the engine's goroutine"
 		e.hwGone.Store(true)
 	}
-	h := &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head.Load(), Desc: e.headDesc(),
+	h := &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hwHead(), Desc: e.headDesc(),
 		Detail: what + " called runtime.Goexit on " + where + ": the engine stays halted until Stop or Close"}
 	e.stMu.Lock()
 	if e.sm.cur == sm.S99Running {

@@ -396,7 +396,9 @@ func (e *Engine) reloadCount() {
 }
 
 // hwHead is the chip's head (hwState.head) for hwMu's holder: a plain load, as the field's every
-// writer holds hwMu (ProgressSchedule's atomic load is the one read without it). The atomic
+// writer holds hwMu (ProgressSchedule's atomic load is the one read without it). Every reader
+// under hwMu uses it: under -race a plain load without hwMu is reported against the pass's
+// atomic store, where an atomic load would hide it (and on arm64 it is no LDAR). The atomic
 // load's intrinsic kept the compiler from folding the compare of intrRunsPass, once a pass, into
 // one instruction. The atomic.Uint64 holds its value at offset 0 (internal/relaxed relies on it
 // too). hwMu held.
@@ -414,7 +416,7 @@ func (e *Engine) hwHead() uint64 { return *(*uint64)(unsafe.Pointer(&e.hw.head))
 // hwMu held.
 func (e *Engine) takeCountReload() {
 	e.pending.And(^pendCount)
-	head, at := e.hw.head.Load(), e.progressAt.Load()
+	head, at := e.hwHead(), e.progressAt.Load()
 	if since := head - at; at <= head && since < uint64(e.hw.sinceIntr) {
 		e.hw.sinceIntr = int(since)
 	}
@@ -591,7 +593,7 @@ func (e *Engine) intrRunsPass() bool {
 // does every HEAD_TO_HOST write-back due. hwMu held.
 func (e *Engine) writeBackHead() {
 	e.hw.headToHost = false
-	if r, h := e.ring, e.hw.head.Load(); r.HWHead() != h {
+	if r, h := e.ring, e.hwHead(); r.HWHead() != h {
 		r.StoreHWHead(h) // h is the chip's head: in [HWHead(), Tail()]
 	}
 }

@@ -125,7 +125,7 @@ func (e *Engine) apply(it evItem) (next [2]evItem) {
 func (e *Engine) recordHalt(it evItem) {
 	h := it.halt
 	if h == nil {
-		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hw.head.Load(), Desc: e.headDesc(),
+		h = &HaltError{Engine: e.idx, Cause: CauseHalt, Index: e.hwHead(), Desc: e.headDesc(),
 			Detail: "explicit " + it.ev.String() + ": " + it.cause}
 	}
 	e.haltCause.Store(h)
@@ -273,7 +273,7 @@ var (
 
 // injectedHalt builds the record of an injected halt at the hardware's head. hwMu held.
 func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
-	return &HaltError{Engine: e.idx, Cause: c, Index: e.hw.head.Load(), Desc: e.headDesc(), Detail: detail}
+	return &HaltError{Engine: e.idx, Cause: c, Index: e.hwHead(), Desc: e.headDesc(), Detail: detail}
 }
 
 // headDesc returns the descriptor at the hardware's head for a halt's record, if it is published
@@ -281,10 +281,10 @@ func (e *Engine) injectedHalt(c HaltCause, detail string) *HaltError {
 // tail is free or a producer's, which may be writing it (reading it would be a data race).
 // hwMu held.
 func (e *Engine) headDesc() desc.Desc {
-	if e.ring.Tail() == e.hw.head.Load() {
+	if e.ring.Tail() == e.hwHead() {
 		return desc.Desc{}
 	}
-	return e.ring.Slot(e.hw.head.Load())
+	return e.ring.Slot(e.hwHead())
 }
 
 // faultPlan is a plan of halts for an engine's hardware model (sdmatest.FaultPlan, which
