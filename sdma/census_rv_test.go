@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/internal/census"
 )
 
@@ -124,6 +125,50 @@ func TestCensusSdma(t *testing.T) {
 			_, err := d.Engine(0).SendListIn(nil, &l, d.Engine(0).Epoch()+1)
 			return err
 		}, census.Is(ErrInvalid)},
+	}
+	census.Run(t, cases)
+}
+
+// TestCensusZeroDeviceAdds: every add refuses the zero Device (not made by NewDevice) with
+// ErrInvalid saying so, and cleans the txreq, as for a nil device. AddDAddr took it (the daddr
+// needs no mapper), where AddKVAddr, AddBytes and AddPage panicked on its nil mapper.
+func TestCensusZeroDeviceAdds(t *testing.T) {
+	region, err := dma.AllocPages(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = region.Close() })
+	page, err := region.Page(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	adds := []struct {
+		name string
+		add  func(tx *TxReq, dev *Device) error
+	}{
+		{"AddDAddr", func(tx *TxReq, dev *Device) error { return tx.AddDAddr(dev, 0x1000, 64) }},
+		{"AddKVAddr", func(tx *TxReq, dev *Device) error { return tx.AddKVAddr(dev, buf) }},
+		{"AddBytes", func(tx *TxReq, dev *Device) error { return tx.AddBytes(dev, buf) }},
+		{"AddPage", func(tx *TxReq, dev *Device) error { return tx.AddPage(dev, page, 0, 64) }},
+		{"AddPages", func(tx *TxReq, dev *Device) error { return tx.AddPages(dev, region, 0, 64) }},
+	}
+	var cases []census.Case
+	for _, a := range adds {
+		cases = append(cases, census.Case{Name: a.name + " with the zero Device", F: func() error {
+			var zero Device
+			var tx TxReq
+			if err := tx.Init(0, 64, nil); err != nil {
+				return err
+			}
+			err := a.add(&tx, &zero)
+			if tx.state.Load() != txFree || tx.numDesc != 0 {
+				return errors.New("txreq not cleaned")
+			}
+			return err
+		}, Check: func(r census.Result) bool {
+			return !r.Hung && !r.Panicked && errors.Is(r.Err, ErrInvalid) && strings.Contains(r.Err.Error(), "zero Device, not made by NewDevice")
+		}})
 	}
 	census.Run(t, cases)
 }

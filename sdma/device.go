@@ -121,17 +121,23 @@ type Config struct {
 	Name string
 }
 
-// device life-cycle states in Device.state.
+// device life-cycle states in Device.state. Bit 0 (devAdds) is set in the states that take adds:
+// addable tests it, the same one test as its compare with devClosed was, and so refuses the zero
+// Device (devZero) with no load more.
 const (
-	devOpen     int32 = iota
-	devDraining       // Shutdown: sends refused, engines finishing what they hold
-	devClosed         // Close ran (or is running)
+	devZero     int32 = 0 // the zero Device, not made by NewDevice: adds refused (ErrInvalid)
+	devOpen     int32 = 1
+	devClosed   int32 = 2 // Close ran (or is running)
+	devDraining int32 = 3 // Shutdown: sends refused, engines finishing what they hold
+
+	devAdds int32 = 1 // the bit set in devOpen and devDraining
 )
 
 // Device is the hfi1_devdata of gosdma: it owns the DMA mapper, the shared zeroed pad buffer and
 // the engines. It is safe for concurrent use. Make one with NewDevice: the zero Device has no
-// engines and no mapper (NumEngines 0, Engine nil); its other methods may panic, as a nil
-// receiver's do, and packages built on a Device (usdma, verbs) refuse it.
+// engines and no mapper (NumEngines 0, Engine nil); a TxReq's adds refuse it (ErrInvalid, as a
+// nil device), its other methods may panic, as a nil receiver's do, and packages built on a
+// Device (usdma, verbs) refuse it.
 type Device struct {
 	// The per-packet group, in the Device's first cache line: the fields that every add
 	// (addable, lookupRegs, addKV), every packet of the hardware model (hints) and every unmap at
@@ -158,8 +164,9 @@ type Device struct {
 	// embedded one's) answers without the override, as its embedded unmaps do. Set by NewDevice,
 	// read-only after.
 	hints dma.SoleTranslator
-	// state is devOpen/devDraining/devClosed. Written by Shutdown and Close (CAS); read by them
-	// and by every add (addable).
+	// state is devOpen/devDraining/devClosed (devZero in the zero Device). Written by NewDevice
+	// (devOpen, before the Device is shared), Shutdown and Close (CAS); read by them and by every
+	// add (addable: bit devAdds).
 	state atomic.Int32
 
 	mapper  dma.Mapper    // set by NewDevice, read-only after
@@ -235,6 +242,7 @@ func NewDevice(cfg Config) (*Device, error) {
 			strconv.FormatUint(a, 16) + ", beyond 48 bits", Err: ErrMapping}
 	}
 	dev := &Device{mapper: m, pad: pad, sink: cfg.Sink, name: deviceName(cfg.Name)}
+	dev.state.Store(devOpen) // before any goroutine: the zero Device is devZero
 	dev.regs, _ = m.(dma.Registrar)
 	if r, ok := m.(interface{ Registry() *dma.Registry }); ok {
 		dev.registry = r.Registry()

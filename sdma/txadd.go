@@ -18,10 +18,10 @@ import (
 // complete.
 //
 // Errors (a *TxError): ErrMapping if the mapper refuses (the cause wraps the dma error);
-// ErrNoDesc if the descriptor array cannot grow; ErrInvalid for a nil device, a zero length,
-// a length beyond the bytes left (the kernel only WARNs), a range crossing the page's end, a txreq
-// that is closed, uninitialised, cleaned or in flight, or a device other than the one earlier adds
-// used; ErrClosed once the device is closed. On any failure tx has been cleaned (every mapping it
+// ErrNoDesc if the descriptor array cannot grow; ErrInvalid for a nil device or the zero Device
+// (not made by NewDevice), a zero length, a length beyond the bytes left (the kernel only WARNs),
+// a range crossing the page's end, a txreq that is closed, uninitialised, cleaned or in flight, or
+// a device other than the one earlier adds used; ErrClosed once the device is closed. On any failure tx has been cleaned (every mapping it
 // made is undone) and must be initialised again, as in the kernel; an add to a txreq in flight
 // changes nothing.
 //
@@ -184,6 +184,8 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 		reason = "txreq cleaned (failed, completed or Clean): Init before reuse"
 	case dev == nil:
 		reason = "nil device"
+	case dev.state.Load() == devZero:
+		reason = "zero Device, not made by NewDevice"
 	case dev.state.Load() == devClosed:
 		reason, sentinel = "device closed", ErrClosed
 	case tx.dev != nil && tx.dev != dev:
@@ -203,13 +205,13 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 }
 
 // addable is checkAdd's common case in one test that inlines: tx is building, not coalescing,
-// dev is open and the device of tx's earlier adds, and 1 <= n <= the bytes left. If so it
+// dev is open or draining (made by NewDevice, not closed) and the device of tx's earlier adds, and 1 <= n <= the bytes left. If so it
 // records dev as tx's device, as checkAdd does, and reports true: checkAdd would return nil.
 // false says nothing: checkAdd tells.
 func (tx *TxReq) addable(dev *Device, n int) bool {
 	// uint(n-1) < tlen is 1 <= n <= tlen in one compare.
 	if tx.state.Load() != txBuilding || uint(n-1) >= uint(tx.tlen) || tx.coalescing || dev == nil ||
-		dev.state.Load() == devClosed {
+		dev.state.Load()&devAdds == 0 { // closed, or the zero Device
 		return false
 	}
 	if tx.dev != dev { // else it is dev already: no store
