@@ -511,7 +511,7 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 
 // ReleaseUpdate runs a release pass now (hfi1: sc_release_update): it reads the chip's credit
 // return word, advances the free count, runs the release callback of every packet now sent, in
-// order, and wakes up to WaitBatchSize waiters. The chip model runs it after each credit return
+// order, and wakes up to WaitBatchSize waiters (the top-priority one first: see QueueWaitSent). The chip model runs it after each credit return
 // (the credit-return interrupt); BufferAlloc runs the pass when room runs short, and leaves its
 // wake-ups to the chip's next pass (see BufferAlloc). The wake-ups run on the caller's
 // goroutine: like Process, it must not be called while holding an unfinished buffer of this

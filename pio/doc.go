@@ -80,7 +80,8 @@
 //	pio_release_cb, PRC_*                         Releaser, PRCOK..PRCSCDisable
 //	sc_release_update                             (*SendContext).ReleaseUpdate
 //	sc_return_credits                             (*SendContext).ReturnCredits
-//	piowait, pio_wait, sc_piobufavail             Waiter, QueueWait, the wake-up in the pass
+//	piowait, pio_wait, sc_piobufavail             Waiter, QueueWait, QueueWaitSent, the wake-up in the pass
+//	iowait priority, starved_cnt                  (*Waiter).SetPriority, Starved
 //	PIO_WAIT_BATCH_SIZE                           WaitBatchSize
 //	(none: a blocking send)                       BufferAllocWait, SendWait
 //	sc_stop, sc_disable, sc_enable, sc_restart    Stop, Disable, Enable, Restart
@@ -103,13 +104,21 @@
 // the credit-return interrupt then and forces a return); otherwise at the threshold, the PBC's
 // request or a forced return. As in the kernel's fill_code, a forced return reports PRCSCDisable.
 //
-// The wait list is first in, first out: QueueWait is pio_wait for a QP that sent packets in its
-// burst and has no priority (iowait_queue with pkts_sent: at the tail, starved_cnt 0), and a
-// release pass wakes its batch in list order. The kernel's other cases need a QP, which a Waiter
-// is not: a QP that sent nothing yet, or has a priority (an ACK pending, a VIP txreq), goes to the
-// head of piowait, and sc_piobufavail wakes the batch's highest priority<<4 + starved_cnt first.
+// The wait list is the kernel's piowait: QueueWaitSent is pio_wait, iowait_queue(pkts_sent, ...)
+// with the Waiter's priority (SetPriority, the iowait's u8 priority): a waiter that sent no packet
+// in its pass (pktsSent false: its starved count grows) or has a priority above 0 goes to the
+// head, one that sent packets and has none to the tail (its starved count back to 0); a release
+// pass takes up to WaitBatchSize waiters off the head and wakes the first with the highest
+// priority<<4 + starved count (a u8 key: iowait_priority_update_top) first, then the others in
+// list order, as sc_piobufavail does; the flush of Disable, Restart, Close or a halt's recovery
+// wakes every waiter in list order, as sc_disable does. QueueWait is QueueWaitSent with pktsSent
+// true, so a list of Waiters without priority, all queued by QueueWait (BufferAllocWait and
+// SendWait, and so verbs' PIO sends, among them), stays first in, first out. A Waiter has no
+// txreqs: iowait_get_priority's one more for a VIP txreq on its tx_head has no counterpart.
 // Every context type wakes its waiters here, where sc_piobufavail returns at once for ACK and
-// user contexts (no kernel producer waits on those).
+// user contexts, whose waiters only sc_disable's flush wakes in the kernel (no kernel producer
+// waits on those): here a pass wakes them in the order above, so that a blocking send on such a
+// context does not wait for a Disable.
 //
 // # Concurrency
 //

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gosdma/gosdma/internal/goid"
+	"github.com/gosdma/gosdma/internal/iowait"
 )
 
 // Waiter is a producer waiting for credits on a context's wait list (hfi1: the iowait a QP puts
@@ -36,10 +37,38 @@ type Waiter struct {
 	// under that context's waitMu; loaded by QueueWait and CancelWait of any context, so that a
 	// call on another context leaves the list and count of the one that holds w alone.
 	on atomic.Pointer[SendContext]
+	// prio is the priority set by SetPriority, 0..255 (iowait's u8 priority): stored by the
+	// owner at any time; loaded by QueueWaitSent (head or tail) and by the release pass that
+	// takes w off (its wake-order key), each under the waitMu of the context in on.
+	prio atomic.Uint32
+	// starved is the starved count (iowait starved_cnt, a u8 wrapping at 256): stored by the
+	// QueueWaitSent that parks w, under the waitMu of the context it claimed; loaded by the pass
+	// that takes w off (under the same lock) and by Starved (no lock: atomic).
+	starved atomic.Uint32
 }
 
-// Init sets the wake-up function. A Waiter must not be re-initialised while queued.
+// Init sets the wake-up function. A Waiter must not be re-initialised while queued. It leaves
+// the priority and the starved count as they are.
 func (w *Waiter) Init(wakeup func(*Waiter)) { w.wakeup = wakeup }
+
+// SetPriority sets the priority w queues with (hfi1: the iowait priority that the QP's
+// init_priority gives, iowait_get_priority in pio_wait and again in sc_piobufavail). A waiter
+// with a priority above 0 is parked at the head of the wait list (iowait_queue), and of the
+// batch a release pass takes off the list the first one with the highest priority<<4 + starved
+// count is woken first, that key taken in the kernel's u8 arithmetic (iowait_priority_update_top:
+// a key of 256 or more wraps, so a priority of 16 ranks as 0). The priority is the kernel's u8:
+// p outside 0..255 is taken modulo 256 (256 is 0, -1 is 255). It may be called at any time: a
+// queued w keeps its place, and its wake-up ranks with the priority it has when the pass takes
+// it off. The zero Waiter has priority 0, as QueueWait assumes.
+func (w *Waiter) SetPriority(p int) { w.prio.Store(uint32(uint8(p))) }
+
+// Starved returns the starved count (iowait starved_cnt), 0..255: QueueWaitSent with pktsSent
+// false adds one (like the kernel's u8 it wraps from 255 to 0), with pktsSent true (and QueueWait)
+// sets it to 0.
+func (w *Waiter) Starved() int { return int(w.starved.Load()) }
+
+// key is w's wake-order key (iowait_priority_update_top), under the waitMu of the context in on.
+func (w *Waiter) key() uint8 { return iowait.Key(uint8(w.prio.Load()), uint8(w.starved.Load())) }
 
 func newChanWaiter() *Waiter {
 	w := &Waiter{ch: make(chan struct{}, 1)}
@@ -63,10 +92,36 @@ func newChanWaiter() *Waiter {
 // not made by New (the retried allocation gets ErrInvalid). A nil w is a programmer
 // error: QueueWait panics with a message saying so, before it takes the wait lock (there is nothing
 // to park, and no answer would be right: false asks for a retry, true for a wake-up).
+//
+// QueueWait is QueueWaitSent(w, seq, true): pio_wait for a QP that sent packets in its pass. With
+// priority 0 (the zero Waiter's, SetPriority) w goes to the tail of the list: a list of such
+// waiters is first in, first out.
 func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 	if w == nil {
 		panic("pio: QueueWait of a nil Waiter")
 	}
+	return sc.queueWait(w, seq, true)
+}
+
+// QueueWaitSent is QueueWait for a waiter that says whether it sent packets in its pass (hfi1:
+// pio_wait's iowait_queue(ps->pkts_sent, ...)): with pktsSent true its starved count is set to
+// 0, and w goes to the tail of the wait list unless it has a priority (SetPriority); with
+// pktsSent false the count grows by one and w goes to the head, as it does with a priority above
+// 0. A release pass takes up to WaitBatchSize waiters off the head of the list and wakes the
+// first of them with the highest priority<<4 + starved count first, then the others in list
+// order (sc_piobufavail); the flush of Disable, Restart, Close or a halt's recovery wakes every
+// waiter in list order (sc_disable). The count and the place change only when w is parked
+// (true): a false return, and a w queued already (true, left where it is, its count as it was,
+// as pio_wait leaves a QP whose iowait is on a list), change nothing. A nil w panics, as with
+// QueueWait.
+func (sc *SendContext) QueueWaitSent(w *Waiter, seq uint32, pktsSent bool) bool {
+	if w == nil {
+		panic("pio: QueueWaitSent of a nil Waiter")
+	}
+	return sc.queueWait(w, seq, pktsSent)
+}
+
+func (sc *SendContext) queueWait(w *Waiter, seq uint32, pktsSent bool) bool {
 	if sc.credits == 0 { // the zero SendContext: no pass would ever wake w
 		return false
 	}
@@ -76,13 +131,21 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 		return true
 	}
 	first := sc.waitHead == nil
-	w.next = nil
-	if sc.waitTail == nil {
+	if iowait.AtHead(uint8(w.prio.Load()), pktsSent) {
+		w.next = sc.waitHead
 		sc.waitHead = w
+		if sc.waitTail == nil {
+			sc.waitTail = w
+		}
 	} else {
-		sc.waitTail.next = w
+		w.next = nil
+		if sc.waitTail == nil {
+			sc.waitHead = w
+		} else {
+			sc.waitTail.next = w
+		}
+		sc.waitTail = w
 	}
-	sc.waitTail = w
 	// The count is stored before the sequence is checked: a release pass stores the sequence
 	// before it loads the count (piobufavail, wakeAll), so with sequentially consistent atomics
 	// either it sees this waiter or this check sees its sequence (Dekker). Checking first and
@@ -97,6 +160,8 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 		sc.waitMu.Unlock()
 		return false
 	}
+	// Parked: the starved count, read by the pass that takes w off under this lock.
+	w.starved.Store(uint32(iowait.Starve(pktsSent, uint8(w.starved.Load()))))
 	sc.stats.waits.Add(1)
 	sc.waitMu.Unlock()
 	if first {
@@ -144,14 +209,27 @@ func (sc *SendContext) removeLocked(w *Waiter) {
 // Waiting returns the number of queued waiters.
 func (sc *SendContext) Waiting() int { return int(sc.waitCount.Load()) }
 
-// popLocked takes up to len(batch) waiters off the list, in order (waitMu held).
-func (sc *SendContext) popLocked(batch []*Waiter) int {
-	n := 0
+// popLocked takes up to len(batch) waiters off the list (waitMu held), in list order, but with
+// ranked the first one with the highest wake-order key moved to the front (hfi1:
+// sc_piobufavail's top_idx, iowait_priority_update_top over the batch; sc_disable's flush has no
+// such pick): batch[:n] is the order to wake them in.
+func (sc *SendContext) popLocked(batch []*Waiter, ranked bool) int {
+	n, top := 0, 0
+	var topKey uint8
 	for n < len(batch) && sc.waitHead != nil {
 		w := sc.waitHead
 		sc.waitHead = w.next
 		if sc.waitHead == nil {
 			sc.waitTail = nil
+		}
+		if ranked {
+			// Before on is cleared: once off the list w may be queued again and its count
+			// rewritten.
+			if k := w.key(); n == 0 {
+				topKey = k
+			} else if top = iowait.UpdateTop(k, topKey, n, top); top == n {
+				topKey = k
+			}
 		}
 		w.next = nil
 		w.on.Store(nil)
@@ -159,12 +237,17 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 		batch[n] = w
 		n++
 	}
+	if top > 0 { // the top first, then the others in list order
+		w := batch[top]
+		copy(batch[1:top+1], batch[:top])
+		batch[0] = w
+	}
 	return n
 }
 
-// piobufavail wakes up to WaitBatchSize waiters, in order, after a release pass (hfi1:
-// sc_piobufavail, whose wake of the batch's top-priority QP first has nothing to rank here: every
-// Waiter is queued as a QP without priority that sent packets, see the package doc's Choices). If more are left it asks for another credit return, whose pass wakes the next
+// piobufavail wakes up to WaitBatchSize waiters after a release pass, the first with the highest
+// priority<<4 + starved count first, then the others in list order (hfi1: sc_piobufavail; see
+// QueueWaitSent). If more are left it asks for another credit return, whose pass wakes the next
 // batch (the kernel's "redo the force to avoid a potential hang").
 //
 // chip: the pass runs on the chip goroutine (run), which records nothing in wakers: Close waits
@@ -181,7 +264,7 @@ func (sc *SendContext) piobufavail(chip bool) {
 		g = goid.Self()
 	}
 	sc.waitMu.Lock()
-	n := sc.popLocked(batch[:])
+	n := sc.popLocked(batch[:], true)
 	if !chip {
 		sc.wakeBeginLocked(g, n)
 	}
@@ -197,7 +280,7 @@ func (sc *SendContext) piobufavail(chip bool) {
 	sc.wakeTaken(batch[:n], g)
 }
 
-// wakeAll wakes every waiter (sc_disable's flush of piowait): those queued when it starts, so
+// wakeAll wakes every waiter (sc_disable's flush of piowait), in list order: those queued when it starts, so
 // that waiters woken and queued again (after a Restart's Enable) cannot keep it going.
 func (sc *SendContext) wakeAll() {
 	var g uint64 // the caller's goroutine, once there is a waiter to wake
@@ -207,7 +290,7 @@ func (sc *SendContext) wakeAll() {
 			g = goid.Self()
 		}
 		sc.waitMu.Lock()
-		n := sc.popLocked(batch[:min(int(left), WaitBatchSize)])
+		n := sc.popLocked(batch[:min(int(left), WaitBatchSize)], false)
 		sc.wakeBeginLocked(g, n)
 		sc.waitMu.Unlock()
 		sc.wakeTaken(batch[:n], g)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/iowait"
 	"github.com/gosdma/gosdma/internal/relaxed"
 )
 
@@ -417,9 +418,7 @@ func (e *Engine) wakeBatchLocked(n int) {
 	}
 	top := 0
 	for i := 1; i < n; i++ {
-		if e.wakeRank[i] > e.wakeRank[top] {
-			top = i
-		}
+		top = iowait.UpdateTop(uint8(e.wakeRank[i]), uint8(e.wakeRank[top]), i, top)
 	}
 	e.stats.wakeups.Add(uint64(n))
 	// Each entry is cleared before its wakeup runs: the ones left are the waiters a wakeup's

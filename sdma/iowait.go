@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gosdma/gosdma/internal/iowait"
 	"github.com/gosdma/gosdma/internal/membarrier"
 )
 
@@ -129,7 +130,7 @@ func (w *IOWait) Starved() int { return int(w.starved.Load()) }
 
 // rank is the wake-order key (iowait_priority_update_top): priority<<4 + starved count, in the
 // kernel's u8 arithmetic (a key of 256 or more wraps).
-func (w *IOWait) rank() int { return int(uint8(w.priority<<4 + int(w.starved.Load()))) }
+func (w *IOWait) rank() int { return int(iowait.Key(uint8(w.priority), uint8(w.starved.Load()))) }
 
 // Waiting reports whether w is parked on this engine's wait list.
 func (e *Engine) Waiting(w *IOWait) bool {
@@ -317,17 +318,13 @@ func (e *Engine) queueLocked(w *IOWait, need, prio int, pktsSent bool) bool {
 		return false
 	}
 	w.need, w.priority = need, prio
-	if pktsSent {
-		w.starved.Store(0)
-	} else {
-		for { // starved_cnt++ on the kernel's u8: 255 wraps to 0
-			old := w.starved.Load()
-			if w.starved.CompareAndSwap(old, int32(uint8(old+1))) {
-				break
-			}
+	for { // iowait_queue's starved_cnt: 0, or ++ on the kernel's u8 (255 wraps to 0)
+		old := w.starved.Load()
+		if w.starved.CompareAndSwap(old, int32(iowait.Starve(pktsSent, uint8(old)))) {
+			break
 		}
 	}
-	if prio > 0 || !pktsSent {
+	if iowait.AtHead(uint8(prio), pktsSent) {
 		e.dmawait.pushFront(w)
 	} else {
 		e.dmawait.pushBack(w)
