@@ -172,3 +172,39 @@ func TestCensusZeroDeviceAdds(t *testing.T) {
 	}
 	census.Run(t, cases)
 }
+
+// TestCensusZeroEngineAHG: AHGAlloc and AHGFree refuse the zero Engine (not one of a Device's)
+// with ErrInvalid saying so, as they refuse a nil one. AHGAlloc handed out entry 0 of an engine
+// that sends nothing, and AHGFree then took it back.
+func TestCensusZeroEngineAHG(t *testing.T) {
+	zeroRefused := func(r census.Result) bool {
+		return !r.Hung && !r.Panicked && errors.Is(r.Err, ErrInvalid) && strings.Contains(r.Err.Error(), "zero Engine, not one of a Device's")
+	}
+	census.Run(t, []census.Case{
+		{"AHGAlloc of the zero Engine", func() error {
+			var e Engine
+			i, err := e.AHGAlloc()
+			if i != -1 || e.AHGInUse() != 0 {
+				return errors.New("entry " + itoa(i) + " allocated")
+			}
+			return err
+		}, zeroRefused},
+		{"AHGFree of the zero Engine", func() error {
+			var e Engine
+			e.ahgBits.Store(1)
+			err := e.AHGFree(0)
+			if e.AHGInUse() != 1 {
+				return errors.New("entry 0 freed")
+			}
+			return err
+		}, zeroRefused},
+		{"AHGAlloc of a Device's engine", func() error {
+			d, _ := engTestDevice(t, Config{Manual: true, RingSize: 64})
+			i, err := d.Engine(0).AHGAlloc()
+			if err != nil {
+				return err
+			}
+			return d.Engine(0).AHGFree(i)
+		}, census.OK},
+	})
+}

@@ -37,7 +37,8 @@ const lineSize = cacheline.Pad
 // Engine is one SDMA engine (hfi1: struct sdma_engine): a descriptor ring fed by any number of
 // goroutines, a hardware model consuming it, and the completion pass. It is safe for concurrent
 // use; each method says which side it belongs to. Engines are the Device's (Device.Engine,
-// SelectEngine); a zero Engine is none, and its methods may panic, as a nil receiver's do.
+// SelectEngine); a zero Engine is none: AHGAlloc and AHGFree refuse it (ErrInvalid), as they
+// refuse a nil one, and its other methods may panic, as a nil receiver's do.
 //
 // The ring's indices are free-running uint64s (see package ring); txRing records each txreq
 // against the ring slot of its last descriptor.
