@@ -4,6 +4,8 @@ package udpsink
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,55 @@ func TestCensusUdpsink(t *testing.T) {
 		}, census.OK},
 	}
 	census.Run(t, cases)
+}
+
+// TestCensusReceiverRunConcurrent: a Run or RunWithin called while another Run of the same
+// Receiver runs returns ErrInvalid ("already running") at once and reads nothing; the first Run
+// goes on, and once it returned a Run runs again. The second one ran: two Runs read the socket
+// and tallied into the same buffers and run history at once (with a cancelled ctx the second
+// returned context.Canceled, with a live one it read until the idle timeout, and both returned
+// nil).
+func TestCensusReceiverRunConcurrent(t *testing.T) {
+	r, c := listenIdleHour(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	type result struct {
+		rep Report
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		rep, err := r.Run(ctx)
+		first <- result{rep, err}
+	}()
+	if _, err := c.Write([]byte("bad")); err != nil { // a bad frame: it begins no run
+		t.Fatal(err)
+	}
+	for r.Received() == 0 { // the first Run read it: it is running
+		time.Sleep(time.Millisecond)
+	}
+	cancelled, cancelNow := context.WithCancel(t.Context())
+	cancelNow()
+	running := func(r census.Result) bool {
+		return !r.Hung && !r.Panicked && errors.Is(r.Err, ErrInvalid) && strings.Contains(r.Err.Error(), "already running")
+	}
+	census.Run(t, []census.Case{
+		{"Run during a Run", func() error { _, err := r.Run(t.Context()); return err }, running},
+		{"Run with a cancelled ctx during a Run", func() error { _, err := r.Run(cancelled); return err }, running},
+		{"RunWithin during a Run", func() error { _, err := r.RunWithin(t.Context(), time.Hour); return err }, running},
+	})
+	if _, err := c.Write([]byte("bad")); err != nil {
+		t.Fatal(err)
+	}
+	for r.Received() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	res := <-first
+	if !errors.Is(res.err, context.Canceled) || res.rep.BadFrames != 2 {
+		t.Errorf("the first Run: %+v, %v; want 2 bad frames and context.Canceled", res.rep, res.err)
+	}
+	if _, err := r.Run(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("a Run after it: %v, want context.Canceled", err)
+	}
 }

@@ -36,8 +36,9 @@ type ReceiverConfig struct {
 // first datagram it takes of a run no Run has reported yet names the run; datagrams of the last
 // eight runs it reported (late frames, repeated end markers) are counted as Report.Stale only, and a
 // datagram of yet another run ends the Run (Report.Superseded: the sender restarted) and is the
-// next Run's first. It expects one sender at a time. Run is not safe for concurrent use; Addr
-// and Close are.
+// next Run's first. It expects one sender at a time. One Run (or RunWithin) at a time: a Run
+// called while another runs returns an error matching ErrInvalid ("already running") at once,
+// reading nothing. Addr, Received and Close are safe for concurrent use.
 //
 // Make one with Listen. The zero Receiver has no socket: Run, RunWithin and Close refuse it with
 // an error matching ErrInvalid that says so, and its Addr is nil.
@@ -50,6 +51,10 @@ type Receiver struct {
 	received atomic.Uint64
 	// closed is set by the first Close (CAS), which alone closes the socket.
 	closed atomic.Bool
+	// running is set by a Run or RunWithin for its duration (CAS false to true at its start,
+	// store false at its end): a second one meanwhile fails the CAS and is refused, so the
+	// fields below, Run's only, have one writer.
+	running atomic.Bool
 	// msgs are Run's receive buffers (recvBatch datagrams of 64 KiB each), allocated by the
 	// first Run. msgs[next:n] are datagrams a Run read but did not tally, because the end
 	// markers before them in the same recvmmsg ended it (the next run's frames, say): the next
@@ -241,7 +246,8 @@ type runState struct {
 // (ErrClosed). It returns what it saw in every case. It reads up to 32 datagrams a system call
 // (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run allocates. The datagrams
 // read after the end markers that end a run, or from the one that superseded it on, are not
-// dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read.
+// dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read; so is a
+// Run while another Run or RunWithin of r runs ("already running").
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	return r.run(ctx, "Run", time.Time{})
 }
@@ -269,6 +275,10 @@ func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Repor
 	if r.conn == nil {
 		return Report{}, errZeroReceiver(name)
 	}
+	if !r.running.CompareAndSwap(false, true) {
+		return Report{}, fmt.Errorf("udpsink: Receiver.%s: already running (one Run or RunWithin at a time): %w", name, ErrInvalid)
+	}
+	defer r.running.Store(false)
 	st := &runState{want: -1, done: r.done[:min(r.ndone, len(r.done))]}
 	if r.msgs == nil {
 		r.msgs = make([]ipv4.Message, recvBatch)
