@@ -169,14 +169,14 @@ func (c *pinCache) register(n *pinNode, buf []byte) {
 	if len(buf) <= n.regEnd {
 		return
 	}
-	merged := 0 // the bytes registered before, if their registrations were undone
+	merged := n.regEnd // the bytes registered before: those past n.regEnd below were undone
 	if len(n.regs) > 0 && n.refs == 0 {
 		if c.deregister(n, canceled) != nil {
 			// Those left (a prefix: deregister undoes the last first) cover buf up to the last.
 			last := n.regs[len(n.regs)-1].Bytes()
 			n.regEnd = int(addrOf(last)-n.key.addr) + len(last)
 		} else {
-			merged, n.regEnd = n.regEnd, 0
+			n.regEnd = 0
 		}
 	}
 	if len(n.regs) >= maxNodeRegs {
@@ -186,12 +186,13 @@ func (c *pinCache) register(n *pinNode, buf []byte) {
 	reg, err := c.dev.Register(buf[n.regEnd:])
 	if err != nil {
 		c.stats.Unregistered++ // no registrar, or overlapping another registration
-		if merged == 0 {
+		if merged <= n.regEnd {
 			return
 		}
 		// The longer vector overlaps memory registered otherwise: the bytes registered before
-		// are registered again, the rest mapped per packet.
-		if reg, err = c.dev.Register(buf[:merged]); err != nil {
+		// and undone above (all, or those past a registration in use) are registered again,
+		// the rest mapped per packet.
+		if reg, err = c.dev.Register(buf[n.regEnd:merged]); err != nil {
 			return
 		}
 		n.regs, n.regEnd = append(n.regs, reg), merged
