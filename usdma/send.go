@@ -214,14 +214,21 @@ func (pq *PktQ) leaveSend(r *request, sending *bool) {
 	defer r.done()           // after the release: Done runs without the lock
 	defer pq.sendMu.Unlock() // even if the clean-up below panics too
 	pq.txWait.Store(nil)
-	if tx := r.building; tx != nil { // the build of tx panicked: it is on no list
-		r.building = nil
+	// Each step deferred, so that an allocator's Put panicking in one skips none of the others:
+	// stop records the failure before its Puts, so the request never ends as sent.
+	defer pq.endSend(r)
+	defer pq.putBuilding(r)
+	_ = pq.stop(r, errSubmitPanicked)
+}
+
+// putBuilding gives back the txreq whose build panicked (r.building: on no list), if any.
+func (pq *PktQ) putBuilding(r *request) {
+	if tx := r.building; tx != nil {
+		r.building = nil // before the Put: one that panics after taking tx is not followed by another
 		_ = tx.Clean()
 		tx.req = nil
 		_ = pq.alloc.Put(tx)
 	}
-	_ = pq.stop(r, errSubmitPanicked)
-	pq.endSend(r)
 }
 
 // lockSlot takes sendMu for a Submit on slot r, found free: nil with sendMu held, else the
@@ -399,12 +406,6 @@ func (pq *PktQ) sendAll(ctx context.Context, r *request) error {
 // after they did; their callbacks return early); with every packet taken (the last ones flushed
 // by an engine that stopped) the completions decide, as user_sdma_txreq_cb does for the last one.
 func (pq *PktQ) stop(r *request, err error) error {
-	for stx := r.txps.PopFront(); stx != nil; stx = r.txps.PopFront() {
-		_ = stx.Clean()
-		tx := pq.outer(stx)
-		tx.req = nil
-		_ = pq.alloc.Put(tx)
-	}
 	f := &reqFail{errcode: EFAULT, cause: err}
 	switch {
 	case errors.Is(err, sdma.ErrNotRunning):
@@ -420,6 +421,13 @@ func (pq *PktQ) stop(r *request, err error) error {
 	}
 	if r.submitted < r.info.NPkts {
 		r.fail.Store(f) // overrides an aborted packet's errcode: the submitter holds r until it ends
+	}
+	// After the failure is recorded: an allocator's Put that panics leaves the request failed.
+	for stx := r.txps.PopFront(); stx != nil; stx = r.txps.PopFront() {
+		_ = stx.Clean()
+		tx := pq.outer(stx)
+		tx.req = nil
+		_ = pq.alloc.Put(tx)
 	}
 	if re := (*ReqError)(nil); errors.As(err, &re) {
 		return err
