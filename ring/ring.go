@@ -410,7 +410,13 @@ const closedMark = 1 << 63
 // all, and an Open after them marked the open ring, whose producers then spun for ever). Close
 // and Open, and either and Reset, must be serialised by the caller (sdma: the engine's hwMu);
 // producers that use Reserve or Enqueue may run at any time, EnqueueSP's single producer may
-// not (see EnqueueSP). The ring stays closed across Reset until Open.
+// not (see EnqueueSP). The ring stays closed across Reset until Open. Unserialised, a Close
+// racing an Open can hang or corrupt the ring, not just refuse too much: a Close that loses
+// the flag to one already returned, and then sees an Open take the mark away, waits for a mark
+// no one adds (until the next Close); an Open between the winner's flag and its mark takes away
+// a mark not yet there, and its Load then Store of the word can undo that mark or a producer's
+// reservation (a closed ring taking reservations, or an open one whose producers look for room
+// for ever).
 func (r *Ring) Close() {
 	if !r.closed.CompareAndSwap(false, true) {
 		// Closed, or another Close is between its flag and its mark: from our return
