@@ -34,6 +34,9 @@ func TestIOWaitInitAfterDrain(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if drained != 1 { // the pass ran on this goroutine (Manual)
+		t.Fatalf("the drained callback read before the drop ran %d times, want 1", drained)
+	}
 }
 
 // TestIOWaitInitAfterUnqueue: Init of an IOWait after Unqueue reported it parked nowhere (what
@@ -68,4 +71,14 @@ func TestIOWaitInitAfterUnqueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
+	select { // the wakeup read while w was parked ran, once
+	case <-woken:
+	default:
+		t.Fatal("the old wakeup did not run")
+	}
+	select {
+	case <-woken:
+		t.Fatal("the old wakeup ran twice")
+	default:
+	}
 }
