@@ -328,6 +328,14 @@ func (d Desc) WithGeneration(gen Generation) Desc {
 // EditDescs returns how many AHG edit descriptors follow a first descriptor with this header mode:
 // mode>>1 for a mode above ApplyUpdate1, else 0 (the skip of hfi1's submit_tx and __sdma_txclean).
 // Edit descriptors carry update words in both quadwords and are neither stamped nor unmapped.
+//
+// mode is a header mode as its 3-bit field (qw1 15:13) holds it, 0..7: Desc.HeaderMode's value,
+// or one of the constants (the undefined modes 5..7 give 2, 3 and 3, the kernel's skip; hfi1's
+// ahg_mode reads the masked field). A larger value is not masked: EditDescs(200) is 100, not the
+// 0 of the field's 200&7. Masking would cost an AND per packet on the descriptor paths, which
+// pass HeaderMode's value, masked already (the compiler does not fold the second mask: +26
+// instructions per 8-packet AHG message); a caller holding a raw value masks it with
+// HeaderModeMask first.
 func EditDescs(mode HeaderMode) int {
 	if mode > AHGApplyUpdate1 {
 		return int(mode >> 1)
