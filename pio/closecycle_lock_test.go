@@ -18,13 +18,20 @@ import (
 // Close's work of a context now waits, in the closers' graph, for the goroutine that runs its
 // Releasers or Sink with its locks held on a caller's goroutine (relG, hwG): the Releaser's
 // Close of B leaves the wake-up's goroutine out, returns, and the wake-up's Close of A goes on.
-// Both return nil.
+// Both return nil. The same with the callback run by A's Disable on a caller's goroutine (its
+// egress's Sink, hwMu and allocMu held; its flush's Releaser, releaseMu and allocMu held), where
+// the wake-up's Close of A waits for A's allocMu (found in review: no test recorded the flush's
+// Releaser, or the egress's Sink, and the Close hung without those records).
 func TestCloseCycleThroughAReleasersLock(t *testing.T) {
 	if !goid.HaveG {
 		t.Skip("no getg on this build: the lock holders are not recorded (see Close)")
 	}
-	for _, bySink := range []bool{false, true} { // the Releaser's releaseMu, or the Sink's hwMu
-		t.Run(map[bool]string{false: "Releaser", true: "Sink"}[bySink], func(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		bySink, disables bool // the Sink's hwMu or the Releaser's releaseMu; A's Disable, not its Process
+	}{{"Releaser", false, false}, {"Sink", true, false}, {"DisableFlush", false, true}, {"DisableSink", true, true}} {
+		bySink := tc.bySink
+		t.Run(tc.name, func(t *testing.T) {
 			aInCB := make(chan struct{})
 			var scA *SendContext
 			wakeErr := make(chan error, 1)
@@ -65,7 +72,11 @@ func TestCloseCycleThroughAReleasersLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			go scB.Process() // wakes w, whose wake-up waits for A's callback
-			go scA.Process() // sends A's packet: the Sink, then the release pass's Releaser
+			if tc.disables {
+				go scA.Disable() // the egress sends A's packet (its Sink), the flush releases it
+			} else {
+				go scA.Process() // sends A's packet: the Sink, then the release pass's Releaser
+			}
 			for i, ch := range []chan error{cbErr, wakeErr} {
 				select {
 				case err := <-ch:

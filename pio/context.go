@@ -162,16 +162,15 @@ type SendContext struct {
 	// releaseMu held (a release pass, Disable's flush), and its Sink with hwMu held (a pass of
 	// the chip, Disable's egress), on a caller's goroutine; 0 when none does, and on the chip
 	// goroutine (whose end a Close's work waits for already: closers.working). Recorded once per
-	// hold, at its first callback (callRelease, deliver), and cleared before the lock is let go,
-	// under that lock (atomic stores); read by the Closes' graph (closers.mu held): a Close's work
+	// hold, before its first callback (releasePass and Disable's flush: at the first Releaser;
+	// consumeRec: at the first packet, Sink or not), and cleared before the lock is let go, by
+	// the holder that recorded it (atomic stores; the g is read once per Process, before hwMu,
+	// and handed down: callerG); read by the Closes' graph (closers.mu held): a Close's work
 	// of the context waits for that goroutine's locks, so a Close that goroutine makes from the
 	// callback does not wait for the one doing the work (closerSet.lockTargetsLocked). Only
 	// where the build has getg (goid.HaveG): elsewhere the identity is a runtime.Stack read,
 	// which would allocate on the packet path, and none is recorded (see Close).
 	relG, hwG atomic.Uint64
-	// hwChip says that the chip goroutine holds hwMu for its pass (process): its Sink needs no
-	// hwG. Under hwMu.
-	hwChip bool
 
 	_ cpu.CacheLinePad
 
@@ -450,7 +449,7 @@ func (sc *SendContext) BufferAlloc(dwLen int, rel Releaser) (*Buf, error) {
 		// workqueue.
 		sc.allocFree = sc.free.Load()
 		if blocks > sc.credits-(sc.fill-sc.allocFree) {
-			sc.releasePass(true, false)
+			sc.releasePass(true, sc.callerG())
 			passed = true
 			sc.allocFree = sc.free.Load()
 			if blocks > sc.credits-(sc.fill-sc.allocFree) {
@@ -516,19 +515,20 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 // wake-ups to the chip's next pass (see BufferAlloc). The wake-ups run on the caller's
 // goroutine: like Process, it must not be called while holding an unfinished buffer of this
 // context (a wake-up that disabled the context would wait for that buffer for ever).
-func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate(false) }
+func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate(false, sc.callerG()) }
 
 // releaseUpdate is ReleaseUpdate; chip: it runs on the chip goroutine (run), whose wake-ups
-// need no record (see piobufavail).
-func (sc *SendContext) releaseUpdate(chip bool) {
-	sc.releasePass(false, chip)
+// need no record (see piobufavail); g: the caller's goroutine to record as relG (callerG).
+func (sc *SendContext) releaseUpdate(chip bool, g uint64) {
+	sc.releasePass(false, g)
 	sc.piobufavail(chip)
 }
 
 // releasePass is the release pass without its wake-ups (sc_release_update up to
 // sc_piobufavail): the caller runs piobufavail once it holds no lock.
-// alloc: the caller holds allocMu (BufferAlloc), for a Releaser's Goexit.
-func (sc *SendContext) releasePass(alloc, chip bool) {
+// alloc: the caller holds allocMu (BufferAlloc), for a Releaser's Goexit. g: the goroutine to
+// record as relG while it runs the Releasers (callerG: 0 on the chip goroutine or without getg).
+func (sc *SendContext) releasePass(alloc bool, g uint64) {
 	sc.releaseMu.Lock()
 	hw := sc.hwFree.Load()
 	old := sc.free.Load()
@@ -544,8 +544,8 @@ func (sc *SendContext) releasePass(alloc, chip bool) {
 		if r := b.rel; r != nil {
 			if !haveCode {
 				code, haveCode = fillCode(hw), true
-				if !chip {
-					sc.noteRelG()
+				if g != 0 {
+					sc.relG.Store(g) // see relG
 				}
 			}
 			b.rel = nil
@@ -564,7 +564,9 @@ func (sc *SendContext) releasePass(alloc, chip bool) {
 	if free != old {
 		sc.releaseSeq.Add(1) // credits came back: a producer about to park retries instead
 	}
-	sc.clearRelG()
+	if haveCode && g != 0 { // a Releaser ran: g was recorded
+		sc.relG.Store(0)
+	}
 	sc.releaseMu.Unlock()
 }
 
@@ -640,7 +642,7 @@ func (sc *SendContext) Disable() {
 		// sc_wait_for_packet_egress: what was launched goes out. A packet that halts the chip
 		// meanwhile is a halt like any other (the error interrupt's sc_stop(sc, SCF_HALTED)):
 		// recorded, and Halted until Enable; the flush below releases it.
-		_, h, _ := sc.consume()
+		_, h, _ := sc.consumeRec(sc.callerG())
 		sc.clearHwG()
 		sc.inDisable = false
 		if h != nil {
@@ -655,12 +657,16 @@ func (sc *SendContext) Disable() {
 
 	sc.releaseMu.Lock()
 	head := sc.srHead.Load()
+	g := sc.callerG()
 	for sc.srTail != head {
 		b := &sc.sr[sc.srTail]
 		if r := b.rel; r != nil {
 			b.rel = nil
 			sc.stats.flushed.Add(1)
-			sc.noteRelG()
+			if g != 0 {
+				sc.relG.Store(g) // see relG
+				g = 0
+			}
 			sc.callRelease(r, PRCSCDisable, true)
 		}
 		sc.srTail++
@@ -811,10 +817,10 @@ func (sc *SendContext) Restart() error {
 // on a caller's goroutine that wakes a waiter (the chip goroutine's passes need none: Close
 // waits for its end); such builds do not record the goroutine that runs a Releaser or Sink with
 // its context's locks held (it would cost that read, and an allocation, per pass on the packet
-// path), so there the two cases above of a Close from such a callback (the cycle through a
-// Close's work that waits for those locks, and the refusal of a Close of the callback's own
-// context) are not seen: the Close waits for ever, as a Close of the context from the callback
-// itself would.
+// path), so there the three cases above of a Close from such a callback (the cycle through a
+// Close's work that waits for those locks, the refusal of a Close of the callback's own context,
+// and the refusal of the second of two such callbacks' Closes of each other's context) are not
+// seen: the Close waits for ever, as a Close of the context from the callback itself would.
 //
 // After Close: BufferAlloc, BufferAllocWait, SendWait, Enable and InjectHalt return ErrClosed;
 // Restart returns ErrInvalid (sc_restart's -EINVAL: a context being freed is never restarted);
@@ -967,14 +973,18 @@ func (sc *SendContext) Process() int { return sc.process(false) }
 
 // process is Process; chip: it runs on the chip goroutine (run).
 func (sc *SendContext) process(chip bool) int {
+	var g uint64 // a caller's goroutine, recorded while it runs the callbacks (relG, hwG)
+	if goid.HaveG && !chip {
+		g = goid.Self() // one read here, where little is live, not one per callback
+	}
 	sc.hwMu.Lock()
-	sc.hwChip = chip
-	n, h, wb := sc.consume()
-	sc.hwChip = false
-	sc.clearHwG()
+	n, h, wb := sc.consumeRec(g)
+	if g != 0 && (n != 0 || h != nil) { // consumeRec recorded g (hwG) at the first packet
+		sc.hwG.Store(0)
+	}
 	sc.hwMu.Unlock()
 	if wb {
-		sc.releaseUpdate(chip)
+		sc.releaseUpdate(chip, g)
 	}
 	if h != nil {
 		sc.halted(h)
@@ -982,8 +992,14 @@ func (sc *SendContext) process(chip bool) int {
 	return n
 }
 
-// consume is the chip: hwMu held.
-func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
+// consume is the chip: hwMu held. It records no hwG (tests that drive the chip by hand).
+func (sc *SendContext) consume() (n int, h *HaltError, wb bool) { return sc.consumeRec(0) }
+
+// consumeRec is consume; g, unless 0, is recorded as hwG before the first packet taken up (the
+// caller's goroutine, which runs the Sink; also with no Sink, where no Close can come from the
+// pass, so the record changes nothing), that is where it returns n != 0 or a halt; the caller
+// clears it before hwMu goes.
+func (sc *SendContext) consumeRec(g uint64) (n int, h *HaltError, wb bool) {
 	if sc.hwHalted || sc.hwStopped {
 		return 0, nil, false
 	}
@@ -992,6 +1008,10 @@ func (sc *SendContext) consume() (n int, h *HaltError, wb bool) {
 		b := &sc.sr[sc.chipIdx]
 		if b.state.Load() != bufWritten { // not yet fully written: the chip waits, in order
 			break
+		}
+		if g != 0 {
+			sc.hwG.Store(g) // see relG
+			g = 0
 		}
 		if h = sc.check(b); h != nil {
 			sc.hwHalted = true
@@ -1080,9 +1100,6 @@ func (sc *SendContext) deliver(segs [][]byte) {
 			}
 		}
 	}()
-	if goid.HaveG && !sc.hwChip && sc.hwG.Load() == 0 {
-		sc.hwG.Store(goid.Self()) // see relG
-	}
 	err := sc.sink.Deliver(sc.index, segs)
 	returned = true
 	if err != nil {
@@ -1099,7 +1116,6 @@ func (sc *SendContext) sinkExited() {
 	sc.chipOff.Store(true)
 	alloc := sc.inDisable
 	sc.inDisable = false
-	sc.hwChip = false
 	sc.clearHwG()
 	sc.hwMu.Unlock()
 	sc.goexitHalt("the Sink's Deliver", alloc, true)
@@ -1295,12 +1311,17 @@ var testRunDone atomic.Pointer[func(*SendContext)]
 // before it disables the context: a test's window for a Close that comes in between.
 var testRestartChecked atomic.Pointer[func(*SendContext)]
 
-// noteRelG records the calling goroutine as the one running the context's Releasers with
-// releaseMu held (relG), once per hold; releaseMu held.
-func (sc *SendContext) noteRelG() {
-	if goid.HaveG && sc.relG.Load() == 0 {
-		sc.relG.Store(goid.Self())
+// callerG is the calling goroutine (goid.Self) for relG and hwG: 0 on the chip goroutine
+// (closers.working covers it) and where the build has no getg (see relG).
+func (sc *SendContext) callerG() uint64 {
+	if !goid.HaveG {
+		return 0
 	}
+	g := goid.Self()
+	if g == sc.chipG.Load() {
+		return 0
+	}
+	return g
 }
 
 // clearRelG ends relG's record before releaseMu goes (releaseMu held).
