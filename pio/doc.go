@@ -82,6 +82,7 @@
 //	sc_return_credits                             (*SendContext).ReturnCredits
 //	piowait, pio_wait, sc_piobufavail             Waiter, QueueWait, QueueWaitSent, the wake-up in the pass
 //	iowait priority, starved_cnt                  (*Waiter).SetPriority, Starved
+//	iowait_starve_clear (hfi1_do_send)            (*Waiter).StarveClear
 //	PIO_WAIT_BATCH_SIZE                           WaitBatchSize
 //	(none: a blocking send)                       BufferAllocWait, SendWait
 //	sc_stop, sc_disable, sc_enable, sc_restart    Stop, Disable, Enable, Restart
@@ -113,7 +114,9 @@
 // list order, as sc_piobufavail does; the flush of Disable, Restart, Close or a halt's recovery
 // wakes every waiter in list order, as sc_disable does. QueueWait is QueueWaitSent with pktsSent
 // true, so a list of Waiters without priority, all queued by QueueWait (BufferAllocWait and
-// SendWait, and so verbs' PIO sends, among them), stays first in, first out. A Waiter has no
+// SendWait, and so verbs' PIO sends, among them), stays first in, first out. A producer whose
+// send pass sent packets and ended without waiting calls StarveClear(true), as hfi1_do_send
+// calls iowait_starve_clear: its next wait ranks from 0. A Waiter has no
 // txreqs: iowait_get_priority's one more for a VIP txreq on its tx_head has no counterpart.
 // Every context type wakes its waiters here, where sc_piobufavail returns at once for ACK and
 // user contexts, whose waiters only sc_disable's flush wakes in the kernel (no kernel producer

@@ -106,3 +106,26 @@ func ExampleWaiter_Starved() {
 	fmt.Println()
 	// Output: 1 2 3 0
 }
+
+// A producer whose send pass sent packets and ended without waiting (its work done) clears its
+// starved count, as hfi1_do_send's iowait_starve_clear does: its next wait ranks from 0 again.
+// A pass that sent nothing leaves the count.
+func ExampleWaiter_StarveClear() {
+	sc, err := pio.New(pio.Config{Type: pio.Kernel, Sink: &countSink{}, Manual: true})
+	if err != nil {
+		panic(err)
+	}
+	defer sc.Close()
+	var w pio.Waiter
+	w.Init(func(*pio.Waiter) {})
+	for range 2 { // two passes that found no credits before sending anything
+		sc.QueueWaitSent(&w, sc.ReleaseSeq(), false)
+		sc.CancelWait(&w)
+	}
+	fmt.Print(w.Starved(), " ")
+	w.StarveClear(false) // a pass that sent nothing
+	fmt.Print(w.Starved(), " ")
+	w.StarveClear(true) // a pass that sent packets and did not wait
+	fmt.Println(w.Starved())
+	// Output: 2 2 0
+}

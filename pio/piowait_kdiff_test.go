@@ -93,6 +93,13 @@ func (k *kPIOWait) flush() []int {
 	return woke
 }
 
+// starveClear is iowait_starve_clear(pkts_sent, w), at the end of hfi1_do_send's loop.
+func (k *kPIOWait) starveClear(i int, pktsSent bool) {
+	if pktsSent {
+		k.w[i].starvedCnt = 0
+	}
+}
+
 // cancel takes i off the list (CancelWait; the kernel's flush of a QP's wait, list_del_init).
 func (k *kPIOWait) cancel(i int) bool {
 	j := slices.Index(k.list, i)
@@ -117,9 +124,9 @@ func listOf(sc *SendContext, ws []*Waiter) []int {
 
 // TestPIOWaitMatchesKernelModel drives a context's wait list and a literal model of the
 // kernel's (iowait_queue from pio_wait, sc_piobufavail's batch and top-priority pick,
-// sc_disable's flush) with the same random sequences of QueueWait, QueueWaitSent (pkts_sent
-// true or false), SetPriority (priorities around the u8 key's wrap: 15, 16, 17, 255, 256, -1),
-// CancelWait, release passes and flushes: after each step the list order, the starved counts
+// sc_disable's flush, hfi1_do_send's iowait_starve_clear) with the same random sequences of
+// QueueWait, QueueWaitSent (pkts_sent true or false), StarveClear, SetPriority (priorities
+// around the u8 key's wrap: 15, 16, 17, 255, 256, -1), CancelWait, release passes and flushes: after each step the list order, the starved counts
 // and the wake order agree.
 func TestPIOWaitMatchesKernelModel(t *testing.T) {
 	seeds := 400
@@ -143,7 +150,7 @@ func TestPIOWaitMatchesKernelModel(t *testing.T) {
 			i := rng.IntN(nw)
 			var want []int
 			woke = woke[:0]
-			switch op := rng.IntN(20); {
+			switch op := rng.IntN(22); {
 			case op < 4:
 				p := prios[rng.IntN(len(prios))]
 				ws[i].SetPriority(p)
@@ -172,6 +179,11 @@ func TestPIOWaitMatchesKernelModel(t *testing.T) {
 				sc.piobufavail(rng.IntN(2) == 0)
 				want = k.piobufavail()
 				trace = append(trace, "pass")
+			case op >= 20:
+				sent := rng.IntN(2) == 0
+				ws[i].StarveClear(sent)
+				k.starveClear(i, sent)
+				trace = append(trace, fmt.Sprintf("StarveClear(%d, %v)", i, sent))
 			default:
 				sc.wakeAll()
 				want = k.flush()
@@ -195,5 +207,42 @@ func TestPIOWaitMatchesKernelModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: Waiting %d, the kernel's list %d", seed, step, sc.Waiting(), len(k.list))
 			}
 		}
+	}
+}
+
+// TestPIOWaitStarveClearAsKernel: a QP starved twice, then a send pass that sent packets and
+// ended without waiting (hfi1_do_send's iowait_starve_clear), starts its next wait from 0 in the
+// kernel. A Waiter that says so with StarveClear(true) does too: parked behind another that sent
+// nothing (both key 1), it is woken second, in list order. Without the clear its count would be 3
+// and it would be woken first.
+func TestPIOWaitStarveClearAsKernel(t *testing.T) {
+	sc := newManual(t, 64, &captureSink{})
+	var woke []string
+	var a, c Waiter
+	a.Init(func(*Waiter) { woke = append(woke, "a") })
+	c.Init(func(*Waiter) { woke = append(woke, "c") })
+	for range 2 { // a starves twice: parked with nothing sent, woken by a pass
+		if !sc.QueueWaitSent(&a, sc.ReleaseSeq(), false) {
+			t.Fatal("QueueWaitSent refused")
+		}
+		sc.piobufavail(false)
+	}
+	if a.Starved() != 2 {
+		t.Fatalf("a starved %d, want 2", a.Starved())
+	}
+	a.StarveClear(false) // a pass that sent nothing: left as it is
+	if a.Starved() != 2 {
+		t.Fatalf("StarveClear(false): a starved %d, want 2", a.Starved())
+	}
+	a.StarveClear(true) // then a pass that sent packets and needed no wait
+	if a.Starved() != 0 {
+		t.Fatalf("StarveClear(true): a starved %d, want 0", a.Starved())
+	}
+	woke = woke[:0]
+	sc.QueueWaitSent(&a, sc.ReleaseSeq(), false) // the head: a, key 1
+	sc.QueueWaitSent(&c, sc.ReleaseSeq(), false) // the head: c, a; key 1 each
+	sc.piobufavail(false)
+	if !slices.Equal(woke, []string{"c", "a"}) {
+		t.Fatalf("woke %v, the kernel [c a] (a tie keeps list order)", woke)
 	}
 }

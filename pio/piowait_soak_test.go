@@ -13,7 +13,8 @@ import (
 
 // TestPIOWaitSoakExactlyOnce: producers on a context with a chip goroutine park with
 // QueueWaitSent (pkts_sent true or false, at random), QueueWait, and priorities that change at
-// random (also while parked, around the u8 key's wrap), cancel some parks, while a helper runs
+// random (also while parked, around the u8 key's wrap), clear their starved counts
+// (StarveClear, also while parked), cancel some parks, while a helper runs
 // release passes on its own goroutine (ReleaseUpdate) and Disable/Enable flushes. Every park is
 // woken exactly once or cancelled (CancelWait true), never both, and no wake-up comes to a
 // waiter that is not parked; Stats' Waits and Wakeups agree with the ledger.
@@ -98,6 +99,9 @@ func soakPIOWait(t *testing.T, seed uint64, packets int) {
 				parks.Add(1)
 				if rng.IntN(8) == 0 {
 					w.SetPriority(prios[rng.IntN(len(prios))]) // while parked
+				}
+				if rng.IntN(8) == 0 {
+					w.StarveClear(rng.IntN(2) == 0) // while parked
 				}
 				if rng.IntN(6) == 0 && sc.CancelWait(&w.Waiter) {
 					w.parked.Add(-1)

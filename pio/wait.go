@@ -41,9 +41,11 @@ type Waiter struct {
 	// owner at any time; loaded by QueueWaitSent (head or tail) and by the release pass that
 	// takes w off (its wake-order key), each under the waitMu of the context in on.
 	prio atomic.Uint32
-	// starved is the starved count (iowait starved_cnt, a u8 wrapping at 256): stored by the
-	// QueueWaitSent that parks w, under the waitMu of the context it claimed; loaded by the pass
-	// that takes w off (under the same lock) and by Starved (no lock: atomic).
+	// starved is the starved count (iowait starved_cnt, a u8 wrapping at 256): updated by the
+	// QueueWaitSent that parks w, under the waitMu of the context it claimed, and stored 0 by
+	// StarveClear (the owner, no lock: QueueWaitSent's update is a compare-and-swap, so a
+	// StarveClear between its load and its store is not undone);
+	// loaded by the pass that takes w off (under that waitMu) and by Starved (no lock: atomic).
 	starved atomic.Uint32
 }
 
@@ -64,8 +66,33 @@ func (w *Waiter) SetPriority(p int) { w.prio.Store(uint32(uint8(p))) }
 
 // Starved returns the starved count (iowait starved_cnt), 0..255: QueueWaitSent with pktsSent
 // false adds one (like the kernel's u8 it wraps from 255 to 0), with pktsSent true (and QueueWait)
-// sets it to 0.
+// sets it to 0, and so does StarveClear(true).
 func (w *Waiter) Starved() int { return int(w.starved.Load()) }
+
+// StarveClear ends a producer's send pass (hfi1: iowait_starve_clear, which hfi1_do_send calls
+// when its loop ends): with pktsSent true, the pass sent packets, the starved count goes back
+// to 0; with pktsSent false it is left as it is. In the kernel a QP that sent packets in a pass
+// that ended without waiting (its work done, not out of buffers) starts its next wait from 0:
+// without StarveClear a Waiter's count goes back to 0 only at a QueueWaitSent with pktsSent
+// true, so a producer starved once keeps that rank through every later pass that needed no
+// wait. It may be called at any time: a queued w keeps its place, and its wake-up ranks with
+// the count it has when the pass takes it off.
+func (w *Waiter) StarveClear(pktsSent bool) {
+	if pktsSent {
+		w.starved.Store(0)
+	}
+}
+
+// starve is iowait_queue's starved count update (a compare-and-swap: a StarveClear at the same
+// time is not undone).
+func (w *Waiter) starve(pktsSent bool) {
+	for {
+		old := w.starved.Load()
+		if w.starved.CompareAndSwap(old, uint32(iowait.Starve(pktsSent, uint8(old)))) {
+			return
+		}
+	}
+}
 
 // key is w's wake-order key (iowait_priority_update_top), under the waitMu of the context in on.
 func (w *Waiter) key() uint8 { return iowait.Key(uint8(w.prio.Load()), uint8(w.starved.Load())) }
@@ -161,7 +188,7 @@ func (sc *SendContext) queueWait(w *Waiter, seq uint32, pktsSent bool) bool {
 		return false
 	}
 	// Parked: the starved count, read by the pass that takes w off under this lock.
-	w.starved.Store(uint32(iowait.Starve(pktsSent, uint8(w.starved.Load()))))
+	w.starve(pktsSent)
 	sc.stats.waits.Add(1)
 	sc.waitMu.Unlock()
 	if first {
