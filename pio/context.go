@@ -217,6 +217,9 @@ type SendContext struct {
 	waitHead  *Waiter
 	waitTail  *Waiter
 	waitCount atomic.Int32 // waiters queued: written under waitMu, read by the chip (it returns credits per packet while producers wait)
+	// parks counts the parks on the list (the next Waiter.ticket): under waitMu, written by
+	// QueueWait, read by a flush (wakeAll) to tell the waiters queued before it began.
+	parks uint64
 	// wakers are the goroutines running wake-ups of this context's waiters, which they took off
 	// the list (wakeBeginLocked, wakeEnd). Under waitMu; read by Close (waitWakers).
 	wakers []waker
@@ -510,11 +513,12 @@ func (sc *SendContext) ReleaseSeq() uint32 { return sc.releaseSeq.Load() }
 
 // ReleaseUpdate runs a release pass now (hfi1: sc_release_update): it reads the chip's credit
 // return word, advances the free count, runs the release callback of every packet now sent, in
-// order, and wakes up to WaitBatchSize waiters (the top-priority one first: see QueueWaitSent). The chip model runs it after each credit return
-// (the credit-return interrupt); BufferAlloc runs the pass when room runs short, and leaves its
-// wake-ups to the chip's next pass (see BufferAlloc). The wake-ups run on the caller's
-// goroutine: like Process, it must not be called while holding an unfinished buffer of this
-// context (a wake-up that disabled the context would wait for that buffer for ever).
+// order, and wakes up to WaitBatchSize waiters (the top-priority one first: see QueueWaitSent). The
+// chip model runs it after each credit return (the credit-return interrupt); BufferAlloc runs the
+// pass when room runs short, and leaves its wake-ups to the chip's next pass (see BufferAlloc). The
+// wake-ups run on the caller's goroutine: like Process, it must not be called while holding an
+// unfinished buffer of this context (a wake-up that disabled the context would wait for that buffer
+// for ever).
 func (sc *SendContext) ReleaseUpdate() { sc.releaseUpdate(false, sc.callerG()) }
 
 // releaseUpdate is ReleaseUpdate; chip: it runs on the chip goroutine (run), whose wake-ups

@@ -107,21 +107,21 @@
 //
 // The wait list is the kernel's piowait: QueueWaitSent is pio_wait, iowait_queue(pkts_sent, ...)
 // with the Waiter's priority (SetPriority, the iowait's u8 priority): a waiter that sent no packet
-// in its pass (pktsSent false: its starved count grows) or has a priority above 0 goes to the
-// head, one that sent packets and has none to the tail (its starved count back to 0); a release
-// pass takes up to WaitBatchSize waiters off the head and wakes the first with the highest
-// priority<<4 + starved count (a u8 key: iowait_priority_update_top) first, then the others in
-// list order, as sc_piobufavail does; the flush of Disable, Restart, Close or a halt's recovery
-// wakes every waiter in list order, as sc_disable does. QueueWait is QueueWaitSent with pktsSent
-// true, so a list of Waiters without priority, all queued by QueueWait (BufferAllocWait and
-// SendWait, and so verbs' PIO sends, among them), stays first in, first out. A producer whose
-// send pass sent packets and ended without waiting calls StarveClear(true), as hfi1_do_send
-// calls iowait_starve_clear: its next wait ranks from 0. A Waiter has no
-// txreqs: iowait_get_priority's one more for a VIP txreq on its tx_head has no counterpart.
-// Every context type wakes its waiters here, where sc_piobufavail returns at once for ACK and
-// user contexts, whose waiters only sc_disable's flush wakes in the kernel (no kernel producer
-// waits on those): here a pass wakes them in the order above, so that a blocking send on such a
-// context does not wait for a Disable.
+// in its pass (pktsSent false: its starved count grows) or has a priority above 0 goes to the head,
+// one that sent packets and has none to the tail (its starved count back to 0); a release pass
+// takes up to WaitBatchSize waiters off the head and wakes the first with the highest priority<<4 +
+// starved count (a u8 key: iowait_priority_update_top) first, then the others in list order, as
+// sc_piobufavail does; the flush of Disable, Restart, Close or a halt's recovery wakes every waiter
+// queued when it starts, in list order, as sc_disable does (it splices the whole list off first:
+// one parked meanwhile, even at the head, stays on the list). QueueWait is QueueWaitSent with
+// pktsSent true, so a list of Waiters without priority, all queued by QueueWait (BufferAllocWait
+// and SendWait, and so verbs' PIO sends, among them), stays first in, first out. A producer whose
+// send pass sent packets and ended without waiting calls StarveClear(true), as hfi1_do_send calls
+// iowait_starve_clear: its next wait ranks from 0. A Waiter has no txreqs: iowait_get_priority's
+// one more for a VIP txreq on its tx_head has no counterpart. Every context type wakes its waiters
+// here, where sc_piobufavail returns at once for ACK and user contexts, whose waiters only
+// sc_disable's flush wakes in the kernel (no kernel producer waits on those): here a pass wakes
+// them in the order above, so that a blocking send on such a context does not wait for a Disable.
 //
 // # Concurrency
 //

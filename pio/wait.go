@@ -32,6 +32,9 @@ type Waiter struct {
 	wakeup func(*Waiter)
 	ch     chan struct{} // the blocking waiters' channel (newChanWaiter)
 	next   *Waiter       // list link, under the waitMu of the context in on
+	// ticket orders w's park among the parks of the context in on (SendContext.parks when it
+	// was linked): written by QueueWait and read by a flush (wakeAll), under that waitMu.
+	ticket uint64
 	// on is the context whose wait list holds w, nil while w is on none. Set from nil by
 	// QueueWait (compare-and-swap) and cleared by the pass or CancelWait that takes w off, each
 	// under that context's waitMu; loaded by QueueWait and CancelWait of any context, so that a
@@ -137,7 +140,7 @@ func (sc *SendContext) QueueWait(w *Waiter, seq uint32) bool {
 // 0. A release pass takes up to WaitBatchSize waiters off the head of the list and wakes the
 // first of them with the highest priority<<4 + starved count first, then the others in list
 // order (sc_piobufavail); the flush of Disable, Restart, Close or a halt's recovery wakes every
-// waiter in list order (sc_disable). The count and the place change only when w is parked
+// waiter queued when it starts, in list order (sc_disable). The count and the place change only when w is parked
 // (true): a false return, and a w queued already (true, left where it is, its count as it was,
 // as pio_wait leaves a QP whose iowait is on a list), change nothing. A nil w panics, as with
 // QueueWait.
@@ -158,6 +161,8 @@ func (sc *SendContext) queueWait(w *Waiter, seq uint32, pktsSent bool) bool {
 		return true
 	}
 	first := sc.waitHead == nil
+	w.ticket = sc.parks
+	sc.parks++
 	if iowait.AtHead(uint8(w.prio.Load()), pktsSent) {
 		w.next = sc.waitHead
 		sc.waitHead = w
@@ -236,11 +241,11 @@ func (sc *SendContext) removeLocked(w *Waiter) {
 // Waiting returns the number of queued waiters.
 func (sc *SendContext) Waiting() int { return int(sc.waitCount.Load()) }
 
-// popLocked takes up to len(batch) waiters off the list (waitMu held), in list order, but with
-// ranked the first one with the highest wake-order key moved to the front (hfi1:
-// sc_piobufavail's top_idx, iowait_priority_update_top over the batch; sc_disable's flush has no
-// such pick): batch[:n] is the order to wake them in.
-func (sc *SendContext) popLocked(batch []*Waiter, ranked bool) int {
+// popLocked takes up to len(batch) waiters off the head of the list (waitMu held), in list
+// order, but with the first one with the highest wake-order key moved to the front (hfi1:
+// sc_piobufavail's top_idx, iowait_priority_update_top over the batch; sc_disable's flush,
+// flushLocked, has no such pick): batch[:n] is the order to wake them in.
+func (sc *SendContext) popLocked(batch []*Waiter) int {
 	n, top := 0, 0
 	var topKey uint8
 	for n < len(batch) && sc.waitHead != nil {
@@ -249,14 +254,12 @@ func (sc *SendContext) popLocked(batch []*Waiter, ranked bool) int {
 		if sc.waitHead == nil {
 			sc.waitTail = nil
 		}
-		if ranked {
-			// Before on is cleared: once off the list w may be queued again and its count
-			// rewritten.
-			if k := w.key(); n == 0 {
-				topKey = k
-			} else if top = iowait.UpdateTop(k, topKey, n, top); top == n {
-				topKey = k
-			}
+		// Before on is cleared: once off the list w may be queued again and its count
+		// rewritten.
+		if k := w.key(); n == 0 {
+			topKey = k
+		} else if top = iowait.UpdateTop(k, topKey, n, top); top == n {
+			topKey = k
 		}
 		w.next = nil
 		w.on.Store(nil)
@@ -291,7 +294,7 @@ func (sc *SendContext) piobufavail(chip bool) {
 		g = goid.Self()
 	}
 	sc.waitMu.Lock()
-	n := sc.popLocked(batch[:], true)
+	n := sc.popLocked(batch[:])
 	if !chip {
 		sc.wakeBeginLocked(g, n)
 	}
@@ -307,22 +310,59 @@ func (sc *SendContext) piobufavail(chip bool) {
 	sc.wakeTaken(batch[:n], g)
 }
 
-// wakeAll wakes every waiter (sc_disable's flush of piowait), in list order: those queued when it starts, so
-// that waiters woken and queued again (after a Restart's Enable) cannot keep it going.
+// wakeAll wakes every waiter (sc_disable's flush of piowait), in list order: those queued when
+// it starts, as sc_disable splices the whole list onto its wake list (list_splice_init) before
+// it wakes anyone, so that waiters woken and queued again (after a Restart's Enable) cannot keep
+// it going. It takes them WaitBatchSize at a time, the lock let go between batches: one queued
+// meanwhile (by a wake-up of this flush, say), at the head or the tail, has a later ticket and
+// is left on the list, where it would otherwise take the place of one queued before the flush.
 func (sc *SendContext) wakeAll() {
-	var g uint64 // the caller's goroutine, once there is a waiter to wake
-	for left := sc.waitCount.Load(); left > 0 && sc.waitCount.Load() != 0; {
+	if sc.waitCount.Load() == 0 {
+		return
+	}
+	g := goid.Self() // the caller's goroutine: there is a waiter to wake
+	sc.waitMu.Lock()
+	before := sc.parks // the parks this flush wakes: tickets below it
+	for {
 		var batch [WaitBatchSize]*Waiter
-		if g == 0 {
-			g = goid.Self()
-		}
-		sc.waitMu.Lock()
-		n := sc.popLocked(batch[:min(int(left), WaitBatchSize)], false)
+		n := sc.flushLocked(batch[:], before)
 		sc.wakeBeginLocked(g, n)
 		sc.waitMu.Unlock()
+		if n == 0 {
+			return
+		}
 		sc.wakeTaken(batch[:n], g)
-		left -= int32(n)
+		sc.waitMu.Lock()
 	}
+}
+
+// flushLocked takes off the list, in list order, up to len(batch) waiters parked with a ticket
+// below before (waitMu held); it leaves the others where they are.
+func (sc *SendContext) flushLocked(batch []*Waiter, before uint64) int {
+	n := 0
+	var prev *Waiter
+	for w := sc.waitHead; w != nil && n < len(batch); {
+		next := w.next
+		if w.ticket >= before {
+			prev, w = w, next
+			continue
+		}
+		if prev == nil {
+			sc.waitHead = next
+		} else {
+			prev.next = next
+		}
+		if sc.waitTail == w {
+			sc.waitTail = prev
+		}
+		w.next = nil
+		w.on.Store(nil)
+		sc.waitCount.Add(-1)
+		batch[n] = w
+		n++
+		w = next
+	}
+	return n
 }
 
 // waker is a goroutine running wake-ups of a context (SendContext.wakers): g its identity
