@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +118,91 @@ func TestCensusReceiverRunConcurrent(t *testing.T) {
 	}
 	if _, err := r.Run(cancelled); !errors.Is(err, context.Canceled) {
 		t.Errorf("a Run after it: %v, want context.Canceled", err)
+	}
+}
+
+// TestReceiverRunAfterCancelledRunKeepsItsDeadline: a Run whose ctx ended waits, before it
+// returns, for the wake that ctx's end began (it sets a past read deadline). It returned at
+// once (AfterFunc's stop does not wait for a func that began), so a wake that ran late set the
+// deadline of the next Run, whose read then ended as at the idle timeout (Report.IdleTimeout, nil
+// error) with its ctx live and an idle timeout an hour long. The wake is held in a hook until
+// the first Run returned (before) or waits for it (after).
+func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
+	r, c := listenIdleHour(t)
+	var wakes atomic.Int32
+	entered, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+	testHooks.wake = func() {
+		if wakes.Add(1) == 1 { // the first Run's wake only
+			close(entered)
+			<-release
+		}
+	}
+	testHooks.waitWake = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { testHooks.wake, testHooks.waitWake = nil, nil })
+	type result struct {
+		rep Report
+		err error
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	first, second := make(chan result, 1), make(chan result, 1)
+	go func() {
+		rep, err := r.Run(ctx)
+		first <- result{rep, err}
+	}()
+	send := func(want uint64) {
+		if _, err := c.Write([]byte("bad")); err != nil { // a bad frame: it begins no run
+			t.Fatal(err)
+		}
+		for r.Received() < want {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	send(1) // the first Run reads: it is running
+	cancel()
+	<-entered // its wake began, and is held
+	send(2)   // the first Run's read ends: it sees ctx's end
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	runSecond := func() {
+		go func() {
+			rep, err := r.Run(ctx2)
+			second <- result{rep, err}
+		}()
+		send(3) // the second Run pushed its deadline and read: it pushes none for idle/8
+	}
+	var res result
+	select {
+	case res = <-first: // returned with its wake held (before the fix)
+		runSecond()
+		close(release)
+	case <-waiting: // it waits for its wake
+		close(release)
+		res = <-first
+		runSecond()
+	}
+	if !errors.Is(res.err, context.Canceled) || res.rep.BadFrames != 2 {
+		t.Errorf("the first Run: %+v, %v; want 2 bad frames and context.Canceled", res.rep, res.err)
+	}
+	// The second Run reads on until its ctx ends: no idle timeout (an hour) was reached.
+	if _, err := c.Write([]byte("bad")); err != nil {
+		t.Fatal(err)
+	}
+	for r.Received() < 4 {
+		select {
+		case res = <-second: // ended by the first Run's late wake
+			t.Fatalf("the second Run ended before its ctx: %+v, %v", res.rep, res.err)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel2()
+	res = <-second
+	if !errors.Is(res.err, context.Canceled) || res.rep.IdleTimeout || res.rep.BadFrames != 2 {
+		t.Errorf("the second Run: %+v, %v; want 2 bad frames and context.Canceled", res.rep, res.err)
 	}
 }

@@ -247,7 +247,8 @@ type runState struct {
 // (recvmmsg(2) through x/net's ReadBatch) into buffers the first Run allocates. The datagrams
 // read after the end markers that end a run, or from the one that superseded it on, are not
 // dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read; so is a
-// Run while another Run or RunWithin of r runs ("already running").
+// Run while another Run or RunWithin of r runs ("already running"). A Run ended by ctx returns
+// once ctx's wake of its read (a past deadline) is done, so it cannot end the next Run's read.
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	return r.run(ctx, "Run", time.Time{})
 }
@@ -291,8 +292,25 @@ func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Repor
 		first, last, setAt time.Time
 		runErr             error
 	)
-	stopped := context.AfterFunc(ctx, func() { _ = r.conn.SetReadDeadline(time.Now()) })
-	defer stopped()
+	// The wake: ctx's end sets a past deadline, which ends the ReadBatch that waits. A wake that
+	// began is waited for before Run returns (and clears running): ran late, after the next Run
+	// pushed its deadline, it would end that Run's read as an idle timeout.
+	woke := make(chan struct{})
+	stopped := context.AfterFunc(ctx, func() {
+		defer close(woke)
+		if testHooks.wake != nil {
+			testHooks.wake()
+		}
+		_ = r.conn.SetReadDeadline(time.Now())
+	})
+	defer func() {
+		if !stopped() { // the wake began: wait for its deadline to be set
+			if testHooks.waitWake != nil {
+				testHooks.waitWake()
+			}
+			<-woke
+		}
+	}()
 	for !st.rep.Ended && !st.rep.Superseded {
 		if r.next < r.n { // the rest of the last batch, which the previous Run did not tally
 			last = time.Now()
@@ -339,6 +357,10 @@ func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Repor
 	}
 	return st.rep, runErr
 }
+
+// testHooks are set by tests only, before the Runs they watch: wake runs in ctx's wake before
+// its deadline is set, waitWake in a Run that waits for a wake that began.
+var testHooks struct{ wake, waitWake func() }
 
 // earliest returns the earlier of a and b.
 func earliest(a, b time.Time) time.Time {
