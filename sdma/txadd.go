@@ -21,9 +21,9 @@ import (
 // ErrNoDesc if the descriptor array cannot grow; ErrInvalid for a nil device or the zero Device
 // (not made by NewDevice), a zero length, a length beyond the bytes left (the kernel only WARNs),
 // a range crossing the page's end, a txreq that is closed, uninitialised, cleaned or in flight, or
-// a device other than the one earlier adds used; ErrClosed once the device is closed. On any failure tx has been cleaned (every mapping it
-// made is undone) and must be initialised again, as in the kernel; an add to a txreq in flight
-// changes nothing.
+// a device other than the one earlier adds used; ErrClosed once the device is closed. On any
+// failure tx has been cleaned (every mapping it made is undone) and must be initialised again, as
+// in the kernel; an add to a txreq in flight changes nothing.
 //
 // The kernel's pinning_ctx, ctx_get and ctx_put arguments (user_sdma's page-pinning cache) have no
 // counterpart: the mapper pins page's dma.Region from MapPage until the unmap, so the pages
@@ -205,8 +205,9 @@ func (tx *TxReq) checkAdd(op string, dev *Device, n int) error {
 }
 
 // addable is checkAdd's common case in one test that inlines: tx is building, not coalescing,
-// dev is open or draining (made by NewDevice, not closed) and the device of tx's earlier adds, and 1 <= n <= the bytes left. If so it
-// records dev as tx's device, as checkAdd does, and reports true: checkAdd would return nil.
+// dev is open or draining (made by NewDevice, not closed) and the device of tx's earlier adds, and
+// 1 <= n <= the bytes left. If so it records dev as tx's device, as checkAdd does, and reports
+// true: checkAdd would return nil.
 // false says nothing: checkAdd tells.
 func (tx *TxReq) addable(dev *Device, n int) bool {
 	// uint(n-1) < tlen is 1 <= n <= tlen in one compare.
