@@ -222,17 +222,27 @@ func (sc *SendContext) removeLocked(w *Waiter) {
 	var prev *Waiter
 	for x := sc.waitHead; x != nil; prev, x = x, x.next {
 		if x == w {
-			if prev == nil {
-				sc.waitHead = x.next
-			} else {
-				prev.next = x.next
-			}
-			if sc.waitTail == x {
-				sc.waitTail = prev
-			}
+			sc.cutLocked(prev, w)
 			break
 		}
 	}
+	sc.detachLocked(w)
+}
+
+// cutLocked unlinks w, which follows prev on the list (prev nil: w is the head), waitMu held.
+func (sc *SendContext) cutLocked(prev, w *Waiter) {
+	if prev == nil {
+		sc.waitHead = w.next
+	} else {
+		prev.next = w.next
+	}
+	if sc.waitTail == w {
+		sc.waitTail = prev
+	}
+}
+
+// detachLocked marks w, unlinked, as on no list and counts it out (waitMu held).
+func (sc *SendContext) detachLocked(w *Waiter) {
 	w.next = nil
 	w.on.Store(nil)
 	sc.waitCount.Add(-1)
@@ -250,10 +260,7 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 	var topKey uint8
 	for n < len(batch) && sc.waitHead != nil {
 		w := sc.waitHead
-		sc.waitHead = w.next
-		if sc.waitHead == nil {
-			sc.waitTail = nil
-		}
+		sc.cutLocked(nil, w)
 		// Before on is cleared: once off the list w may be queued again and its count
 		// rewritten.
 		if k := w.key(); n == 0 {
@@ -261,9 +268,7 @@ func (sc *SendContext) popLocked(batch []*Waiter) int {
 		} else if top = iowait.UpdateTop(k, topKey, n, top); top == n {
 			topKey = k
 		}
-		w.next = nil
-		w.on.Store(nil)
-		sc.waitCount.Add(-1)
+		sc.detachLocked(w)
 		batch[n] = w
 		n++
 	}
@@ -347,17 +352,8 @@ func (sc *SendContext) flushLocked(batch []*Waiter, before uint64) int {
 			prev, w = w, next
 			continue
 		}
-		if prev == nil {
-			sc.waitHead = next
-		} else {
-			prev.next = next
-		}
-		if sc.waitTail == w {
-			sc.waitTail = prev
-		}
-		w.next = nil
-		w.on.Store(nil)
-		sc.waitCount.Add(-1)
+		sc.cutLocked(prev, w)
+		sc.detachLocked(w)
 		batch[n] = w
 		n++
 		w = next
