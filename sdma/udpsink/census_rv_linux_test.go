@@ -165,7 +165,14 @@ func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
 	send(1) // the first Run reads: it is running
 	cancel()
 	<-entered // its wake began, and is held
-	send(2)   // the first Run's read ends: it sees ctx's end
+	// A second frame ends the first Run's read, if it reads: it then sees ctx's end. It may have
+	// seen it already, between reads (cancel came after frame 1 was counted but before the next
+	// ctx check), and then reads no more: frame 2 goes to the second Run. Waiting here for it to
+	// be read hung the test (CI, 10 minutes) in that order, so nothing waits for it; the two
+	// Runs together tally every frame.
+	if _, err := c.Write([]byte("bad")); err != nil {
+		t.Fatal(err)
+	}
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
 	runSecond := func() {
@@ -185,8 +192,9 @@ func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
 		res = <-first
 		runSecond()
 	}
-	if !errors.Is(res.err, context.Canceled) || res.rep.BadFrames != 2 {
-		t.Errorf("the first Run: %+v, %v; want 2 bad frames and context.Canceled", res.rep, res.err)
+	firstBad := res.rep.BadFrames
+	if !errors.Is(res.err, context.Canceled) || firstBad < 1 || firstBad > 2 {
+		t.Errorf("the first Run: %+v, %v; want 1 or 2 bad frames and context.Canceled", res.rep, res.err)
 	}
 	// The second Run reads on until its ctx ends: no idle timeout (an hour) was reached.
 	if _, err := c.Write([]byte("bad")); err != nil {
@@ -202,7 +210,7 @@ func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
 	}
 	cancel2()
 	res = <-second
-	if !errors.Is(res.err, context.Canceled) || res.rep.IdleTimeout || res.rep.BadFrames != 2 {
-		t.Errorf("the second Run: %+v, %v; want 2 bad frames and context.Canceled", res.rep, res.err)
+	if !errors.Is(res.err, context.Canceled) || res.rep.IdleTimeout || firstBad+res.rep.BadFrames != 4 {
+		t.Errorf("the second Run: %+v, %v; want the bad frames the first left (%d) and context.Canceled", res.rep, res.err, 4-firstBad)
 	}
 }
