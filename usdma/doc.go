@@ -33,6 +33,12 @@
 //
 // # Differences from the kernel
 //
+// The zero Config is the kernel's default cap_mask but for two user capabilities: it uses the
+// engine's AHG (HFI1_CAP_SDMA_AHG, off by default; Config.DisableAHG) and 24-bit PSNs
+// (HFI1_CAP_EXTENDED_PSN, on by default; Config.ExtendedPSN). The template's PBC static rate
+// control count (pbc[2]) is sent as given, as the default HFI1_CAP_STATIC_RATE_CTRL has it
+// (Config.DisableStaticRate zeroes it).
+//
 // A request pass builds MAX_PKTS_PER_QUEUE (16) packets before handing them to the engine, as
 // user_sdma.h defines it; the kernel's process_request passes initial_pkt_count (8) instead.
 // EXPECTED (TID) requests are refused with ErrExpected: they need the receive side's TID
@@ -40,9 +46,9 @@
 // "VL below Config.NumVLs (the device's NumVLs unless fewer are set: vls_operational) and SC
 // equal to VL". The checks the kernel makes after it claimed the
 // slot run before the claim here, so a bad request changes nothing (the kernel ends the slot
-// ERROR with -EINVAL: at once for the packet and vector counts and the template's opcode, SC/VL
-// and LNH, after marking it QUEUED for check_header_template's); a busy slot is still found
-// first (ErrSlotInUse), as the kernel's claim comes before those checks. They also come before
+// ERROR with -EINVAL: at once for the packet and vector counts, the template's opcode, SC/VL
+// and LNH and an empty data vector, after marking it QUEUED for check_header_template's); a
+// busy slot is still found first (ErrSlotInUse), as the kernel's claim comes before those checks. They also come before
 // the engine check here: a request on a stopped engine whose fragment size or template length
 // is bad is ErrInvalid, where the kernel, checking those on packet 0, ends it -ECOMM first. Submit also refuses
 // what the kernel lets through: an opcode other than EXPECTED and EAGER (sent as EAGER), an

@@ -77,7 +77,9 @@ const (
 )
 
 // Config configures a packet queue. Device is required; every other zero value picks the
-// kernel's default.
+// kernel's default, but for two capabilities of the kernel's cap_mask, whose default
+// (HFI1_CAP_MASK_DEFAULT) gives user contexts no AHG and 31-bit PSNs: the zero Config uses the
+// engine's AHG (DisableAHG) and 24-bit PSNs (ExtendedPSN).
 type Config struct {
 	// Device is the SDMA device the queue sends on, made by sdma.NewDevice (a zero sdma.Device
 	// is refused).
@@ -100,10 +102,17 @@ type Config struct {
 	// 1..Device.NumVLs(); 0 means Device.NumVLs(), the VLs the device maps to engines (the
 	// kernel checks the port's vls_operational, which its engine map is built for too).
 	NumVLs int
-	// DisableAHG sends every packet with a full header (the kernel without HFI1_CAP_SDMA_AHG).
+	// DisableAHG sends every packet with a full header (the kernel without HFI1_CAP_SDMA_AHG in
+	// the user capabilities, as its default cap_mask has it).
 	DisableAHG bool
-	// ExtendedPSN makes BTH.PSN 31 bits wide instead of 24 (HFI1_CAP_EXTENDED_PSN).
+	// ExtendedPSN makes BTH.PSN 31 bits wide instead of 24 (HFI1_CAP_EXTENDED_PSN, which the
+	// kernel's default cap_mask sets).
 	ExtendedPSN bool
+	// DisableStaticRate zeroes the template's PBC.StaticRateControl (pbc[2]) in every packet
+	// (hfi1: "if (!HFI1_CAP_IS_USET(STATIC_RATE_CTRL)) req->hdr.pbc[2] = 0;", the kernel without
+	// HFI1_CAP_STATIC_RATE_CTRL in the user capabilities). By default the field is sent as the
+	// template has it, as the kernel's default cap_mask (which sets that capability) does.
+	DisableStaticRate bool
 	// PinLimit caps the pages the pin cache keeps pinned (hfi1_can_pin_pages): a vector that
 	// would take the pinned pages past it (pinned + new > PinLimit) first evicts the least
 	// recently used vectors no request holds, at least the new vector's page count at a time
@@ -160,6 +169,7 @@ type PktQ struct {
 	mtu      int
 	numVLs   int
 	ahg      bool
+	keepRate bool // !Config.DisableStaticRate: pbc[2] is sent as the template has it
 	psnMask  uint32
 	timeout  time.Duration
 	engine   *sdma.Engine                // Config.Engine
@@ -301,6 +311,7 @@ func New(cfg Config) (*PktQ, error) {
 		mtu:      or(cfg.MTU, DefaultMTU),
 		numVLs:   or(cfg.NumVLs, cfg.Device.NumVLs()),
 		ahg:      !cfg.DisableAHG,
+		keepRate: !cfg.DisableStaticRate,
 		psnMask:  psnMask,
 		timeout:  cfg.Timeout,
 		activeCh: make(chan struct{}, 1),

@@ -15,11 +15,12 @@ import (
 // kernelEagerPackets is an independent transcription of what hfi1's user_sdma puts on the wire
 // for an EAGER request (hfi1_user_sdma_process_request, user_sdma_send_pkts,
 // compute_data_length, user_sdma_txadd_ahg, set_txreq_header, set_txreq_header_ahg,
-// set_pkt_bth_psn): the 64-byte header of every packet and its payload, padded to a dword. With
+// set_pkt_bth_psn): the 64-byte header of every packet and its payload, padded to a dword
+// (pbc[2] zeroed unless keepRate: HFI1_CAP_STATIC_RATE_CTRL in the user capabilities). With
 // ahg (npkts > 1 and an AHG entry) the header of packet k > 0 is the one the chip builds: packet
 // 0's header as stored (AHG_COPY), patched by the update words. Written with encoding/binary on
 // the uapi layout, not with Header's accessors.
-func kernelEagerPackets(tmpl Header, data []byte, frag, npkts int, ahg, extPSN bool) [][]byte {
+func kernelEagerPackets(tmpl Header, data []byte, frag, npkts int, ahg, extPSN, keepRate bool) [][]byte {
 	le16 := binary.LittleEndian.Uint16
 	be16 := binary.BigEndian.Uint16
 	be32 := binary.BigEndian.Uint32
@@ -31,7 +32,9 @@ func kernelEagerPackets(tmpl Header, data []byte, frag, npkts int, ahg, extPSN b
 		mask = 0x7fffffff
 	}
 	req := tmpl
-	binary.LittleEndian.PutUint16(req[4:], 0) // req->hdr.pbc[2] = 0
+	if !keepRate {
+		binary.LittleEndian.PutUint16(req[4:], 0) // req->hdr.pbc[2] = 0
+	}
 	koffset := binary.LittleEndian.Uint32(req[60:])
 	var stored Header // the AHG entry
 	var out [][]byte
@@ -111,7 +114,9 @@ func TestKernelDiffEagerHeaders(t *testing.T) {
 			t.Run(fmt.Sprintf("ahg=%v/extpsn=%v", ahg, ext), func(t *testing.T) {
 				sink := &recSink{}
 				dev := testDevice(t, sdma.Config{Sink: sink, RingSize: 4096, Engines: 8}) // 8 VLs
-				pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg, ExtendedPSN: ext})
+				// pbc[2] kept (HFI1_CAP_STATIC_RATE_CTRL) and zeroed, each with and without AHG
+				keepRate := ahg != ext
+				pq := testQueue(t, Config{Device: dev, DisableAHG: !ahg, ExtendedPSN: ext, DisableStaticRate: !keepRate})
 				cases := 150
 				if testing.Short() {
 					cases = 60
@@ -155,7 +160,7 @@ func TestKernelDiffEagerHeaders(t *testing.T) {
 						binary.LittleEndian.PutUint16(hdr[0:], binary.LittleEndian.Uint16(hdr[0:])&0xf000|lrhToPBC(l))
 					}
 					binary.LittleEndian.PutUint16(hdr[2:], uint16(rng.Uint32())&^(1<<14)) // pbc[1], SC4 clear
-					binary.LittleEndian.PutUint16(hdr[4:], uint16(rng.Uint32()))          // pbc[2]: sanitised
+					binary.LittleEndian.PutUint16(hdr[4:], uint16(rng.Uint32()))          // pbc[2]: kept or sanitised
 					binary.LittleEndian.PutUint16(hdr[6:], uint16(rng.Uint32()))
 					npkts := 1
 					if rest := n - firstLen(&hdr, n); rest > 0 {
@@ -166,7 +171,7 @@ func TestKernelDiffEagerHeaders(t *testing.T) {
 					for _, v := range vecs {
 						data = append(data, v...)
 					}
-					want := kernelEagerPackets(hdr, data, frag, npkts, ahg && npkts > 1, ext)
+					want := kernelEagerPackets(hdr, data, frag, npkts, ahg && npkts > 1, ext, keepRate)
 					sink.mu.Lock()
 					sink.pkts, sink.segs = nil, nil
 					sink.mu.Unlock()

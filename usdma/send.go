@@ -308,7 +308,9 @@ func (pq *PktQ) claim(r *request) bool {
 func (pq *PktQ) start(r *request, info *ReqInfo, hdr *Header, dataLen int) {
 	r.info.NPkts, r.info.FragSize = info.NPkts, info.FragSize
 	r.hdr = *hdr
-	r.hdr.setPBC(2, 0) // no static rate control: sanitise the header (hfi1: req->hdr.pbc[2] = 0)
+	if !pq.keepRate {
+		r.hdr.setPBC(2, 0) // hfi1: without static rate control, "sanitize the header"
+	}
 	r.eng = nil
 	r.ahgIdx = -1
 	r.dataLen = dataLen
