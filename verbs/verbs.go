@@ -188,15 +188,21 @@ func (d *Device) Process() int {
 // completes as usual or, if its PIO context closed under it, is refused with ErrClosed too).
 // Close closes the PIO contexts (every PIO packet still held is released, exactly once). It does
 // not close the SDMA device: SDMA packets already accepted complete as the engine runs (Drain
-// waits for them). Close is idempotent.
+// waits for them). Close is idempotent and safe to call concurrently: every Close returns only
+// once every context is closed, also one that finds another Close at work (pio's Close waits for
+// it). A context that refuses its Close (pio.SendContext.Close: from a Sink, Releaser or wake-up
+// on that context's chip goroutine, say) is left open, the others closed, and Close returns the
+// refusals (matching pio.ErrInvalid); Sends are refused all the same, and a later Close from
+// another goroutine closes what was left.
 func (d *Device) Close() error {
-	if d.closed.Swap(true) {
-		return nil
-	}
+	d.closed.Store(true)
+	var errs []error
 	for _, sc := range d.pio {
-		sc.Close()
+		if err := sc.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Completion is told once when a packet's memory is the caller's again: for PIO right after the

@@ -1,0 +1,137 @@
+package verbs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gosdma/gosdma/pio"
+	"github.com/gosdma/gosdma/sdma"
+	"go.uber.org/goleak"
+)
+
+// blockSink blocks the first Deliver until release is closed, after telling entered.
+type blockSink struct {
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockSink) Deliver(int, [][]byte) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.entered)
+		<-s.release
+	}
+	return nil
+}
+
+// TestCloseTwiceConcurrentWaitsForTheWork: a Close that finds another one at work returns only
+// once every PIO context is closed (context 0's Close waits for the Sink, context 1 is not reached), as pio's Close does for its context: it returned nil at once,
+// while the first Close was still closing the contexts (a Sink held up its chip), so the caller's
+// "closed" saw contexts still enabled and PIO packets not yet released.
+func TestCloseTwiceConcurrentWaitsForTheWork(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	sink := &blockSink{entered: make(chan struct{}), release: make(chan struct{})}
+	sd, err := sdma.NewDevice(sdma.Config{Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	d, err := New(Config{SDMA: sd, Contexts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := d.NewFlow(0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.Send(ctx, [][]byte{make([]byte, 64)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sink.entered:
+	case <-ctx.Done():
+		t.Fatal("the chip never delivered the packet")
+	}
+	first := make(chan error, 1)
+	go func() { first <- d.Close() }() // waits for the chip's Deliver
+	for !d.closed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	second := make(chan error, 1)
+	go func() { second <- d.Close() }()
+	waits := []chan error{first, second}
+	select {
+	case err := <-second:
+		waits = waits[:1]
+		if err != nil {
+			t.Errorf("the second Close: %v", err)
+		}
+		open := 0
+		for i := range d.NumContexts() {
+			if d.Context(i).Enabled() { // not BufferAlloc: the first Close holds context 0's lock
+				open++
+			}
+		}
+		if open > 0 {
+			t.Errorf("the second Close returned %v with %d contexts not closed, the first Close still at work", err, open)
+		}
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(sink.release)
+	for _, c := range waits {
+		select {
+		case err := <-c:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("Close hangs")
+		}
+	}
+}
+
+// TestCloseRefusedInCallbackIsNotLost: a Close called where a PIO context refuses its own Close
+// (a Sink on that context's chip goroutine) says so, and a later Close from elsewhere closes that
+// context. It returned nil, marked the Device closed, left the context open, and every later
+// Close returned nil at once: the context and its chip goroutine lived on for ever.
+func TestCloseRefusedInCallbackIsNotLost(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var d *Device
+	inSink := make(chan error, 1)
+	var once sync.Once
+	sd, err := sdma.NewDevice(sdma.Config{Sink: sdma.SinkFunc(func(int, [][]byte) error {
+		once.Do(func() { inSink <- d.Close() })
+		return nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	d, err = New(Config{SDMA: sd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.NewFlow(0, 0).Send(ctx, [][]byte{make([]byte, 64)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-inSink:
+		if !errors.Is(err, pio.ErrInvalid) {
+			t.Errorf("Close from a Sink on the context's chip goroutine: %v, want pio.ErrInvalid", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the chip never delivered the packet")
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close from the test: %v", err)
+	}
+	if d.Context(0).Enabled() {
+		t.Error("after the Device's Close: context 0 still enabled")
+	}
+}
