@@ -534,6 +534,33 @@ func (p *sdmaPacket) Complete(_ *sdma.TxReq, st sdma.Status) {
 	}
 }
 
+// addSegs adds segs to p's txreq, each mapped through the device's mapper (AddKVAddr). On an
+// add's error (the add cleaned the txreq) p goes back to the pool and the error is returned. A
+// panic inside an add (of the device's Mapper, say) goes on to Send's caller once the txreq is
+// cleaned: the pieces mapped before it are unmapped, p is dropped, and no Completion is told.
+func (f *Flow) addSegs(p *sdmaPacket, segs [][]byte) error {
+	built := false
+	defer func() {
+		if !built {
+			p.tx.Clean() // a panic: the adds before it mapped their pieces
+			p.flow, p.c = nil, nil
+		}
+	}()
+	for _, s := range segs {
+		if len(s) == 0 {
+			continue
+		}
+		if err := p.tx.AddKVAddr(f.dev.sdma, s); err != nil { // the add cleaned tx
+			built = true
+			p.flow, p.c = nil, nil
+			f.dev.pool.Put(p)
+			return err
+		}
+	}
+	built = true
+	return nil
+}
+
 // sdmaDone is iowait_sdma_dec with its drain wakeup: one fewer SDMA packet in flight.
 func (f *Flow) sdmaDone() {
 	if f.sdmaBusy.Add(-1) == 0 {
@@ -550,15 +577,8 @@ func (f *Flow) sendSDMA(ctx context.Context, segs [][]byte, n int, c Completion)
 		f.dev.pool.Put(p)
 		return err
 	}
-	for _, s := range segs {
-		if len(s) == 0 {
-			continue
-		}
-		if err := p.tx.AddKVAddr(f.dev.sdma, s); err != nil { // the add cleaned tx
-			p.flow, p.c = nil, nil
-			f.dev.pool.Put(p)
-			return err
-		}
+	if err := f.addSegs(p, segs); err != nil {
+		return err
 	}
 	f.sdmaBusy.Add(1)
 	err := f.engine.SendWait(ctx, &p.tx)
