@@ -1,6 +1,7 @@
 // Package verbs sends packets by whichever of hfi1's two transmit paths suits each one, as the
 // kernel's verbs layer does (hfi1_verbs_send): programmed I/O (package pio) for a packet up to
-// PIOThreshold bytes, send DMA (package sdma) above it, both delivering to the same sink.
+// PIOThreshold bytes, send DMA (package sdma) above it, both delivering to the same sink, each
+// PIO send context as an engine of its own past the SDMA engines (see Device).
 //
 // # Why a package of its own
 //

@@ -95,6 +95,13 @@ type Config struct {
 // whose sink is the SDMA device's sink, and chooses per packet (hfi1_verbs_send). It is safe for
 // concurrent use.
 //
+// The sink sees each PIO context as an engine of its own, past the SDMA engines: context i's
+// packets come to Deliver as engine SDMA.NumEngines()+i, from that context's chip (its goroutine,
+// or a caller driving it), so that each engine number has one caller, as a sink with per-engine
+// state expects (an sdma.BatchSink holds an engine's queued packets between its Queue and Flush,
+// and refuses a Deliver on that engine meanwhile). Build such a sink for NumEngines()+Contexts
+// engines: a udpsink.Sink with Config.Engines = NumEngines()+Contexts, say.
+//
 // Make one with New. The zero Device has no contexts and no SDMA device: NewFlow panics on it,
 // saying so (a programmer error: NewFlow returns no error), and its other methods answer as such
 // a device's (NumContexts 0, Context and SDMA nil, Process 0, Close nil).
@@ -145,8 +152,9 @@ func New(cfg Config) (*Device, error) {
 		d.threshold = 0
 	}
 	d.pool.New = func() any { return &sdmaPacket{dev: d} }
+	sink := &pioSink{sink: cfg.SDMA.Sink(), base: cfg.SDMA.NumEngines()}
 	for i := range n {
-		sc, err := pio.New(pio.Config{Type: pio.Kernel, Credits: credits, Index: i, Sink: cfg.SDMA.Sink(), Manual: cfg.ManualPIO, Faults: cfg.PIOFaults})
+		sc, err := pio.New(pio.Config{Type: pio.Kernel, Credits: credits, Index: i, Sink: sink, Manual: cfg.ManualPIO, Faults: cfg.PIOFaults})
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -156,6 +164,17 @@ func New(cfg Config) (*Device, error) {
 	d.pioMap = buildPIOMap(n, cfg.SDMA.NumVLs())
 	return d, nil
 }
+
+// pioSink is the PIO contexts' sink: the SDMA device's, each context on a lane of its own past
+// the engines' (context i delivers as engine base+i, base the device's NumEngines). Read-only
+// after New.
+type pioSink struct {
+	sink sdma.Sink
+	base int
+}
+
+// Deliver hands the packet of context ctxt to the SDMA device's sink as engine base+ctxt.
+func (s *pioSink) Deliver(ctxt int, segs [][]byte) error { return s.sink.Deliver(s.base+ctxt, segs) }
 
 // PIOThreshold returns the threshold in bytes (0: PIO disabled).
 func (d *Device) PIOThreshold() int { return d.threshold }
