@@ -24,24 +24,50 @@ func listenIdleHour(t *testing.T) (*Receiver, *net.UDPConn) {
 	return r, c
 }
 
+// runWithinReading is RunWithin with wait, doubled and called again while a call read nothing
+// (Received unchanged, its wait over: the datagrams sent before it still wait in the socket). A
+// call reads nothing when its first read comes after its wait ended (a past deadline fails the
+// read before it looks at the socket): its goroutine, or the loopback's delivery, was held up
+// that long on a loaded machine. Each call's wait and result go to try, which reports whether
+// that call read nothing (then it is called again).
+func runWithinReading(t *testing.T, r *Receiver, wait time.Duration, try func(wait time.Duration) bool) {
+	t.Helper()
+	for range 8 { // 8 calls: the last waits 128 times the first
+		if !try(wait) {
+			return
+		}
+		t.Logf("RunWithin(%v) read nothing: its first read came after its wait; again with %v", wait, 2*wait)
+		wait *= 2
+	}
+	t.Fatalf("RunWithin read nothing in 8 calls, the last of %v; received %d", wait/2, r.Received())
+}
+
 // TestReceiverRunWithinStaleBeginsNoRun: a receiver whose idle timeout is an hour, a run
 // received to its end, then a repeat of its end marker (a sink's Close repeats them): RunWithin
 // returns once its wait passed with no run begun, as at the idle timeout, counting the repeat as
 // stale. Stale datagrams do not begin a run.
 func TestReceiverRunWithinStaleBeginsNoRun(t *testing.T) {
 	r, c := listenIdleHour(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a Run that hangs fails
+	defer cancel()
 	p := []byte("payload!")
 	for _, d := range [][]byte{inRun(0xa, frame(0, 0, 0, p, crc32.Checksum(p, castagnoli))), inRun(0xa, endFrame(0, 1, 1))} {
 		_, err := c.Write(d)
 		require.NoError(t, err)
 	}
-	rep, err := r.Run(t.Context())
+	rep, err := r.Run(ctx)
 	require.NoError(t, err)
 	require.True(t, rep.Ended)
 	_, err = c.Write(inRun(0xa, endFrame(0, 1, 1)))
 	require.NoError(t, err)
-	rep, err = r.RunWithin(t.Context(), 100*time.Millisecond)
-	require.NoError(t, err)
+	// The repeat is read within the wait, unless the read came after it (then it is read by the
+	// next call).
+	runWithinReading(t, r, 100*time.Millisecond, func(wait time.Duration) bool {
+		before := r.Received()
+		rep, err = r.RunWithin(ctx, wait)
+		require.NoError(t, err)
+		return r.Received() == before && rep.IdleTimeout && rep.Stale == 0
+	})
 	rep.Elapsed = 0
 	assert.Equal(t, Report{IdleTimeout: true, Stale: 1, StaleEnds: 1}, rep)
 }
@@ -50,26 +76,43 @@ func TestReceiverRunWithinStaleBeginsNoRun(t *testing.T) {
 // wait is received to its end marker, however long after the wait that comes (the receiver's
 // idle timeout, an hour, alone applies once it began).
 func TestReceiverRunWithinRunBegunIsReceived(t *testing.T) {
-	const begin = 100 * time.Millisecond
 	r, c := listenIdleHour(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a Run that hangs fails
+	defer cancel()
 	p := []byte("payload!")
 	_, err := c.Write(inRun(0xb, frame(0, 0, 0, p, crc32.Checksum(p, castagnoli))))
 	require.NoError(t, err)
-	start := time.Now()
 	type result struct {
 		rep Report
 		err error
 	}
-	done := make(chan result, 1)
-	go func() {
-		rep, err := r.RunWithin(t.Context(), begin)
-		done <- result{rep, err}
-	}()
-	require.Eventually(t, func() bool { return r.Received() == 1 }, 30*time.Second, time.Millisecond)
-	time.Sleep(3*begin - time.Since(start)) // the wait for a run to begin is over
-	_, err = c.Write(inRun(0xb, endFrame(0, 1, 1)))
-	require.NoError(t, err)
-	res := <-done
+	var res result
+	runWithinReading(t, r, 100*time.Millisecond, func(begin time.Duration) bool {
+		start := time.Now()
+		done := make(chan result, 1)
+		go func() {
+			rep, err := r.RunWithin(ctx, begin)
+			done <- result{rep, err}
+		}()
+		// The first frame is read (the run began), or the call returned having read nothing (or
+		// at ctx's end: a minute).
+		for r.Received() == 0 {
+			select {
+			case res = <-done:
+				if r.Received() == 0 && res.err == nil && res.rep.IdleTimeout {
+					return true // read nothing: its wait was over at its first read
+				}
+				t.Fatalf("RunWithin returned %+v, %v before the run's end marker was sent", res.rep, res.err)
+			default:
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(3*begin - time.Since(start)) // the wait for a run to begin is over
+		_, err = c.Write(inRun(0xb, endFrame(0, 1, 1)))
+		require.NoError(t, err)
+		res = <-done
+		return false
+	})
 	require.NoError(t, res.err)
 	assert.True(t, res.rep.Ended, res.rep.String())
 	assert.False(t, res.rep.IdleTimeout)
