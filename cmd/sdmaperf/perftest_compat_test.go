@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,19 +52,45 @@ func TestPathIterationsOverAllProducers(t *testing.T) {
 	}
 }
 
+// ctrlCDelays are the times after which the interrupt tests press Ctrl-C, in turn. A Ctrl-C
+// before the measurement (setup and warm-up take longer under -race or on a loaded machine) cuts
+// no measured run: a packet run then rightly prints no row (runSize: nothing measured yet), a
+// -path run a row of no packets; the test tries again with a later Ctrl-C, so that what it checks
+// is the cut of a measured run, not the machine's speed.
+var ctrlCDelays = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second, 8 * time.Second}
+
+// untilMeasuredCut calls try with each of ctrlCDelays until try reports that its Ctrl-C cut a
+// measured run (it checked that run), and fails the test if none did.
+func untilMeasuredCut(t *testing.T, try func(after time.Duration) bool) {
+	t.Helper()
+	for _, after := range ctrlCDelays {
+		if try(after) {
+			return
+		}
+		t.Logf("Ctrl-C after %v came before the measurement: nothing measured; trying later", after)
+	}
+	t.Fatal("no Ctrl-C reached a measured run")
+}
+
 // TestPathInterruptPrintsResultsSoFar: Ctrl-C in a -path run prints the results so far, the cut
 // size's row marked (interrupted), and exits 130, as the packet run does. It used to exit 0 with
 // the cut size's row looking like a whole run's, or 130 with nothing when the drain saw it.
 func TestPathInterruptPrintsResultsSoFar(t *testing.T) {
 	for _, tc := range []struct{ path, size string }{{"pio", "64"}, {"auto", "64"}, {"auto", "4096"}} { // 4096: by SDMA, packets in flight at Ctrl-C
-		ctx, cancel := context.WithCancel(t.Context())
-		var stdout, stderr bytes.Buffer
-		time.AfterFunc(300*time.Millisecond, cancel)
-		code := run(ctx, []string{"-path", tc.path, "-D", "60", "-warmup", "0", "-size", tc.size}, &stdout, &stderr)
-		cancel()
-		assert.Equal(t, exitInterrupted, code, "%v: %s", tc, stderr.String())
-		assert.Regexp(t, `(?m)^ `+tc.path+` +`+tc.size+` +[1-9][0-9]* .* \(interrupted\)$`, stdout.String(), "%v: the partial row", tc)
-		assert.Contains(t, stdout.String(), "interrupted: the results so far")
+		untilMeasuredCut(t, func(after time.Duration) bool {
+			ctx, cancel := context.WithCancel(t.Context())
+			var stdout, stderr bytes.Buffer
+			defer time.AfterFunc(after, cancel).Stop()
+			code := run(ctx, []string{"-path", tc.path, "-D", "60", "-warmup", "0", "-size", tc.size}, &stdout, &stderr)
+			cancel()
+			assert.Equal(t, exitInterrupted, code, "%v: %s", tc, stderr.String())
+			if !regexp.MustCompile(`(?m)^ ` + tc.path + ` +` + tc.size + ` +[1-9]`).MatchString(stdout.String()) {
+				return false // no row of packets sent: cut before the measurement
+			}
+			assert.Regexp(t, `(?m)^ `+tc.path+` +`+tc.size+` +[1-9][0-9]* .* \(interrupted\)$`, stdout.String(), "%v: the partial row", tc)
+			assert.Contains(t, stdout.String(), "interrupted: the results so far")
+			return true
+		})
 	}
 }
 
@@ -96,14 +123,12 @@ func TestLatencyTableCountsItsSamples(t *testing.T) {
 // TestMsgModeStopsAtInterrupt: Ctrl-C stops a -mode msg run at once, as the packet run. A Submit
 // cut by the cancel fails with a *ReqError matching ErrFault, which sendMsg took for an injected
 // fault and went on: the run went to the end of -D, every message after the Ctrl-C counted as
-// aborted (-D 5 cut at 1 s: 5 s, 188238 aborted).
-//
-// A Ctrl-C before the measurement starts (setup and warmup take longer under -race or a loaded
-// machine) rightly leaves no row (runSize: nothing measured yet); the test then tries again with
-// a later Ctrl-C, so that what it checks is the cut of a measured run, not the machine's speed.
+// aborted (-D 5 cut at 1 s: 5 s, 188238 aborted). A Ctrl-C before the measurement is tried again
+// later (untilMeasuredCut).
 func TestMsgModeStopsAtInterrupt(t *testing.T) {
-	for _, after := range []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second, 8 * time.Second} {
+	untilMeasuredCut(t, func(after time.Duration) bool {
 		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		var stdout, stderr syncBuffer
 		done := make(chan int, 1)
 		go func() {
@@ -120,36 +145,42 @@ func TestMsgModeStopsAtInterrupt(t *testing.T) {
 		var rep Report
 		require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep))
 		if len(rep.Results) == 0 {
-			t.Logf("Ctrl-C after %v came before the measurement: no row; trying later", after)
-			continue
+			return false
 		}
 		require.Len(t, rep.Results, 1)
 		assert.True(t, rep.Results[0].Interrupted)
 		assert.LessOrEqual(t, rep.Results[0].Aborted, uint64(1), "only the message the Ctrl-C cut, per producer")
-		return
-	}
-	t.Fatal("no Ctrl-C reached a measured run")
+		return true
+	})
 }
 
 // TestUDPInterruptKeepsTheReceiver: Ctrl-C in a -sink udp run with the in-process receiver ends
 // the sending, and the receiver takes what was sent up to the end markers. The receiver stopped
 // at the Ctrl-C itself, before the drain: the deliveries of the drain were refused by the tool's
 // own closed socket and reported as #failed (3 in each run, 1 s into -D 5), and the receiver's
-// count fell short of the packets reported sent, with "no end marker".
+// count fell short of the packets reported sent, with "no end marker". A Ctrl-C before the
+// measurement is tried again later (untilMeasuredCut).
 func TestUDPInterruptKeepsTheReceiver(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	time.AfterFunc(300*time.Millisecond, cancel)
-	code := run(ctx, []string{"-sink", "udp", "-size", "1024", "-D", "60", "-warmup", "0", "-json"}, &stdout, &stderr)
-	assert.Equal(t, exitInterrupted, code, stderr.String())
-	var rep Report
-	if assert.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep)) && assert.Len(t, rep.Results, 1) && assert.NotNil(t, rep.Receiver) {
-		r := rep.Results[0]
-		assert.Zero(t, r.SinkErrors, "no delivery refused: %s", r.SinkError)
-		assert.True(t, rep.Receiver.Ended, "the end markers arrived")
-		assert.Equal(t, r.Iterations, rep.Receiver.Packets, "the receiver has every packet reported sent")
-	}
+	untilMeasuredCut(t, func(after time.Duration) bool {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var stdout, stderr syncBuffer
+		defer time.AfterFunc(after, cancel).Stop()
+		code := run(ctx, []string{"-sink", "udp", "-size", "1024", "-D", "60", "-warmup", "0", "-json"}, &stdout, &stderr)
+		assert.Equal(t, exitInterrupted, code, stderr.String())
+		var rep Report
+		require.NoError(t, json.Unmarshal([]byte(stdout.String()), &rep))
+		if len(rep.Results) == 0 {
+			return false
+		}
+		if assert.Len(t, rep.Results, 1) && assert.NotNil(t, rep.Receiver) {
+			r := rep.Results[0]
+			assert.Zero(t, r.SinkErrors, "no delivery refused: %s", r.SinkError)
+			assert.True(t, rep.Receiver.Ended, "the end markers arrived")
+			assert.Equal(t, r.Iterations, rep.Receiver.Packets, "the receiver has every packet reported sent")
+		}
+		return true
+	})
 }
 
 // TestPerftestItersPerQP: perftest's -n is per queue pair (send_bw: tot_iters = iters *
