@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -86,15 +85,22 @@ func TestReceiverGoneMidSweepKeepsResults(t *testing.T) {
 // run's bandwidth, and the server then failed on the next size with "4 bytes: no packets
 // arrived", which named neither the mismatch nor its cure.
 func TestServerSweepRefusesOtherSizes(t *testing.T) {
-	var stdout syncBuffer
-	addr, stderr, done := startServer(t, &stdout, "-idle", "2s", "-sweep", "-size", "16", "-frags", "1")
-	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "4096")
-	require.Equal(t, exitOK, code, errOut)
-	require.Equal(t, exitFail, <-done, stderr.String())
-	assert.Contains(t, stderr.String(), "sdmaperf: 2 bytes: the client's packets carry 4096 bytes each, where a 2-byte packet carries 4")
-	for _, l := range strings.Split(stdout.String(), "\n") {
-		assert.False(t, strings.HasPrefix(l, " 2 "), "no row for a run of another size: %q", l)
-	}
+	serveWithinIdle(t, 2*time.Second, func(idle time.Duration, late func() bool) bool {
+		var stdout syncBuffer
+		addr, stderr, done := startServer(t, &stdout, "-idle", idle.String(), "-sweep", "-size", "16", "-frags", "1")
+		code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-n", "200", "-warmup", "0", "-size", "4096")
+		if late() {
+			<-done
+			return false
+		}
+		require.Equal(t, exitOK, code, errOut)
+		require.Equal(t, exitFail, <-done, stderr.String())
+		assert.Contains(t, stderr.String(), "sdmaperf: 2 bytes: the client's packets carry 4096 bytes each, where a 2-byte packet carries 4")
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			assert.False(t, strings.HasPrefix(l, " 2 "), "no row for a run of another size: %q", l)
+		}
+		return true
+	})
 }
 
 // TestCheckRunSize: the sizes a -server sweep accepts for a row: the packet padded to 4 bytes,
@@ -130,16 +136,21 @@ func TestCheckRunSize(t *testing.T) {
 // user looking for a client that did not start.
 func TestServerGarbageSaysWhatArrived(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
-		addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", "300ms"}, sweep...)...)
-		c, err := net.Dial("udp", addr)
-		require.NoError(t, err)
-		for _, d := range [][]byte{nil, []byte("x"), []byte("GET / HTTP/1.1\r\n\r\n"), make([]byte, 64)} {
-			_, err := c.Write(d)
-			require.NoError(t, err)
-		}
-		c.Close()
-		assert.Equal(t, exitFail, <-done)
-		assert.Contains(t, stderr.String(), "no sdmaperf packets arrived in 300ms: 4 datagrams were not sdmaperf frames", "%v", sweep)
+		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+			addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", idle.String()}, sweep...)...)
+			c := dialUDP(t, addr)
+			for _, d := range [][]byte{nil, []byte("x"), []byte("GET / HTTP/1.1\r\n\r\n"), make([]byte, 64)} {
+				if late() {
+					<-done
+					return false
+				}
+				_, err := c.Write(d)
+				require.NoError(t, err)
+			}
+			assert.Equal(t, exitFail, <-done)
+			assert.Contains(t, stderr.String(), fmt.Sprintf("no sdmaperf packets arrived in %v: 4 datagrams were not sdmaperf frames", idle), "%v", sweep)
+			return true
+		})
 	}
 }
 

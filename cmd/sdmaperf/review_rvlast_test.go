@@ -136,18 +136,34 @@ func TestServerSweepSizeEndsLost(t *testing.T) {
 			})
 		}
 		t.Run("last size"+out, func(t *testing.T) {
-			o := serveSweepOf(t, js, func(addr string) {
-				sendSweepRun(t, addr, 0xa, 0, 5, 4)
-				sendSweepRun(t, addr, 0xa, 1, 5, 4)
-				sendUnended(t, addr, 0xa, 2, 6, 8)
-			}, "-idle", "1s")
-			require.Equal(t, exitFail, o.code, o.stderr)
-			assert.Contains(t, o.stderr, "sdmaperf: 8 bytes: the run did not end: 6 packets arrived, then no end-of-run marker within 1s")
-			if js {
-				assert.Equal(t, []string{"2/5/", "4/5/", "8/6/no end marker within -idle 1s"}, rowsOf(o.rows))
-				return
-			}
-			assert.Regexp(t, `(?s)\n 8 +6 +48 .*\n \(8 bytes: not ended, no end marker within -idle 1s; a packet lost after the last one received is not counted as lost\)\n`, o.stdout)
+			serveWithinIdle(t, time.Second, func(idle time.Duration, late func() bool) bool {
+				inTime := false
+				o := serveSweepOf(t, js, func(addr string) {
+					sends := []func(){
+						func() { sendSweepRun(t, addr, 0xa, 0, 5, 4) },
+						func() { sendSweepRun(t, addr, 0xa, 1, 5, 4) },
+						func() { sendUnended(t, addr, 0xa, 2, 6, 8) },
+					}
+					for _, send := range sends {
+						if late() {
+							return
+						}
+						send()
+					}
+					inTime = !late()
+				}, "-idle", idle.String())
+				if !inTime {
+					return false
+				}
+				require.Equal(t, exitFail, o.code, o.stderr)
+				assert.Contains(t, o.stderr, fmt.Sprintf("sdmaperf: 8 bytes: the run did not end: 6 packets arrived, then no end-of-run marker within %v", idle))
+				if js {
+					assert.Equal(t, []string{"2/5/", "4/5/", "8/6/no end marker within -idle " + idle.String()}, rowsOf(o.rows))
+					return true
+				}
+				assert.Regexp(t, `(?s)\n 8 +6 +48 .*\n \(8 bytes: not ended, no end marker within -idle `+regexp.QuoteMeta(idle.String())+`; a packet lost after the last one received is not counted as lost\)\n`, o.stdout)
+				return true
+			})
 		})
 	}
 }

@@ -2,13 +2,13 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
-	"net"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/gosdma/gosdma/sdma/udpsink"
 )
@@ -18,20 +18,21 @@ import (
 // it warned and exited 0, as if the run had been whole. With -sweep too.
 func TestServerRunWithoutEndFails(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
-		addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", "300ms"}, sweep...)...)
-		c, err := net.Dial("udp", addr)
-		require.NoError(t, err)
-		payload := make([]byte, 4) // a 2-byte packet's, the sweep's first size (padded to a dword)
-		for seq := range uint64(5) {
-			d := make([]byte, udpsink.HeaderLen+len(payload))
-			udpsink.PutHeader(d, udpsink.Header{Seq: seq, CRC: udpsink.Checksum([][]byte{payload}), Run: 7})
-			copy(d[udpsink.HeaderLen:], payload)
-			_, err := c.Write(d)
-			require.NoError(t, err)
-		}
-		c.Close()
-		assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
-		assert.Contains(t, stderr.String(), "the run did not end: 5 packets arrived, then no end-of-run marker within 300ms", "%v", sweep)
+		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+			addr, stderr, done := startServer(t, io.Discard, append([]string{"-idle", idle.String()}, sweep...)...)
+			c := dialUDP(t, addr)
+			payload := make([]byte, 4) // a 2-byte packet's, the sweep's first size (padded to a dword)
+			for seq := range uint64(5) {
+				if late() {
+					<-done
+					return false
+				}
+				sendFrame(t, c, udpsink.Header{Seq: seq, Run: 7}, payload)
+			}
+			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
+			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 5 packets arrived, then no end-of-run marker within %v", idle), "%v", sweep)
+			return true
+		})
 	}
 }
 
@@ -42,18 +43,25 @@ func TestServerRunWithoutEndFails(t *testing.T) {
 // row, not ended).
 func TestServerRunOfNoPacketWithoutEndFails(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}} {
-		var stdout syncBuffer
-		addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", "300ms"}, sweep...)...)
-		// Engine 0 sent 3 packets, of a run of two engines.
-		sendFrame(t, dialUDP(t, addr), udpsink.Header{Flags: udpsink.FlagEnd, Engine: 0, Seq: 3, Run: 7}, binary.LittleEndian.AppendUint32(nil, 2))
-		assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
-		assert.NotContains(t, stderr.String(), "no packets arrived", "%v", sweep)
-		assert.Contains(t, stderr.String(), "the run did not end: 0 packets arrived, then no end-of-run marker of the engines not heard from within 300ms, where the other engines' arrived", "%v", sweep)
-		if sweep != nil {
-			assert.Regexp(t, `\n 2 +0 +0 +3 +0 +0 .*\n \(2 bytes: not ended, no end marker of the engines not heard from within -idle 300ms \(the other engines' arrived\);`, stdout.String())
-		} else {
-			assert.Contains(t, stdout.String(), "lost 3")
-		}
+		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+			var stdout syncBuffer
+			addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", idle.String()}, sweep...)...)
+			if late() {
+				<-done
+				return false
+			}
+			// Engine 0 sent 3 packets, of a run of two engines.
+			sendFrame(t, dialUDP(t, addr), udpsink.Header{Flags: udpsink.FlagEnd, Engine: 0, Seq: 3, Run: 7}, binary.LittleEndian.AppendUint32(nil, 2))
+			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
+			assert.NotContains(t, stderr.String(), "no packets arrived", "%v", sweep)
+			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 0 packets arrived, then no end-of-run marker of the engines not heard from within %v, where the other engines' arrived", idle), "%v", sweep)
+			if sweep != nil {
+				assert.Regexp(t, `\n 2 +0 +0 +3 +0 +0 .*\n \(2 bytes: not ended, no end marker of the engines not heard from within -idle `+regexp.QuoteMeta(idle.String())+` \(the other engines' arrived\);`, stdout.String())
+			} else {
+				assert.Contains(t, stdout.String(), "lost 3")
+			}
+			return true
+		})
 	}
 }
 
@@ -65,24 +73,34 @@ func TestServerRunOfNoPacketWithoutEndFails(t *testing.T) {
 // keeps the old text (TestServerRunWithoutEndFails).
 func TestServerRunSomeEngineEndWithinIdle(t *testing.T) {
 	for _, sweep := range [][]string{nil, {"-sweep", "-size", "8"}, {"-sweep", "-size", "8", "-json"}} {
-		var stdout syncBuffer
-		addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", "300ms"}, sweep...)...)
-		c := dialUDP(t, addr)
-		payload := make([]byte, 4) // a 2-byte packet's, the sweep's first size (padded to a dword)
-		for e := range uint8(2) {
-			for seq := range uint64(2) {
-				sendFrame(t, c, udpsink.Header{Engine: e, Seq: seq, Run: 7}, payload)
+		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+			var stdout syncBuffer
+			addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", idle.String()}, sweep...)...)
+			c := dialUDP(t, addr)
+			payload := make([]byte, 4) // a 2-byte packet's, the sweep's first size (padded to a dword)
+			frames := []udpsink.Header{{Engine: 0, Seq: 0}, {Engine: 0, Seq: 1}, {Engine: 1, Seq: 0}, {Engine: 1, Seq: 1}, {Flags: udpsink.FlagEnd, Engine: 0, Seq: 2}}
+			for _, h := range frames {
+				if late() {
+					<-done
+					return false
+				}
+				h.Run = 7
+				p := payload
+				if h.Flags&udpsink.FlagEnd != 0 {
+					p = binary.LittleEndian.AppendUint32(nil, 2)
+				}
+				sendFrame(t, c, h, p)
 			}
-		}
-		sendFrame(t, c, udpsink.Header{Flags: udpsink.FlagEnd, Engine: 0, Seq: 2, Run: 7}, binary.LittleEndian.AppendUint32(nil, 2))
-		assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
-		assert.Contains(t, stderr.String(), "the run did not end: 4 packets arrived, then no end-of-run marker of engine 1 within 300ms, where the other engines' arrived (the client stopped", "%v", sweep)
-		switch {
-		case len(sweep) > 3:
-			assert.Contains(t, stdout.String(), `"not_ended": "no end marker of engine 1 within -idle 300ms (the other engines' arrived)"`)
-		case sweep != nil:
-			assert.Regexp(t, `\n 2 +4 +16 .*\n \(2 bytes: not ended, no end marker of engine 1 within -idle 300ms \(the other engines' arrived\);`, stdout.String())
-		}
+			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
+			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 4 packets arrived, then no end-of-run marker of engine 1 within %v, where the other engines' arrived (the client stopped", idle), "%v", sweep)
+			switch {
+			case len(sweep) > 3:
+				assert.Contains(t, stdout.String(), fmt.Sprintf(`"not_ended": "no end marker of engine 1 within -idle %v (the other engines' arrived)"`, idle))
+			case sweep != nil:
+				assert.Regexp(t, `\n 2 +4 +16 .*\n \(2 bytes: not ended, no end marker of engine 1 within -idle `+regexp.QuoteMeta(idle.String())+` \(the other engines' arrived\);`, stdout.String())
+			}
+			return true
+		})
 	}
 }
 

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,14 +77,21 @@ func TestServerClientDeliversNothing(t *testing.T) {
 // arrived in 300ms", where the cure is to give -server the client's -size. The error names the
 // size whose run ended last and that cure.
 func TestServerSweepClientStoppedEarly(t *testing.T) {
-	var stdout syncBuffer
-	addr, stderr, done := startServer(t, &stdout, "-idle", "300ms", "-sweep", "-size", "8")
-	code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-sweep", "-size", "2", "-n", "20", "-warmup", "0")
-	require.Equal(t, exitOK, code, errOut)
-	require.Equal(t, exitFail, <-done, stderr.String())
-	assert.Regexp(t, `(?m)^ 2 +20 `, stdout.String())
-	assert.Contains(t, stderr.String(), "sdmaperf: 4 bytes: no packets arrived in 300ms")
-	assert.Contains(t, stderr.String(), "give -server the client's -size: -size 2", stderr.String())
+	serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+		var stdout syncBuffer
+		addr, stderr, done := startServer(t, &stdout, "-idle", idle.String(), "-sweep", "-size", "8")
+		code, _, errOut := runTool(t, "-sink", "udp", "-udp-addr", addr, "-sweep", "-size", "2", "-n", "20", "-warmup", "0")
+		if late() {
+			<-done
+			return false
+		}
+		require.Equal(t, exitOK, code, errOut)
+		require.Equal(t, exitFail, <-done, stderr.String())
+		assert.Regexp(t, `(?m)^ 2 +20 `, stdout.String())
+		assert.Contains(t, stderr.String(), fmt.Sprintf("sdmaperf: 4 bytes: no packets arrived in %v", idle))
+		assert.Contains(t, stderr.String(), "give -server the client's -size: -size 2", stderr.String())
+		return true
+	})
 }
 
 // TestServerSweepFirstSizeOnlyEndsHint: a -server sweep whose first size's end markers alone
@@ -99,10 +108,21 @@ func TestServerSweepFirstSizeOnlyEndsHint(t *testing.T) {
 		if !given {
 			run = 0x1 // a single run's ID (an older client's, or no -sweep)
 		}
-		o := serveSweepOf(t, false, func(addr string) { sendEnds(t, addr, run, given, 1, 3) }, "-idle", "300ms")
-		require.Equal(t, exitFail, o.code, o.stderr)
-		assert.Regexp(t, `(?m)^ 2 +0 +0 +3 `, o.stdout)
-		assert.Contains(t, o.stderr, "sdmaperf: 4 bytes: no packets arrived in 300ms, after the 2-byte run ended with none of its packets received (3 sent): no packet showed its size, so the client's sweep may not be this one: give -server the client's -sweep, -size and -frags\n")
-		assert.NotContains(t, o.stderr, "-size 2", "a size no packet showed")
+		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
+			inTime := false
+			o := serveSweepOf(t, false, func(addr string) {
+				if inTime = !late(); inTime {
+					sendEnds(t, addr, run, given, 1, 3)
+				}
+			}, "-idle", idle.String())
+			if !inTime {
+				return false
+			}
+			require.Equal(t, exitFail, o.code, o.stderr)
+			assert.Regexp(t, `(?m)^ 2 +0 +0 +3 `, o.stdout)
+			assert.Contains(t, o.stderr, fmt.Sprintf("sdmaperf: 4 bytes: no packets arrived in %v, after the 2-byte run ended with none of its packets received (3 sent): no packet showed its size, so the client's sweep may not be this one: give -server the client's -sweep, -size and -frags\n", idle))
+			assert.NotContains(t, o.stderr, "-size 2", "a size no packet showed")
+			return true
+		})
 	}
 }
