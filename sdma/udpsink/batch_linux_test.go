@@ -379,8 +379,8 @@ func TestBatchToReceiverConcurrent(t *testing.T) {
 							assert.NoError(t, err)
 						}
 						i += k
-						for s.Stats().Packets > r.Received()+1000 { // stay within the receive buffer
-							time.Sleep(100 * time.Microsecond)
+						if !stayWithin(t, s, r, 1000) { // stay within the receive buffer
+							return
 						}
 					}
 				}()

@@ -92,9 +92,7 @@ func TestCensusReceiverRunConcurrent(t *testing.T) {
 	if _, err := c.Write([]byte("bad")); err != nil { // a bad frame: it begins no run
 		t.Fatal(err)
 	}
-	for r.Received() == 0 { // the first Run read it: it is running
-		time.Sleep(time.Millisecond)
-	}
+	awaitReceived(t, r, 1) // the first Run read it: it is running
 	cancelled, cancelNow := context.WithCancel(t.Context())
 	cancelNow()
 	running := func(r census.Result) bool {
@@ -108,9 +106,7 @@ func TestCensusReceiverRunConcurrent(t *testing.T) {
 	if _, err := c.Write([]byte("bad")); err != nil {
 		t.Fatal(err)
 	}
-	for r.Received() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	awaitReceived(t, r, 2)
 	cancel()
 	res := <-first
 	if !errors.Is(res.err, context.Canceled) || res.rep.BadFrames != 2 {
@@ -158,9 +154,7 @@ func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
 		if _, err := c.Write([]byte("bad")); err != nil { // a bad frame: it begins no run
 			t.Fatal(err)
 		}
-		for r.Received() < want {
-			time.Sleep(time.Millisecond)
-		}
+		awaitReceived(t, r, want)
 	}
 	send(1) // the first Run reads: it is running
 	cancel()

@@ -134,8 +134,8 @@ func runDeviceBatched(t *testing.T, gso bool) {
 					t.Error(err)
 					return
 				}
-				for sink.Stats().Packets > r.Received()+1000 { // stay within the receive buffer
-					time.Sleep(100 * time.Microsecond)
+				if !stayWithin(t, sink, r, 1000) { // stay within the receive buffer
+					return
 				}
 			}
 		}()

@@ -24,6 +24,38 @@ func listenIdleHour(t *testing.T) (*Receiver, *net.UDPConn) {
 	return r, c
 }
 
+// awaitReceived waits until r has read n datagrams or more. A minute without that fails the test
+// with the count reached (a Run that stopped reading, a datagram lost), where the wait would
+// otherwise hang until the test binary's timeout.
+func awaitReceived(t *testing.T, r *Receiver, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for r.Received() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the receiver read %d datagrams in a minute, want %d", r.Received(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stayWithin waits, on a sender's goroutine, until r has read all but window of the packets s
+// sent, so that the sender stays within the receive buffer. A datagram the buffer dropped (one
+// smaller than window datagrams: net.core.rmem_max without CAP_NET_ADMIN) would keep it waiting
+// for ever: after a minute in which r read nothing it reports that (t.Errorf) and returns false.
+func stayWithin(t *testing.T, s *Sink, r *Receiver, window uint64) bool {
+	last, since := r.Received(), time.Now()
+	for s.Stats().Packets > r.Received()+window {
+		if got := r.Received(); got != last {
+			last, since = got, time.Now()
+		} else if time.Since(since) > time.Minute {
+			t.Errorf("the receiver read nothing for a minute, at %d of the %d packets sent: lost in a full receive buffer?", got, s.Stats().Packets)
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
+}
+
 // runWithinReading is RunWithin with wait, doubled and called again while a call read nothing
 // (Received unchanged, its wait over: the datagrams sent before it still wait in the socket). A
 // call reads nothing when its first read comes after its wait ended (a past deadline fails the
