@@ -15,7 +15,6 @@ package verbs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -84,44 +83,24 @@ func runInlineVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 		t.Fatalf("%s: hang: %s\n%s", desc, what, buf)
 	}
 
+	led := &rv2Ledger{sink: sink, fail: fail}
+
 	var stopFlows, stopped atomic.Bool
 	var wg, bg sync.WaitGroup
 	nflows := 2 + rng.IntN(3)
-	var mu sync.Mutex
-	var all []*rv2Pkt
 	flows := make([]*Flow, nflows)
 	for fl := range nflows {
 		flows[fl] = d.NewFlow(uint32(fl), 0)
 	}
 	var seqs = make([]uint32, nflows) // each flow's next sequence (its goroutine's, then the test's)
 	send := func(fl int, r *rand.Rand) bool {
-		f := flows[fl]
 		seq := seqs[fl]
 		seqs[fl]++
 		n := 8 + r.IntN(threshold-7)
 		if r.IntN(5) == 0 {
 			n = threshold + 1 + r.IntN(threshold)
 		}
-		pk := &rv2Pkt{flow: uint32(fl), seq: seq, n: n}
-		sink.mu.Lock()
-		sink.pkts[[2]uint32{pk.flow, seq}] = pk
-		sink.mu.Unlock()
-		b := rv2Payload(pk.flow, seq, n)
-		k := r.IntN(n)
-		ctx, cancel := context.WithTimeout(hctx, time.Duration(1+r.IntN(1000))*time.Microsecond)
-		p, err := f.Send(ctx, [][]byte{b[:k], b[k:]}, pk)
-		cancel()
-		pk.path = p
-		pk.accepted = err == nil || (p == PathSDMA && errors.Is(err, sdma.ErrNotRunning))
-		if !pk.accepted && !errors.Is(err, ErrClosed) && !errors.Is(err, sdma.ErrClosed) &&
-			!errors.Is(err, sdma.ErrNotRunning) && !errors.Is(err, pio.ErrNotRunning) &&
-			!errors.Is(err, context.DeadlineExceeded) {
-			fail("flow %d: Send: %v (path %v)", fl, err, p)
-		}
-		mu.Lock()
-		all = append(all, pk)
-		mu.Unlock()
-		return !errors.Is(err, ErrClosed) && !errors.Is(err, sdma.ErrClosed)
+		return !closed(led.send(hctx, flows[fl], fl, seq, n, 1000, r))
 	}
 	for fl := range nflows {
 		wg.Add(1)
@@ -246,42 +225,8 @@ func runInlineVerbsSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 	}
 
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	for _, m := range sink.bad {
-		fail("%s", m)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	nbad := 0
-	var accepted, bySDMA int
-	for _, pk := range all {
-		if nbad >= 10 {
-			break
-		}
-		if !pk.accepted {
-			if pk.dones.Load() != 0 || pk.seen.Load() != 0 {
-				nbad++
-				fail("packet %d/%d refused, but told Done %d times, arrived %d times", pk.flow, pk.seq, pk.dones.Load(), pk.seen.Load())
-			}
-			continue
-		}
-		accepted++
-		if pk.dones.Load() != 1 {
-			nbad++
-			fail("packet %d/%d (path %v): told Done %d times", pk.flow, pk.seq, pk.path, pk.dones.Load())
-			continue
-		}
-		if pk.path != PathSDMA {
-			continue
-		}
-		bySDMA++
-		if ok, arrived := pk.doneErr.Load() == "<nil>", pk.seen.Load() == 1; ok != arrived {
-			nbad++
-			fail("SDMA packet %d/%d: Done(%v), arrived %v", pk.flow, pk.seq, pk.doneErr.Load(), arrived)
-		}
-	}
-	t.Logf("%s: %d packets, %d accepted, %d by SDMA", desc, len(all), accepted, bySDMA)
+	accepted, bySDMA := led.check()
+	t.Logf("%s: %d packets, %d accepted, %d by SDMA", desc, len(led.all), accepted, bySDMA)
 }
 
 // TestFaultSoakVerbsInline: see runInlineVerbsSoak.

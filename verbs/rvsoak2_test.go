@@ -102,6 +102,87 @@ func (s *rv2OrderSink) Deliver(_ int, segs [][]byte) error {
 	return nil
 }
 
+// rv2Ledger is what an order soak sent and what it checks at the end: the sink that checks the
+// order, every packet Send was given (accepted or not), and the test's failure report.
+type rv2Ledger struct {
+	sink *rv2OrderSink
+	fail func(format string, args ...any)
+	mu   sync.Mutex
+	all  []*rv2Pkt // every packet Send was given, under mu
+}
+
+// send sends flow fl's packet seq of n bytes on f, cut in two at a random byte, under a timeout
+// of 1 to maxWait µs (both drawn from r) within parent: the packet is named to the sink before
+// and recorded after, with its path and whether Send accepted it (nil, or sdma.ErrNotRunning on
+// the SDMA path); an error Send may not return fails the test. It returns Send's error.
+func (l *rv2Ledger) send(parent context.Context, f *Flow, fl int, seq uint32, n, maxWait int, r *rand.Rand) error {
+	pk := &rv2Pkt{flow: uint32(fl), seq: seq, n: n}
+	l.sink.mu.Lock()
+	l.sink.pkts[[2]uint32{pk.flow, seq}] = pk
+	l.sink.mu.Unlock()
+	b := rv2Payload(pk.flow, seq, n)
+	k := r.IntN(n)
+	ctx, cancel := context.WithTimeout(parent, time.Duration(1+r.IntN(maxWait))*time.Microsecond)
+	p, err := f.Send(ctx, [][]byte{b[:k], b[k:]}, pk)
+	cancel()
+	pk.path = p
+	pk.accepted = err == nil || (p == PathSDMA && errors.Is(err, sdma.ErrNotRunning))
+	if !pk.accepted && !errors.Is(err, ErrClosed) && !errors.Is(err, sdma.ErrClosed) &&
+		!errors.Is(err, sdma.ErrNotRunning) && !errors.Is(err, pio.ErrNotRunning) &&
+		!errors.Is(err, context.DeadlineExceeded) {
+		l.fail("flow %d: Send: %v (path %v)", fl, err, p)
+	}
+	l.mu.Lock()
+	l.all = append(l.all, pk)
+	l.mu.Unlock()
+	return err
+}
+
+// closed reports whether err is a Send refused because a device closed: the flow stops there.
+func closed(err error) bool { return errors.Is(err, ErrClosed) || errors.Is(err, sdma.ErrClosed) }
+
+// check fails on what the sink found wrong, then on each packet whose outcome breaks the ledger
+// (the first 10): a refused packet told Done or seen by the sink; an accepted one not told Done
+// exactly once; an SDMA one told Done(nil) when it did not reach the sink, or an error when it
+// did. It returns the packets accepted and those of them sent by SDMA.
+func (l *rv2Ledger) check() (accepted, bySDMA int) {
+	l.sink.mu.Lock()
+	defer l.sink.mu.Unlock()
+	for _, m := range l.sink.bad {
+		l.fail("%s", m)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	nbad := 0
+	for _, pk := range l.all {
+		if nbad >= 10 {
+			break
+		}
+		if !pk.accepted {
+			if pk.dones.Load() != 0 || pk.seen.Load() != 0 {
+				nbad++
+				l.fail("packet %d/%d refused, but told Done %d times, arrived %d times", pk.flow, pk.seq, pk.dones.Load(), pk.seen.Load())
+			}
+			continue
+		}
+		accepted++
+		if pk.dones.Load() != 1 {
+			nbad++
+			l.fail("packet %d/%d (path %v): told Done %d times", pk.flow, pk.seq, pk.path, pk.dones.Load())
+			continue
+		}
+		if pk.path != PathSDMA {
+			continue
+		}
+		bySDMA++
+		if ok, arrived := pk.doneErr.Load() == "<nil>", pk.seen.Load() == 1; ok != arrived {
+			nbad++
+			l.fail("SDMA packet %d/%d: Done(%v), arrived %v", pk.flow, pk.seq, pk.doneErr.Load(), arrived)
+		}
+	}
+	return accepted, bySDMA
+}
+
 func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0x0d3e))
 	sink := &rv2OrderSink{pkts: map[[2]uint32]*rv2Pkt{}, next: map[uint32]uint32{}}
@@ -133,12 +214,11 @@ func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 	how := rng.IntN(2)
 	desc := fmt.Sprintf("seed %d: engines %d ring %d completion %v manual %v threshold %d end %d", seed, cfg.Engines, cfg.RingSize, cfg.Completion, cfg.Manual, threshold, how)
 	fail := func(format string, args ...any) { t.Errorf(desc+": "+format, args...) }
+	led := &rv2Ledger{sink: sink, fail: fail}
 
 	var stopFlows, stopped atomic.Bool
 	var wg, bg sync.WaitGroup
 	nflows := 2 + rng.IntN(3)
-	var mu sync.Mutex
-	var all []*rv2Pkt
 	for fl := range nflows {
 		f := d.NewFlow(uint32(fl), 0)
 		wg.Add(1)
@@ -156,26 +236,7 @@ func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 				if r.IntN(6) == 0 {
 					n = threshold + 1 + r.IntN(threshold)
 				}
-				pk := &rv2Pkt{flow: uint32(fl), seq: seq, n: n}
-				sink.mu.Lock()
-				sink.pkts[[2]uint32{pk.flow, seq}] = pk
-				sink.mu.Unlock()
-				b := rv2Payload(pk.flow, seq, n)
-				k := r.IntN(n)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+r.IntN(2000))*time.Microsecond)
-				p, err := f.Send(ctx, [][]byte{b[:k], b[k:]}, pk)
-				cancel()
-				pk.path = p
-				pk.accepted = err == nil || (p == PathSDMA && errors.Is(err, sdma.ErrNotRunning))
-				if !pk.accepted && !errors.Is(err, ErrClosed) && !errors.Is(err, sdma.ErrClosed) &&
-					!errors.Is(err, sdma.ErrNotRunning) && !errors.Is(err, pio.ErrNotRunning) &&
-					!errors.Is(err, context.DeadlineExceeded) {
-					fail("flow %d: Send: %v (path %v)", fl, err, p)
-				}
-				mu.Lock()
-				all = append(all, pk)
-				mu.Unlock()
-				if errors.Is(err, ErrClosed) || errors.Is(err, sdma.ErrClosed) {
+				if closed(led.send(context.Background(), f, fl, seq, n, 2000, r)) {
 					return
 				}
 			}
@@ -222,43 +283,9 @@ func runRVVerbsOrderSoak(t *testing.T, seed uint64, dur time.Duration) {
 		_ = d.Close()
 	}
 
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	for _, m := range sink.bad {
-		fail("%s", m)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	nbad := 0
-	var accepted, bySDMA int
-	for _, pk := range all {
-		if nbad >= 10 {
-			break
-		}
-		if !pk.accepted {
-			if pk.dones.Load() != 0 || pk.seen.Load() != 0 {
-				nbad++
-				fail("packet %d/%d refused, but told Done %d times, arrived %d times", pk.flow, pk.seq, pk.dones.Load(), pk.seen.Load())
-			}
-			continue
-		}
-		accepted++
-		if pk.dones.Load() != 1 {
-			nbad++
-			fail("packet %d/%d (path %v): told Done %d times", pk.flow, pk.seq, pk.path, pk.dones.Load())
-			continue
-		}
-		if pk.path != PathSDMA {
-			continue
-		}
-		bySDMA++
-		if ok, arrived := pk.doneErr.Load() == "<nil>", pk.seen.Load() == 1; ok != arrived {
-			nbad++
-			fail("SDMA packet %d/%d: Done(%v), arrived %v", pk.flow, pk.seq, pk.doneErr.Load(), arrived)
-		}
-	}
+	accepted, bySDMA := led.check()
 	if testing.Verbose() {
-		t.Logf("%s: %d packets, %d accepted, %d by SDMA", desc, len(all), accepted, bySDMA)
+		t.Logf("%s: %d packets, %d accepted, %d by SDMA", desc, len(led.all), accepted, bySDMA)
 	}
 }
 
