@@ -361,13 +361,10 @@ func TestPinCacheDropsFailedRequestsVectors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	info, hdr = Message(3, 4096, testTemplate, v, big)
+	deferred := deferrals(pq)
 	errc := make(chan error, 1)
 	go func() { errc <- pq.Submit(ctx, info, &hdr, v, big) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for pq.State() != Deferred {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	awaitDeferred(t, pq, deferred, errc)
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 	_, err := eng.Process()

@@ -238,6 +238,10 @@ type pqTestHooks struct {
 	// deferWindow, if set, is called by deferPacketQueue on entering the sleep, before the
 	// engine's progress check (DeferOrRetry).
 	deferWindow func()
+	// deferred, if set, is called by deferPacketQueue each time the sleep parked the queue on
+	// the engine's wait list (DEFERRED, unless its wakeup came first; the deferral counted), on
+	// the submitter's goroutine before it waits: a test waits for it instead of polling State.
+	deferred func()
 	// compWindow, if set, is called by Comp between its load of the entry's status and its
 	// load of the errcode.
 	compWindow func()
@@ -413,6 +417,9 @@ func (pq *PktQ) deferPacketQueue(e *sdma.Engine, w *sdma.IOWait, tx *sdma.TxReq,
 	if errors.Is(err, sdma.ErrBusy) {
 		pq.state.CompareAndSwap(qDeferring, uint32(Deferred))
 		pq.stats.deferrals.Add(1)
+		if pq.test != nil && pq.test.deferred != nil {
+			pq.test.deferred()
+		}
 	} else {
 		pq.state.Store(uint32(Active)) // retry (or a sleeper's error): not parked
 	}

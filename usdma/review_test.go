@@ -149,13 +149,11 @@ func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
 		data = backing[8192-100 : 8192-100+4000]
 	}
 	info, hdr := Message(0, 4096, testTemplate, data)
+	deferred := deferrals(pq)
 	errc := make(chan error, 1)
 	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !e.Waiting(&pq.busy) {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	awaitDeferred(t, pq, deferred, errc)
+	require.True(t, e.Waiting(&pq.busy), "DEFERRED: parked on the engine's wait list")
 	var w2 sdma.IOWait
 	woken := make(chan struct{}, 1)
 	w2.Init(nil, func(*sdma.IOWait, int) { woken <- struct{}{} }, nil)
@@ -228,14 +226,39 @@ func TestDeferredOnlyOnceParked(t *testing.T) {
 // on eng's wait list then.
 func submitUntilDeferred(t *testing.T, ctx context.Context, pq *PktQ, eng *sdma.Engine, data []byte) <-chan error {
 	t.Helper()
+	deferred := deferrals(pq)
 	info, hdr := Message(0, 4096, testTemplate, data)
 	errc := make(chan error, 1)
 	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for pq.State() != Deferred {
-		require.True(t, time.Now().Before(deadline), "the queue never deferred")
-		time.Sleep(50 * time.Microsecond)
-	}
+	awaitDeferred(t, pq, deferred, errc)
 	require.True(t, eng.Waiting(&pq.busy), "DEFERRED: parked on the engine's wait list")
 	return errc
+}
+
+// deferrals returns a channel that is told (without blocking: one signal held) each time pq's
+// Submit makes the queue DEFERRED, parked on an engine's wait list (the deferred hook). Call it
+// before the Submit starts.
+func deferrals(pq *PktQ) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	testHooks(pq).deferred = func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return ch
+}
+
+// awaitDeferred waits for deferred (from deferrals) while errc, the Submit's result, has not
+// come: a Submit that returns first fails t at once, and a queue not DEFERRED within a minute
+// (a hang guard, not a timing assumption) fails it with the queue's state and counters.
+func awaitDeferred(t *testing.T, pq *PktQ, deferred <-chan struct{}, errc <-chan error) {
+	t.Helper()
+	select {
+	case <-deferred:
+	case err := <-errc:
+		t.Fatalf("Submit returned %v before the queue deferred", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("the queue never deferred: %v, %+v", pq.State(), pq.Stats())
+	}
 }

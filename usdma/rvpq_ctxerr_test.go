@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ import (
 // that failed on the device.
 func TestSubmitCutByContextMatchesIt(t *testing.T) {
 	dev := testDevice(t, sdma.Config{Manual: true, RingSize: 64})
-	pq := testQueue(t, Config{Device: dev})
+	pq := testQueue(t, Config{Device: dev, Timeout: time.Hour}) // parked until the cancel: no timeout's retry
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := submitUntilDeferred(t, ctx, pq, dev.Engine(0), pattern(64*4096, 1))

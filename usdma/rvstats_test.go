@@ -32,13 +32,10 @@ func TestStatsCountOnlyPacketsHandedOver(t *testing.T) {
 		data := pattern(20*256, 1)
 		info, hdr := Message(0, 256, testTemplate, data)
 		ctx, cancel := context.WithCancel(context.Background())
+		deferred := deferrals(pq)
 		errc := make(chan error, 1)
 		go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for !e.Waiting(&pq.busy) {
-			require.True(t, time.Now().Before(deadline), "the queue never deferred")
-			time.Sleep(50 * time.Microsecond)
-		}
+		awaitDeferred(t, pq, deferred, errc)
 		cancel()
 		require.Error(t, <-errc)
 		for range 100 { // the chip and its completions: the filler packets go
