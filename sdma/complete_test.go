@@ -133,9 +133,23 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
+// TestShutdownDeadlineAborts: a Shutdown whose deadline passes while the engine still sends
+// returns the context's error, and every txreq has completed once by then: those the engine sent
+// OK, the rest aborted. The sink holds the second packet until Close stops the engine: the
+// Shutdown comes once the first packet went out, and its deadline passes with the drain held, so
+// that some packets go out and some do not whatever the scheduling. (With a sink that took a
+// millisecond per packet and nothing held, an engine goroutine that started late on a loaded
+// machine sent nothing before the deadline: no packet OK.)
 func TestShutdownDeadlineAborts(t *testing.T) {
 	engTestNoLeak(t)
-	sink := SinkFunc(func(int, [][]byte) error { time.Sleep(time.Millisecond); return nil })
+	var delivered atomic.Int64
+	hold := make(chan struct{})
+	sink := SinkFunc(func(int, [][]byte) error {
+		if delivered.Add(1) == 2 {
+			<-hold
+		}
+		return nil
+	})
 	dev, err := NewDevice(Config{RingSize: 256, Sink: sink})
 	require.NoError(t, err)
 	e := dev.Engine(0)
@@ -146,9 +160,20 @@ func TestShutdownDeadlineAborts(t *testing.T) {
 		engTestBuild(t, dev, tx, 0, make([]byte, 8), &c)
 		require.NoError(t, e.Send(nil, tx, false))
 	}
+	require.Eventually(t, func() bool { return delivered.Load() == 2 }, time.Minute, 100*time.Microsecond,
+		"a hang guard: the engine did not reach the second packet")
+	released := make(chan struct{})
+	go func() { // the hold ends once Close stops the engine (or, a hang guard, after a minute)
+		defer close(released)
+		for deadline := time.Now().Add(time.Minute); !e.stopping.Load() && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		close(hold)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	assert.ErrorIs(t, dev.Shutdown(ctx), context.DeadlineExceeded)
+	<-released
 	assert.EqualValues(t, n, c.n.Load(), "every txreq completed once Shutdown returned")
 	assert.Zero(t, c.dup.Load())
 	ok, aborted := 0, 0
