@@ -109,7 +109,7 @@ func TestDeregisterInFlightRace(t *testing.T) {
 
 		done := make(chan error, 1)
 		go func() { done <- dev.Deregister(context.Background(), r) }()
-		require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return !r.Live() }, time.Minute, time.Millisecond, "a hang guard: Deregister never began")
 		// While it waits, the packet in flight is still read from the memory.
 		_, err = e.Process()
 		require.NoError(t, err)
@@ -337,7 +337,7 @@ func TestRegisteredHeldUseWhileDeregistering(t *testing.T) {
 		require.NoError(t, tx.AddKVAddr(dev, mem[:64]))
 		done := make(chan error, 1)
 		go func() { done <- dev.Deregister(context.Background(), r) }()
-		require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return !r.Live() }, time.Minute, time.Millisecond, "a hang guard: Deregister never began")
 
 		maps := c.Counts().MapSingle
 		require.NoError(t, tx.AddKVAddr(dev, mem[64:128]))

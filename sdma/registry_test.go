@@ -87,7 +87,7 @@ func TestRegistryPathAdds(t *testing.T) {
 			require.NoError(t, tx.AddKVAddr(dev, mems[1][:64]))
 			done := make(chan error, 1)
 			go func() { done <- dev.Deregister(context.Background(), regs[1]) }()
-			require.Eventually(t, func() bool { return !regs[1].Live() }, time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return !regs[1].Live() }, time.Minute, time.Millisecond, "a hang guard: Deregister never began")
 			require.NoError(t, tx.AddKVAddr(dev, mems[1][64:128]))
 			assert.Equal(t, []desc.MapType{desc.MapNone, desc.MapNone}, types(&tx), "the held registration")
 			var other TxReq
