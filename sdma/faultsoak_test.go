@@ -942,11 +942,17 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int,
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)
+	// reported is closed at the first report: the producers' waits end then, as the wakeup they
+	// wait for may never come (the chaos that failed may have left the engines frozen), so that
+	// the test fails with the report instead of waiting for ever.
+	reported := make(chan struct{})
+	var failOnce sync.Once
 	report := func(err error) {
 		select {
 		case errc <- err:
 		default:
 		}
+		failOnce.Do(func() { close(reported) })
 	}
 	nprod := engines * 3
 	waiters := make([]*sdma.IOWait, nprod)
@@ -978,6 +984,8 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int,
 					select {
 					case <-woken:
 						return true
+					case <-reported:
+						return false
 					case <-time.After(20 * time.Second):
 						if !e.Waiting(&w) {
 							report(fmt.Errorf("producer %d: not parked and never woken (state %v)", pid, sdmatest.EngineState(e)))
@@ -1005,6 +1013,12 @@ func runFaultSoakGoroutines(t *testing.T, seed uint64, engines, perProducer int,
 						if !errors.Is(err, context.DeadlineExceeded) {
 							report(fmt.Errorf("producer %d: SendWait: %v", pid, err))
 							return
+						}
+						select {
+						case <-reported:
+							_ = r.tx.Clean()
+							return
+						default:
 						}
 					}
 					continue
