@@ -1,28 +1,30 @@
 package verbs
 
-// Fault-schedule soak across the layers, with Closes racing everything (hunt hunt-close): the
-// soaks before it run one layer over sdma (verbs, or usdma) and close each thing from one
-// goroutine in a few fixed orders. Here one SDMA device (on its goroutines, polled, or Manual and
-// driven) carries a verbs Device (flows over its engines and PIO contexts) and one or two usdma
-// packet queues at once, whose txreqs come from package alloc's allocators behind a wrapper that
-// now and then returns nothing (or, in some seeds, panics), while the device's Mapper refuses
-// some mappings and, in some seeds, panics; the sink fails and panics, the engines and PIO
-// contexts halt (planned and injected), stop, freeze and go idle, and the pin caches are
-// invalidated with packets in flight. At seeded random moments, on goroutines of their own, come
-// the Closes: the verbs Device's (twice at once in some seeds), each queue's (twice at once in
-// some seeds, some under contexts that end in microseconds), and the SDMA device's (Close,
-// Shutdown, or both at once; in one seed in four only at the end), so that a lower layer closes
-// while the upper ones are busy as often as the other way round, while the flows send and drain
-// and the queues submit and wait on. Then whatever a short context cut short is closed again,
-// and the ledger: every packet a flow's Send accepted is told Done exactly once, no refused one
-// (nor one whose Send the mapper's panic ended) is; every queue's Requests are its Done calls and
-// its Completed+Failed, no slot is left QUEUED, no Done comes after a Close of its queue returned
-// nil, every txreq is back in its allocator, nothing stays pinned or mapped; the engines'
-// Completed+Aborted are the SDMA packets the flows and the queues handed them, the PIO contexts'
-// Releases+Flushed the PIO packets the flows sent (every one of them run when any verbs Close
-// returned nil), and the engines' and contexts' SinkErrors the sink's failures and panics; the
-// flows' Sent counters are the Sends that returned nil. Every wait is bounded (a hang prints
-// every goroutine); no goroutine is left (internal/soak).
+// Fault-schedule soak across the layers, with Closes racing everything (hunt hunt-close): the soaks
+// before it run one layer over sdma (verbs, or usdma) and close each thing from one goroutine in a
+// few fixed orders. Here one SDMA device (on its goroutines, polled, or Manual and driven) carries
+// a verbs Device (flows over its engines and PIO contexts) and one or two usdma packet queues at
+// once, whose txreqs come from package alloc's allocators behind a wrapper that now and then
+// returns nothing (or, in some seeds, panics), while the device's Mapper refuses some mappings and,
+// in some seeds, panics; the sink fails and panics, the engines and PIO contexts halt (planned and
+// injected), stop, freeze and go idle, and the pin caches are invalidated with packets in flight.
+// At seeded random moments, on goroutines of their own, come the Closes: the verbs Device's (twice
+// at once in some seeds), each queue's (twice at once in some seeds, some under contexts that end
+// in microseconds), and the SDMA device's (Close, Shutdown, or both at once; in one seed in four
+// only at the end), so that a lower layer closes while the upper ones are busy as often as the
+// other way round, while the flows send and drain and the queues submit and wait on; in three seeds
+// in four one more Close comes from a callback (the sink, run by an engine or a PIO chip; a queue's
+// Done; a flow packet's Completion): the verbs Device's, the first queue's or the SDMA device's,
+// which must return nil or its documented refusal (ErrInvalid; a context's end). Then whatever a
+// short context cut short is closed again, and the ledger: every packet a flow's Send accepted is
+// told Done exactly once, no refused one (nor one whose Send the mapper's panic ended) is; every
+// queue's Requests are its Done calls and its Completed+Failed, no slot is left QUEUED, no Done
+// comes after a Close of its queue returned nil, every txreq is back in its allocator, nothing
+// stays pinned or mapped; the engines' Completed+Aborted are the SDMA packets the flows and the
+// queues handed them, the PIO contexts' Releases+Flushed the PIO packets the flows sent (every one
+// of them run when any verbs Close returned nil), and the engines' and contexts' SinkErrors the
+// sink's failures and panics; the flows' Sent counters are the Sends that returned nil. Every wait
+// is bounded (a hang prints every goroutine); no goroutine is left (internal/soak).
 // RVSOAK_SEED replays a seed.
 
 import (
@@ -108,12 +110,14 @@ func (a *lyAlloc) Get() (*usdma.TxReq, error) {
 // lySink is the device's sink (the engines' and the PIO contexts'): it fails every failEvery-th
 // packet and panics on every panicEvery-th, counting both.
 type lySink struct {
+	hook                  *lyHook // nil, or the seed's Close from the sink
 	n                     atomic.Uint64
 	failEvery, panicEvery uint64
 	failed, panicked      atomic.Uint64
 }
 
 func (s *lySink) Deliver(int, [][]byte) error {
+	s.hook.call()
 	n := s.n.Add(1)
 	if s.panicEvery > 0 && n%s.panicEvery == 0 {
 		s.panicked.Add(1)
@@ -126,15 +130,40 @@ func (s *lySink) Deliver(int, [][]byte) error {
 	return nil
 }
 
+// lyHook is the seed's one Close from a callback: on its at-th call (from the sink, a queue's
+// Done, or a flow packet's Done, as the seed drew) it runs fire, a Close of some layer, there.
+type lyHook struct {
+	at    int64
+	n     atomic.Int64
+	fire  atomic.Pointer[func() error]
+	what  string
+	fired atomic.Bool
+	err   error // fire's answer, written before fired is set
+}
+
+func (h *lyHook) call() {
+	if h == nil || h.n.Add(1) != h.at {
+		return
+	}
+	if f := h.fire.Load(); f != nil {
+		h.err = (*f)()
+		h.fired.Store(true)
+	}
+}
+
 // lyPkt is one packet of a flow.
 type lyPkt struct {
+	hook     *lyHook // nil, or the seed's Close from a flow's Completion
 	dones    atomic.Int32
 	accepted bool
 	path     Path
 	err      error
 }
 
-func (p *lyPkt) Done(Path, error) { p.dones.Add(1) }
+func (p *lyPkt) Done(Path, error) {
+	p.dones.Add(1)
+	p.hook.call()
+}
 
 // lyQueue is one usdma queue of the soak and its ledger.
 type lyQueue struct {
@@ -163,6 +192,8 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 	if rng.IntN(3) == 0 {
 		mapper.panicEvery = uint64(97 + rng.IntN(200))
 	}
+	hook := &lyHook{at: 1 + rng.Int64N(400)}
+	hookAt := rng.IntN(4) // 0: none, 1: the sink, 2: a queue's Done, 3: a flow packet's Done
 	sink := &lySink{failEvery: uint64([]int{0, 17, 71}[rng.IntN(3)]), panicEvery: uint64([]int{0, 0, 53, 149}[rng.IntN(4)])}
 	cfg := sdma.Config{Engines: 1 + rng.IntN(2), RingSize: []int{64, 128, 512}[rng.IntN(3)], Mapper: mapper, Sink: sink}
 	mode := rng.IntN(3) // 0 interrupt, 1 poll, 2 Manual
@@ -171,6 +202,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 		cfg.Completion = sdma.CompletePoll
 	case 2:
 		cfg.Manual = true
+	}
+	if hookAt == 1 {
+		sink.hook = hook
 	}
 	sd, err := sdma.NewDevice(cfg)
 	if err != nil {
@@ -248,6 +282,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 			DisableAHG: rng.IntN(3) == 0, PinLimit: []int{0, 4, usdma.NoPinLimit}[rng.IntN(3)]}
 		qc.Done = func(slot int, e usdma.CompEntry) {
 			q.dones.Add(1)
+			if hookAt == 2 {
+				hook.call()
+			}
 			if q.shut.Load() {
 				fail("queue %d slot %d ended after a Close returned nil", qi, slot)
 			}
@@ -261,6 +298,36 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 		}
 		qs[qi] = q
 		desc += fmt.Sprintf(" q%d(empty %d panic %d ahg %v)", qi, a.emptyEvery, a.panicEvery, !qc.DisableAHG)
+	}
+
+	// The Close a callback makes: the verbs Device's, the first queue's (under a context that
+	// ends in 50 µs: it may wait for what only that callback's return brings), or the SDMA
+	// device's. Each may refuse (ErrInvalid: its own callback, or a pass it would wait for).
+	var fire func() error
+	which := 1 + rng.IntN(3)
+	if hookAt == 0 {
+		which = 0
+	}
+	switch which {
+	case 0:
+	case 1:
+		hook.what, fire = "verbs Close", d.Close
+	case 2:
+		hook.what, fire = "queue 0 Close", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+			defer cancel()
+			err := qs[0].pq.Close(ctx)
+			if err == nil {
+				qs[0].shut.Store(true)
+			}
+			return err
+		}
+	default:
+		hook.what, fire = "sdma Close", sd.Close
+	}
+	if fire != nil {
+		hook.fire.Store(&fire)
+		desc += fmt.Sprintf(" hook %d at %d: %s", hookAt, hook.at, hook.what)
 	}
 
 	var stopWork, stopBg atomic.Bool
@@ -284,6 +351,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 			segs = [][]byte{b[off : off+k], b[off+k : off+n]}
 		}
 		pk = &lyPkt{}
+		if hookAt == 3 {
+			pk.hook = hook
+		}
 		wait := 20 * time.Second
 		if r.IntN(4) == 0 {
 			wait = time.Duration(r.IntN(200)) * time.Microsecond
@@ -547,6 +617,14 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 	}
 
 	// The ledger.
+	if hook.fired.Load() {
+		switch err := hook.err; {
+		case err == nil, errors.Is(err, sdma.ErrInvalid), errors.Is(err, pio.ErrInvalid), errors.Is(err, usdma.ErrInvalid),
+			errors.Is(err, context.DeadlineExceeded):
+		default:
+			fail("%s from a callback: %v", hook.what, err)
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var okPIO, okSDMA, accPIO, accSDMA uint64
@@ -629,8 +707,8 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 		fail("%d unmap errors", n)
 	}
 	if testing.Verbose() {
-		t.Logf("%s: %d packets (%d PIO, %d SDMA accepted), %d usdma packets, %d mapper panics in Send, %d panics in Submit",
-			desc, len(pkts), accPIO, accSDMA, usdmaPkts, mapPanics.Load(), allocPanics.Load())
+		t.Logf("%s: %d packets (%d PIO, %d SDMA accepted), %d usdma packets, %d mapper panics in Send, %d panics in Submit; hook fired %v: %v",
+			desc, len(pkts), accPIO, accSDMA, usdmaPkts, mapPanics.Load(), allocPanics.Load(), hook.fired.Load(), hook.err)
 	}
 }
 
