@@ -107,6 +107,15 @@ func (a *lyAlloc) Get() (*usdma.TxReq, error) {
 	return a.Allocator.Get()
 }
 
+// lyWaitAlloc is an lyAlloc over an alloc.List that also has the List's waiting GetCtx (which
+// the queue then waits in for a txreq; the faults are Get's only).
+type lyWaitAlloc struct {
+	*lyAlloc
+	l *alloc.List[usdma.TxReq]
+}
+
+func (a lyWaitAlloc) GetCtx(ctx context.Context) (*usdma.TxReq, error) { return a.l.GetCtx(ctx) }
+
 // lySink is the device's sink (the engines' and the PIO contexts'): it fails every failEvery-th
 // packet and panics on every panicEvery-th, counting both.
 type lySink struct {
@@ -169,6 +178,7 @@ func (p *lyPkt) Done(Path, error) {
 type lyQueue struct {
 	pq    *usdma.PktQ
 	a     *lyAlloc
+	list  *alloc.List[usdma.TxReq] // the List under a, closed at a random moment; or nil
 	dones atomic.Int64
 	shut  atomic.Bool // a Close returned nil: no request may end after it
 }
@@ -270,6 +280,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 				t.Fatal(err)
 			}
 			a.Allocator, a.stats = l, l.Stats
+			if rng.IntN(2) == 0 {
+				q.list = l // closed under the busy queue, one of the Closes below
+			}
 		} else {
 			s, err := alloc.NewSlab(alloc.SlabConfig[usdma.TxReq]{ObjectsPerSlab: 4 + rng.IntN(12), MaxSlabs: 1 + rng.IntN(2)})
 			if err != nil {
@@ -280,6 +293,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 		q.a = a
 		qc := usdma.Config{Device: sd, Slots: slots, Alloc: a, Ctxt: uint16(qi), Timeout: 200 * time.Microsecond,
 			DisableAHG: rng.IntN(3) == 0, PinLimit: []int{0, 4, usdma.NoPinLimit}[rng.IntN(3)]}
+		if l, ok := a.Allocator.(*alloc.List[usdma.TxReq]); ok && rng.IntN(2) == 0 {
+			qc.Alloc = lyWaitAlloc{a, l}
+		}
 		qc.Done = func(slot int, e usdma.CompEntry) {
 			q.dones.Add(1)
 			if hookAt == 2 {
@@ -297,7 +313,8 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 			t.Fatal(err)
 		}
 		qs[qi] = q
-		desc += fmt.Sprintf(" q%d(empty %d panic %d ahg %v)", qi, a.emptyEvery, a.panicEvery, !qc.DisableAHG)
+		_, waits := qc.Alloc.(lyWaitAlloc)
+		desc += fmt.Sprintf(" q%d(empty %d panic %d ahg %v waits %v list closes %v)", qi, a.emptyEvery, a.panicEvery, !qc.DisableAHG, waits, q.list != nil)
 	}
 
 	// The Close a callback makes: the verbs Device's, the first queue's (under a context that
@@ -537,6 +554,9 @@ func runLayersSoak(t *testing.T, seed uint64, dur time.Duration) {
 	for qi, q := range qs {
 		for k := range 1 + rng.IntN(2) {
 			add(fmt.Sprintf("queue %d Close %d", qi, k), rng.IntN(3) == 0, q.pq.Close)
+		}
+		if q.list != nil {
+			add(fmt.Sprintf("queue %d allocator Close", qi), false, func(context.Context) error { return q.list.Close() })
 		}
 	}
 	sdmaLast := rng.IntN(4) == 0
