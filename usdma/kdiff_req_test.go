@@ -98,7 +98,8 @@ func kernelRequest(k kreqCfg, info ReqInfo, hdr Header, vecs [][]byte) kreqResul
 	if info.NPkts == 0 || dataIovs > MaxVectorsPerReq {
 		return freeReq(kEINVAL)
 	}
-	binary.LittleEndian.PutUint16(hdr[4:], 0) // req->hdr.pbc[2] = 0
+	// "if (!HFI1_CAP_IS_USET(STATIC_RATE_CTRL)) req->hdr.pbc[2] = 0;": nothing below reads
+	// pbc[2]; the wire bytes are kernelEagerPackets', which takes the capability (keepRate).
 	// "if ((opcode & USER_OPCODE_CHECK_MASK) != USER_OPCODE_CHECK_VAL)"
 	if op := be32(16) >> 24 & 0xff; op&0xc0 != 0xc0 {
 		return freeReq(kEINVAL)
@@ -742,18 +743,20 @@ func kreqMutate(rng *rand.Rand, c *kreqCase, backing []byte, slots, mtu int) {
 // handed over before it (Stats.Packets when it was handed: the engine's takes before it).
 type kreqPass struct{ n, before int }
 
-// TestKernelDiffRequestPasses: user_sdma_send_pkts' rules for a request larger than the ring
-// holds. Each call builds maxpkts new packets (at most the packets not built yet) after the ones a
-// full ring left on req->txps, and hands the whole list to sdma_send_txlist, which takes what
-// fits; the rest wait at the head of the list for the next call, after the queue was DEFERRED and
-// woken. A Manual engine with a 64-descriptor ring is driven only while the queue is parked, so
-// each list's length and what the engine took of it are deterministic; they are replayed against
-// the kernel's rule (leftover + min(maxpkts, unbuilt), with maxpkts MAX_PKTS_PER_QUEUE, as the
-// package doc says), and every packet is on the wire once, in PSN order. The last case of each
-// run stops the engine while the queue is parked: the sw clean completes the ring's packets
-// aborted before it wakes the queue, so the next call sees has_error and the slot ends ERROR
-// EFAULT (free_req with seqsubmitted < npkts); had the queue sent again first, the list would go
-// to the flush list (-ECOMM, counted as submitted): ERROR ECOMM if packets were left unbuilt,
+// TestKernelDiffRequestPasses: user_sdma_send_pkts' rules for a request larger than the ring holds.
+// Each call builds maxpkts new packets (at most the packets not built yet) after the ones a full
+// ring left on req->txps, and hands the whole list to sdma_send_txlist, which takes what fits; the
+// rest wait at the head of the list for the next call, after the queue was DEFERRED and woken. A
+// Manual engine with a 64-descriptor ring is driven only while the queue is parked, so each list's
+// length and what the engine took of it are deterministic; they are replayed against the kernel's
+// rule (leftover + min(maxpkts, unbuilt), with maxpkts MAX_PKTS_PER_QUEUE, as the package doc
+// says), and every packet is on the wire once, in PSN order. Some requests are long enough that a
+// pass after a partial take has leftovers and more than MAX_PKTS_PER_QUEUE less them still to build
+// (checked: only there does the rule differ from building maxpkts less the leftovers). The last
+// case of each run stops the engine while the queue is parked: the sw clean completes the ring's
+// packets aborted before it wakes the queue, so the next call sees has_error and the slot ends
+// ERROR EFAULT (free_req with seqsubmitted < npkts); had the queue sent again first, the list would
+// go to the flush list (-ECOMM, counted as submitted): ERROR ECOMM if packets were left unbuilt,
 // else the aborted packets' errcode.
 func TestKernelDiffRequestPasses(t *testing.T) {
 	for _, ahg := range []bool{true, false} {
@@ -773,13 +776,23 @@ func TestKernelDiffRequestPasses(t *testing.T) {
 				cases = 12
 			}
 			leftovers := 0 // passes that handed over packets a full ring had left on the list
+			// passes with packets left and more than MaxPktsPerQueue less those unbuilt: the only
+			// ones where the kernel's leftover + min(maxpkts, unbuilt) differs from building
+			// maxpkts less the leftovers
+			beyond := 0
 			for c := range cases {
 				stop := c == cases-1
 				frag := 64 * (1 + rng.IntN(8))
 				nv := 1 + rng.IntN(MaxVectorsPerReq)
+				// Up to 40 packets; every third request up to 100, so that a pass after a
+				// partial take still has more than MaxPktsPerQueue less the leftovers to build.
+				span := 40
+				if c%3 == 1 {
+					span = 100
+				}
 				vecs := make([][]byte, nv)
 				for i := range vecs {
-					l := 1 + rng.IntN(40*frag/nv)
+					l := 1 + rng.IntN(span*frag/nv)
 					o := rng.IntN(len(backing) - l)
 					vecs[i] = backing[o : o+l]
 				}
@@ -835,6 +848,9 @@ func TestKernelDiffRequestPasses(t *testing.T) {
 				unbuilt, left := npkts, 0
 				for i, p := range passes {
 					built := min(MaxPktsPerQueue, unbuilt)
+					if left > 0 && unbuilt > MaxPktsPerQueue-left {
+						beyond++
+					}
 					if p.n != left+built {
 						t.Fatalf("case %d (%d packets): pass %d hands %d packets, the kernel %d (%d left on txps + %d built); passes %v", c, npkts, i, p.n, left+built, left, built, passes)
 					}
@@ -882,6 +898,9 @@ func TestKernelDiffRequestPasses(t *testing.T) {
 			}
 			if leftovers == 0 {
 				t.Fatalf("no pass handed over packets left by a full ring: the ring never filled")
+			}
+			if beyond == 0 {
+				t.Fatalf("no pass had packets left by a full ring and more than %d less those still to build: the kernel's rule was not told from building maxpkts less the leftovers", MaxPktsPerQueue)
 			}
 		})
 	}
