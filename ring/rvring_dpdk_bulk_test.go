@@ -32,15 +32,25 @@ type dpdkBulk struct {
 	val      uint64
 	inFlight []desc.Desc // enqueued, not dequeued, in order (unstamped)
 	rng      *rand.Rand
+	buf      []desc.Desc // enq's batch and deq's destination, reused
+}
+
+// scratch returns b.buf resized to n. (enq, deq and counts call t.Helper only on their failure
+// paths, and reuse this buffer: per call, Helper and the allocations were most of the test's CPU
+// under -race.)
+func (b *dpdkBulk) scratch(n int) []desc.Desc {
+	if cap(b.buf) < n {
+		b.buf = make([]desc.Desc, n)
+	}
+	return b.buf[:n]
 }
 
 // enq is a bulk enqueue of n that must succeed (ok) or be refused with ErrFull changing nothing;
 // it checks DPDK's free_space after it.
 func (b *dpdkBulk) enq(n int, ok bool) {
-	b.t.Helper()
 	capacity := b.r.Size() - 1
 	used := b.r.Used()
-	ds := make([]desc.Desc, n)
+	ds := b.scratch(n)
 	for i := range ds {
 		b.val++
 		ds[i] = desc.Desc{Qw0: b.val, Qw1: ^b.val | desc.GenerationSMask}
@@ -48,16 +58,19 @@ func (b *dpdkBulk) enq(n int, ok bool) {
 	err := sendVia(b.r, b.api, ds)
 	if !ok {
 		if err != ErrFull || b.r.Used() != used || b.r.Reserved() != b.r.Tail() {
+			b.t.Helper()
 			b.t.Fatalf("%s: bulk of %d with %d free: %v, Used %d -> %d: want the bare ErrFull, nothing changed", b.name, n, capacity-used, err, used, b.r.Used())
 		}
 		b.val -= uint64(n)
 		return
 	}
 	if err != nil {
+		b.t.Helper()
 		b.t.Fatalf("%s: bulk of %d with %d free: %v", b.name, n, capacity-used, err)
 	}
 	b.inFlight = append(b.inFlight, ds...)
 	if got, want := b.r.FreeCnt(), capacity-used-n; got != want {
+		b.t.Helper()
 		b.t.Fatalf("%s: free space after a bulk of %d: %d, want %d", b.name, n, got, want)
 	}
 }
@@ -66,10 +79,9 @@ func (b *dpdkBulk) enq(n int, ok bool) {
 // are available (else nothing, as DPDK's dequeue_bulk_start); it must return want, the oldest
 // descriptors in flight in order, and leave DPDK's available count.
 func (b *dpdkBulk) deq(n, want int) {
-	b.t.Helper()
 	h := b.r.HWHead()
 	avail := int(b.r.Tail() - h)
-	dst := make([]desc.Desc, n)
+	dst := b.scratch(n)
 	got := 0
 	if !b.peek {
 		got = b.r.Dequeue(dst)
@@ -88,26 +100,29 @@ func (b *dpdkBulk) deq(n, want int) {
 		b.r.EndWrite()
 	}
 	if got != want {
+		b.t.Helper()
 		b.t.Fatalf("%s: dequeue of %d with %d available: %d, want %d", b.name, n, avail, got, want)
 	}
 	for i, d := range dst[:got] {
 		idx := h + uint64(i)
 		if w := b.inFlight[i].WithGeneration(b.r.Generation(idx)); d != w {
+			b.t.Helper()
 			b.t.Fatalf("%s: index %#x: %+v, want %+v", b.name, idx, d, w)
 		}
 	}
 	b.inFlight = b.inFlight[got:]
 	if a := int(b.r.Tail() - b.r.HWHead()); a != avail-got || a != len(b.inFlight) {
+		b.t.Helper()
 		b.t.Fatalf("%s: available after a dequeue of %d: %d, want %d", b.name, got, a, avail-got)
 	}
 }
 
 // counts checks rte_ring_count, free_count, full and empty against the descriptors in flight.
 func (b *dpdkBulk) counts(when string) {
-	b.t.Helper()
 	capacity := b.r.Size() - 1
 	n := len(b.inFlight)
 	if b.r.Used() != n || b.r.FreeCnt() != capacity-n || (b.r.FreeCnt() == 0) != (n == capacity) || b.r.Empty() != (n == 0) {
+		b.t.Helper()
 		b.t.Fatalf("%s: %s: count %d free %d empty %v, want %d, %d, %v", b.name, when, b.r.Used(), b.r.FreeCnt(), b.r.Empty(), n, capacity-n, n == 0)
 	}
 }
