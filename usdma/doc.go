@@ -33,11 +33,12 @@
 //
 // # Differences from the kernel
 //
-// The zero Config is the kernel's default cap_mask but for two user capabilities: it uses the
-// engine's AHG (HFI1_CAP_SDMA_AHG, off by default; Config.DisableAHG) and 24-bit PSNs
-// (HFI1_CAP_EXTENDED_PSN, on by default; Config.ExtendedPSN). The template's PBC static rate
-// control count (pbc[2]) is sent as given, as the default HFI1_CAP_STATIC_RATE_CTRL has it
-// (Config.DisableStaticRate zeroes it).
+// The zero Config is the kernel's default cap_mask but for two capabilities: it uses the
+// engine's AHG (HFI1_CAP_SDMA_AHG in the user capabilities, off by default; Config.DisableAHG)
+// and 24-bit PSNs (HFI1_CAP_EXTENDED_PSN, a global capability that user_sdma reads with
+// HFI1_CAP_IS_KSET, on by default; Config.ExtendedPSN). The template's PBC static rate control
+// count (pbc[2]) is sent as given, as the default HFI1_CAP_STATIC_RATE_CTRL in the user
+// capabilities has it (Config.DisableStaticRate zeroes it).
 //
 // A request pass builds MAX_PKTS_PER_QUEUE (16) packets before handing them to the engine, as
 // user_sdma.h defines it; the kernel's process_request passes initial_pkt_count (8) instead.
@@ -48,21 +49,25 @@
 // slot run before the claim here, so a bad request changes nothing (the kernel ends the slot
 // ERROR with -EINVAL: at once for the packet and vector counts, the template's opcode, SC/VL
 // and LNH and an empty data vector, after marking it QUEUED for check_header_template's); a
-// busy slot is still found first (ErrSlotInUse), as the kernel's claim comes before those checks. They also come before
-// the engine check here: a request on a stopped engine whose fragment size or template length
-// is bad is ErrInvalid, where the kernel, checking those on packet 0, ends it -ECOMM first. Submit also refuses
-// what the kernel lets through: an opcode other than EXPECTED and EAGER (sent as EAGER), an
-// info.NPkts that does not split the data exactly (the kernel sends NPkts packets, failing with
-// -EFAULT if the data runs out first), and a fragment size over the MTU or MAX_SDMA_PKT_SIZE
-// less the header (sdma_txinit fails such packets with -EMSGSIZE). A one-packet message of a length that is not a multiple of 4 is sent
-// padded (the kernel leaves such a packet unclosed); a template asking for more than the data
-// rounded up to a dword is refused with ErrInvalid (the kernel's send fails it, -EINVAL), and so
-// is one whose first packet carries no payload (LRH length 60 bytes, header and ICRC) with 4 bytes
-// of data or more, where the kernel ends the slot ERROR with -EFAULT ("Request has data but pkt
-// len is 0", user_sdma_send_pkts). Submit returns as soon as its packets are
-// in the ring, also after an error: the slot ends ERROR when the packets already handed over
-// complete (the kernel waits for them). A request whose packets were all handed over ends ERROR
-// if any of them completed aborted (user_sdma_txreq_cb looks only at the last one's status).
+// busy slot is still found first (ErrSlotInUse), as the kernel's claim comes before those
+// checks. They also come before the engine check here: a request on a stopped engine whose
+// fragment size or template length is bad is ErrInvalid, where the kernel, checking those on
+// packet 0, ends it -ECOMM first. Submit also refuses what the kernel lets through: an opcode
+// other than EXPECTED and EAGER (sent as EAGER), an info.NPkts that does not split the data
+// exactly (the kernel sends NPkts packets, failing with -EFAULT if the data runs out first), and
+// a fragment size over the MTU or MAX_SDMA_PKT_SIZE less the header (sdma_txinit fails such
+// packets with -EMSGSIZE). A one-packet message of a length that is not a multiple of 4 is sent
+// padded. A template asking for more than the data rounded up to a dword is refused with
+// ErrInvalid, and so is one whose first packet carries no payload (LRH length 60 bytes, header
+// and ICRC) with 4 bytes of data or more, where the kernel ends the slot ERROR with -EFAULT
+// ("Request has data but pkt len is 0", user_sdma_send_pkts). For the first two the kernel's
+// payload walk (hfi1_add_pages_to_sdma_packet, since the 2023 multi-iovec fix) goes on past the
+// request's last vector, into iovs entries this request did not set (before that fix the packet
+// was left unclosed and sdma_send_txlist failed it, -EINVAL). Submit returns as soon as its
+// packets are in the ring, also after an error: the slot ends ERROR when the packets already
+// handed over complete (the kernel waits for them). A request whose packets were all handed
+// over ends ERROR if any of them completed aborted (user_sdma_txreq_cb looks only at the last
+// one's status).
 // A request that stopped sending early gives its AHG entry back too (the kernel frees it only
 // once seqsubmitted reaches npkts, so its error path keeps the entry). Every batch of an AHG
 // request goes in the engine epoch packet 0 was sent in (sdma.Engine.SendListIn): a halt that

@@ -121,8 +121,8 @@ func Message(slot, fragSize int, t Template, vecs ...[]byte) (ReqInfo, Header) {
 // the ICRC, or all the data when there is less than a dword (hfi1: compute_data_length for
 // seqnum 0). Unlike the kernel, a template longer than the data by its padding to a dword is
 // clamped to the data, so that a one-packet message of a length that is not a multiple of 4 goes
-// out padded (the kernel would leave that packet unclosed); validateData refuses a template
-// longer than that, as the kernel's send fails it.
+// out padded (the kernel's payload walk would go past the last vector); validateData refuses a
+// template longer than that.
 func firstLen(hdr *Header, dataLen int) int {
 	if dataLen < 4 {
 		return dataLen
@@ -230,8 +230,10 @@ func validateData(info *ReqInfo, hdr *Header, vecs [][]byte) (int, error) {
 		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes: want "+itoa(lrhToICRC)+".."+itoa(lrhLen(frag))+" (header, ICRC and at most fragsize)")
 	}
 	if lrh := templateLRH(hdr); n >= 4 && lrh-lrhToICRC > padLen(n) {
-		// The kernel builds packet 0 for the template's length, runs out of data and
-		// sdma_send_txlist fails it (-EINVAL, tx->tlen left over). Only the padding of a length
+		// The kernel builds packet 0 for the template's length and its payload walk
+		// (hfi1_add_pages_to_sdma_packet) goes on past the last vector, into iovs entries the
+		// request did not set (before the 2023 multi-iovec fix, sdma_send_txlist failed the
+		// unclosed packet, -EINVAL, tx->tlen left over). Only the padding of a length
 		// that is not a multiple of 4 is taken here (see firstLen).
 		return 0, reqErr(slot, ErrInvalid, "template LRH length "+itoa(lrh)+" bytes asks for "+itoa(lrh-lrhToICRC)+" bytes of payload in the first packet, over the "+itoa(n)+" bytes of data")
 	}

@@ -58,8 +58,9 @@ func TestCompEntryNotTornAcrossReuse(t *testing.T) {
 
 // TestTemplateLongerThanData: a one-packet request whose template asks for more payload than
 // the data holds (lrh[2] for 4096 bytes, 3000 bytes of data) is refused with ErrInvalid and
-// changes nothing: the kernel builds packet 0 for the template's length, runs out of data with
-// tx->tlen left over, and sdma_send_txlist fails it -EINVAL (the slot ERROR, EINVAL). Submit
+// changes nothing: the kernel builds packet 0 for the template's length and its payload walk
+// goes past the last vector (mainline; before the 2023 multi-iovec fix, tx->tlen was left over
+// and sdma_send_txlist failed it -EINVAL, the slot ERROR, EINVAL). Submit
 // used to clamp the template to the data and send it. Only the padding of a length that is not
 // a multiple of 4 is taken (the template's length rounded up to a dword), as doc.go says.
 func TestTemplateLongerThanData(t *testing.T) {
