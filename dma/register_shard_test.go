@@ -32,10 +32,13 @@ func (tr *tracked) deregistered() bool {
 	return tr.held.Load() == 0
 }
 
-// settlesAtZero reports whether r's use count reaches 0 within a second: once Deregister returned
-// and Acquire fails, only refused Acquires about to back out can still be counted.
+// settlesAtZero reports whether r's use count reaches 0: once Deregister returned and Acquire
+// fails, only refused Acquires about to back out can still be counted. Such an Acquire may be
+// descheduled between its add and its back-out (on a loaded machine, pinned to its P by a thread
+// the system does not run) for as long as the system likes: the wait is bounded by a minute, a
+// hang guard (a count that never settles), not a timing.
 func settlesAtZero(r *Registration) bool {
-	for end := time.Now().Add(time.Second); r.inFlight() != 0; runtime.Gosched() {
+	for end := time.Now().Add(time.Minute); r.inFlight() != 0; runtime.Gosched() {
 		if time.Now().After(end) {
 			return false
 		}
