@@ -173,6 +173,14 @@ func TestRegistrationShardsCrossP(t *testing.T) {
 	deregisterReleasing(t, m, r, acq)
 }
 
+// awaitNotLive waits until a Deregister of r begun on another goroutine has made r no longer
+// live. That goroutine may wait for a CPU for a while on a loaded machine: the minute bounds a
+// Deregister that never begins (a hang guard), not how soon it runs.
+func awaitNotLive(t *testing.T, r *Registration) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !r.Live() }, time.Minute, time.Millisecond, "Deregister did not begin: the registration is still live")
+}
+
 // deregisterReleasing deregisters r while four goroutines release the uses held (one per value
 // of held, which is closed), once Deregister has begun; Deregister must return only after the
 // last Release, and leave no use counted.
@@ -180,7 +188,7 @@ func deregisterReleasing(t *testing.T, m Registrar, r *Registration, held <-chan
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- m.Deregister(context.Background(), r) }()
-	require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+	awaitNotLive(t, r)
 	var rel sync.WaitGroup
 	for range 4 {
 		rel.Go(func() {

@@ -142,7 +142,7 @@ func TestDeregisterWaitsRace(t *testing.T) {
 
 		done := make(chan error, 1)
 		go func() { done <- rg.Deregister(context.Background(), r) }()
-		require.Eventually(t, func() bool { return !r.Live() }, time.Second, time.Millisecond)
+		awaitNotLive(t, r)
 		assert.False(t, r.Acquire(), "no new use once Deregister began")
 		assert.Nil(t, rg.Registered(buf), "nor through Registered")
 		b, err := m.Translate(r.Addr(), 8, ToDevice)
