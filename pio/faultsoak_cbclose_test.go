@@ -129,12 +129,29 @@ func runCBCloseSoak(t *testing.T, seed uint64, dur time.Duration) {
 	var pw, bg sync.WaitGroup
 	var accepted atomic.Int64
 	var parks, wokenParks atomic.Int64
+	snd := &soakSend{l: l, scs: scs, ctx: hctx, stop: &stop, manual: manual, panicky: true, processAfter: true,
+		rel: func(r *rand.Rand, rec *rvpRec) Releaser {
+			relCloses := closeFrom&4 != 0 && r.IntN(20) == 0
+			return ReleaseFunc(func(c ReleaseCode) {
+				if closedAt[rec.ctx].Load() {
+					fail("packet %#x released after its context's Close returned", rec.id)
+				}
+				if relCloses {
+					j := (rec.ctx + 1 + int(rec.id%uint64(nctx-1))) % nctx
+					cbClose(fmt.Sprintf("packet %#x's Releaser", rec.id), j)
+				}
+				if rec.panicky {
+					relPanics.Add(1)
+				}
+				rec.rel(l).Released(c)
+			})
+		},
+		accepted: &accepted, parks: &parks, wokenParks: &wokenParks, fail: fail}
 	nprod := 2 + rng.IntN(3)
 	for p := range nprod {
 		pw.Add(1)
 		go func() {
 			defer pw.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(p)+200))
 			woke := make(chan struct{}, 1)
 			ws := make([]Waiter, nctx)
 			var nwake atomic.Uint64
@@ -161,141 +178,10 @@ func runCBCloseSoak(t *testing.T, seed uint64, dur time.Duration) {
 					}
 				})
 			}
-			closedCtx := make([]bool, nctx)
-			for seq := uint64(0); !stop.Load() && hctx.Err() == nil; {
-				ci := r.IntN(nctx)
-				for k := 0; closedCtx[ci] && k < nctx; k++ {
-					ci = (ci + 1) % nctx
-				}
-				if closedCtx[ci] {
-					return
-				}
-				sc := scs[ci]
-				maxN := min(sc.Credits()*BlockSize-8, 1500)
-				rec := &rvpRec{id: uint64(p)<<32 | seq, ctx: ci, n: 8 + r.IntN(max(maxN-7, 1)), panicky: r.IntN(40) == 0}
-				l.mu.Lock()
-				l.recs[rec.id] = rec
-				l.mu.Unlock()
-				payload := rvpPayload(rec.id, rec.n)
-				relCloses := closeFrom&4 != 0 && r.IntN(20) == 0
-				rel := ReleaseFunc(func(c ReleaseCode) {
-					if closedAt[rec.ctx].Load() {
-						fail("packet %#x released after its context's Close returned", rec.id)
-					}
-					if relCloses {
-						j := (rec.ctx + 1 + int(rec.id%uint64(nctx-1))) % nctx
-						cbClose(fmt.Sprintf("packet %#x's Releaser", rec.id), j)
-					}
-					if rec.panicky {
-						relPanics.Add(1)
-					}
-					rec.rel(l).Released(c)
-				})
-				var err error
-				took := false
-				switch r.IntN(3) {
-				case 0:
-					ctx, cancel := context.WithTimeout(hctx, time.Duration(1+r.IntN(500))*time.Microsecond)
-					k := r.IntN(rec.n)
-					err = sc.SendWait(ctx, 0, 0, [][]byte{payload[:k], payload[k:]}, rel)
-					cancel()
-					took = err == nil
-				case 1:
-					dw := 2 + (rec.n+3)/4
-					for {
-						s0 := sc.ReleaseSeq()
-						var b *Buf
-						b, err = sc.BufferAlloc(dw, rel)
-						if err == nil {
-							took = true
-							k := r.IntN(rec.n)
-							if e := b.CopyStart(CreatePBC(0, 0, 0, uint32(dw)), payload[:k]); e != nil {
-								fail("CopyStart: %v", e)
-							}
-							if e := b.CopyMid(payload[k:]); e != nil {
-								fail("CopyMid: %v", e)
-							}
-							if e := b.CopyEnd(); e != nil {
-								fail("CopyEnd: %v", e)
-							}
-							break
-						}
-						if !errors.Is(err, ErrNoCredits) || stop.Load() {
-							break
-						}
-						if manual && r.IntN(2) == 0 {
-							sc.Process()
-							sc.ReturnCredits()
-							sc.Process()
-							continue
-						}
-						if !sc.QueueWait(&ws[ci], s0) {
-							continue
-						}
-						parks.Add(1)
-						select {
-						case <-woke:
-							wokenParks.Add(1)
-						case <-hctx.Done():
-							fail("producer %d: parked on context %d and never woken (waiting %d, enabled %v, halted %v)", p, ci, sc.Waiting(), sc.Enabled(), sc.Halted())
-							sc.CancelWait(&ws[ci])
-							return
-						}
-					}
-				default:
-					ctx, cancel := context.WithTimeout(hctx, time.Duration(1+r.IntN(2000))*time.Microsecond)
-					dw := 2 + (rec.n+3)/4
-					var b *Buf
-					b, err = sc.BufferAllocWait(ctx, dw, rel)
-					cancel()
-					if err == nil {
-						took = true
-						src := payload
-						if len(src)%4 != 0 {
-							src = append(src, make([]byte, 4-len(src)%4)...)
-						}
-						if e := b.Copy(CreatePBC(0, 0, 0, uint32(dw)), src); e != nil {
-							fail("Copy: %v", e)
-						}
-					}
-				}
-				if took {
-					accepted.Add(1)
-					seq++
-					if manual && r.IntN(3) == 0 {
-						sc.Process()
-					}
-					continue
-				}
-				l.mu.Lock()
-				delete(l.recs, rec.id)
-				l.mu.Unlock()
-				switch {
-				case errors.Is(err, ErrClosed):
-					closedCtx[ci] = true
-				case errors.Is(err, ErrNotRunning):
-					time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond)
-				case errors.Is(err, ErrNoCredits), errors.Is(err, context.DeadlineExceeded):
-				default:
-					fail("producer %d: send: %v", p, err)
-					return
-				}
-			}
+			snd.produce(p, rand.New(rand.NewPCG(seed, uint64(p)+200)), ws, woke)
 		}()
 	}
-	if manual {
-		for _, sc := range scs {
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				for !stop.Load() {
-					if sc.Process() == 0 {
-						time.Sleep(5 * time.Microsecond)
-					}
-				}
-			}()
-		}
-	}
+	snd.drive(&bg)
 	bg.Add(1)
 	go func() { // chaos
 		defer bg.Done()
@@ -335,29 +221,8 @@ func runCBCloseSoak(t *testing.T, seed uint64, dur time.Duration) {
 	cbCloseOn.Store(true)
 	time.Sleep(dur / 2)
 	twice := rng.IntN(2) == 0
-	closeAll := func() {
-		for i, sc := range scs {
-			if err := sc.Close(); err != nil {
-				fail("Close %d: %v", i, err)
-			}
-			closedAt[i].Store(true)
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if twice {
-			var cw sync.WaitGroup
-			cw.Add(1)
-			go func() { defer cw.Done(); closeAll() }()
-			closeAll()
-			cw.Wait()
-			return
-		}
-		closeAll()
-	}()
 	select {
-	case <-done:
+	case <-snd.closeAll(closedAt, twice):
 	case <-hctx.Done():
 		hang("Close")
 	}

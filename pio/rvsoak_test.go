@@ -181,12 +181,14 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 	// of its waiters that starts or ends after that is a failure (Close waits for the wake-ups
 	// in progress on other goroutines).
 	closedAt := make([]atomic.Bool, nctx)
+	snd := &soakSend{l: l, scs: scs, ctx: context.Background(), stop: &stop, manual: manual,
+		panicky: panicky, creditReturns: true, rel: func(_ *rand.Rand, rec *rvpRec) Releaser { return rec.rel(l) },
+		parkBound: 20 * time.Second, accepted: &accepted, parks: &parks, wokenParks: &wokenParks, fail: fail}
 	nprod := 2 + rng.IntN(3)
 	for p := range nprod {
 		pw.Add(1)
 		go func() {
 			defer pw.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(p)+100))
 			woke := make(chan struct{}, 1)
 			ws := make([]Waiter, nctx)
 			for i := range ws {
@@ -203,131 +205,10 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 					}
 				})
 			}
-			closedCtx := make([]bool, nctx)
-			for seq := uint64(0); !stop.Load(); {
-				ci := r.IntN(nctx)
-				if closedCtx[ci] {
-					ci = (ci + 1) % nctx
-					if closedCtx[ci] {
-						return
-					}
-				}
-				sc := scs[ci]
-				maxN := min(sc.Credits()*BlockSize-8, 1500)
-				rec := &rvpRec{id: uint64(p)<<32 | seq, ctx: ci, n: 8 + r.IntN(maxN-7), panicky: panicky && r.IntN(40) == 0}
-				if maxN < 8 {
-					rec.n = 8
-				}
-				l.mu.Lock()
-				l.recs[rec.id] = rec
-				l.mu.Unlock()
-				payload := rvpPayload(rec.id, rec.n)
-				var err error
-				took := false
-				switch r.IntN(3) {
-				case 0: // SendWait under a context that may expire
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+r.IntN(500))*time.Microsecond)
-					k := r.IntN(rec.n)
-					err = sc.SendWait(ctx, 0, 0, [][]byte{payload[:k], payload[k:]}, rec.rel(l))
-					cancel()
-					took = err == nil
-				case 1: // BufferAlloc, a segmented copy, and our own Waiter on no credits
-					dw := 2 + (rec.n+3)/4
-					for {
-						s0 := sc.ReleaseSeq()
-						var b *Buf
-						b, err = sc.BufferAlloc(dw, rec.rel(l))
-						if err == nil {
-							took = true
-							var flags PBC
-							if r.IntN(4) == 0 {
-								flags = PBCCreditReturn
-							}
-							k := r.IntN(rec.n)
-							if e := b.CopyStart(CreatePBC(flags, 0, 0, uint32(dw)), payload[:k]); e != nil {
-								fail("CopyStart: %v", e)
-							}
-							if e := b.CopyMid(payload[k:]); e != nil {
-								fail("CopyMid: %v", e)
-							}
-							if e := b.CopyEnd(); e != nil {
-								fail("CopyEnd: %v", e)
-							}
-							break
-						}
-						if !errors.Is(err, ErrNoCredits) || stop.Load() {
-							break
-						}
-						if manual && r.IntN(2) == 0 { // drive the chip, or park: the driver goroutine's Process wakes
-							sc.Process()
-							sc.ReturnCredits()
-							sc.Process()
-							continue
-						}
-						if !sc.QueueWait(&ws[ci], s0) {
-							continue
-						}
-						parks.Add(1)
-						select {
-						case <-woke:
-							wokenParks.Add(1)
-						case <-time.After(20 * time.Second):
-							fail("producer %d: parked on context %d and never woken (waiting %d, enabled %v, halted %v)", p, ci, sc.Waiting(), sc.Enabled(), sc.Halted())
-							sc.CancelWait(&ws[ci])
-							return
-						}
-					}
-				default: // BufferAllocWait and one copy
-					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+r.IntN(2000))*time.Microsecond)
-					dw := 2 + (rec.n+3)/4
-					var b *Buf
-					b, err = sc.BufferAllocWait(ctx, dw, rec.rel(l))
-					cancel()
-					if err == nil {
-						took = true
-						src := payload
-						if len(src)%4 != 0 {
-							src = append(src, make([]byte, 4-len(src)%4)...)
-						}
-						if e := b.Copy(CreatePBC(0, 0, 0, uint32(dw)), src); e != nil {
-							fail("Copy: %v", e)
-						}
-					}
-				}
-				if took {
-					accepted.Add(1)
-					seq++
-					continue
-				}
-				l.mu.Lock()
-				delete(l.recs, rec.id) // never handed out: never released, never delivered
-				l.mu.Unlock()
-				switch {
-				case errors.Is(err, ErrClosed):
-					closedCtx[ci] = true
-				case errors.Is(err, ErrNotRunning):
-					time.Sleep(time.Duration(r.IntN(50)) * time.Microsecond)
-				case errors.Is(err, ErrNoCredits), errors.Is(err, context.DeadlineExceeded):
-				default:
-					fail("producer %d: send: %v", p, err)
-					return
-				}
-			}
+			snd.produce(p, rand.New(rand.NewPCG(seed, uint64(p)+100)), ws, woke)
 		}()
 	}
-	if manual {
-		for _, sc := range scs {
-			bg.Add(1)
-			go func() {
-				defer bg.Done()
-				for !stop.Load() {
-					if sc.Process() == 0 {
-						time.Sleep(5 * time.Microsecond)
-					}
-				}
-			}()
-		}
-	}
+	snd.drive(&bg)
 	bg.Add(1)
 	var moves [10]atomic.Int64
 	go func() { // chaos
@@ -375,29 +256,8 @@ func runRVPIOSoak(t *testing.T, seed uint64, dur time.Duration) {
 	}()
 	time.Sleep(dur)
 	twice := rng.IntN(3) == 0
-	closeAll := func() {
-		for i, sc := range scs {
-			if err := sc.Close(); err != nil {
-				fail("Close %d: %v", i, err)
-			}
-			closedAt[i].Store(true)
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if twice {
-			var cw sync.WaitGroup
-			cw.Add(1)
-			go func() { defer cw.Done(); closeAll() }()
-			closeAll()
-			cw.Wait()
-			return
-		}
-		closeAll()
-	}()
 	select {
-	case <-done:
+	case <-snd.closeAll(closedAt, twice):
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: Close did not return (in flight %d, enabled %v)", desc, scs[0].InFlight(), scs[0].Enabled())
 	}
