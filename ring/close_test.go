@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gosdma/gosdma/desc"
@@ -119,8 +120,14 @@ func TestStressCloseResetRace(t *testing.T) {
 		r, err := New(64)
 		require.NoError(t, err)
 		total := producers * perProducer
+		// quit ends the producers: set when the test returns (a failed check of the consumer's
+		// included: producers would retry a full or closed ring for ever, and the deferred Wait
+		// wait for them) or a producer fails (the consumer would wait for ever for its
+		// descriptors).
+		var quit atomic.Bool
 		var wg sync.WaitGroup
 		defer wg.Wait()
+		defer quit.Store(true)
 		for p := range producers {
 			wg.Add(1)
 			go func(pid uint64) {
@@ -152,6 +159,10 @@ func TestStressCloseResetRace(t *testing.T) {
 						}
 						if err != ErrFull && err != ErrClosed {
 							t.Errorf("producer %d: %v", pid, err)
+							quit.Store(true)
+							return
+						}
+						if quit.Load() {
 							return
 						}
 						runtime.Gosched()
@@ -183,7 +194,7 @@ func TestStressCloseResetRace(t *testing.T) {
 			}
 		}
 		resets := 0
-		for round := 1; seen < total; round++ {
+		for round := 1; seen < total && !quit.Load(); round++ {
 			consume()
 			if round%7 != 0 {
 				runtime.Gosched()
@@ -202,6 +213,9 @@ func TestStressCloseResetRace(t *testing.T) {
 			r.Open()
 		}
 		wg.Wait()
+		if t.Failed() {
+			return // a producer's failure
+		}
 		for p := range producers {
 			assert.Equal(t, uint64(perProducer), next[p], "producer %d", p)
 		}
