@@ -47,7 +47,13 @@ func TestStressMPSC(t *testing.T) {
 		require.NoError(t, err)
 		total := producers * perProducer
 
+		// quit ends every goroutine here: set when the test returns (a failure of the
+		// hardware model's included: producers would retry a full ring for ever) or a producer
+		// fails (the hardware model would wait for ever for its descriptors).
+		var quit atomic.Bool
 		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer quit.Store(true)
 		for p := range producers {
 			wg.Add(1)
 			go func(pid uint64) {
@@ -81,6 +87,10 @@ func TestStressMPSC(t *testing.T) {
 						}
 						if err != ErrFull { // a plain compare: testify's, per retry, slowed -race runs tenfold
 							t.Errorf("producer %d: %v, want ErrFull", pid, err)
+							quit.Store(true)
+							return
+						}
+						if quit.Load() {
 							return
 						}
 						runtime.Gosched()
@@ -91,12 +101,11 @@ func TestStressMPSC(t *testing.T) {
 		}
 
 		// Completion pass: frees what the hardware model finished.
-		stop := make(chan struct{})
 		var freed atomic.Uint64
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for !quit.Load() {
 				hw := r.HWHead()
 				if hw != r.SwHead() {
 					r.BeginWrite()
@@ -104,19 +113,14 @@ func TestStressMPSC(t *testing.T) {
 					r.EndWrite()
 					freed.Store(hw)
 				}
-				select {
-				case <-stop:
-					return
-				default:
-					runtime.Gosched()
-				}
+				runtime.Gosched()
 			}
 		}()
 
 		// Hardware model, on this goroutine.
 		next := make([]uint64, producers)
 		seen := 0
-		for seen < total {
+		for seen < total && !quit.Load() {
 			h, tl := r.HWHead(), r.Tail()
 			if h == tl {
 				runtime.Gosched()
@@ -149,8 +153,11 @@ func TestStressMPSC(t *testing.T) {
 			}
 			r.SetHWHead(tl)
 		}
-		close(stop)
+		quit.Store(true)
 		wg.Wait()
+		if t.Failed() {
+			return // a producer's failure
+		}
 		for p := range producers {
 			assert.Equal(t, uint64(perProducer), next[p], "producer %d", p)
 		}
