@@ -285,29 +285,43 @@ func TestPutOnOtherPConcurrent(t *testing.T) {
 			defer cancel()
 			ch := make(chan *obj, n)
 			var consumerErr error
+			// failed: the consumer failed; it puts nothing back from then on (it drains ch, so
+			// that no send blocks), and the producer, which would wait for ever for objects,
+			// stops.
+			var failed atomic.Bool
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() { // the consumer: the completion side
 				defer wg.Done()
 				for o := range ch {
+					if failed.Load() {
+						continue
+					}
 					if !o.owner.CompareAndSwap(1, 0) {
 						consumerErr = errors.New("object changed hands in flight")
-						return
+						failed.Store(true)
+						continue
 					}
 					if err := l.Put(o); err != nil {
 						consumerErr = err
-						return
+						failed.Store(true)
 					}
 				}
 			}()
 			for range items {
+				if failed.Load() {
+					break
+				}
 				var o *obj
 				var err error
 				if wait {
 					o, err = l.GetCtx(ctx)
 				} else {
-					for o, err = l.Get(); errors.Is(err, alloc.ErrEmpty); o, err = l.Get() {
+					for o, err = l.Get(); errors.Is(err, alloc.ErrEmpty) && !failed.Load(); o, err = l.Get() {
 						runtime.Gosched()
+					}
+					if failed.Load() {
+						break
 					}
 				}
 				require.NoError(t, err, "producer starved: an object was lost or a wakeup missed")
