@@ -160,6 +160,14 @@ func TestMsgModeStopsAtInterrupt(t *testing.T) {
 // own closed socket and reported as #failed (3 in each run, 1 s into -D 5), and the receiver's
 // count fell short of the packets reported sent, with "no end marker". A Ctrl-C before the
 // measurement is tried again later (untilMeasuredCut).
+//
+// It holds that every packet reported sent was received or counted lost (as TestRunUDPInProcess
+// does), not that every one was received: loopback UDP drops a datagram that finds the receive
+// buffer full, a loss the tool warns of (checkReceiver), and a receiver starved on a loaded
+// machine while the sender ran lets it fill (the receiver's 32 MiB, some 28000 of these
+// datagrams, is 0.1 to 0.3 s of this run's sending; without CAP_NET_ADMIN the kernel caps it at
+// net.core.rmem_max). The end markers come after the drops and count every packet sent, so the
+// dropped ones are Lost and the sum is exact.
 func TestUDPInterruptKeepsTheReceiver(t *testing.T) {
 	untilMeasuredCut(t, func(after time.Duration) bool {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -177,7 +185,7 @@ func TestUDPInterruptKeepsTheReceiver(t *testing.T) {
 			r := rep.Results[0]
 			assert.Zero(t, r.SinkErrors, "no delivery refused: %s", r.SinkError)
 			assert.True(t, rep.Receiver.Ended, "the end markers arrived")
-			assert.Equal(t, r.Iterations, rep.Receiver.Packets, "the receiver has every packet reported sent")
+			assert.Equal(t, r.Iterations, rep.Receiver.Packets+rep.Receiver.Lost, "every packet reported sent is received or counted lost: %s", rep.Receiver)
 		}
 		return true
 	})
