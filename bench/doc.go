@@ -18,6 +18,7 @@
 //	BenchmarkPIOCopy            the PIO copy's writer (impl=asm|asm-nt|asm-movnti|go) against copy, 64 B..4 KiB
 //	BenchmarkSmallPacket        a small packet's whole way, path=pio against path=sdma (ns/pkt, p50, p99)
 //	BenchmarkMessage            a usdma message (impl=pq) against the same packets sent by hand (impl=hand)
+//	BenchmarkVerbsSend          a packet through verbs.Flow.Send and Drain, path=pio|sdma, against the path by hand (impl=hand)
 //
 // Run them briefly on a shared machine, for example
 //
