@@ -3,6 +3,7 @@ package verbs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,14 +158,28 @@ func (m *panicMapper) MapSingle(buf []byte, dir dma.Direction) (dma.Addr, error)
 // SDMA packet goes on to the caller (as usdma's Submit lets it), and the pieces of the packet
 // mapped before it are unmapped: the flow sends on, nothing stays mapped once it drained, and no
 // Completion is told of the packet that panicked. The mappings of the earlier pieces leaked (the
-// txreq was dropped half built, never cleaned).
+// txreq was dropped half built, never cleaned). Each piece of a packet of one, two and three
+// segments panics in turn: a packet of one segment takes sendSDMA's add, without addSegs'
+// deferred cleanup, which must leave nothing mapped as well.
 func TestSendMapperPanicLeavesNothingMapped(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for nseg := 1; nseg <= 3; nseg++ {
+		for at := 1; at <= nseg; at++ {
+			t.Run(fmt.Sprintf("segments=%d/panic=%d", nseg, at), func(t *testing.T) {
+				sendMapperPanic(t, nseg, int32(at))
+			})
+		}
+	}
+}
+
+// sendMapperPanic sends a packet of nseg segments whose Mapper panics at its at-th map, then one
+// more, and checks that nothing stays mapped and only the second is told Done.
+func sendMapperPanic(t *testing.T, nseg int, at int32) {
 	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &panicMapper{Mapper: iommu, panicAt: 2}
+	m := &panicMapper{Mapper: iommu, panicAt: at}
 	sd, err := sdma.NewDevice(sdma.Config{Manual: true, Mapper: m})
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +195,10 @@ func TestSendMapperPanicLeavesNothingMapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	buf := make([]byte, 3000)
+	segs := make([][]byte, nseg)
+	for i := range segs {
+		segs[i] = buf[i*1000 : (i+1)*1000]
+	}
 	c := &rvRec{}
 	func() {
 		defer func() {
@@ -187,7 +206,7 @@ func TestSendMapperPanicLeavesNothingMapped(t *testing.T) {
 				t.Errorf("Send under a panicking mapper: recovered %v, want the mapper's panic", p)
 			}
 		}()
-		_, _ = f.Send(ctx, [][]byte{buf[:1000], buf[1000:]}, c)
+		_, _ = f.Send(ctx, segs, c)
 	}()
 	if c.n.Load() != 0 {
 		t.Errorf("the packet whose build panicked was told Done %d times", c.n.Load())
@@ -196,7 +215,7 @@ func TestSendMapperPanicLeavesNothingMapped(t *testing.T) {
 		t.Errorf("after the panic: %d mappings left", n)
 	}
 	c2 := &rvRec{}
-	if p, err := f.Send(ctx, [][]byte{buf[:1000], buf[1000:]}, c2); p != PathSDMA || err != nil {
+	if p, err := f.Send(ctx, segs, c2); p != PathSDMA || err != nil {
 		t.Fatalf("Send after the panic: %v, %v", p, err)
 	}
 	if err := f.Drain(ctx); err != nil {
