@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,62 @@ func TestPIOIntoBatchingSinkLosesNothing(t *testing.T) {
 	}
 	if lanes[0] != per || lanes[engines] != per || lanes[engines+1] != per || flows[2].Sent(PathSDMA) != per {
 		t.Errorf("lanes %v: want %d SDMA packets on 0 and %d PIO packets on each of %d and %d", lanes, per, per, engines, engines+1)
+	}
+}
+
+// TestSinkSizedForTheEnginesOnlyRefused: a sink that says how many engines it takes
+// (udpsink.Sink's Engines) and has no lane for the PIO contexts, a udpsink.Sink sized for the SDMA
+// engines as before 031bd41, is refused by New (ErrInvalid, naming the sizes). New took it, and
+// every PIO packet was lost: Send returned nil and its Completion was told nil, while the sink
+// refused the packet (ErrEngine: engine 1, sink built for 1), counted only in the context's
+// SinkErrors. A sink with a lane for each engine and context, and one sized for the engines under
+// DisablePIO (no PIO packet), are taken.
+func TestSinkSizedForTheEnginesOnlyRefused(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	r, err := udpsink.Listen(udpsink.ReceiverConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, tc := range []struct {
+		engines, contexts, lanes int
+		disablePIO, ok           bool
+	}{
+		{1, 1, 1, false, false},
+		{2, 3, 4, false, false},
+		{1, 1, 2, false, true},
+		{2, 3, 5, false, true},
+		{2, 3, 8, false, true},
+		{1, 2, 1, true, true},
+	} {
+		name := fmt.Sprintf("engines %d contexts %d sink lanes %d DisablePIO %v", tc.engines, tc.contexts, tc.lanes, tc.disablePIO)
+		us, err := udpsink.New(udpsink.Config{Addr: r.Addr().String(), Engines: tc.lanes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd, err := sdma.NewDevice(sdma.Config{Engines: tc.engines, Sink: us})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := New(Config{SDMA: sd, Contexts: tc.contexts, DisablePIO: tc.disablePIO})
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: New: %v", name, err)
+		case !tc.ok && err == nil:
+			var lost uint64
+			if _, serr := d.NewFlow(0, 0).Send(context.Background(), [][]byte{make([]byte, 64)}, nil); serr == nil {
+				d.Close() // the chip has consumed the packet: its delivery is counted
+				lost = d.Context(0).Stats().SinkErrors
+			}
+			t.Errorf("%s: New took a sink with no lane for the PIO contexts (a PIO packet sent: %d sink errors)", name, lost)
+		case !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%d engines", tc.lanes))):
+			t.Errorf("%s: New: %v, want ErrInvalid naming the sink's %d engines", name, err, tc.lanes)
+		}
+		if d != nil {
+			d.Close()
+		}
+		sd.Close()
+		us.Close()
 	}
 }
 

@@ -100,7 +100,10 @@ type Config struct {
 // or a caller driving it), so that each engine number has one caller, as a sink with per-engine
 // state expects (an sdma.BatchSink holds an engine's queued packets between its Queue and Flush,
 // and refuses a Deliver on that engine meanwhile). Build such a sink for NumEngines()+Contexts
-// engines: a udpsink.Sink with Config.Engines = NumEngines()+Contexts, say.
+// engines: a udpsink.Sink with Config.Engines = NumEngines()+Contexts, say. A sink that says how
+// many engines it takes (an Engines() int method, as udpsink.Sink has) and takes fewer is refused
+// by New (ErrInvalid), unless DisablePIO: it would refuse the PIO packets after their Send
+// returned nil.
 //
 // Make one with New. The zero Device has no contexts and no SDMA device: NewFlow panics on it,
 // saying so (a programmer error: NewFlow returns no error), and its other methods answer as such
@@ -116,7 +119,7 @@ type Device struct {
 }
 
 // New creates the PIO contexts and the Device. Bad configuration is an error matching ErrInvalid
-// (or pio's).
+// (or pio's), a sink with too few engines for the contexts among it (see Device).
 func New(cfg Config) (*Device, error) {
 	if cfg.SDMA == nil {
 		return nil, errors.Join(ErrInvalid, errors.New("verbs: Config.SDMA is nil"))
@@ -147,6 +150,9 @@ func New(cfg Config) (*Device, error) {
 		// included), or the ones past the context fail where SDMA would carry them.
 		return nil, errors.Join(ErrInvalid, errors.New("verbs: Credits "+strconv.Itoa(credits)+" blocks hold no packet of PIOThreshold "+strconv.Itoa(thr)+" bytes (PBC included, "+strconv.Itoa(need)+" blocks)"))
 	}
+	if err := checkSinkLanes(cfg.SDMA, n, cfg.DisablePIO); err != nil {
+		return nil, err
+	}
 	d := &Device{sdma: cfg.SDMA, threshold: thr, manual: cfg.ManualPIO}
 	if cfg.DisablePIO {
 		d.threshold = 0
@@ -163,6 +169,28 @@ func New(cfg Config) (*Device, error) {
 	}
 	d.pioMap = buildPIOMap(n, cfg.SDMA.NumVLs())
 	return d, nil
+}
+
+// sinkLanes is a sink that says how many engine numbers it takes, 0..Engines()-1
+// (udpsink.Sink).
+type sinkLanes interface{ Engines() int }
+
+// checkSinkLanes refuses an SDMA device whose sink says it takes fewer engine numbers than the
+// engines and the contexts PIO context i delivers as (engine NumEngines()+i): a sink sized for
+// the SDMA engines alone would refuse every PIO packet after its Send returned nil and its
+// Completion was told nil, a loss counted only in the context's SinkErrors. Without PIO no
+// context delivers.
+func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) error {
+	s, ok := sd.Sink().(sinkLanes)
+	if !ok || disablePIO {
+		return nil
+	}
+	if have, want := s.Engines(), sd.NumEngines()+contexts; have < want {
+		return errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+strconv.Itoa(have)+" engines; it needs "+
+			strconv.Itoa(want)+", one for each of the "+strconv.Itoa(sd.NumEngines())+" SDMA engines and the "+strconv.Itoa(contexts)+
+			" PIO contexts (context i delivers as engine NumEngines()+i): build it for "+strconv.Itoa(want)+" (udpsink.Config.Engines)"))
+	}
+	return nil
 }
 
 // pioSink is the PIO contexts' sink: the SDMA device's, each context on a lane of its own past

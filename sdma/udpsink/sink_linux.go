@@ -210,6 +210,11 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 	return e, nil
 }
 
+// Engines returns the number of engines the sink takes packets from, engine numbers
+// 0..Engines()-1 (Config.Engines; 0 for the zero Sink). A user of a sink that sends on more
+// lanes than its engines' (verbs.New: a lane per PIO context past the SDMA engines) checks it.
+func (s *Sink) Engines() int { return len(s.engines) }
+
 // Run returns the run ID the sink's frames carry (Config.Run, or the one New drew).
 func (s *Sink) Run() uint64 { return s.run }
 

@@ -26,6 +26,9 @@ func (s *Sink) RemoteAddr() net.Addr { return nil }
 // Deliver returns ErrLinuxOnly.
 func (s *Sink) Deliver(engine int, segs [][]byte) error { return ErrLinuxOnly }
 
+// Engines returns 0: the sink takes no packet.
+func (s *Sink) Engines() int { return 0 }
+
 // BatchLimit turns batching off.
 func (s *Sink) BatchLimit() (packets, bytes int) { return 1, 0 }
 
