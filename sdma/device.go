@@ -536,6 +536,14 @@ func (dev *Device) Sink() Sink { return dev.sink }
 // neither amd64 nor arm64), a Close from a Sink or callback that a Manual engine's Process or
 // Poll runs is also refused while another goroutine holds the lock of any Manual engine of the
 // device (host.go: manualPass; that build cannot tell which engine's pass the caller runs).
+//
+// Close sees only package sdma's own waits. An engine's goroutine that waits, in a Sink or
+// callback, for something of another layer that waits for this Close is not seen: two callbacks
+// of two layers that each close the other's layer at once wait for each other for ever — the
+// device's Sink run by a PIO context's chip goroutine (package pio, under a verbs.Device) calling
+// Close while the same Sink, or a completion callback, run by an engine's goroutine closes the
+// verbs Device, whose Close waits for that chip goroutine. A callback that closes a layer should
+// hand the Close to a goroutine of its own (go dev.Close()).
 func (dev *Device) Close() error {
 	if err := dev.ownPass("Close"); err != nil {
 		return err

@@ -241,6 +241,16 @@ func (d *Device) Process() int {
 // on that context's chip goroutine, say) is left open, the others closed, and Close returns the
 // refusals (matching pio.ErrInvalid); Sends are refused all the same, and a later Close from
 // another goroutine closes what was left.
+//
+// Close waits for the contexts' chip goroutines to end, and so for a Sink they run. Each layer
+// refuses only the waits it can see: neither this Close nor the SDMA device's sees a wait in the
+// other package. Two callbacks of two layers that each close the other's layer at once wait for
+// each other for ever: the Sink run by an SDMA engine's goroutine (or an SDMA packet's Completion
+// it runs) calling Close while the Sink run by a PIO context's chip goroutine calls the SDMA
+// device's Close or Shutdown, which waits for that engine's goroutine; so does Close from such a
+// callback while a chip's Sink waits, with no deadline, for a usdma queue's Close, whose requests
+// complete on that engine. A callback that closes a layer should hand the Close to a goroutine
+// of its own (go d.Close()).
 func (d *Device) Close() error {
 	d.closed.Store(true)
 	var errs []error
