@@ -56,6 +56,15 @@ type SG struct {
 // Implementations must be safe for concurrent use. Mapping failure is an error matching
 // ErrMapping (the kernel's -ENOSPC), never a magic address. Unmapping something not mapped,
 // with the wrong length or direction, is an error matching ErrNotMapped and changes nothing.
+//
+// A Mapper must not panic in its unmaps (UnmapSingle, UnmapPage, UnmapSG, and a SoleMapper's or
+// BatchUnmapper's) nor in Translate: package sdma calls them in an engine's hardware and
+// completion passes, and does not recover a panic there. On the engine's own goroutine it ends
+// the program; on a caller's goroutine (a Process, Poll, SendWait or Close that runs the pass,
+// verbs' Drain) it goes on to the caller, the txreq's completion never runs, and the engine's
+// lock stays held: every later pass of that engine, and the device's Close, waits for ever. A
+// panic in a map goes on to the caller of the add (TxReq.AddKVAddr, ...), which usdma's Submit
+// and verbs' Send clean up after.
 type Mapper interface {
 	// MapSingle maps buf (dma_map_single, ib_dma_map_single). buf must not be empty.
 	MapSingle(buf []byte, dir Direction) (Addr, error)

@@ -78,7 +78,9 @@ func (m CompletionMode) String() string {
 // count interrupt 64 descriptors after the last interrupt, spin-then-park, completion on
 // interrupts, the direct mapper, a discarding sink.
 type Config struct {
-	// Mapper maps memory for the device; nil means dma.NewDirect().
+	// Mapper maps memory for the device; nil means dma.NewDirect(). Its unmaps and Translate
+	// run in the engines' passes and must not panic: such a panic is not recovered (see
+	// dma.Mapper: the program ends, or the engine waits for ever).
 	Mapper dma.Mapper
 	// Engines is the number of SDMA engines, 1..16; 0 means 1.
 	Engines int
