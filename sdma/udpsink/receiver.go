@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -249,6 +250,9 @@ type runState struct {
 // dropped: the next Run takes them first. A nil ctx is ErrInvalid, and nothing is read; so is a
 // Run while another Run or RunWithin of r runs ("already running"). A Run ended by ctx returns
 // once ctx's wake of its read (a past deadline) is done, so it cannot end the next Run's read.
+// The idle timeout is a time with nothing to read: datagrams already waiting in the socket when
+// it is found over (a Run held up past its deadline on a loaded machine) are read first, on the
+// systems with MSG_DONTWAIT (Linux, macOS, the BSDs, Solaris).
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
 	return r.run(ctx, "Run", time.Time{})
 }
@@ -258,8 +262,11 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 // begin one), it returns as at the idle timeout (Report.IdleTimeout, nil error), Report.Stale
 // and BadFrames counting what came. A run that began within begin is received as Run receives
 // it, under the idle timeout alone, however long it lasts: a caller whose idle timeout is long
-// (to wait for a slow sender) looks for a run that may follow without waiting that long. A
-// begin not above zero is ErrInvalid, as a nil ctx is, and nothing is read.
+// (to wait for a slow sender) looks for a run that may follow without waiting that long. The
+// datagrams waiting in the socket when the wait is found over are read first, however late the
+// first read came (as Run's at its idle timeout): one in the socket before the call is read even
+// by RunWithin(ctx, time.Nanosecond). A begin not above zero is ErrInvalid, as a nil ctx is, and
+// nothing is read.
 func (r *Receiver) RunWithin(ctx context.Context, begin time.Duration) (Report, error) {
 	if begin <= 0 {
 		return Report{}, fmt.Errorf("udpsink: Receiver.RunWithin: wait %v, want above zero: %w", begin, ErrInvalid)
@@ -336,8 +343,11 @@ func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Repor
 		}
 		n, err := r.rd.ReadBatch(msgs, 0)
 		if err != nil {
-			runErr = r.readErr(ctx, err, &st.rep)
-			break
+			if n, err = r.readWaiting(ctx, msgs, err); err != nil {
+				runErr = r.readErr(ctx, err, &st.rep)
+				break
+			}
+			setAt = time.Time{} // readWaiting cleared the deadline: the next read sets it
 		}
 		r.received.Add(uint64(n))
 		last = time.Now()
@@ -384,6 +394,29 @@ func (st *runState) tally(msgs []ipv4.Message, next *int, n int) {
 			return
 		}
 	}
+}
+
+// readWaiting is the read after one that failed with err. A read whose deadline passed before it
+// began fails without looking at the socket (Go's poller checks the deadline first), so a Run
+// held up past its idle deadline, or RunWithin past its wait (a loaded machine), would report an
+// idle timeout with datagrams waiting that arrived in time. After such a timeout, with ctx live
+// (ctx's wake sets a past deadline too), readWaiting clears the deadline and reads once without
+// waiting (MSG_DONTWAIT): it returns what waited, or err when nothing did (or the read failed,
+// a close say: that error). Other errors, and systems without MSG_DONTWAIT, return err as it is.
+// Once per idle timeout, not per packet.
+func (r *Receiver) readWaiting(ctx context.Context, msgs []ipv4.Message, err error) (int, error) {
+	if msgDontWait == 0 || ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, err
+	}
+	_ = r.conn.SetReadDeadline(time.Time{})
+	n, rerr := r.rd.ReadBatch(msgs, msgDontWait)
+	switch {
+	case rerr == nil && n > 0:
+		return n, nil
+	case rerr == nil, errors.Is(rerr, syscall.EAGAIN), errors.Is(rerr, os.ErrDeadlineExceeded):
+		return 0, err // nothing waited (or ctx's wake came since: readErr sees ctx's end)
+	}
+	return 0, rerr
 }
 
 // readErr turns a receive error into Run's result: nil for the idle timeout (recorded in rep).

@@ -57,10 +57,10 @@ func stayWithin(t *testing.T, s *Sink, r *Receiver, window uint64) bool {
 }
 
 // runWithinReading is RunWithin with wait, doubled and called again while a call read nothing
-// (Received unchanged, its wait over: the datagrams sent before it still wait in the socket). A
-// call reads nothing when its first read comes after its wait ended (a past deadline fails the
-// read before it looks at the socket): its goroutine, or the loopback's delivery, was held up
-// that long on a loaded machine. Each call's wait and result go to try, which reports whether
+// (Received unchanged, its wait over: the datagrams sent before it had not reached the socket).
+// RunWithin reads what waits in the socket however late its first read comes (readWaiting), but
+// a datagram the loopback's delivery held up past the wait (deferred to ksoftirqd on a loaded
+// machine) is not there to read. Each call's wait and result go to try, which reports whether
 // that call read nothing (then it is called again).
 func runWithinReading(t *testing.T, r *Receiver, wait time.Duration, try func(wait time.Duration) bool) {
 	t.Helper()
@@ -68,7 +68,7 @@ func runWithinReading(t *testing.T, r *Receiver, wait time.Duration, try func(wa
 		if !try(wait) {
 			return
 		}
-		t.Logf("RunWithin(%v) read nothing: its first read came after its wait; again with %v", wait, 2*wait)
+		t.Logf("RunWithin(%v) read nothing: the datagram reached the socket after its wait; again with %v", wait, 2*wait)
 		wait *= 2
 	}
 	t.Fatalf("RunWithin read nothing in 8 calls, the last of %v; received %d", wait/2, r.Received())
@@ -92,8 +92,8 @@ func TestReceiverRunWithinStaleBeginsNoRun(t *testing.T) {
 	require.True(t, rep.Ended)
 	_, err = c.Write(inRun(0xa, endFrame(0, 1, 1)))
 	require.NoError(t, err)
-	// The repeat is read within the wait, unless the read came after it (then it is read by the
-	// next call).
+	// The repeat is read within the wait, unless it reached the socket after it (then it is read
+	// by the next call).
 	runWithinReading(t, r, 100*time.Millisecond, func(wait time.Duration) bool {
 		before := r.Received()
 		rep, err = r.RunWithin(ctx, wait)
@@ -132,7 +132,7 @@ func TestReceiverRunWithinRunBegunIsReceived(t *testing.T) {
 			select {
 			case res = <-done:
 				if r.Received() == 0 && res.err == nil && res.rep.IdleTimeout {
-					return true // read nothing: its wait was over at its first read
+					return true // read nothing: the frame was not in the socket within the wait
 				}
 				t.Fatalf("RunWithin returned %+v, %v before the run's end marker was sent", res.rep, res.err)
 			default:
