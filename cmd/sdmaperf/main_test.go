@@ -186,13 +186,14 @@ func startServer(t *testing.T, stdout io.Writer, args ...string) (addr string, s
 
 // serveWithinIdle runs a -server test whose server is to stop at its -idle after the test's
 // datagrams, with a short -idle for the test's speed (from idle on). try(idle, late) starts the
-// server with that -idle, sends and checks; before each datagram it sends (or run of the client),
-// and before it checks, it asks late whether -idle has passed since try began. If so, the server
-// may rightly have stopped before the datagram came (the test's goroutine, or its client, held up
-// that long on a loaded machine; a server stopped that way is not what the test checks): try
-// waits for the server's exit, checks nothing, and returns false, and serveWithinIdle runs it
-// again with -idle doubled, up to 6 times. A datagram sent in time keeps the server up: its -idle
-// began after try did.
+// server with that -idle, sends and checks; after each datagram it sends (or run of the client),
+// so before the next and before it checks, it asks late whether -idle has passed since try
+// began. If so, the server may rightly have stopped before the datagram came (the test's
+// goroutine, or its client, held up that long on a loaded machine; a server stopped that way is
+// not what the test checks): try waits for the server's exit, checks nothing, and returns false,
+// and serveWithinIdle runs it again with -idle doubled, up to 6 times. A datagram sent before
+// late said no came in time: the server's -idle began after try did. (Asked only before a
+// datagram, late leaves it unchecked: held up between the two, it came after the server stopped.)
 func serveWithinIdle(t *testing.T, idle time.Duration, try func(idle time.Duration, late func() bool) bool) {
 	t.Helper()
 	for range 6 {

@@ -147,6 +147,10 @@ func TestServerGarbageSaysWhatArrived(t *testing.T) {
 				_, err := c.Write(d)
 				require.NoError(t, err)
 			}
+			if late() {
+				<-done
+				return false
+			}
 			assert.Equal(t, exitFail, <-done)
 			assert.Contains(t, stderr.String(), fmt.Sprintf("no sdmaperf packets arrived in %v: 4 datagrams were not sdmaperf frames", idle), "%v", sweep)
 			return true

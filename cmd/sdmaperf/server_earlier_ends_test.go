@@ -82,11 +82,11 @@ func TestServerRunOfNoPacketEndedIsItsRun(t *testing.T) {
 	serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
 		var stdout syncBuffer
 		addr, stderr, done := startServer(t, &stdout, "-idle", idle.String())
+		sendEnds(t, addr, 0x1, false, 1, 4)
 		if late() {
 			<-done
 			return false
 		}
-		sendEnds(t, addr, 0x1, false, 1, 4)
 		require.Equal(t, exitOK, <-done, stderr.String())
 		assert.Contains(t, stdout.String(), "received 0 packets")
 		assert.Contains(t, stdout.String(), "lost 4")

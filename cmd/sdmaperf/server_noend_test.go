@@ -29,6 +29,10 @@ func TestServerRunWithoutEndFails(t *testing.T) {
 				}
 				sendFrame(t, c, udpsink.Header{Seq: seq, Run: 7}, payload)
 			}
+			if late() {
+				<-done
+				return false
+			}
 			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
 			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 5 packets arrived, then no end-of-run marker within %v", idle), "%v", sweep)
 			return true
@@ -46,12 +50,12 @@ func TestServerRunOfNoPacketWithoutEndFails(t *testing.T) {
 		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
 			var stdout syncBuffer
 			addr, stderr, done := startServer(t, &stdout, append([]string{"-idle", idle.String()}, sweep...)...)
+			// Engine 0 sent 3 packets, of a run of two engines.
+			sendFrame(t, dialUDP(t, addr), udpsink.Header{Flags: udpsink.FlagEnd, Engine: 0, Seq: 3, Run: 7}, binary.LittleEndian.AppendUint32(nil, 2))
 			if late() {
 				<-done
 				return false
 			}
-			// Engine 0 sent 3 packets, of a run of two engines.
-			sendFrame(t, dialUDP(t, addr), udpsink.Header{Flags: udpsink.FlagEnd, Engine: 0, Seq: 3, Run: 7}, binary.LittleEndian.AppendUint32(nil, 2))
 			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
 			assert.NotContains(t, stderr.String(), "no packets arrived", "%v", sweep)
 			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 0 packets arrived, then no end-of-run marker of the engines not heard from within %v, where the other engines' arrived", idle), "%v", sweep)
@@ -90,6 +94,10 @@ func TestServerRunSomeEngineEndWithinIdle(t *testing.T) {
 					p = binary.LittleEndian.AppendUint32(nil, 2)
 				}
 				sendFrame(t, c, h, p)
+			}
+			if late() {
+				<-done
+				return false
 			}
 			assert.Equal(t, exitFail, <-done, "%v: %s", sweep, stderr.String())
 			assert.Contains(t, stderr.String(), fmt.Sprintf("the run did not end: 4 packets arrived, then no end-of-run marker of engine 1 within %v, where the other engines' arrived (the client stopped", idle), "%v", sweep)

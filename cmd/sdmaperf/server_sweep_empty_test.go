@@ -111,9 +111,8 @@ func TestServerSweepFirstSizeOnlyEndsHint(t *testing.T) {
 		serveWithinIdle(t, 300*time.Millisecond, func(idle time.Duration, late func() bool) bool {
 			inTime := false
 			o := serveSweepOf(t, false, func(addr string) {
-				if inTime = !late(); inTime {
-					sendEnds(t, addr, run, given, 1, 3)
-				}
+				sendEnds(t, addr, run, given, 1, 3)
+				inTime = !late()
 			}, "-idle", idle.String())
 			if !inTime {
 				return false
