@@ -194,11 +194,15 @@ func TestReceiverRunAfterCancelledRunKeepsItsDeadline(t *testing.T) {
 	if _, err := c.Write([]byte("bad")); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.Now().Add(time.Minute) // a Run that stopped reading fails the test
 	for r.Received() < 4 {
 		select {
 		case res = <-second: // ended by the first Run's late wake
 			t.Fatalf("the second Run ended before its ctx: %+v, %v", res.rep, res.err)
 		default:
+			if time.Now().After(deadline) {
+				t.Fatalf("the Runs read %d of the 4 frames in a minute: the second Run stopped reading", r.Received())
+			}
 			time.Sleep(time.Millisecond)
 		}
 	}
