@@ -52,7 +52,10 @@
 // busy slot is still found first (ErrSlotInUse), as the kernel's claim comes before those
 // checks. They also come before the engine check here: a request on a stopped engine whose
 // fragment size or template length is bad is ErrInvalid, where the kernel, checking those on
-// packet 0, ends it -ECOMM first. Submit also refuses what the kernel lets through: an opcode
+// packet 0, ends it -ECOMM first. Submit also refuses what the kernel lets through: an io vector
+// count in Ctrl below 1 + the data vectors given (a Submit is one request, where the kernel's
+// writev may carry several: hfi1_write_iter makes the vectors past the count the next request,
+// its sdma_req_info and header first, so that request is a Submit of its own), an opcode
 // other than EXPECTED and EAGER (sent as EAGER), an info.NPkts that does not split the data
 // exactly (the kernel sends NPkts packets, failing with -EFAULT if the data runs out first), and
 // a fragment size over the MTU or MAX_SDMA_PKT_SIZE less the header (sdma_txinit fails such

@@ -136,9 +136,10 @@ func firstLen(hdr *Header, dataLen int) int {
 func templateLRH(hdr *Header) int { return int(hdr.lrh(2)) << 2 }
 
 // validateClaim runs the checks hfi1_user_sdma_process_request makes before it claims the slot
-// (test_and_set_bit on req_in_use, -EBADSLT): the completion index, the io vector count and a
-// zero fragsize. (Submit returns Message's refusal of a value its 16-bit fields cannot hold
-// before these.)
+// (test_and_set_bit on req_in_use, -EBADSLT): the completion index, the io vector count (0, or
+// over the vectors given: the kernel's req_iovcnt < 1 or > dim; and below them, which the kernel
+// takes, the rest of the writev being its next request: see Submit) and a zero fragsize. (Submit
+// returns Message's refusal of a value its 16-bit fields cannot hold before these.)
 func (pq *PktQ) validateClaim(info *ReqInfo, hdr *Header, nvecs int) error {
 	slot := int(info.CompIdx)
 	fail := func(reason string) error { return reqErr(slot, ErrInvalid, reason) }
@@ -150,8 +151,13 @@ func (pq *PktQ) validateClaim(info *ReqInfo, hdr *Header, nvecs int) error {
 			return errZeroPktQ("Submit")
 		}
 		return fail("completion index " + itoa(slot) + " out of 0.." + itoa(len(pq.comps)-1))
-	case info.IOVCnt() < 1 || info.IOVCnt() != nvecs+1:
-		return fail("io vector count " + itoa(info.IOVCnt()) + " in Ctrl, want 1 + " + itoa(nvecs) + " data vectors")
+	case info.IOVCnt() < 1:
+		return fail("io vector count 0 in Ctrl, want at least 1 (the header's vector) + the " + itoa(nvecs) + " data vectors")
+	case info.IOVCnt() > nvecs+1: // the kernel's req_iovcnt > dim
+		return fail("io vector count " + itoa(info.IOVCnt()) + " in Ctrl, over the 1 + " + itoa(nvecs) + " vectors given (the header's and the data vectors)")
+	case info.IOVCnt() < nvecs+1: // the kernel takes it: see Submit
+		return fail("io vector count " + itoa(info.IOVCnt()) + " in Ctrl, below 1 + " + itoa(nvecs) + " data vectors: a Submit sends one request, and the " +
+			itoa(nvecs+1-info.IOVCnt()) + " vectors past it would be the next request of the same writev in the kernel (its sdma_req_info and header first); Submit that request on its own")
 	case info.FragSize == 0:
 		return fail("request does not specify fragsize")
 	}

@@ -94,6 +94,14 @@ func (r *request) setFail(f *reqFail) { r.fail.CompareAndSwap(nil, f) }
 // *ReqError and changes nothing. EXPECTED requests are refused with
 // ErrExpected: they need receive-side TID entries, which gosdma does not model.
 //
+// A Submit is one request: the io vector count in info.Ctrl must be 1 + len(vecs) (the header's
+// vector and the data vectors; Message and Ctrl make it so). The kernel's writev may carry
+// several requests, each one's vectors (its sdma_req_info and header, then req_iovcnt - 1 data
+// vectors) after the last one's: hfi1_user_sdma_process_request refuses only a count over the
+// vectors left (-EINVAL), and hfi1_write_iter makes the vectors past the count the next request.
+// Submit refuses a count below 1 + len(vecs) too (ErrInvalid, saying that the vectors past it
+// would be the next request): that request is a Submit of its own.
+//
 // An accepted request claims its slot and sets its completion entry QUEUED. Submit pins the
 // vectors (through the pin cache), takes an AHG entry of the engine for a multi-packet request,
 // and builds and sends at most MaxPktsPerQueue packets at a time until all are in the engine's
