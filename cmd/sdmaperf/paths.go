@@ -8,6 +8,7 @@ package main
 // table ends with where the crossover lies on this machine.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -201,7 +202,7 @@ sizes:
 				if errors.Is(err, errStalled) { // a hang, whether or not the context ended since
 					return fmt.Errorf("-path %s, %d bytes: %w", p, size, err)
 				}
-				if ctx.Err() != nil { // Ctrl-C: the results so far, this one partial if measured
+				if ctx.Err() != nil { // Ctrl-C: the results so far, this one partial if its measured run began (runPath)
 					rep.Interrupted = true
 					if err == nil {
 						r.Interrupted = true
@@ -364,8 +365,10 @@ func runPath(ctx context.Context, cfg Config, path string, size int) (_ pathResu
 	for i := range ps {
 		ps[i] = newPathProducer(dev, sink, i, size, cfg.Frags, cfg.Mode == ModeLat)
 	}
-	if err := warmPaths(ctx, cfg, ps); err != nil {
-		return pathResult{Path: path, Bytes: size}, err
+	if err := warmPaths(ctx, cfg, ps); err != nil || ctx.Err() != nil {
+		// Nothing measured yet: no row (runPaths), as a packet run's Ctrl-C in its warm-up
+		// (runSize). The warm-up returns nil at a Ctrl-C, once its packets drained.
+		return pathResult{Path: path, Bytes: size}, cmp.Or(err, ctx.Err())
 	}
 	if err := armPaths(cfg, dev); err != nil {
 		return pathResult{Path: path, Bytes: size}, err

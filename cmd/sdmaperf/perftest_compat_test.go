@@ -54,9 +54,9 @@ func TestPathIterationsOverAllProducers(t *testing.T) {
 
 // ctrlCDelays are the times after which the interrupt tests press Ctrl-C, in turn. A Ctrl-C
 // before the measurement (setup and warm-up take longer under -race or on a loaded machine) cuts
-// no measured run: a packet run then rightly prints no row (runSize: nothing measured yet), a
-// -path run a row of no packets; the test tries again with a later Ctrl-C, so that what it checks
-// is the cut of a measured run, not the machine's speed.
+// no measured run: the run then rightly prints no row (runSize, runPath: nothing measured yet;
+// TestInterruptBeforeMeasurementPrintsNoRow); the test tries again with a later Ctrl-C, so that
+// what it checks is the cut of a measured run, not the machine's speed.
 var ctrlCDelays = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second, 8 * time.Second}
 
 // untilMeasuredCut calls try with each of ctrlCDelays until try reports that its Ctrl-C cut a
