@@ -39,10 +39,10 @@ type ReceiverConfig struct {
 // datagram of yet another run ends the Run (Report.Superseded: the sender restarted) and is the
 // next Run's first. It expects one sender at a time. One Run (or RunWithin) at a time: a Run
 // called while another runs returns an error matching ErrInvalid ("already running") at once,
-// reading nothing. Addr, Received and Close are safe for concurrent use.
+// reading nothing. Addr, Received, Pending and Close are safe for concurrent use.
 //
 // Make one with Listen. The zero Receiver has no socket: Run, RunWithin and Close refuse it with
-// an error matching ErrInvalid that says so, and its Addr is nil.
+// an error matching ErrInvalid that says so, and so does Pending; its Addr is nil.
 type Receiver struct {
 	conn *net.UDPConn
 	rd   batchReader // recvmmsg on conn
