@@ -205,11 +205,15 @@ func openSink(ctx context.Context, cfg Config) (*clientSink, error) {
 	return cs, nil
 }
 
-// close closes the UDP sink (which sends the end-of-run markers) and waits for the in-process
-// receiver, whose report goes into rep.
+// close closes the UDP sink (which sends the end-of-run markers), once the in-process receiver
+// has taken what reached it (awaitReceiver), and waits for that receiver, whose report goes into
+// rep.
 func (cs *clientSink) close(rep *Report) error {
 	if cs.udp == nil {
 		return nil
+	}
+	if cs.recv != nil {
+		cs.awaitReceiver()
 	}
 	err := cs.udp.Close()
 	if err != nil {
@@ -221,8 +225,9 @@ func (cs *clientSink) close(rep *Report) error {
 	select {
 	case <-cs.recvDone:
 	case <-time.After(5 * time.Second):
-		// Every end marker was lost (a receive buffer full to the end): stop the receiver and
-		// report what it saw; checkReceiver warns of the missing marker.
+		// Every end marker was lost (a receiver stuck with its buffer full, awaitReceiver gave
+		// up): stop the receiver and report what it saw; checkReceiver warns of the missing
+		// marker.
 		cs.recv.Close()
 		<-cs.recvDone
 		if errors.Is(cs.recvErr, udpsink.ErrClosed) {
@@ -234,6 +239,43 @@ func (cs *clientSink) close(rep *Report) error {
 	}
 	rep.Receiver = &cs.recvRep
 	return err
+}
+
+// recvStall bounds awaitReceiver: an in-process receiver that read nothing for this long while
+// datagrams waited for it is stuck. A variable for the tests.
+var recvStall = 5 * time.Second
+
+// awaitReceiver waits, before the sink's Close sends the end-of-run markers, until the in-process
+// receiver has taken every datagram that reached its socket: it read as many as the sink sent,
+// or none waits unread (udpsink.Receiver.Pending: the others were dropped, a full receive
+// buffer). The markers are datagrams too: a receiver starved while the sender ran (and across a
+// Ctrl-C) has its buffer full, which dropped every repeat of them (Close repeats them for 85 ms);
+// the receiver then saw no end marker, and its report did not count the packets dropped after
+// the last it read as lost. It gives up when the receiver read nothing for recvStall while
+// datagrams waited, or its Run returned; the markers then go as before.
+func (cs *clientSink) awaitReceiver() {
+	sent := cs.udp.Stats().Packets // the run is over: no packet is sent after this
+	last, since := cs.recv.Received(), time.Now()
+	for {
+		got := cs.recv.Received()
+		if got >= sent {
+			return
+		}
+		if pending, err := cs.recv.Pending(); err != nil || !pending {
+			return
+		}
+		select {
+		case <-cs.recvDone:
+			return
+		default:
+		}
+		if got != last {
+			last, since = got, time.Now()
+		} else if time.Since(since) > recvStall {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // checkHalts fails a run whose engines halted beyond what -faults injected: with no halt
