@@ -366,7 +366,7 @@ func TestPinCacheDropsFailedRequestsVectors(t *testing.T) {
 	go func() { errc <- pq.Submit(ctx, info, &hdr, v, big) }()
 	awaitDeferred(t, pq, deferred, errc)
 	cancel()
-	require.ErrorIs(t, <-errc, context.Canceled)
+	require.ErrorIs(t, submitResult(t, pq, errc), context.Canceled)
 	_, err := eng.Process()
 	require.NoError(t, err)
 	require.NoError(t, waitSlot(t, pq, 2))

@@ -48,7 +48,7 @@ func TestStoppedAfterAbortErrcodeEFAULT(t *testing.T) {
 	var once sync.Once
 	end := func() { once.Do(func() { close(stop); <-driven }) }
 	t.Cleanup(end)
-	err := <-errc
+	err := submitResult(t, pq, errc)
 	require.ErrorIs(t, err, ErrFault, "sending stopped after an aborted packet: -EFAULT")
 	var ce *CompError
 	require.ErrorAs(t, waitSlot(t, pq, 0), &ce)
@@ -154,6 +154,7 @@ func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
 	go func() { errc <- pq.Submit(context.Background(), info, &hdr, data) }()
 	awaitDeferred(t, pq, deferred, errc)
 	require.True(t, e.Waiting(&pq.busy), "DEFERRED: parked on the engine's wait list")
+	require.Equal(t, Deferred.String(), pq.State().String(), "parked, nothing to wake it: State says so")
 	var w2 sdma.IOWait
 	woken := make(chan struct{}, 1)
 	w2.Init(nil, func(*sdma.IOWait, int) { woken <- struct{}{} }, nil)
@@ -171,7 +172,7 @@ func TestDeferredQueueNeedsNoDescriptors(t *testing.T) {
 
 	// Let it finish: the chip sends and completes everything.
 	drive(t, e)
-	require.NoError(t, <-errc)
+	require.NoError(t, submitResult(t, pq, errc))
 	require.NoError(t, waitSlot(t, pq, 0))
 }
 
@@ -212,7 +213,7 @@ func TestDeferredOnlyOnceParked(t *testing.T) {
 	}
 	errc := submitUntilDeferred(t, context.Background(), pq, eng, pattern(64*4096, 5))
 	drive(t, eng) // the chip: sends and completes everything
-	require.NoError(t, <-errc)
+	require.NoError(t, submitResult(t, pq, errc))
 	require.NoError(t, waitSlot(t, pq, 0))
 	require.NotEmpty(t, inWindow, "the queue never slept")
 	for i, s := range inWindow {
@@ -223,7 +224,8 @@ func TestDeferredOnlyOnceParked(t *testing.T) {
 
 // submitUntilDeferred submits data as one request of 4096-byte fragments under ctx on a goroutine
 // and returns its Submit's result channel once the queue is DEFERRED, checking that it is parked
-// on eng's wait list then.
+// on eng's wait list then and that State says DEFERRED (the callers' queues wait an hour: no
+// timeout's retry unparks it meanwhile, and nothing drives the engine yet).
 func submitUntilDeferred(t *testing.T, ctx context.Context, pq *PktQ, eng *sdma.Engine, data []byte) <-chan error {
 	t.Helper()
 	deferred := deferrals(pq)
@@ -232,6 +234,7 @@ func submitUntilDeferred(t *testing.T, ctx context.Context, pq *PktQ, eng *sdma.
 	go func() { errc <- pq.Submit(ctx, info, &hdr, data) }()
 	awaitDeferred(t, pq, deferred, errc)
 	require.True(t, eng.Waiting(&pq.busy), "DEFERRED: parked on the engine's wait list")
+	require.Equal(t, Deferred.String(), pq.State().String(), "parked, nothing to wake it: State says so")
 	return errc
 }
 
@@ -260,5 +263,19 @@ func awaitDeferred(t *testing.T, pq *PktQ, deferred <-chan struct{}, errc <-chan
 		t.Fatalf("Submit returned %v before the queue deferred", err)
 	case <-time.After(time.Minute):
 		t.Fatalf("the queue never deferred: %v, %+v", pq.State(), pq.Stats())
+	}
+}
+
+// submitResult is the result of the Submit whose errc awaitDeferred waited on, once it comes: a
+// minute without it is a hang guard, not a timing assumption, and fails t with the queue's state
+// and counters rather than the binary's timeout.
+func submitResult(t *testing.T, pq *PktQ, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("the Submit did not return: %v, %+v", pq.State(), pq.Stats())
+		return nil
 	}
 }

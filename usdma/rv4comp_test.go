@@ -149,7 +149,7 @@ func TestNotDeferredOnceUnqueued(t *testing.T) {
 	defer cancel()
 	errc := submitUntilDeferred(t, ctx, pq, eng, pattern(64*4096, 5))
 	cancel()
-	require.Error(t, <-errc)
+	require.Error(t, submitResult(t, pq, errc))
 	assert.False(t, eng.Waiting(&pq.busy), "off the wait list")
 	assert.Equal(t, Active.String(), pq.State().String(), "not parked: not DEFERRED")
 	drive(t, eng)

@@ -25,7 +25,7 @@ func TestSubmitCutByContextMatchesIt(t *testing.T) {
 	defer cancel()
 	errc := submitUntilDeferred(t, ctx, pq, dev.Engine(0), pattern(64*4096, 1))
 	cancel()
-	err := <-errc
+	err := submitResult(t, pq, errc)
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, ErrFault)
 	var re *ReqError
