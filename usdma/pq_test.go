@@ -522,10 +522,32 @@ func TestCompRingCloseExactlyOnce(t *testing.T) {
 
 // TestDeferredIOWaitStress: a small ring and big messages: the queue goes DEFERRED on the
 // engine's wait list and is activated by completions; every request completes.
+//
+// The sink holds the first packet until the queue has parked once (the deferred hook), so that
+// the queue goes DEFERRED whatever the scheduling: with nothing held, a submitter held up while
+// the engine kept pace (a legal schedule: its goroutine descheduled in its sleep, before the
+// progress check) saw the engine's progress and retried each time, and never parked. A minute
+// without a deferral is a hang guard: the sink lets go and the check of Deferrals fails.
 func TestDeferredIOWaitStress(t *testing.T) {
 	sink := &sdmatest.DiscardSink{}
-	dev := testDevice(t, sdma.Config{RingSize: 64, Sink: &sdmatest.FaultSink{Sink: sink, StallRate: 0.05, Stall: 50 * time.Microsecond, Seed: 1}})
+	parked := make(chan struct{})
+	var parkedOnce sync.Once
+	park := func() { parkedOnce.Do(func() { close(parked) }) }
+	held := sdma.SinkFunc(func(engine int, segs [][]byte) error {
+		select {
+		case <-parked:
+		default:
+			select {
+			case <-parked:
+			case <-time.After(time.Minute):
+				park()
+			}
+		}
+		return sink.Deliver(engine, segs)
+	})
+	dev := testDevice(t, sdma.Config{RingSize: 64, Sink: &sdmatest.FaultSink{Sink: held, StallRate: 0.05, Stall: 50 * time.Microsecond, Seed: 1}})
 	pq := testQueue(t, Config{Device: dev, Slots: 2})
+	testHooks(pq).deferred = park
 	ends := newEndCounter(pq)
 	data := pattern(256<<10, 6)
 	n := 8
