@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -195,8 +196,10 @@ func TestSubmitHandoffConcurrent(t *testing.T) {
 	var driver sync.WaitGroup
 	defer func() { stop.Store(true); driver.Wait() }()
 	driver.Add(1)
+	driverGone := make(chan struct{}) // closed when the driver returns: after an error, at once
 	go func() {
 		defer driver.Done()
+		defer close(driverGone)
 		for !stop.Load() {
 			if n, err := eng.Process(); err != nil {
 				t.Error(err)
@@ -209,10 +212,25 @@ func TestSubmitHandoffConcurrent(t *testing.T) {
 	for s := range slots {
 		free <- s
 	}
+	// A slot comes back only through a Done, which needs the driver: once it stopped (its error
+	// reported) nothing comes, and the test fails at once instead of waiting for ever. A minute
+	// without a slot back is a hang guard.
+	nextFree := func(i int) int { // for message i (msgs and on: the end's wait for every slot)
+		t.Helper()
+		select {
+		case slot := <-free:
+			return slot
+		case <-driverGone:
+			t.Fatalf("message %d of %d: no slot will come back, the driver stopped", i, msgs)
+		case <-time.After(time.Minute):
+			t.Fatalf("message %d of %d: no slot came back in a minute (%+v)", i, msgs, pq.Stats())
+		}
+		return -1
+	}
 	data := pattern(4096, 5)
 	ctx := context.Background()
 	for i := range msgs {
-		slot := <-free
+		slot := nextFree(i)
 		onSlot[slot].Store(int64(i))
 		info, hdr := Message(slot, 4096, testTemplate, data)
 		if err := pq.Submit(ctx, info, &hdr, data); err != nil {
@@ -220,7 +238,7 @@ func TestSubmitHandoffConcurrent(t *testing.T) {
 		}
 	}
 	for range slots {
-		<-free // every slot back: every request's Done ran
+		nextFree(msgs) // every slot back: every request's Done ran
 	}
 	for i := range seen {
 		if n := seen[i].Load(); n != 1 {
