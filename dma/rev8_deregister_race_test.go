@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // deregWaiters returns how many Deregisters of r wait for another's outcome.
@@ -97,7 +99,7 @@ func drainingInUse(ctx context.Context, t *testing.T, rg Registrar, size int) (*
 // afterwards: a caller treating ErrNotMapped as "gone" leaked it). Once the use is released the
 // second deregisters it, and a third Deregister is ErrNotMapped.
 func TestDeregisterWhileDeregistering(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	impls(t, func(t *testing.T, m testMapper) {
 		rg := registrar(t, m)
 		ctx1, cancel1 := context.WithCancel(context.Background())
@@ -129,7 +131,7 @@ func TestDeregisterWhileDeregistering(t *testing.T) {
 // TestDeregisterWaiterSeesFirstDone: a Deregister that waits for another's outcome returns
 // ErrNotMapped (deregistered already) once the other deregistered the registration.
 func TestDeregisterWaiterSeesFirstDone(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	impls(t, func(t *testing.T, m testMapper) {
 		rg := registrar(t, m)
 		r, first := drainingInUse(context.Background(), t, rg, 4096)
@@ -155,7 +157,7 @@ func TestDeregisterWaiterSeesFirstDone(t *testing.T) {
 // outcome returns an error matching its context's and changes nothing: the first still waits for
 // the use, then deregisters.
 func TestDeregisterWaiterCanceled(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	impls(t, func(t *testing.T, m testMapper) {
 		rg := registrar(t, m)
 		r, first := drainingInUse(context.Background(), t, rg, 512)
@@ -184,7 +186,7 @@ func TestDeregisterWaiterCanceled(t *testing.T) {
 // the second may see its context's end or the first's outcome first), the registration is live
 // again, usable, and a later Deregister undoes it.
 func TestDeregisterBothGiveUp(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	impls(t, func(t *testing.T, m testMapper) {
 		rg := registrar(t, m)
 		r := registerInUse(t, rg, 256)
@@ -219,7 +221,7 @@ func TestDeregisterBothGiveUp(t *testing.T) {
 // ErrNotMapped (deregistered already) or its context's error, the memory is unmapped once, and
 // no goroutine is left. Run under -race -cpu 1,2,4.
 func TestDeregisterConcurrentRace(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	rounds := 200
 	if testing.Short() {
 		rounds = 50

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // TestDeregisterHandoverUnderAcquires (rv2 review of 19a31b4): Deregisters of one registration
@@ -20,7 +22,7 @@ import (
 // before it); no Acquire succeeds once it returned; every other Deregister is ErrNotMapped or
 // Canceled; no goroutine is left. Run under -race -cpu 1,2,4.
 func TestDeregisterHandoverUnderAcquires(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	rounds := 40
 	if testing.Short() {
 		rounds = 15

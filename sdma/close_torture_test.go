@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // Close against everything at once: engines with every wait strategy (and Manual ones driven by
@@ -292,7 +293,7 @@ func TestCloseTortureConcurrent(t *testing.T) {
 		totals[2] += ab
 	}
 	t.Logf("accepted %d, ok %d, aborted %d", totals[0], totals[1], totals[2])
-	goleak.VerifyNone(t, opt)
+	leakcheck.VerifyNone(t, opt)
 }
 
 func tortureRound(t *testing.T, seed uint64) (accepted, ok, aborted int64) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // engTestDevice builds a device with a capturing sink, closed at the end of the test.
@@ -110,7 +111,7 @@ func engTestLoop(stop <-chan struct{}, wg *sync.WaitGroup, f func(i int)) {
 func engTestNoLeak(t *testing.T) {
 	t.Helper()
 	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+	t.Cleanup(func() { leakcheck.VerifyNone(t, opt) })
 }
 
 func TestEngineSendProcessManual(t *testing.T) {

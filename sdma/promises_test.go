@@ -25,6 +25,7 @@ import (
 	"github.com/gosdma/gosdma/alloc"
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -36,7 +37,7 @@ const promHangGuard = 60 * time.Second
 func promNoLeak(t *testing.T) {
 	t.Helper()
 	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+	t.Cleanup(func() { leakcheck.VerifyNone(t, opt) })
 }
 
 func promIOMMU(t *testing.T) *dma.IOMMU {
@@ -423,7 +424,7 @@ func TestPromiseExactlyOnceUnderChaos(t *testing.T) {
 	}
 	accepted, ok, aborted := count()
 	// No goroutine of the device is left, so no callback can still come: count again.
-	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	a2, ok2, ab2 := count()
 	assert.Equal(t, [3]int{accepted, ok, aborted}, [3]int{a2, ok2, ab2}, "a completion after Close returned")
 	assert.Zero(t, putErrs.Load(), "a txreq went back to the allocator twice (a double completion)")
@@ -1283,7 +1284,7 @@ func TestPromiseCloseStopsEveryGoroutine(t *testing.T) {
 					require.NoError(t, dev.Close())
 				}
 				blocked.Wait()
-				goleak.VerifyNone(t, goleak.IgnoreCurrent()) // before the test's own check: Close's doing
+				leakcheck.VerifyNone(t, goleak.IgnoreCurrent()) // before the test's own check: Close's doing
 				assert.Zero(t, dup.Load(), "a txreq completed twice")
 				for i, r := range all {
 					if r.accepted {

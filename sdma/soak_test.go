@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // The soak: producers on every engine send packets of random shapes while mapping faults, sink
@@ -104,7 +105,7 @@ func TestSoakLedgerBalances(t *testing.T) {
 }
 
 func runSoak(t *testing.T, engines, perProducer, producersPerEngine int) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	iommu := engTestIOMMU(t)
 	fi := dma.NewFaultInjector(iommu)
 	ss := &soakSink{recs: make(map[[2]uint32]*soakRec), lastSeq: make(map[uint32]uint32)}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/sdma"
 )
 
@@ -131,7 +132,7 @@ func TestBoundedAllocatorCloseAndCtxRace(t *testing.T) {
 	for round := range 12 {
 		for name, a := range boundedAllocs(t, 3) {
 			t.Run(name, func(t *testing.T) {
-				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+				defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 				dev, err := sdma.NewDevice(sdma.Config{RingSize: 64})
 				require.NoError(t, err)
 				defer dev.Close()

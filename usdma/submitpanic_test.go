@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gosdma/gosdma/alloc"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/sdma"
 	"github.com/gosdma/gosdma/sdma/sdmatest"
 )
@@ -215,7 +216,7 @@ func TestWaitTxPanicStopsItsWatcher(t *testing.T) {
 	info, hdr := Message(0, 256, testTemplate, data)
 	require.PanicsWithValue(t, "getCtxPanicAlloc: GetCtx", func() { _ = pq.Submit(context.Background(), info, &hdr, data) })
 	require.Equal(t, 2, pq.busy.Busy(), "two packets in flight")
-	goleak.VerifyNone(t, before)
+	leakcheck.VerifyNone(t, before)
 	require.Nil(t, pq.txWait.Load())
 	for pq.Comp(0).Status == Queued {
 		_, err := eng.Process()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
 	"go.uber.org/goleak"
@@ -37,7 +38,7 @@ func (s *blockSink) Deliver(int, [][]byte) error {
 // while the first Close was still closing the contexts (a Sink held up its chip), so the caller's
 // "closed" saw contexts still enabled and PIO packets not yet released.
 func TestCloseTwiceConcurrentWaitsForTheWork(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	sink := &blockSink{entered: make(chan struct{}), release: make(chan struct{})}
 	sd, err := sdma.NewDevice(sdma.Config{Sink: sink})
 	if err != nil {
@@ -102,7 +103,7 @@ func TestCloseTwiceConcurrentWaitsForTheWork(t *testing.T) {
 // context. It returned nil, marked the Device closed, left the context open, and every later
 // Close returned nil at once: the context and its chip goroutine lived on for ever.
 func TestCloseRefusedInCallbackIsNotLost(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	var d *Device
 	inSink := make(chan error, 1)
 	var once sync.Once
@@ -162,7 +163,7 @@ func (m *panicMapper) MapSingle(buf []byte, dir dma.Direction) (dma.Addr, error)
 // segments panics in turn: a packet of one segment takes sendSDMA's add, without addSegs'
 // deferred cleanup, which must leave nothing mapped as well.
 func TestSendMapperPanicLeavesNothingMapped(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	for nseg := 1; nseg <= 3; nseg++ {
 		for at := 1; at <= nseg; at++ {
 			t.Run(fmt.Sprintf("segments=%d/panic=%d", nseg, at), func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/internal/soak"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
@@ -30,7 +31,7 @@ import (
 // engine 0 while it holds queued packets"), and the packet was lost, though its Send had returned
 // nil and its Completion had been told nil; a context past the engines' lanes lost every packet.
 func TestPIOIntoBatchingSinkLosesNothing(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	const engines, contexts, per = 1, 2, 1500
 	r, err := udpsink.Listen(udpsink.ReceiverConfig{Idle: 10 * time.Second})
 	if err != nil {
@@ -119,7 +120,7 @@ func TestPIOIntoBatchingSinkLosesNothing(t *testing.T) {
 // SinkErrors. A sink with a lane for each engine and context, and one sized for the engines under
 // DisablePIO (no PIO packet), are taken.
 func TestSinkSizedForTheEnginesOnlyRefused(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	r, err := udpsink.Listen(udpsink.ReceiverConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gosdma/gosdma/dma"
 	"github.com/gosdma/gosdma/internal/census"
+	"github.com/gosdma/gosdma/internal/leakcheck"
 	"github.com/gosdma/gosdma/sdma"
 	"go.uber.org/goleak"
 )
@@ -22,7 +23,7 @@ import (
 // Close (from the engine) and the SDMA device's Close (from the chip) each to a goroutine of its
 // own and returns. Both Closes return nil, the sends return, and no goroutine is left.
 func TestCrossLayerClosesHandedOffFromCallbacks(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	var d *Device
 	var sd *sdma.Device
 	var engOnce, chipOnce sync.Once
@@ -106,7 +107,7 @@ func sendArmed(d *Device, m *unmapPanicMapper, c Completion) (*Flow, error) {
 // and the device's Close, would wait for ever, so the test stops here (a Manual device and
 // ManualPIO have no goroutine to leave behind).
 func TestMapperUnmapPanicOnCallersGoroutine(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	iommu, err := dma.NewIOMMU(dma.IOMMUConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/gosdma/gosdma/internal/leakcheck"
 )
 
 // Seeds runs a soak over seeds seeds (short with -short), from RVSOAK_SEED on (1 if unset), each
@@ -32,7 +34,7 @@ func Seeds[A any](t *testing.T, seeds, short int, arg, argShort A, run func(t *t
 	for s := range seeds {
 		seed := base + uint64(s)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 			run(t, seed, arg)
 		})
 	}
