@@ -2,6 +2,7 @@ package sdma
 
 import (
 	"context"
+	"fmt"
 	"github.com/gosdma/gosdma/internal/vlmap"
 	"github.com/gosdma/gosdma/sdma/internal/sm"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/gosdma/gosdma/dma"
+	"github.com/gosdma/gosdma/internal/sinklanes"
 	"github.com/gosdma/gosdma/ring"
 )
 
@@ -104,7 +106,14 @@ type Config struct {
 	// nil (a nil *udpsink.Sink in the interface) is refused, as for Mapper. A Sink with a method
 	// Validate() error (sdmatest.FaultSink and FaultBatchSink have one) is validated once, by
 	// NewDevice: a non-nil answer refuses the device, as it is if it is a *ConfigError (naming
-	// the sink's field), else as a *ConfigError for Sink whose Reason quotes it.
+	// the sink's field), else as a *ConfigError for Sink whose Reason quotes it. A Sink with a
+	// method Engines() int says it takes engine numbers 0..Engines()-1 (udpsink.Sink:
+	// udpsink.Config.Engines; sdmatest.FaultSink and FaultBatchSink answer the wrapped sink's):
+	// NewDevice reads it once and refuses (a *ConfigError for Sink, naming both sizes) a sink
+	// that takes fewer than Engines, which would refuse every packet of the engines past it after
+	// their sends succeeded, the txreqs completing OK. A negative answer says nothing (a wrapper
+	// over a sink without the method gives -1): such a sink, and one without the method, is
+	// taken as before.
 	Sink Sink
 	// NumVLs is the number of virtual lanes mapped to engines, 1..8 and at most Engines; 0 means
 	// min(Engines, 8).
@@ -202,7 +211,8 @@ type Device struct {
 const devicePad = 24
 
 // NewDevice builds a device from cfg, validating every field (a bad value is a *ConfigError
-// naming it), and starts one hardware-model goroutine per engine unless cfg.Manual. The shared pad
+// naming it; a Sink that says it takes fewer engine numbers than Engines is one, see
+// Config.Sink), and starts one hardware-model goroutine per engine unless cfg.Manual. The shared pad
 // that pad descriptors point at is allocated from the mapper (AllocCoherent); a mapper that puts
 // it beyond the descriptor's 48-bit bus address gets a *TxError matching ErrMapping, the pad freed.
 // (hfi1: sdma_init, sdma_map_init)
@@ -224,6 +234,9 @@ func NewDevice(cfg Config) (*Device, error) {
 		if err := validateSink(v); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkSinkEngines(cfg.Sink, cfg.Engines); err != nil {
+		return nil, err
 	}
 	var lim [2]int
 	if bs, ok := cfg.Sink.(BatchSink); ok {
@@ -284,6 +297,25 @@ func NewDevice(cfg Config) (*Device, error) {
 		}
 	}
 	return dev, nil
+}
+
+// checkSinkEngines refuses a sink that says how many engine numbers it takes (an Engines method,
+// internal/sinklanes: udpsink.Sink, and the sdmatest wrappers over it) and takes fewer than the
+// device's engines: it would refuse every packet of the engines past it, after their send
+// returned nil and their txreqs completed OK, a loss told only by the engines' SinkErrors. A
+// sink without the method (or whose Engines is negative: it does not say) is taken; a panic in
+// Engines refuses, as one in Validate or BatchLimit.
+func checkSinkEngines(s Sink, engines int) error {
+	have, ok, err := sinklanes.Of(s)
+	switch {
+	case err != nil:
+		return configErr("Sink", fmt.Sprintf("%T", s), err.Error())
+	case ok && have < engines:
+		return configErr("Sink", fmt.Sprintf("%T", s), "takes "+itoa(have)+" engines (its Engines method), and Config.Engines is "+
+			itoa(engines)+": engine i delivers as engine number i, and the sink would refuse every packet of engines "+
+			itoa(have)+".."+itoa(engines-1)+" after its send succeeded (build the sink for "+itoa(engines)+" engines: udpsink.Config.Engines)")
+	}
+	return nil
 }
 
 // typedNil reports whether v, a non-nil interface value, holds a nil pointer, map, func, slice,

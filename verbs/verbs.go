@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gosdma/gosdma/internal/sinklanes"
 	"github.com/gosdma/gosdma/internal/vlmap"
 	"github.com/gosdma/gosdma/pio"
 	"github.com/gosdma/gosdma/sdma"
@@ -101,9 +102,10 @@ type Config struct {
 // state expects (an sdma.BatchSink holds an engine's queued packets between its Queue and Flush,
 // and refuses a Deliver on that engine meanwhile). Build such a sink for NumEngines()+Contexts
 // engines: a udpsink.Sink with Config.Engines = NumEngines()+Contexts, say. A sink that says how
-// many engines it takes (an Engines() int method, as udpsink.Sink has) and takes fewer is refused
-// by New (ErrInvalid), unless DisablePIO: it would refuse the PIO packets after their Send
-// returned nil.
+// many engines it takes (an Engines() int method, as udpsink.Sink has and the sdmatest fault
+// wrappers pass on; sdma.NewDevice refuses one with fewer than NumEngines) and takes fewer is
+// refused by New (ErrInvalid), unless DisablePIO: it would refuse the PIO packets after their
+// Send returned nil.
 //
 // Make one with New. The zero Device has no contexts and no SDMA device: NewFlow panics on it,
 // saying so (a programmer error: NewFlow returns no error), and its other methods answer as such
@@ -171,21 +173,18 @@ func New(cfg Config) (*Device, error) {
 	return d, nil
 }
 
-// sinkLanes is a sink that says how many engine numbers it takes, 0..Engines()-1
-// (udpsink.Sink).
-type sinkLanes interface{ Engines() int }
-
 // checkSinkLanes refuses an SDMA device whose sink says it takes fewer engine numbers than the
 // engines and the contexts PIO context i delivers as (engine NumEngines()+i): a sink sized for
 // the SDMA engines alone would refuse every PIO packet after its Send returned nil and its
 // Completion was told nil, a loss counted only in the context's SinkErrors. Without PIO no
-// context delivers.
+// context delivers. The sink says how many it takes with an Engines method (internal/sinklanes;
+// sdma.NewDevice read it already: a panic in it, or fewer than NumEngines, never gets here).
 func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) error {
-	s, ok := sd.Sink().(sinkLanes)
+	have, ok, _ := sinklanes.Of(sd.Sink())
 	if !ok || disablePIO {
 		return nil
 	}
-	if have, want := s.Engines(), sd.NumEngines()+contexts; have < want {
+	if want := sd.NumEngines() + contexts; have < want {
 		return errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+strconv.Itoa(have)+" engines; it needs "+
 			strconv.Itoa(want)+", one for each of the "+strconv.Itoa(sd.NumEngines())+" SDMA engines and the "+strconv.Itoa(contexts)+
 			" PIO contexts (context i delivers as engine NumEngines()+i): build it for "+strconv.Itoa(want)+" (udpsink.Config.Engines)"))

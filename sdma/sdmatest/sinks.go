@@ -11,6 +11,7 @@ import (
 	"github.com/gosdma/gosdma/internal/cacheline"
 	"github.com/gosdma/gosdma/internal/pcpu"
 	"github.com/gosdma/gosdma/internal/relaxed"
+	"github.com/gosdma/gosdma/internal/sinklanes"
 	"github.com/gosdma/gosdma/internal/splitmix"
 	"github.com/gosdma/gosdma/sdma"
 )
@@ -229,6 +230,12 @@ func validateInner(field, hint string, inner any) error {
 	return nil
 }
 
+// Engines is the wrapped sink's, so that sdma.NewDevice (and verbs.New) still refuse a sink too
+// small for the device through the wrapper (see sdma.Config.Sink): the number of engine numbers
+// the wrapped sink says it takes, or -1, "it does not say", if it has no Engines method (or is
+// nil), which they take as a sink without the method. Read once, at construction.
+func (s *FaultSink) Engines() int { return sinklanes.Forward(s.Sink) }
+
 // Deliver draws, maybe stalls, and fails or delivers.
 func (s *FaultSink) Deliver(engine int, segs [][]byte) error {
 	if err := s.draw(); err != nil {
@@ -285,6 +292,10 @@ func (s *FaultBatchSink) Validate() error {
 	}
 	return validateInner("sdmatest.FaultBatchSink.Batch", "", s.Batch)
 }
+
+// Engines is the wrapped BatchSink's (Batch, the sink every packet goes to; not FaultSink.Sink),
+// or -1 if it has no Engines method (or is nil), as for FaultSink.
+func (s *FaultBatchSink) Engines() int { return sinklanes.Forward(s.Batch) }
 
 // BatchLimit is the wrapped sink's.
 func (s *FaultBatchSink) BatchLimit() (packets, bytes int) { return s.Batch.BatchLimit() }

@@ -6,7 +6,8 @@ type Config struct {
 	// "[::1]:18515") with a port other than 0. An empty host means 127.0.0.1.
 	Addr string
 	// Engines is the number of engines that will deliver (engine numbers 0..Engines-1).
-	// 0 means 1; at most MaxEngines.
+	// 0 means 1; at most MaxEngines. A device of more engines refuses the sink (see
+	// Sink.Engines): sdma.NewDevice's Config.Engines, plus verbs' PIO contexts.
 	Engines int
 	// WriteBuffer is the socket send buffer (SO_SNDBUF) in bytes; 0 means 4 MiB, a negative size is
 	// ErrInvalid. The kernel may cap it (net.core.wmem_max).

@@ -211,8 +211,10 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 }
 
 // Engines returns the number of engines the sink takes packets from, engine numbers
-// 0..Engines()-1 (Config.Engines; 0 for the zero Sink). A user of a sink that sends on more
-// lanes than its engines' (verbs.New: a lane per PIO context past the SDMA engines) checks it.
+// 0..Engines()-1 (Config.Engines; 0 for the zero Sink). The users of a sink check it once, when
+// they are built, and refuse a sink too small for them (ErrInvalid): sdma.NewDevice one with
+// fewer than its Engines, verbs.New one without a lane for each PIO context past the SDMA
+// engines. sdmatest.FaultSink and FaultBatchSink pass it on.
 func (s *Sink) Engines() int { return len(s.engines) }
 
 // Run returns the run ID the sink's frames carry (Config.Run, or the one New drew).
