@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/gosdma/gosdma/internal/goid"
+	"github.com/gosdma/gosdma/internal/sinklanes"
 )
 
 // Releaser is told once per packet that its credits came back (hfi1: pio_release_cb with its
@@ -70,7 +71,12 @@ type Config struct {
 	MTU int
 	// Index is the context's software index, handed to the sink with each packet.
 	Index int
-	// Sink receives the packets. nil: they are dropped (counted in Stats).
+	// Sink receives the packets. nil: they are dropped (counted in Stats). A Sink with a method
+	// Engines() int says it takes the numbers 0..Engines()-1 (udpsink.Sink does): New reads it
+	// once and refuses (ErrInvalid) a sink with no number for Index, which would refuse every
+	// packet of the context after its send succeeded. A negative answer says nothing (a wrapper
+	// over a sink without the method gives -1): such a sink, and one without the method, is
+	// taken.
 	Sink Sink
 	// Manual runs no chip goroutine: the caller drives the chip with Process (and a blocking
 	// send drives it itself while it waits).
@@ -318,6 +324,9 @@ func New(cfg Config) (*SendContext, error) {
 	if err := cfg.Faults.check(); err != nil {
 		return nil, err
 	}
+	if err := checkSinkEngines(cfg.Sink, cfg.Index); err != nil {
+		return nil, err
+	}
 	sc := &SendContext{
 		typ:     cfg.Type,
 		index:   cfg.Index,
@@ -344,6 +353,22 @@ func New(cfg Config) (*SendContext, error) {
 		go sc.run()
 	}
 	return sc, nil
+}
+
+// checkSinkEngines refuses a sink that says how many engine numbers it takes (an Engines
+// method, internal/sinklanes: udpsink.Sink, verbs' lanes of the SDMA device's sink) and has none
+// for index, the number the context delivers as: it would refuse every packet of the context
+// after its send succeeded and its credits came back, a loss told only by Stats.SinkErrors. A
+// sink without the method (or whose Engines is negative) is taken; a panic in Engines refuses.
+func checkSinkEngines(s Sink, index int) error {
+	have, ok, err := sinklanes.Of(s)
+	switch {
+	case err != nil:
+		return errf("New", ErrInvalid, "sink: "+err.Error())
+	case ok && (index < 0 || index >= have):
+		return errf("New", ErrInvalid, "the sink takes "+itoa(have)+" engines (its Engines method), none for Index "+itoa(index)+", the number the context delivers as: it would refuse every packet of the context")
+	}
+	return nil
 }
 
 // Index returns the context's software index (sw_index).

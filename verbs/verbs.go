@@ -152,7 +152,8 @@ func New(cfg Config) (*Device, error) {
 		// included), or the ones past the context fail where SDMA would carry them.
 		return nil, errors.Join(ErrInvalid, errors.New("verbs: Credits "+strconv.Itoa(credits)+" blocks hold no packet of PIOThreshold "+strconv.Itoa(thr)+" bytes (PBC included, "+strconv.Itoa(need)+" blocks)"))
 	}
-	if err := checkSinkLanes(cfg.SDMA, n, cfg.DisablePIO); err != nil {
+	lanes, err := checkSinkLanes(cfg.SDMA, n, cfg.DisablePIO)
+	if err != nil {
 		return nil, err
 	}
 	d := &Device{sdma: cfg.SDMA, threshold: thr, manual: cfg.ManualPIO}
@@ -160,7 +161,7 @@ func New(cfg Config) (*Device, error) {
 		d.threshold = 0
 	}
 	d.pool.New = func() any { return &sdmaPacket{dev: d} }
-	sink := &pioSink{sink: cfg.SDMA.Sink(), base: cfg.SDMA.NumEngines()}
+	sink := &pioSink{sink: cfg.SDMA.Sink(), base: cfg.SDMA.NumEngines(), lanes: lanes}
 	for i := range n {
 		sc, err := pio.New(pio.Config{Type: pio.Kernel, Credits: credits, Index: i, Sink: sink, Manual: cfg.ManualPIO, Faults: cfg.PIOFaults})
 		if err != nil {
@@ -179,17 +180,19 @@ func New(cfg Config) (*Device, error) {
 // Completion was told nil, a loss counted only in the context's SinkErrors. Without PIO no
 // context delivers. The sink says how many it takes with an Engines method (internal/sinklanes;
 // sdma.NewDevice read it already: a panic in it, or fewer than NumEngines, never gets here).
-func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) error {
+// It returns the contexts' sink's Engines (pioSink.lanes): the sink's numbers past the engines',
+// or sinklanes.Unsized if it does not say or under DisablePIO.
+func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) (int, error) {
 	have, ok, _ := sinklanes.Of(sd.Sink())
 	if !ok || disablePIO {
-		return nil
+		return sinklanes.Unsized, nil
 	}
 	if want := sd.NumEngines() + contexts; have < want {
-		return errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+strconv.Itoa(have)+" engines; it needs "+
+		return 0, errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+strconv.Itoa(have)+" engines; it needs "+
 			strconv.Itoa(want)+", one for each of the "+strconv.Itoa(sd.NumEngines())+" SDMA engines and the "+strconv.Itoa(contexts)+
 			" PIO contexts (context i delivers as engine NumEngines()+i): build it for "+strconv.Itoa(want)+" (udpsink.Config.Engines)"))
 	}
-	return nil
+	return have - sd.NumEngines(), nil
 }
 
 // pioSink is the PIO contexts' sink: the SDMA device's, each context on a lane of its own past
@@ -198,7 +201,15 @@ func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) error {
 type pioSink struct {
 	sink sdma.Sink
 	base int
+	// lanes is the context numbers the sink takes (Engines, which pio.New reads): the SDMA
+	// device's sink's engine numbers past base, or sinklanes.Unsized when it does not say, or
+	// under DisablePIO, where no context delivers (New took the sink without a lane for them).
+	lanes int
 }
+
+// Engines is the number of context numbers the SDMA device's sink takes past the engines' (or -1:
+// it does not say); pio.New refuses a context it has no lane for.
+func (s *pioSink) Engines() int { return s.lanes }
 
 // Deliver hands the packet of context ctxt to the SDMA device's sink as engine base+ctxt.
 func (s *pioSink) Deliver(ctxt int, segs [][]byte) error { return s.sink.Deliver(s.base+ctxt, segs) }

@@ -1,9 +1,9 @@
 // Package sinklanes is the one definition of a sink that says how many engine numbers it takes
-// (udpsink.Sink's Engines). sdma.NewDevice and verbs.New read it, through Of, to refuse a sink
-// that has no number for an engine or context they deliver as: such a sink refuses every packet
-// of it after the send succeeded, a loss that only the sink-error count would tell. The sink
-// wrappers (sdmatest.FaultSink and FaultBatchSink) pass it on, through Forward. It is read once,
-// at construction: no packet pays for it.
+// (udpsink.Sink's Engines). sdma.NewDevice, pio.New and verbs.New read it, through Of, to refuse
+// a sink that has no number for an engine or context they deliver as: such a sink refuses every
+// packet of it after the send succeeded, a loss that only the sink-error count would tell. The
+// sink wrappers (sdmatest.FaultSink and FaultBatchSink, verbs' PIO contexts' sink) pass it on,
+// through Forward. It is read once, at construction: no packet pays for it.
 package sinklanes
 
 import "fmt"

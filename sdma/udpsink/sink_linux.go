@@ -213,8 +213,8 @@ func (s *Sink) accept(engine int, segs [][]byte, limit string) (*engineState, er
 // Engines returns the number of engines the sink takes packets from, engine numbers
 // 0..Engines()-1 (Config.Engines; 0 for the zero Sink). The users of a sink check it once, when
 // they are built, and refuse a sink too small for them (ErrInvalid): sdma.NewDevice one with
-// fewer than its Engines, verbs.New one without a lane for each PIO context past the SDMA
-// engines. sdmatest.FaultSink and FaultBatchSink pass it on.
+// fewer than its Engines, pio.New one with no number for its Index, verbs.New one without a lane
+// for each PIO context past the SDMA engines. sdmatest.FaultSink and FaultBatchSink pass it on.
 func (s *Sink) Engines() int { return len(s.engines) }
 
 // Run returns the run ID the sink's frames carry (Config.Run, or the one New drew).
