@@ -13,9 +13,6 @@
 package leakcheck
 
 import (
-	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"go.uber.org/goleak"
@@ -25,8 +22,9 @@ import (
 // report them: a hang guard, not a bound on how fast a goroutine ends.
 const Patience = time.Minute
 
-// VerifyNone is goleak.VerifyNone(t, opts...) with Patience: it fails t (t.Error) with goleak's
-// report if goroutines that opts do not ignore are still running after Patience.
+// VerifyNone is goleak.VerifyNone(t, opts...) with Patience: it waits up to Patience for the
+// goroutines that opts do not ignore to end, then calls goleak.VerifyNone (which fails t with its
+// report if some are left, and runs a goleak.Cleanup's function with 0).
 func VerifyNone(t goleak.TestingT, opts ...goleak.Option) {
 	if h, ok := t.(interface{ Helper() }); ok {
 		h.Helper()
@@ -38,37 +36,39 @@ func verifyNone(t goleak.TestingT, patience time.Duration, opts ...goleak.Option
 	if h, ok := t.(interface{ Helper() }); ok {
 		h.Helper()
 	}
-	if err := find(patience, opts...); err != nil {
-		t.Error(err)
-	}
+	wait(patience, opts...)
+	goleak.VerifyNone(t, opts...)
 }
 
 // VerifyTestMain is goleak.VerifyTestMain(m, opts...) with Patience: it runs the tests and, if
-// they passed, exits 1 with goleak's report if goroutines that opts do not ignore are still
-// running after Patience; else it exits with the tests' status.
+// they passed, waits up to Patience for the goroutines that opts do not ignore to end; then
+// goleak.VerifyTestMain, handed the tests' status, has the last word: it exits 1 with its report
+// if the tests passed and goroutines are left, else with the tests' status (or, given a
+// goleak.Cleanup, runs its function with that status instead of exiting).
 func VerifyTestMain(m goleak.TestingM, opts ...goleak.Option) {
-	os.Exit(verifyTestMain(m, os.Stderr, Patience, opts...))
+	verifyTestMain(m, Patience, opts...)
 }
 
-func verifyTestMain(m goleak.TestingM, stderr io.Writer, patience time.Duration, opts ...goleak.Option) int {
+func verifyTestMain(m goleak.TestingM, patience time.Duration, opts ...goleak.Option) {
 	code := m.Run()
 	if code == 0 {
-		if err := find(patience, opts...); err != nil {
-			fmt.Fprintf(stderr, "goleak: Errors on successful test run: %v\n", err)
-			code = 1
-		}
+		wait(patience, opts...)
 	}
-	return code
+	goleak.VerifyTestMain(status(code), opts...)
 }
 
-// find is goleak.Find(opts...), asked again until it finds nothing or patience has passed; it
-// returns goleak's last report. Each Find that finds goroutines looks 20 times over 0.4 s itself.
-func find(patience time.Duration, opts ...goleak.Option) error {
+// status is a goleak.TestingM whose tests have run: Run returns their status.
+type status int
+
+func (s status) Run() int { return int(s) }
+
+// wait asks goleak.Find(opts...) again until it finds nothing or patience has passed. Each Find
+// that finds goroutines looks 20 times over 0.4 s itself. A goleak.Cleanup in opts is overridden:
+// Find refuses the option (it would return that refusal at once, for the whole patience), and
+// it is for the goleak check that follows the wait.
+func wait(patience time.Duration, opts ...goleak.Option) {
+	opts = append(opts[:len(opts):len(opts)], goleak.Cleanup(nil))
 	deadline := time.Now().Add(patience)
-	for {
-		err := goleak.Find(opts...)
-		if err == nil || !time.Now().Before(deadline) {
-			return err
-		}
+	for goleak.Find(opts...) != nil && time.Now().Before(deadline) {
 	}
 }
