@@ -62,5 +62,6 @@
 //
 // The sender needs Linux (sendmmsg through golang.org/x/net, sendmsg and UDP_SEGMENT through
 // golang.org/x/sys/unix); elsewhere New returns
-// ErrLinuxOnly. The Receiver is portable.
+// ErrLinuxOnly. The Receiver is portable, but for Receiver.Pending, which asks Linux's SIOCINQ
+// and returns ErrLinuxOnly elsewhere.
 package udpsink

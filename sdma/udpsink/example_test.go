@@ -96,3 +96,52 @@ func ExampleReceiver_RunWithin() {
 	// Output:
 	// true 0 <nil>
 }
+
+// A sender in the receiver's process waits, before the Sink's Close sends the end-of-run
+// markers, until the Receiver has taken what reached its socket: every datagram sent, or none
+// pending (a full receive buffer dropped the others). The markers, datagrams too, then find
+// room, and the report counts the packets dropped as lost (sdmaperf's in-process receiver waits
+// so, and gives up on a Run that reads nothing for 5 s).
+func ExampleReceiver_Pending() {
+	recv, err := udpsink.Listen(udpsink.ReceiverConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer recv.Close()
+	done := make(chan udpsink.Report)
+	go func() {
+		rep, err := recv.Run(context.Background())
+		if err != nil {
+			panic(err)
+		}
+		done <- rep
+	}()
+	sink, err := udpsink.New(udpsink.Config{Addr: recv.Addr().String(), Batch: 1})
+	if err != nil {
+		panic(err)
+	}
+	payload := make([]byte, 1024)
+	for range 100 {
+		if err := sink.Deliver(0, [][]byte{payload}); err != nil {
+			panic(err)
+		}
+	}
+	sent := sink.Stats().Packets
+	for recv.Received() < sent {
+		pending, err := recv.Pending()
+		if err != nil {
+			panic(err)
+		}
+		if !pending {
+			break // the rest were dropped
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := sink.Close(); err != nil { // the end markers
+		panic(err)
+	}
+	rep := <-done
+	fmt.Println("ended:", rep.Ended, "received or lost:", rep.Packets+rep.Lost == sent)
+	// Output:
+	// ended: true received or lost: true
+}
