@@ -172,6 +172,10 @@ type pathReport struct {
 	Config    Config       `json:"config"`
 	Results   []pathResult `json:"results"`
 	Crossover int          `json:"crossover_bytes,omitempty"` // the largest size PIO beat SDMA at (with -sweep)
+	// Compared: some size has both a PIO and an SDMA row (with -sweep), so that Crossover 0 says
+	// SDMA was faster from the smallest size; a Ctrl-C before the first size's SDMA run leaves
+	// none. Not in -json, whose crossover_bytes is absent in both cases, as before.
+	Compared bool `json:"-"`
 	// Interrupted: Ctrl-C ended the run; Results are what ran, the last one partial.
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -224,7 +228,7 @@ sizes:
 			}
 		}
 	}
-	rep.Crossover = crossover(cfg.Mode, rep.Results)
+	rep.Crossover, rep.Compared = crossover(cfg.Mode, rep.Results)
 	if cfg.JSON {
 		if err := writeJSONValue(stdout, rep); err != nil {
 			return err
@@ -248,8 +252,11 @@ func cost(mode Mode, r pathResult) float64 {
 }
 
 // crossover returns the largest size at which PIO cost less than SDMA, if every smaller size
-// did too (0 when there is no PIO/SDMA pair).
-func crossover(mode Mode, rs []pathResult) int {
+// did too (0 when SDMA cost less at the smallest), and whether any size was compared. The
+// comparison stops at the first PIO size without an SDMA row: a sweep cut by Ctrl-C ends with
+// the row it cut short, one path's (runPaths), and measured nothing by the other path there or
+// after. Without any pair (a Ctrl-C before the first size's SDMA run) nothing was compared.
+func crossover(mode Mode, rs []pathResult) (int, bool) {
 	by := map[string]map[int]pathResult{}
 	for _, r := range rs {
 		if by[r.Path] == nil {
@@ -257,21 +264,22 @@ func crossover(mode Mode, rs []pathResult) int {
 		}
 		by[r.Path][r.Bytes] = r
 	}
-	best := 0
+	best, compared := 0, false
 	for _, r := range rs {
 		if r.Path != pathPIO {
 			continue
 		}
 		s, ok := by[pathSDMA][r.Bytes]
 		if !ok {
-			return 0
+			break
 		}
+		compared = true
 		if cost(mode, r) >= cost(mode, s) {
 			break
 		}
 		best = r.Bytes
 	}
-	return best
+	return best, compared
 }
 
 // pioFaster lists the sizes at which PIO cost less than SDMA.
@@ -321,9 +329,12 @@ func writePathTable(w io.Writer, cfg Config, rep pathReport) {
 		if cfg.Mode == ModeLat {
 			what = "p50"
 		}
-		if rep.Crossover > 0 {
+		switch {
+		case !rep.Compared:
+			fmt.Fprintln(w, " crossover: not measured (no size has both a PIO and an SDMA row)")
+		case rep.Crossover > 0:
 			fmt.Fprintf(w, " crossover: PIO's %s (best of %d rounds) is below SDMA's at every size up to %d bytes on this machine (the kernel's default threshold is %d)\n", what, sweepRounds, rep.Crossover, pio.DefaultThreshold)
-		} else {
+		default:
 			fmt.Fprintf(w, " crossover: SDMA's %s (best of %d rounds) is below PIO's from the smallest size on this machine\n", what, sweepRounds)
 		}
 		fmt.Fprintf(w, " PIO faster at: %v bytes\n", pioFaster(cfg.Mode, rep.Results))
