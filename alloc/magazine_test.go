@@ -281,14 +281,22 @@ func TestPutOnOtherPConcurrent(t *testing.T) {
 			n := 2*16 + 3
 			l, err := alloc.NewList(n, resetObj)
 			require.NoError(t, err)
+			// ctx bounds the producer's waits for objects, with GetCtx or by retrying Get: a
+			// minute for the subtest, which takes well under a second (a hang guard: objects
+			// lost or a wake-up missed); the consumer's failure ends it at once.
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			ch := make(chan *obj, n)
 			var consumerErr error
 			// failed: the consumer failed; it puts nothing back from then on (it drains ch, so
-			// that no send blocks), and the producer, which would wait for ever for objects,
-			// stops.
+			// that no send blocks) and cancels ctx, and the producer, which would wait for
+			// objects until ctx's end, stops.
 			var failed atomic.Bool
+			fail := func(err error) {
+				consumerErr = err
+				failed.Store(true)
+				cancel()
+			}
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() { // the consumer: the completion side
@@ -298,41 +306,42 @@ func TestPutOnOtherPConcurrent(t *testing.T) {
 						continue
 					}
 					if !o.owner.CompareAndSwap(1, 0) {
-						consumerErr = errors.New("object changed hands in flight")
-						failed.Store(true)
+						fail(errors.New("object changed hands in flight"))
 						continue
 					}
 					if err := l.Put(o); err != nil {
-						consumerErr = err
-						failed.Store(true)
+						fail(err)
 					}
 				}
 			}()
+			// The producer, on this goroutine: its failure (err, or a check below) is reported
+			// once the consumer stopped, after the consumer's, which it may be the effect of.
 			for range items {
-				if failed.Load() {
-					break
-				}
 				var o *obj
-				var err error
 				if wait {
 					o, err = l.GetCtx(ctx)
 				} else {
-					for o, err = l.Get(); errors.Is(err, alloc.ErrEmpty) && !failed.Load(); o, err = l.Get() {
+					for o, err = l.Get(); errors.Is(err, alloc.ErrEmpty) && ctx.Err() == nil; o, err = l.Get() {
 						runtime.Gosched()
 					}
-					if failed.Load() {
-						break
-					}
 				}
-				require.NoError(t, err, "producer starved: an object was lost or a wakeup missed")
-				require.True(t, o.owner.CompareAndSwap(0, 1), "object handed out while in flight")
-				require.Zero(t, o.val, "dirty object")
+				if err != nil || failed.Load() {
+					break
+				}
+				if !assert.True(t, o.owner.CompareAndSwap(0, 1), "object handed out while in flight") ||
+					!assert.Zero(t, o.val, "dirty object") {
+					break
+				}
 				o.val = 1
 				ch <- o
 			}
 			close(ch)
 			wg.Wait()
 			require.NoError(t, consumerErr)
+			require.NoError(t, err, "producer starved: an object was lost or a wakeup missed")
+			if t.Failed() {
+				return // a check of the producer's
+			}
 			checkAllFree(t, l, true)
 		})
 	}
