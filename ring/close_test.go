@@ -3,9 +3,8 @@ package ring
 import (
 	"math/rand/v2"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/stretchr/testify/assert"
@@ -120,18 +119,16 @@ func TestStressCloseResetRace(t *testing.T) {
 		r, err := New(64)
 		require.NoError(t, err)
 		total := producers * perProducer
-		// quit ends the producers: set when the test returns (a failed check of the consumer's
-		// included: producers would retry a full or closed ring for ever, and the deferred Wait
-		// wait for them) or a producer fails (the consumer would wait for ever for its
-		// descriptors).
-		var quit atomic.Bool
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer quit.Store(true)
+		// crew.quit ends the producers: set when the test returns (a failed check of the
+		// consumer's included: producers would retry a full or closed ring for ever, and the
+		// deferred stop wait for them) or a producer fails (the consumer would wait for ever for
+		// its descriptors).
+		var crew stressCrew
+		defer crew.stop(t)
 		for p := range producers {
-			wg.Add(1)
+			crew.Add(1)
 			go func(pid uint64) {
-				defer wg.Done()
+				defer crew.Done()
 				rng := rand.New(rand.NewPCG(pid, 7))
 				ds := make([]desc.Desc, 0, 8)
 				for seq := 0; seq < perProducer; {
@@ -159,10 +156,10 @@ func TestStressCloseResetRace(t *testing.T) {
 						}
 						if err != ErrFull && err != ErrClosed {
 							t.Errorf("producer %d: %v", pid, err)
-							quit.Store(true)
+							crew.quit.Store(true)
 							return
 						}
-						if quit.Load() {
+						if crew.quit.Load() {
 							return
 						}
 						runtime.Gosched()
@@ -194,14 +191,21 @@ func TestStressCloseResetRace(t *testing.T) {
 			}
 		}
 		resets := 0
-		for round := 1; seen < total && !quit.Load(); round++ {
+		var prog progress
+		for round := 1; seen < total && !crew.quit.Load(); round++ {
 			consume()
+			if prog.stalled(seen) {
+				t.Fatalf("no descriptor published for %v: %d of %d seen (tail %#x, reserved %#x)", hangGuard, seen, total, r.Tail(), r.Reserved())
+			}
 			if round%7 != 0 {
 				runtime.Gosched()
 				continue
 			}
 			r.Close()
-			for i := 0; r.Tail() != r.Reserved(); i++ {
+			for end := time.Now().Add(hangGuard); r.Tail() != r.Reserved(); {
+				if time.Now().After(end) {
+					t.Fatalf("round %d: the tail did not reach the reservations within %v of Close (tail %#x, reserved %#x): Close let reservations in, or one was never published", round, hangGuard, r.Tail(), r.Reserved())
+				}
 				consume() // a producer's Publish may wait for an earlier one
 				runtime.Gosched()
 			}
@@ -212,9 +216,8 @@ func TestStressCloseResetRace(t *testing.T) {
 			require.Zero(t, r.Reserved())
 			r.Open()
 		}
-		wg.Wait()
-		if t.Failed() {
-			return // a producer's failure
+		if !crew.stop(t) || t.Failed() {
+			return // a producer's failure, or one stuck
 		}
 		for p := range producers {
 			assert.Equal(t, uint64(perProducer), next[p], "producer %d", p)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gosdma/gosdma/desc"
 	"github.com/stretchr/testify/assert"
@@ -30,6 +31,56 @@ func check32(v uint64) uint32 {
 	return uint32(v>>32) ^ uint32(v)
 }
 
+// hangGuard bounds a stress test's waits for progress that a correct ring makes at once (the next
+// publication, the tail reaching the reservations after Close, the goroutines' return): a hang
+// guard, not a timing. A ring that lost a publication, or a Close that did not refuse a
+// reservation, then fails the test with what it saw instead of hanging it until the binary's
+// timeout, the message never printed.
+const hangGuard = time.Minute
+
+// stressCrew is a stress test's goroutines (counted in the WaitGroup) and their quit flag.
+type stressCrew struct {
+	sync.WaitGroup
+	quit   atomic.Bool // set when the test returns or a goroutine fails: every loop ends
+	gaveUp bool        // stop gave up on them once: it does not wait again
+}
+
+// stop sets quit and waits for the goroutines, for hangGuard at most: a goroutine stuck where a
+// correct ring never keeps it (a Publish whose turn never comes after a lost publication, a
+// reservation loop on a ring Close broke) is reported and left, and stop reports false.
+func (c *stressCrew) stop(t *testing.T) bool {
+	t.Helper()
+	c.quit.Store(true)
+	if c.gaveUp {
+		return false
+	}
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(hangGuard):
+		c.gaveUp = true
+		t.Errorf("goroutines still running %v after quit", hangGuard)
+		return false
+	}
+}
+
+// progress tells a loop that waits for descriptors whether it made any for hangGuard: stalled
+// reports true once the count it is given has not moved for that long.
+type progress struct {
+	last int
+	at   time.Time
+}
+
+func (p *progress) stalled(n int) bool {
+	if p.at.IsZero() || n != p.last {
+		p.last, p.at = n, time.Now()
+		return false
+	}
+	return time.Since(p.at) > hangGuard
+}
+
 // TestStressMPSC: several producers (Enqueue, Reserve+Write+Publish and Reserve+Write+
 // PublishRelease) against a hardware-model
 // goroutine (Tail, Slot, SetHWHead) and a completion goroutine (BeginWrite, SetSwHead, EndWrite)
@@ -47,17 +98,15 @@ func TestStressMPSC(t *testing.T) {
 		require.NoError(t, err)
 		total := producers * perProducer
 
-		// quit ends every goroutine here: set when the test returns (a failure of the
+		// crew.quit ends every goroutine here: set when the test returns (a failure of the
 		// hardware model's included: producers would retry a full ring for ever) or a producer
 		// fails (the hardware model would wait for ever for its descriptors).
-		var quit atomic.Bool
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer quit.Store(true)
+		var crew stressCrew
+		defer crew.stop(t)
 		for p := range producers {
-			wg.Add(1)
+			crew.Add(1)
 			go func(pid uint64) {
-				defer wg.Done()
+				defer crew.Done()
 				rng := rand.New(rand.NewPCG(pid, 1))
 				ds := make([]desc.Desc, 0, 8)
 				for seq := 0; seq < perProducer; {
@@ -87,10 +136,10 @@ func TestStressMPSC(t *testing.T) {
 						}
 						if err != ErrFull { // a plain compare: testify's, per retry, slowed -race runs tenfold
 							t.Errorf("producer %d: %v, want ErrFull", pid, err)
-							quit.Store(true)
+							crew.quit.Store(true)
 							return
 						}
-						if quit.Load() {
+						if crew.quit.Load() {
 							return
 						}
 						runtime.Gosched()
@@ -102,10 +151,10 @@ func TestStressMPSC(t *testing.T) {
 
 		// Completion pass: frees what the hardware model finished.
 		var freed atomic.Uint64
-		wg.Add(1)
+		crew.Add(1)
 		go func() {
-			defer wg.Done()
-			for !quit.Load() {
+			defer crew.Done()
+			for !crew.quit.Load() {
 				hw := r.HWHead()
 				if hw != r.SwHead() {
 					r.BeginWrite()
@@ -120,9 +169,13 @@ func TestStressMPSC(t *testing.T) {
 		// Hardware model, on this goroutine.
 		next := make([]uint64, producers)
 		seen := 0
-		for seen < total && !quit.Load() {
+		var prog progress
+		for seen < total && !crew.quit.Load() {
 			h, tl := r.HWHead(), r.Tail()
 			if h == tl {
+				if prog.stalled(seen) {
+					t.Fatalf("no descriptor published for %v: %d of %d seen (tail %#x, reserved %#x)", hangGuard, seen, total, tl, r.Reserved())
+				}
 				runtime.Gosched()
 				continue
 			}
@@ -153,10 +206,8 @@ func TestStressMPSC(t *testing.T) {
 			}
 			r.SetHWHead(tl)
 		}
-		quit.Store(true)
-		wg.Wait()
-		if t.Failed() {
-			return // a producer's failure
+		if !crew.stop(t) || t.Failed() {
+			return // a producer's failure, or one stuck
 		}
 		for p := range producers {
 			assert.Equal(t, uint64(perProducer), next[p], "producer %d", p)
