@@ -1,7 +1,6 @@
 package dma
 
 import (
-	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -34,6 +33,7 @@ func TestDeregisterTightStress(t *testing.T) {
 		var cur atomic.Pointer[tracked]
 		cur.Store(&tracked{r: first})
 		var stop atomic.Bool
+		defer stop.Store(true) // also on a failed require: the workers stop
 		var uses, bad atomic.Int64
 		var wg sync.WaitGroup
 		for range 2 * runtime.GOMAXPROCS(0) {
@@ -61,7 +61,7 @@ func TestDeregisterTightStress(t *testing.T) {
 			nr, err := rg.Register(bufs[(rounds+1)%2], ToDevice)
 			require.NoError(t, err)
 			cur.Store(&tracked{r: nr})
-			require.NoError(t, rg.Deregister(context.Background(), old.r))
+			require.NoError(t, deregisterGuarded(rg, old.r))
 			require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", rounds)
 			require.False(t, old.r.Acquire(), "Acquire after Deregister")
 			require.True(t, settlesAtZero(old.r), "round %d: uses counted after Deregister", rounds)
@@ -69,7 +69,7 @@ func TestDeregisterTightStress(t *testing.T) {
 		stop.Store(true)
 		wg.Wait()
 		last := cur.Load()
-		require.NoError(t, rg.Deregister(context.Background(), last.r))
+		require.NoError(t, deregisterGuarded(rg, last.r))
 		assert.True(t, last.deregistered())
 		assert.Zero(t, last.r.inFlight())
 		assert.Zero(t, bad.Load(), "uses held after their Deregister returned")

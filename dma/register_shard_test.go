@@ -71,6 +71,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 
 		handoff := make(chan *tracked, 64)
 		var stop atomic.Bool
+		defer stop.Store(true) // also on a failed require: the workers stop
 		var uses, refused, bad atomic.Int64
 		var wg, rel sync.WaitGroup
 		rel.Go(func() { // the "engine": releases uses other goroutines acquired
@@ -128,7 +129,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 			}
 			cur.Store(&tracked{r: nr})
 			if old.r.Live() {
-				require.NoError(t, rg.Deregister(context.Background(), old.r))
+				require.NoError(t, deregisterGuarded(rg, old.r))
 				require.True(t, old.deregistered(), "round %d: Deregister returned with a use held", i)
 			}
 			require.False(t, old.r.Acquire(), "Acquire after Deregister")
@@ -142,7 +143,7 @@ func TestDeregisterShardedCountRace(t *testing.T) {
 		close(handoff)
 		rel.Wait()
 		last := cur.Load()
-		require.NoError(t, rg.Deregister(context.Background(), last.r))
+		require.NoError(t, deregisterGuarded(rg, last.r))
 		assert.True(t, last.deregistered())
 		assert.Zero(t, bad.Load(), "uses held after their Deregister returned")
 		assert.Zero(t, m.LiveCount())
@@ -173,12 +174,36 @@ func TestRegistrationShardsCrossP(t *testing.T) {
 	deregisterReleasing(t, m, r, acq)
 }
 
-// awaitNotLive waits until a Deregister of r begun on another goroutine has made r no longer
-// live. That goroutine may wait for a CPU for a while on a loaded machine: the minute bounds a
-// Deregister that never begins (a hang guard), not how soon it runs.
-func awaitNotLive(t *testing.T, r *Registration) {
+// awaitNotLive waits until a Deregister of r begun on another goroutine (its result to come on
+// done) has made r no longer live. That goroutine may wait for a CPU for a while on a loaded
+// machine: the minute bounds a Deregister that never begins (a hang guard), not how soon it
+// runs. A Deregister that returned with r still live fails the test at once, with its result.
+func awaitNotLive(t *testing.T, r *Registration, done chan error) {
 	t.Helper()
-	require.Eventually(t, func() bool { return !r.Live() }, time.Minute, time.Millisecond, "Deregister did not begin: the registration is still live")
+	for end := time.Now().Add(time.Minute); r.Live(); time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			if !r.Live() { // it returned just now, having deregistered r: leave its result
+				done <- err
+				return
+			}
+			t.Fatalf("Deregister returned %v with the registration still live", err)
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatal("Deregister did not begin within a minute: the registration is still live")
+		}
+	}
+}
+
+// deregisterGuarded is rg.Deregister of r under a context of a minute: a hang guard, not a
+// timing (Deregister waits for the uses in flight, which the tests end at once). A use count that
+// never comes back to 0 (a Release lost) then fails the test with Deregister's error ("N uses in
+// flight: context deadline exceeded") instead of hanging it until the binary's timeout.
+func deregisterGuarded(rg Registrar, r *Registration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return rg.Deregister(ctx, r)
 }
 
 // deregisterReleasing deregisters r while four goroutines release the uses held (one per value
@@ -187,8 +212,8 @@ func awaitNotLive(t *testing.T, r *Registration) {
 func deregisterReleasing(t *testing.T, m Registrar, r *Registration, held <-chan struct{}) {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- m.Deregister(context.Background(), r) }()
-	awaitNotLive(t, r)
+	go func() { done <- deregisterGuarded(m, r) }()
+	awaitNotLive(t, r, done)
 	var rel sync.WaitGroup
 	for range 4 {
 		rel.Go(func() {

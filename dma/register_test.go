@@ -141,8 +141,8 @@ func TestDeregisterWaitsRace(t *testing.T) {
 		r.Release()
 
 		done := make(chan error, 1)
-		go func() { done <- rg.Deregister(context.Background(), r) }()
-		awaitNotLive(t, r)
+		go func() { done <- deregisterGuarded(rg, r) }()
+		awaitNotLive(t, r, done)
 		assert.False(t, r.Acquire(), "no new use once Deregister began")
 		assert.Nil(t, rg.Registered(buf), "nor through Registered")
 		b, err := m.Translate(r.Addr(), 8, ToDevice)
@@ -188,6 +188,7 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 		require.NoError(t, err)
 		cur.Store(r0)
 		var stop atomic.Bool
+		defer stop.Store(true) // also on a failed require: the users stop
 		var uses, refused atomic.Int64
 		var wg sync.WaitGroup
 		for range 2 {
@@ -225,13 +226,13 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 			r, err := rg.Register(nb, ToDevice)
 			require.NoError(t, err)
 			cur.Store(r)
-			require.NoError(t, rg.Deregister(context.Background(), old))
+			require.NoError(t, deregisterGuarded(rg, old))
 			fill(old.Bytes(), 0xff) // "freed": no use may still read it
 		}
 		stop.Store(true)
 		wg.Wait()
 		assert.Positive(t, uses.Load())
-		require.NoError(t, rg.Deregister(context.Background(), cur.Load()))
+		require.NoError(t, deregisterGuarded(rg, cur.Load()))
 		assert.Zero(t, m.LiveCount())
 	})
 }
