@@ -43,6 +43,19 @@ func impls(t *testing.T, f func(t *testing.T, m testMapper)) {
 	})
 }
 
+// shortRounds returns n, or under -short n/4 on an IOMMU whose granules are smaller than a page
+// (impls' iommu256). There a mapping of a few pages is tens of granules, each found free, listed
+// and unlisted on its own (the page lists), which made that mapper's share of the stress tests
+// most of the dma package's -race -short -cpu=1,2,4 time (97 s of 200 in TestTranslateRemapRace,
+// TestTranslateRemapRaceSole and TestSharedBufConcurrentMapUnmap). The other mappers run every
+// round under -short, and every mapper every round without it.
+func shortRounds(m testMapper, n int) int {
+	if im, ok := m.(*IOMMU); ok && testing.Short() && im.PageSize() < PageSize {
+		return n / 4
+	}
+	return n
+}
+
 func pattern(n int, seed byte) []byte {
 	b := make([]byte, n)
 	for i := range b {

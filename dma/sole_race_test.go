@@ -110,6 +110,13 @@ func TestSoleRevokeRace(t *testing.T) {
 					if err != nil && i > 0 {
 						return // unmapped (revoked or freed): stays so for the rest of the round
 					}
+					if r%4 != 3 {
+						// Let the unmaps run: at -cpu 1 a reader that never yields holds the
+						// P until the scheduler preempts it (a 10 ms slice per round, most of
+						// the test's time). One round in four it does not yield, so that the
+						// preemption lands inside a Translate, with the unmaps in between.
+						runtime.Gosched()
+					}
 				}
 			}()
 			start.Store(true)

@@ -80,8 +80,9 @@ func TestSharedBufConcurrentMapUnmap(t *testing.T) {
 	for _, sh := range shapes {
 		t.Run(sh.name, func(t *testing.T) {
 			impls(t, func(t *testing.T, m testMapper) {
-				t.Run("map=public", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, packets, false) })
-				t.Run("map=sole", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, packets, true) })
+				n := shortRounds(m, packets)
+				t.Run("map=public", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, n, false) })
+				t.Run("map=sole", func(t *testing.T) { sharedBufStress(t, m, sh.pieces, n, true) })
 			})
 		})
 	}

@@ -109,6 +109,7 @@ func remapRace(t *testing.T, m testMapper, sole bool) {
 		if testing.Short() {
 			iters = 2000
 		}
+		iters = shortRounds(m, iters)
 		_, direct := m.(*Direct)
 		// Buffers of a few pages of one backing array: many share a page (and a stripe); the
 		// last slot of each mapper maps buffers of several pages (index entries found at their
