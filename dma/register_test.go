@@ -190,10 +190,18 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 		var stop atomic.Bool
 		defer stop.Store(true) // also on a failed require: the users stop
 		var uses, refused atomic.Int64
+		var round atomic.Int64 // the owner's round (i below)
 		var wg sync.WaitGroup
 		for range 2 {
 			wg.Go(func() {
 				for !stop.Load() {
+					if round.Load()%4 != 3 {
+						// Let the owner run: at -cpu 1 users that never yield hold the P for
+						// the scheduler's 10 ms slice each per round, most of the test's time.
+						// One round in four they do not, so that the preemption lands inside
+						// a use, with the owner's Deregister in between.
+						runtime.Gosched()
+					}
 					r := cur.Load()
 					if !r.Acquire() {
 						refused.Add(1)
@@ -217,6 +225,7 @@ func TestRegisterTranslateConcurrent(t *testing.T) {
 			})
 		}
 		for i := 1; i <= iters; i++ {
+			round.Store(int64(i))
 			for uses.Load() < int64(i) && !t.Failed() { // let the users in on every registration
 				runtime.Gosched()
 			}
