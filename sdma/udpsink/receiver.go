@@ -239,6 +239,9 @@ type runState struct {
 	// haveRun is set by the first frame of a run not in done, whose ID goes to rep.Run.
 	haveRun bool
 	done    []uint64 // the IDs of the runs earlier Runs reported (Receiver.done)
+	// over is when a RunWithin with no run begun first found its wait over (a read failed on its
+	// deadline): it reads what waits for its wait again from then at most (drainable).
+	over time.Time
 }
 
 // Run receives until the end-of-run markers of every engine arrived (nil error), a datagram of
@@ -254,7 +257,7 @@ type runState struct {
 // it is found over (a Run held up past its deadline on a loaded machine) are read first, on the
 // systems with MSG_DONTWAIT (Linux, macOS, the BSDs, Solaris).
 func (r *Receiver) Run(ctx context.Context) (Report, error) {
-	return r.run(ctx, "Run", time.Time{})
+	return r.run(ctx, "Run", time.Time{}, 0)
 }
 
 // RunWithin is Run with a limit on the wait for the run to begin: when no datagram of a run
@@ -265,18 +268,20 @@ func (r *Receiver) Run(ctx context.Context) (Report, error) {
 // (to wait for a slow sender) looks for a run that may follow without waiting that long. The
 // datagrams waiting in the socket when the wait is found over are read first, however late the
 // first read came (as Run's at its idle timeout): one in the socket before the call is read even
-// by RunWithin(ctx, time.Nanosecond). A begin not above zero is ErrInvalid, as a nil ctx is, and
-// nothing is read.
+// by RunWithin(ctx, time.Nanosecond). It reads them for at most begin again from then (one batch
+// of up to 32 at least), so that datagrams that begin no run, coming faster than it reads them (a
+// superseded sender still sending, another program's), cannot hold it past its wait for longer.
+// A begin not above zero is ErrInvalid, as a nil ctx is, and nothing is read.
 func (r *Receiver) RunWithin(ctx context.Context, begin time.Duration) (Report, error) {
 	if begin <= 0 {
 		return Report{}, fmt.Errorf("udpsink: Receiver.RunWithin: wait %v, want above zero: %w", begin, ErrInvalid)
 	}
-	return r.run(ctx, "RunWithin", time.Now().Add(begin))
+	return r.run(ctx, "RunWithin", time.Now().Add(begin), begin)
 }
 
-// run is Run and, with a non-zero begin (when the wait for a run to begin ends), RunWithin;
-// name is the method's, for its error.
-func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Report, error) {
+// run is Run and, with a non-zero begin (when the wait for a run to begin ends, wait after the
+// call), RunWithin; name is the method's, for its error.
+func (r *Receiver) run(ctx context.Context, name string, begin time.Time, wait time.Duration) (Report, error) {
 	if ctx == nil {
 		return Report{}, fmt.Errorf("udpsink: Receiver.%s: nil context: %w", name, ErrInvalid)
 	}
@@ -343,7 +348,10 @@ func (r *Receiver) run(ctx context.Context, name string, begin time.Time) (Repor
 		}
 		n, err := r.rd.ReadBatch(msgs, 0)
 		if err != nil {
-			if n, err = r.readWaiting(ctx, msgs, err); err != nil {
+			if st.drainable(begin, wait) {
+				n, err = r.readWaiting(ctx, msgs, err)
+			}
+			if err != nil {
 				runErr = r.readErr(ctx, err, &st.rep)
 				break
 			}
@@ -394,6 +402,24 @@ func (st *runState) tally(msgs []ipv4.Message, next *int, n int) {
 			return
 		}
 	}
+}
+
+// drainable reports whether the read that failed may be followed by readWaiting's: always in a
+// Run, and in a RunWithin whose run began. In a RunWithin with no run begun, its read failed on
+// its deadline (begin, wait after the call, or the idle timeout if sooner), for wait again from
+// the first such failure on (one read at least): datagrams that begin no run, stale ones or bad
+// frames, sent without pause by a sender faster than the Run (a loaded machine) keep the socket
+// from emptying, and readWaiting would read them past the wait for as long as they came.
+func (st *runState) drainable(begin time.Time, wait time.Duration) bool {
+	if begin.IsZero() || st.haveRun {
+		return true
+	}
+	now := time.Now()
+	if st.over.IsZero() {
+		st.over = now
+		return true
+	}
+	return now.Sub(st.over) <= wait
 }
 
 // readWaiting is the read after one that failed with err. A read whose deadline passed before it
