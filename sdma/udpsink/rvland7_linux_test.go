@@ -4,6 +4,7 @@ package udpsink
 
 import (
 	"context"
+	"hash/crc32"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -69,4 +70,72 @@ func TestReceiverRunWithinFloodKeepsItsWait(t *testing.T) {
 	assert.Zero(t, rep.Run, "no run began: %s", rep.String())
 	assert.Positive(t, rep.Stale+rep.BadFrames, "it read none of the flood: %s", rep.String())
 	t.Logf("RunWithin(%v) took %v: %d stale, %d bad frames", wait, took, rep.Stale, rep.BadFrames)
+}
+
+// duringWaiting is a batchReader that runs during after each read that does not wait
+// (readWaiting's), before that read returns what it read.
+type duringWaiting struct {
+	batchReader
+	during func()
+}
+
+func (d duringWaiting) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
+	n, err := d.batchReader.ReadBatch(ms, flags)
+	if flags != 0 {
+		d.during()
+	}
+	return n, err
+}
+
+// TestReceiverEndDuringReadWaiting: a ctx cancelled, or a Close, while readWaiting reads (after
+// it cleared the deadline, so that ctx's wake, a past deadline, is overwritten by the idle
+// deadline the loop sets next) ends the Run with ctx's error or ErrClosed, at once, with the
+// datagram it read tallied: the wake is not lost for the idle timeout (an hour here).
+func TestReceiverEndDuringReadWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want error
+	}{{"cancel", context.Canceled}, {"close", ErrClosed}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, c := listenIdleHour(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			woke := make(chan struct{})
+			testHooks.wake = func() { close(woke) }
+			t.Cleanup(func() { testHooks.wake = nil })
+			r.rd = duringWaiting{r.rd, func() {
+				if tc.want == ErrClosed {
+					r.Close()
+					return
+				}
+				cancel()
+				<-woke                            // the wake began; its deadline follows it
+				time.Sleep(20 * time.Millisecond) // let it set the deadline (else it comes later: ends the read all the same)
+			}}
+			p := []byte{1, 2, 3, 4}
+			_, err := c.Write(inRun(0x10, frame(0, 0, 0, p, crc32.Checksum(p, castagnoli)))) // a run begun, not ended
+			require.NoError(t, err)
+			awaitQueued(t, r)
+			type result struct {
+				rep Report
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				rep, err := r.RunWithin(ctx, time.Nanosecond) // its first read fails on its deadline: readWaiting
+				done <- result{rep, err}
+			}()
+			select {
+			case res := <-done:
+				require.ErrorIs(t, res.err, tc.want)
+				assert.EqualValues(t, 0x10, res.rep.Run, res.rep.String())
+				assert.EqualValues(t, 1, res.rep.Packets, res.rep.String())
+				assert.False(t, res.rep.IdleTimeout, res.rep.String())
+			case <-time.After(time.Minute):
+				r.Close() // ends the Run: the goroutine does not leak
+				<-done
+				t.Fatalf("RunWithin did not return in a minute after a %s during readWaiting's read: the wake was lost", tc.name)
+			}
+		})
+	}
 }
