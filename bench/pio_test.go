@@ -93,7 +93,7 @@ func BenchmarkSmallPacket(b *testing.B) {
 					case "pio":
 						send = smallPIO(b, sink, payload)
 					default:
-						send = smallSDMA(b, sink, payload)
+						send = smallSDMA(b, sink, payload, sdma.FlagUrgent)
 					}
 					b.SetBytes(int64(size))
 					b.ReportAllocs()
@@ -140,7 +140,9 @@ func smallPIO(b *testing.B, sink *countSink, payload []byte) func() {
 	return send
 }
 
-func smallSDMA(b *testing.B, sink *countSink, payload []byte) func() {
+// smallSDMA returns the send of one packet of payload by SDMA, by hand on a Manual device (Init
+// with flags, AddKVAddr, Send, the hardware and completion passes), and sends one.
+func smallSDMA(b *testing.B, sink *countSink, payload []byte, flags sdma.Flags) func() {
 	dev, err := sdma.NewDevice(sdma.Config{Manual: true, Sink: sink})
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +154,7 @@ func smallSDMA(b *testing.B, sink *countSink, payload []byte) func() {
 	var cb sdma.CompleterFunc = func(*sdma.TxReq, sdma.Status) { done++ }
 	send := func() {
 		want := done + 1
-		if err := tx.Init(sdma.FlagUrgent, len(payload), cb); err != nil {
+		if err := tx.Init(flags, len(payload), cb); err != nil {
 			b.Fatal(err)
 		}
 		if err := tx.AddKVAddr(dev, payload); err != nil {
