@@ -58,6 +58,9 @@ func TestReceiverRunWithinFloodKeepsItsWait(t *testing.T) {
 			_, _ = c.Write(bad)
 		}
 	}()
+	t.Cleanup(func() { returned.Store(true); wg.Wait() }) // ends the flood on a failure too
+	// The flood has begun: RunWithin reads some of it, however late it runs.
+	awaitQueued(t, r)
 	const wait = 20 * time.Millisecond
 	start := time.Now()
 	rep, err = r.RunWithin(ctx, wait)
