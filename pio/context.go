@@ -366,7 +366,7 @@ func checkSinkEngines(s Sink, index int) error {
 	case err != nil:
 		return errf("New", ErrInvalid, "sink: "+err.Error())
 	case ok && (index < 0 || index >= have):
-		return errf("New", ErrInvalid, "the sink takes "+itoa(have)+" engines (its Engines method), none for Index "+itoa(index)+", the number the context delivers as: it would refuse every packet of the context")
+		return errf("New", ErrInvalid, "the sink takes "+sinklanes.EngineCount(have)+" (its Engines method), none for Index "+itoa(index)+", the number the context delivers as: it would refuse every packet of the context")
 	}
 	return nil
 }

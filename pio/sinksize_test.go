@@ -45,6 +45,8 @@ func TestNewRefusesSinkWithoutTheContextsLane(t *testing.T) {
 		{1, sizedSink{1}, false},
 		{5, sizedSink{3}, false},
 		{0, sizedSink{0}, false},
+		{-1, sizedSink{4}, false},
+		{-1, nopSink{}, true},
 		{0, sizedSink{1}, true},
 		{2, sizedSink{3}, true},
 		{7, sizedSink{-1}, true},
@@ -76,7 +78,10 @@ func TestNewRefusesSinkWithoutTheContextsLane(t *testing.T) {
 		default:
 			want := []string{"engines: boom"}
 			if s, ok := tc.sink.(sizedSink); ok {
-				want = []string{fmt.Sprintf("takes %d engines", s.lanes), fmt.Sprintf("Index %d", tc.index)}
+				want = []string{fmt.Sprintf("takes %d engines ", s.lanes), fmt.Sprintf("Index %d", tc.index)}
+				if s.lanes == 1 {
+					want[0] = "takes 1 engine " // not "1 engines"
+				}
 			}
 			for _, w := range want {
 				if !strings.Contains(err.Error(), w) {

@@ -311,9 +311,13 @@ func checkSinkEngines(s Sink, engines int) error {
 	case err != nil:
 		return configErr("Sink", fmt.Sprintf("%T", s), err.Error())
 	case ok && have < engines:
-		return configErr("Sink", fmt.Sprintf("%T", s), "takes "+itoa(have)+" engines (its Engines method), and Config.Engines is "+
-			itoa(engines)+": engine i delivers as engine number i, and the sink would refuse every packet of engines "+
-			itoa(have)+".."+itoa(engines-1)+" after its send succeeded (build the sink for "+itoa(engines)+" engines: udpsink.Config.Engines)")
+		lost := "engines " + itoa(have) + ".." + itoa(engines-1)
+		if have == engines-1 {
+			lost = "engine " + itoa(have)
+		}
+		return configErr("Sink", fmt.Sprintf("%T", s), "takes "+sinklanes.EngineCount(have)+" (its Engines method), and Config.Engines is "+
+			itoa(engines)+": engine i delivers as engine number i, and the sink would refuse every packet of "+lost+
+			" after its send succeeded (build the sink for "+sinklanes.EngineCount(engines)+": udpsink.Config.Engines)")
 	}
 	return nil
 }

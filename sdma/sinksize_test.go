@@ -68,6 +68,8 @@ func TestNewDeviceRefusesSinkWithFewerEngines(t *testing.T) {
 		{"1 lane, 2 engines", 2, func() sdma.Sink { return &sizedSink{1} }, 1, false},
 		{"3 lanes, 4 engines", 4, func() sdma.Sink { return &sizedSink{3} }, 3, false},
 		{"0 lanes, 1 engine", 1, func() sdma.Sink { return &sizedSink{0} }, 0, false},
+		{"0 lanes, Engines 0 (1 engine)", 0, func() sdma.Sink { return &sizedSink{0} }, 0, false},
+		{"1 lane, Engines 0 (1 engine)", 0, func() sdma.Sink { return &sizedSink{1} }, 1, true},
 		{"FaultSink over 1 lane, 2 engines", 2, func() sdma.Sink { return &sdmatest.FaultSink{Sink: &sizedSink{1}} }, 1, false},
 		{"FaultBatchSink over 2 lanes, 3 engines", 3, func() sdma.Sink {
 			return &sdmatest.FaultBatchSink{Batch: &sizedBatchSink{sizedSink{2}}}
@@ -106,7 +108,7 @@ func TestNewDeviceRefusesSinkWithFewerEngines(t *testing.T) {
 			if !errors.As(err, &ce) || ce.Field != "Sink" || !errors.Is(err, sdma.ErrInvalid) || !errors.Is(err, sdma.ErrConfig) {
 				t.Fatalf("NewDevice: %v, want a *ConfigError for Sink matching ErrInvalid and ErrConfig", err)
 			}
-			for _, want := range []string{fmt.Sprintf("takes %d engines", tc.lanes), fmt.Sprintf("Config.Engines is %d", tc.engines)} {
+			for _, want := range []string{takes(tc.lanes), fmt.Sprintf("Config.Engines is %d", max(tc.engines, 1))} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("NewDevice: %q, want it to say %q", err, want)
 				}
@@ -136,3 +138,12 @@ type sizedBatchSink struct{ sizedSink }
 func (*sizedBatchSink) BatchLimit() (int, int)                  { return 1, 0 }
 func (s *sizedBatchSink) Queue(engine int, segs [][]byte) error { return s.Deliver(engine, segs) }
 func (*sizedBatchSink) Flush(int, []error)                      {}
+
+// takes is how a refusal names a sink's engine numbers: "takes 1 engine " (not "1 engines"),
+// "takes 3 engines ".
+func takes(n int) string {
+	if n == 1 {
+		return "takes 1 engine "
+	}
+	return fmt.Sprintf("takes %d engines ", n)
+}

@@ -157,7 +157,7 @@ func TestSinkSizedForTheEnginesOnlyRefused(t *testing.T) {
 				lost = d.Context(0).Stats().SinkErrors
 			}
 			t.Errorf("%s: New took a sink with no lane for the PIO contexts (a PIO packet sent: %d sink errors)", name, lost)
-		case !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%d engines", tc.lanes))):
+		case !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), takesEngines(tc.lanes))):
 			t.Errorf("%s: New: %v, want ErrInvalid naming the sink's %d engines", name, err, tc.lanes)
 		}
 		if d != nil {

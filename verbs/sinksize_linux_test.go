@@ -64,7 +64,7 @@ func TestWrappedSinkSizedForTheEnginesOnlyRefused(t *testing.T) {
 					}
 				}
 				t.Errorf("%s: New took it (a PIO packet sent: %d sink errors)", name, lost)
-			case !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("takes %d engines", tc.lanes))):
+			case !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), takesEngines(tc.lanes))):
 				t.Errorf("%s: New: %v, want ErrInvalid naming the sink's %d engines", name, err, tc.lanes)
 			}
 			if d != nil {
@@ -74,4 +74,13 @@ func TestWrappedSinkSizedForTheEnginesOnlyRefused(t *testing.T) {
 			us.Close()
 		}
 	}
+}
+
+// takesEngines is how New's refusal names the sink's engine numbers: "takes 1 engine;" (not
+// "1 engines"), "takes 4 engines;".
+func takesEngines(n int) string {
+	if n == 1 {
+		return "takes 1 engine;"
+	}
+	return fmt.Sprintf("takes %d engines;", n)
 }

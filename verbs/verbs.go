@@ -188,9 +188,9 @@ func checkSinkLanes(sd *sdma.Device, contexts int, disablePIO bool) (int, error)
 		return sinklanes.Unsized, nil
 	}
 	if want := sd.NumEngines() + contexts; have < want {
-		return 0, errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+strconv.Itoa(have)+" engines; it needs "+
-			strconv.Itoa(want)+", one for each of the "+strconv.Itoa(sd.NumEngines())+" SDMA engines and the "+strconv.Itoa(contexts)+
-			" PIO contexts (context i delivers as engine NumEngines()+i): build it for "+strconv.Itoa(want)+" (udpsink.Config.Engines)"))
+		return 0, errors.Join(ErrInvalid, errors.New("verbs: the SDMA device's sink takes "+sinklanes.EngineCount(have)+"; it needs "+
+			strconv.Itoa(want)+", one for each SDMA engine ("+strconv.Itoa(sd.NumEngines())+") and PIO context ("+strconv.Itoa(contexts)+
+			"; context i delivers as engine NumEngines()+i): build it for "+strconv.Itoa(want)+" (udpsink.Config.Engines)"))
 	}
 	return have - sd.NumEngines(), nil
 }

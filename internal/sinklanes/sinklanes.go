@@ -6,7 +6,10 @@
 // through Forward. It is read once, at construction: no packet pays for it.
 package sinklanes
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Sized is a sink that says how many engine numbers it takes: 0..Engines()-1 (udpsink.Sink:
 // Config.Engines, 0 for the zero Sink). A negative answer (Unsized) says nothing, as a sink
@@ -44,4 +47,12 @@ func Forward(inner any) int {
 		return z.Engines()
 	}
 	return Unsized
+}
+
+// EngineCount is n engines as a refusal names them: "1 engine", "0 engines", "3 engines".
+func EngineCount(n int) string {
+	if n == 1 {
+		return "1 engine"
+	}
+	return strconv.Itoa(n) + " engines"
 }

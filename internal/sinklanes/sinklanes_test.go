@@ -51,3 +51,12 @@ func TestForward(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineCount: a refusal says "1 engine", not "1 engines".
+func TestEngineCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 engines", 1: "1 engine", 2: "2 engines", 16: "16 engines"} {
+		if got := EngineCount(n); got != want {
+			t.Errorf("EngineCount(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

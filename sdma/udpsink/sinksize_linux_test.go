@@ -49,7 +49,7 @@ func TestNewDeviceRefusesSinkForFewerEngines(t *testing.T) {
 				t.Errorf("%s: NewDevice: %v", name, err)
 			case !ok && err == nil:
 				t.Errorf("%s: NewDevice took it (a packet on the last engine: %s)", name, sendLast(t, dev))
-			case !ok && (!errors.Is(err, sdma.ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("takes %d engines", tc.lanes)) ||
+			case !ok && (!errors.Is(err, sdma.ErrInvalid) || !strings.Contains(err.Error(), "takes "+engineCount(tc.lanes)+" (") ||
 				!strings.Contains(err.Error(), fmt.Sprintf("Config.Engines is %d", tc.engines))):
 				t.Errorf("%s: NewDevice: %v, want ErrInvalid naming the sink's %d engines and the device's %d", name, err, tc.lanes, tc.engines)
 			}
@@ -78,4 +78,12 @@ func sendLast(t *testing.T, dev *sdma.Device) string {
 	}
 	st := <-done
 	return fmt.Sprintf("SendWait nil, completed %v, %d sink errors, the last %v", st, e.Stats().SinkErrors, e.SinkError())
+}
+
+// engineCount is n engines as NewDevice's refusal names them: "1 engine" (not "1 engines").
+func engineCount(n int) string {
+	if n == 1 {
+		return "1 engine"
+	}
+	return fmt.Sprintf("%d engines", n)
 }
