@@ -104,6 +104,13 @@
 // The model's chip returns credits after every packet while producers wait (the kernel enables
 // the credit-return interrupt then and forces a return); otherwise at the threshold, the PBC's
 // request or a forced return. As in the kernel's fill_code, a forced return reports PRCSCDisable.
+// It knows that producers wait from the wait list itself (Waiting). The kernel counts the
+// interrupt's users instead (credit_intr_count, hfi1_sc_wantpiobuf_intr: pio_wait's first
+// waiter adds one, each sc_piobufavail that takes waiters takes one off and adds one back if
+// some are left), and sc_disable empties the list without taking one off: after a Disable,
+// Restart or halt that flushed waiters, the kernel's credit-return interrupt stays on with
+// nobody waiting, while the model's chip goes back to returning credits only at the threshold,
+// the PBC's request or a forced return.
 //
 // The wait list is the kernel's piowait: QueueWaitSent is pio_wait, iowait_queue(pkts_sent, ...)
 // with the Waiter's priority (SetPriority, the iowait's u8 priority): a waiter that sent no packet

@@ -93,23 +93,27 @@ const (
 )
 
 // ReleaseCode tells a release callback why its credits came back (hfi1: the PRC_* bits; more than
-// one may be set).
+// one may be set). PRCStatusErr, PRCFillErr and PRCForce are defined as the kernel defines them
+// but never produced: the chip model reports no status or fill error (a packet it cannot send
+// halts the context, whose flush releases it with PRCSCDisable), and a forced return reports
+// PRCSCDisable, as the kernel's fill_code maps it.
 type ReleaseCode uint8
 
 // Release codes (hfi1: PRC_*).
 const (
 	PRCOK        ReleaseCode = 0    // PRC_OK: no known error
-	PRCStatusErr ReleaseCode = 0x01 // PRC_STATUS_ERR: credit return due to a status error
+	PRCStatusErr ReleaseCode = 0x01 // PRC_STATUS_ERR: a status error; defined by the kernel, never produced (see fillCode)
 	PRCPBC       ReleaseCode = 0x02 // PRC_PBC: the packet's PBC asked for the return
 	PRCThreshold ReleaseCode = 0x04 // PRC_THRESHOLD: unreturned credits passed the threshold
-	PRCFillErr   ReleaseCode = 0x08 // PRC_FILL_ERR: credit return due to a fill error
+	PRCFillErr   ReleaseCode = 0x08 // PRC_FILL_ERR: a fill error; defined by the kernel, never produced (see fillCode)
 	PRCForce     ReleaseCode = 0x10 // PRC_FORCE: defined by the kernel, never produced (see fillCode)
 	PRCSCDisable ReleaseCode = 0x20 // PRC_SC_DISABLE: the context was disabled (halt, Disable, Close) or a forced return
 )
 
-// Err reports whether the code carries an error: a status or fill error, or the clean-up of a
-// disabled context. A forced credit return also carries PRCSCDisable (as in the kernel); a packet
-// released that way was sent, but callers cannot tell it from one flushed by a disable.
+// Err reports whether the code carries an error: a status or fill error (which this package's
+// chip never reports), or the clean-up of a disabled context. A forced credit return also carries
+// PRCSCDisable (as in the kernel); a packet released that way was sent, but callers cannot tell it
+// from one flushed by a disable.
 func (c ReleaseCode) Err() bool { return c&(PRCStatusErr|PRCFillErr|PRCSCDisable) != 0 }
 
 // String lists the set bits by name ("ok" for none).
@@ -131,7 +135,11 @@ func (c ReleaseCode) String() string {
 }
 
 // fillCode translates a credit return word into release codes (hfi1: fill_code). As in the
-// kernel, a forced return maps to PRCSCDisable, not PRCForce.
+// kernel, a forced return maps to PRCSCDisable, not PRCForce. The chip model never sets the
+// status bit (CR_STATUS) or the error reason (CR_CREDIT_RETURN_DUE_TO_ERR) in the word it writes
+// back: a packet it cannot send halts the context instead, whose flush releases every pending
+// packet with PRCSCDisable. So PRCStatusErr and PRCFillErr, whose translation is kept here as
+// the kernel has it, are never produced either.
 func fillCode(hwFree uint64) ReleaseCode {
 	var c ReleaseCode
 	if hwFree&crStatus != 0 {
