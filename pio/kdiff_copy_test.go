@@ -18,11 +18,23 @@ import (
 // then hold Copy, CopyStart, CopyMid and CopyEnd to it: the same carry, carry bytes and
 // quadwords written after each piece, the same bytes in the send buffer, what the sink receives.
 
+// The kernel's constants are its own (pio.h, pio_copy.c, hfi.h), not the package's, so that the
+// model does not follow a change of those.
 const (
-	kBaseAddr    = 1 << 24 // sc->base_addr: block (and page) aligned
-	kSOPDistance = 1 << 32 // SOP_DISTANCE (TXE_PIO_SIZE / 2): above every buffer address
-	kBlockMask   = BlockSize - 1
+	kBaseAddr         = 1 << 24           // sc->base_addr: block (and page) aligned
+	kSOPDistance      = 1 << 32           // SOP_DISTANCE (TXE_PIO_SIZE / 2): above every buffer address
+	kPIOBlockSize     = 64                // PIO_BLOCK_SIZE
+	kPIOBlockQWs      = kPIOBlockSize / 8 // PIO_BLOCK_QWS
+	kBlockMask        = kPIOBlockSize - 1 // PIO_BLOCK_MASK
+	kBlockDWords      = kPIOBlockSize / 4 // BLOCK_DWORDS
+	kPBCLengthDWsMask = 0xfff             // PBC_LENGTH_DWS_MASK (PBC_LENGTH_DWS_SHIFT 0)
 )
+
+// kDwordsToBlocks is dwords_to_blocks: DIV_ROUND_UP(x, BLOCK_DWORDS).
+func kDwordsToBlocks(dw uint64) uint64 { return (dw + kBlockDWords - 1) / kBlockDWords }
+
+// kPBCLength is the PBC's PbcLengthDWs field.
+func kPBCLength(pbc uint64) uint64 { return pbc & kPBCLengthDWsMask }
 
 // kMMIO is a context's send buffer as the CPU sees it through its two mappings.
 type kMMIO struct {
@@ -34,7 +46,7 @@ type kMMIO struct {
 }
 
 func newKMMIO(t testing.TB, credits int) *kMMIO {
-	n := credits * BlockSize
+	n := credits * kPIOBlockSize
 	return &kMMIO{t: t, size: uint64(n), mem: make([]byte, n), stores: make([]int, n/8), sop: make([]bool, n/8)}
 }
 
@@ -74,14 +86,14 @@ type kPioBuf struct {
 
 // newKPioBuf is sc_buffer_alloc's "finish filling in the buffer outside the lock".
 func newKPioBuf(m *kMMIO, fillWrap uint64) *kPioBuf {
-	return &kPioBuf{m: m, start: kBaseAddr + fillWrap*BlockSize, end: kBaseAddr + m.size}
+	return &kPioBuf{m: m, start: kBaseAddr + fillWrap*kPIOBlockSize, end: kBaseAddr + m.size}
 }
 
 // pioCopy is pio_copy: count dwords from an 8-byte aligned from.
 func (p *kPioBuf) pioCopy(pbc uint64, s kSrc, from uint64, count int) {
 	m := p.m
 	dest := p.start + kSOPDistance
-	send := dest + BlockSize
+	send := dest + kPIOBlockSize
 	m.writeq(pbc, dest)
 	dest += 8
 	dend := dest + uint64(count>>1)*8
@@ -154,7 +166,7 @@ func (p *kPioBuf) mergeWrite8(dest uint64, s kSrc, from uint64) {
 func (p *kPioBuf) segStart(pbc uint64, s kSrc, from uint64, nbytes uint64) {
 	m := p.m
 	dest := p.start + kSOPDistance
-	send := dest + BlockSize
+	send := dest + kPIOBlockSize
 	m.writeq(pbc, dest)
 	dest += 8
 	dend := dest + (nbytes>>3)*8
@@ -205,8 +217,8 @@ func (p *kPioBuf) midCopy(mix bool, s kSrc, from uint64, nbytes uint64) {
 	qwToWrite := nbytes >> 3
 	bytesLeft := nbytes & 7
 	dend := dest + qwToWrite*8
-	if p.qwWritten < blockQWs {
-		send := p.start + BlockSize
+	if p.qwWritten < kPIOBlockQWs {
+		send := p.start + kPIOBlockSize
 		xend := min(send, dend)
 		dest += kSOPDistance
 		xend += kSOPDistance
@@ -241,7 +253,7 @@ func (p *kPioBuf) midCopy(mix bool, s kSrc, from uint64, nbytes uint64) {
 		p.readExtraBytes(s, from, nread)
 		if dest >= p.end {
 			dest -= m.size
-		} else if p.qwWritten < blockQWs {
+		} else if p.qwWritten < kPIOBlockQWs {
 			dest += kSOPDistance
 		}
 		m.writeq(p.carry, dest) // carry8_write8
@@ -277,7 +289,7 @@ func (p *kPioBuf) segMid(s kSrc, from uint64, nbytes uint64) {
 			dest := p.start + uint64(p.qwWritten)*8
 			if dest >= p.end {
 				dest -= p.m.size
-			} else if p.qwWritten < blockQWs {
+			} else if p.qwWritten < kPIOBlockQWs {
 				dest += kSOPDistance
 			}
 			p.m.writeq(p.carry, dest)
@@ -298,7 +310,7 @@ func (p *kPioBuf) segEnd() {
 	dest := p.start + uint64(p.qwWritten)*8
 	if dest >= p.end {
 		dest -= p.m.size
-	} else if p.qwWritten < blockQWs {
+	} else if p.qwWritten < kPIOBlockQWs {
 		dest += kSOPDistance
 	}
 	if p.carryBytes != 0 {
@@ -318,7 +330,7 @@ func (m *kMMIO) checkStores(start, blocks int) {
 	m.t.Helper()
 	n := len(m.stores)
 	in := make([]bool, n)
-	for q := range blocks * blockQWs {
+	for q := range blocks * kPIOBlockQWs {
 		in[(start/8+q)%n] = true
 	}
 	for q := range n {
@@ -329,7 +341,7 @@ func (m *kMMIO) checkStores(start, blocks int) {
 		if m.stores[q] != want {
 			m.t.Fatalf("kernel model: quadword %d (packet at %d, %d blocks) stored %d times", q, start, blocks, m.stores[q])
 		}
-		first := in[q] && (q*8-start+int(m.size))%int(m.size) < BlockSize
+		first := in[q] && (q*8-start+int(m.size))%int(m.size) < kPIOBlockSize
 		if in[q] && m.sop[q] != first {
 			m.t.Fatalf("kernel model: quadword %d (packet at %d): SOP alias %v, first block %v", q, start, m.sop[q], first)
 		}
@@ -339,11 +351,10 @@ func (m *kMMIO) checkStores(start, blocks int) {
 // kWire is what the chip sends of the packet at byte offset start: LengthDWs×4 − 8 bytes after
 // the PBC, wrapping at the end of the buffer.
 func (m *kMMIO) kWire(start int) []byte {
-	pbc := PBC(binary.LittleEndian.Uint64(m.mem[start:]))
-	n := pbc.LengthDWs()*4 - pbcBytes
+	n := int(kPBCLength(binary.LittleEndian.Uint64(m.mem[start:])))*4 - 8
 	out := make([]byte, n)
 	for i := range out {
-		out[i] = m.mem[(start+pbcBytes+i)%int(m.size)]
+		out[i] = m.mem[(start+8+i)%int(m.size)]
 	}
 	return out
 }
@@ -404,7 +415,7 @@ func runKdiffCopy(t *testing.T, c kdiffCopyCase) {
 	if err != nil {
 		t.Fatalf("%v: BufferAlloc: %v", c, err)
 	}
-	if int(b.start) != c.startBlock*BlockSize {
+	if int(b.start) != c.startBlock*kPIOBlockSize {
 		t.Fatalf("%v: buffer at %d", c, b.start)
 	}
 	kp := newKPioBuf(m, uint64(c.startBlock))
@@ -449,7 +460,7 @@ func runKdiffCopy(t *testing.T, c kdiffCopyCase) {
 		}
 	}
 	ended = true
-	m.checkStores(c.startBlock*BlockSize, dwordsToBlocks(dw))
+	m.checkStores(c.startBlock*kPIOBlockSize, int(kDwordsToBlocks(uint64(dw))))
 	if !bytes.Equal(sc.buf, m.mem) {
 		for i := range sc.buf {
 			if sc.buf[i] != m.mem[i] {
@@ -457,7 +468,7 @@ func runKdiffCopy(t *testing.T, c kdiffCopyCase) {
 			}
 		}
 	}
-	want := m.kWire(c.startBlock * BlockSize)
+	want := m.kWire(c.startBlock * kPIOBlockSize)
 	sc.Process()
 	got := sink.take()
 	if len(got) != 1 || !bytes.Equal(got[0], want) {
@@ -482,9 +493,9 @@ func TestCopyMatchesKernelTable(t *testing.T) {
 	var cases []kdiffCopyCase
 	for _, credits := range []int{1, 2, 3, 5} {
 		for sb := range credits {
-			room := (credits-1)*BlockSize - 8 // stays within credits-1 blocks: room for advance
+			room := (credits-1)*kPIOBlockSize - 8 // stays within credits-1 blocks: room for advance
 			if credits == 1 {
-				room = BlockSize - 8
+				room = kPIOBlockSize - 8
 			}
 			for _, n := range []int{0, 4, 8, 12, 48, 52, 56, 60, 64, 68, 112, 116, 120, 124, 128, 184} {
 				if n > room {
@@ -543,7 +554,7 @@ func TestCopyMatchesKernelRandom(t *testing.T) {
 		for range n {
 			credits := 2 + rng.IntN(12)
 			c := kdiffCopyCase{credits: credits, startBlock: rng.IntN(credits)}
-			size := rng.IntN((credits-1)*BlockSize - 8 + 1)
+			size := rng.IntN((credits-1)*kPIOBlockSize - 8 + 1)
 			c.data = make([]byte, size)
 			for i := range c.data {
 				c.data[i] = byte(rng.Uint32())

@@ -21,15 +21,16 @@ import (
 // sc_set_cr_threshold, sc_stop, sc_disable (egress, then every pending callback with
 // PRC_SC_DISABLE, then the wait list), sc_enable (only on the 0 -> 1 transition), sc_restart,
 // sc_free, pio_wait's queueing and its forced return, sc_piobufavail's batch and its forced
-// return when waiters are left; the copy is pio_copy.c's model (kdiff_copy_test.go). It runs
-// against a model of the chip as this package documents it (whole packets in allocation order
-// once written, a halt on a PBC that does not match its blocks, the free counter written back
-// when the threshold, the PBC or a forced return asks, the credit-return interrupt's pass after
-// each write-back). The tests drive the model and a SendContext (a manual one, or its chip
-// goroutine) with the same sequences and compare, after every step, the allocator's and
-// releaser's fields, the chip's, the credit return word, the flags, Avail, Stats, every error
-// class, each buffer's address and sent_at, the release callbacks' order and codes, the wake-ups
-// and the wait list, the send buffer's bytes and every packet the chip sent.
+// return when waiters are left; the copy is pio_copy.c's model (kdiff_copy_test.go). Its
+// constants are the kernel headers' own. It runs against a model of the chip as this package
+// documents it (whole packets in allocation order once written, a halt on a PBC that does not
+// match its blocks, the free counter written back when the threshold, the PBC or a forced return
+// asks, the credit-return interrupt's pass after each write-back). The tests drive the model and
+// a SendContext (a manual one, or its chip goroutine) with the same sequences and compare, after
+// every step, the allocator's and releaser's fields, the chip's, the credit return word, the
+// flags, Avail, Stats, every error class, each buffer's address and sent_at, the release
+// callbacks' order and codes, the wake-ups and the wait list, the send buffer's bytes and every
+// packet the chip sent.
 //
 // Deliberate, documented differences, taken into the model as the package states them:
 //   - BufferAlloc refuses a length outside 2..MaxPacketDWs or larger than the context with
@@ -48,6 +49,58 @@ import (
 //     pass wakes its batch in list order; the order's own model is piowait_kdiff_test.go.
 //   - Disable, Restart and InjectHalt wait for every copy in progress (sc_disable does not); the
 //     driver ends the copies first.
+
+// The kernel's constants are its own (pio.h, pio.c, chip_registers.h, hfi.h), not the package's,
+// so that the model does not follow a change of those (the block's are in kdiff_copy_test.go).
+const (
+	kWaitBatchSize = 5 // PIO_WAIT_BATCH_SIZE
+
+	// send context flags (SCF_*)
+	kSCFEnabled = 0x01
+	kSCFInFree  = 0x02
+	kSCFHalted  = 0x04
+	kSCFFrozen  = 0x08
+
+	// the credit return word (CR_*)
+	kCRCounterMask    = 0x7ff   // CR_COUNTER_MASK (CR_COUNTER_SHIFT 0)
+	kCRStatus         = 1 << 11 // CR_STATUS_SMASK
+	kCRDueToPBC       = 1 << 12 // CR_CREDIT_RETURN_DUE_TO_PBC_SMASK
+	kCRDueToThreshold = 1 << 13 // CR_CREDIT_RETURN_DUE_TO_THRESHOLD_SMASK
+	kCRDueToErr       = 1 << 14 // CR_CREDIT_RETURN_DUE_TO_ERR_SMASK
+	kCRDueToForce     = 1 << 15 // CR_CREDIT_RETURN_DUE_TO_FORCE_SMASK
+
+	// release codes (PRC_*)
+	kPRCOK        = 0x00
+	kPRCStatusErr = 0x01
+	kPRCPBC       = 0x02
+	kPRCThreshold = 0x04
+	kPRCFillErr   = 0x08
+	kPRCForce     = 0x10 // defined, never produced: fill_code maps a forced return to PRC_SC_DISABLE
+	kPRCSCDisable = 0x20
+
+	kPBCCreditReturn = 1 << 25 // PBC_CREDIT_RETURN
+)
+
+// kFillCode is fill_code.
+func kFillCode(hwFree uint64) ReleaseCode {
+	code := 0
+	if hwFree&kCRStatus != 0 {
+		code |= kPRCStatusErr
+	}
+	if hwFree&kCRDueToPBC != 0 {
+		code |= kPRCPBC
+	}
+	if hwFree&kCRDueToThreshold != 0 {
+		code |= kPRCThreshold
+	}
+	if hwFree&kCRDueToErr != 0 {
+		code |= kPRCFillErr
+	}
+	if hwFree&kCRDueToForce != 0 {
+		code |= kPRCSCDisable
+	}
+	return ReleaseCode(code)
+}
 
 // kRelease is one release callback: the packet and its code.
 type kRelease struct {
@@ -108,7 +161,7 @@ type kSendContext struct {
 }
 
 func newKSendContext(t testing.TB, credits, thresh int) *kSendContext {
-	k := &kSendContext{t: t, credits: uint64(credits), size: uint64(credits * BlockSize), srSize: uint32(credits + 1),
+	k := &kSendContext{t: t, credits: uint64(credits), size: uint64(credits * kPIOBlockSize), srSize: uint32(credits + 1),
 		sr: make([]kSlot, credits+1), mmio: newKMMIO(t, credits)}
 	k.chip.thresh = uint64(thresh)
 	k.enable()
@@ -117,8 +170,8 @@ func newKSendContext(t testing.TB, credits, thresh int) *kSendContext {
 
 // bufferAlloc is sc_buffer_alloc. ok false: NULL (not enabled, or no room after the one retry).
 func (k *kSendContext) bufferAlloc(dwLen uint32, cb int) (slot uint32, ok bool) {
-	blocks := uint64(dwordsToBlocks(int(dwLen)))
-	if k.flags&scfEnabled == 0 {
+	blocks := kDwordsToBlocks(uint64(dwLen))
+	if k.flags&kSCFEnabled == 0 {
 		return 0, false
 	}
 	trycount := 0
@@ -160,7 +213,7 @@ func (k *kSendContext) bufferAlloc(dwLen uint32, cb int) (slot uint32, ok bool) 
 	}
 	k.srHead = next
 	// What the chip learns from the writes: the packet's place and blocks.
-	p.hwStart = fillWrap * BlockSize
+	p.hwStart = fillWrap * kPIOBlockSize
 	p.hwBlocks = blocks
 	p.written = false
 	return head, true
@@ -175,7 +228,7 @@ func (k *kSendContext) releaseUpdate() {
 // piobufavail is sc_piobufavail with waiters of equal rank: up to PIO_WAIT_BATCH_SIZE off the
 // head, woken in list order; more left: hfi1_sc_wantpiobuf_intr(sc, 1), a forced return.
 func (k *kSendContext) piobufavail() {
-	n := min(len(k.wait), WaitBatchSize)
+	n := min(len(k.wait), kWaitBatchSize)
 	if n == 0 {
 		return
 	}
@@ -194,7 +247,7 @@ func (k *kSendContext) piobufavail() {
 // queueWait is pio_wait's iowait_queue for a waiter not on the list (the first one turns the
 // credit-return interrupt on and forces a return); on a context being freed it parks nothing.
 func (k *kSendContext) queueWait(i int) bool {
-	if k.flags&scfInFree != 0 {
+	if k.flags&kSCFInFree != 0 {
 		return false
 	}
 	if slices.Contains(k.wait, i) {
@@ -212,7 +265,7 @@ func (k *kSendContext) queueWait(i int) bool {
 func (k *kSendContext) releasePass() {
 	hwFree := k.hwFree
 	oldFree := k.free
-	extra := ((hwFree & crCounterMask) - (oldFree & crCounterMask)) & crCounterMask
+	extra := ((hwFree & kCRCounterMask) - (oldFree & kCRCounterMask)) & kCRCounterMask
 	free := oldFree + extra
 	code := -1
 	head, tail := k.srHead, k.srTail
@@ -223,7 +276,7 @@ func (k *kSendContext) releasePass() {
 		}
 		if p.cb >= 0 {
 			if code < 0 {
-				code = int(fillCode(hwFree))
+				code = int(kFillCode(hwFree))
 			}
 			k.rel = append(k.rel, kRelease{p.cb, ReleaseCode(code)})
 			k.stats.Releases++
@@ -251,16 +304,16 @@ func (k *kSendContext) setCrThreshold(n uint64) {
 // stop is sc_stop.
 func (k *kSendContext) stop(flag uint32) {
 	k.flags |= flag
-	k.flags &^= scfEnabled
+	k.flags &^= kSCFEnabled
 }
 
 // disable is sc_disable; the egress (sc_wait_for_packet_egress) lets the chip send what was
 // written, and a halt it meets is recorded as the package documents (no halt_work).
 func (k *kSendContext) disable() {
-	k.flags &^= scfEnabled
+	k.flags &^= kSCFEnabled
 	if !k.chip.halted && !k.chip.stopped {
 		if _, halt, _ := k.consume(); halt {
-			k.flags |= scfHalted
+			k.flags |= kSCFHalted
 			k.stats.Halts++
 			if k.seen != nil {
 				k.seen.egressHalts++
@@ -271,7 +324,7 @@ func (k *kSendContext) disable() {
 	k.chip.stopped = true
 	for k.srTail != k.srHead {
 		if p := &k.sr[k.srTail]; p.cb >= 0 {
-			k.rel = append(k.rel, kRelease{p.cb, PRCSCDisable})
+			k.rel = append(k.rel, kRelease{p.cb, kPRCSCDisable})
 			k.stats.Flushed++
 		}
 		k.srTail++
@@ -300,12 +353,12 @@ func (k *kSendContext) enable() {
 		k.sr[i].written = false
 	}
 	k.ctrl = true
-	k.flags |= scfEnabled
+	k.flags |= kSCFEnabled
 }
 
 // restart is sc_restart: -EINVAL (false) unless halted and not being freed.
 func (k *kSendContext) restart() bool {
-	if k.flags&scfHalted == 0 || k.flags&scfInFree != 0 {
+	if k.flags&kSCFHalted == 0 || k.flags&kSCFInFree != 0 {
 		return false
 	}
 	k.disable()
@@ -319,20 +372,20 @@ func (k *kSendContext) restart() bool {
 
 // free is sc_free's part: no restarts, then sc_disable.
 func (k *kSendContext) scFree() {
-	k.flags |= scfInFree
+	k.flags |= kSCFInFree
 	k.disable()
 }
 
 // haltInterrupt is the error interrupt's sc_stop(sc, SCF_HALTED) and halt_work's sc_restart.
 func (k *kSendContext) haltInterrupt() {
 	k.stats.Halts++
-	k.stop(scfHalted)
+	k.stop(kSCFHalted)
 	k.restart()
 }
 
 // writeBack is the chip's DMA of the credit return word.
 func (k *kSendContext) writeBack(why uint64) {
-	k.hwFree = k.chip.free&crCounterMask | why
+	k.hwFree = k.chip.free&kCRCounterMask | why
 	k.chip.returned = k.chip.free
 	k.stats.CreditReturns++
 }
@@ -346,9 +399,9 @@ func (k *kSendContext) consume() (n int, halt, wb bool) {
 	}
 	for k.sr[c.idx].written {
 		p := &k.sr[c.idx]
-		pbc := PBC(binary.LittleEndian.Uint64(k.mmio.mem[p.hwStart:]))
-		dw := pbc.LengthDWs()
-		if dw < 2 || uint64(dwordsToBlocks(dw)) != p.hwBlocks {
+		pbc := binary.LittleEndian.Uint64(k.mmio.mem[p.hwStart:])
+		dw := kPBCLength(pbc)
+		if dw < 2 || kDwordsToBlocks(dw) != p.hwBlocks {
 			c.halted = true
 			c.cause = CausePBCLength
 			if dw < 2 {
@@ -359,8 +412,8 @@ func (k *kSendContext) consume() (n int, halt, wb bool) {
 		k.sent = append(k.sent, k.mmio.kWire(int(p.hwStart)))
 		k.stats.Packets++
 		k.stats.Blocks += p.hwBlocks
-		k.stats.Bytes += uint64(dw*4 - pbcBytes)
-		if k.seen != nil && (c.free+p.hwBlocks)/(crCounterMask+1) != c.free/(crCounterMask+1) {
+		k.stats.Bytes += dw*4 - 8
+		if k.seen != nil && (c.free+p.hwBlocks)/(kCRCounterMask+1) != c.free/(kCRCounterMask+1) {
 			k.seen.counterWraps++
 		}
 		c.free += p.hwBlocks
@@ -371,11 +424,11 @@ func (k *kSendContext) consume() (n int, halt, wb bool) {
 			c.idx = 0
 		}
 		var why uint64
-		if pbc&PBCCreditReturn != 0 {
-			why |= crDueToPBC
+		if pbc&kPBCCreditReturn != 0 {
+			why |= kCRDueToPBC
 		}
 		if c.free-c.returned >= c.thresh {
-			why |= crDueToThreshold
+			why |= kCRDueToThreshold
 		}
 		if why != 0 || len(k.wait) != 0 {
 			k.writeBack(why)
@@ -384,7 +437,7 @@ func (k *kSendContext) consume() (n int, halt, wb bool) {
 	}
 	if c.force {
 		c.force = false
-		k.writeBack(crDueToForce)
+		k.writeBack(kCRDueToForce)
 		wb = true
 	}
 	return n, false, wb
@@ -410,8 +463,8 @@ func (k *kSendContext) wouldHalt() bool {
 	}
 	for i := k.chip.idx; k.sr[i].written; i = (i + 1) % k.srSize {
 		p := &k.sr[i]
-		dw := PBC(binary.LittleEndian.Uint64(k.mmio.mem[p.hwStart:])).LengthDWs()
-		if dw < 2 || uint64(dwordsToBlocks(dw)) != p.hwBlocks {
+		dw := kPBCLength(binary.LittleEndian.Uint64(k.mmio.mem[p.hwStart:]))
+		if dw < 2 || kDwordsToBlocks(dw) != p.hwBlocks {
 			return true
 		}
 	}
@@ -477,7 +530,7 @@ func newKdiffCredits(t *testing.T, rng *rand.Rand, seen *kdSeen, chip bool, cred
 	// still wakes its batch (both legal; the order between the two is not the model's to tell).
 	d.ws = make([]*Waiter, 8)
 	if chip {
-		d.ws = d.ws[:WaitBatchSize]
+		d.ws = d.ws[:kWaitBatchSize]
 	}
 	for i := range d.ws {
 		d.ws[i] = new(Waiter)
@@ -559,11 +612,11 @@ func (d *kdiffCredits) alloc(n int, withCB, pbcReturn, bad, now, seg bool) {
 	var want string
 	var slot uint32
 	switch {
-	case dw < 2 || dw > MaxPacketDWs || uint64(dwordsToBlocks(dw)) > d.k.credits:
+	case dw < 2 || dw > kPBCLengthDWsMask || kDwordsToBlocks(uint64(dw)) > d.k.credits:
 		want = "msgsize" // deliberate: refused before the kernel's allocator
-	case d.k.flags&scfInFree != 0:
+	case d.k.flags&kSCFInFree != 0:
 		want = "closed"
-	case d.k.flags&scfEnabled == 0:
+	case d.k.flags&kSCFEnabled == 0:
 		want = "notrunning"
 	default:
 		var ok bool
@@ -584,7 +637,7 @@ func (d *kdiffCredits) alloc(n int, withCB, pbcReturn, bad, now, seg bool) {
 	if err == nil && d.k.srHead == 0 {
 		d.seen.ringWraps++
 	}
-	if err == nil && uint64(b.start)+uint64(b.blocks)*BlockSize > d.k.size {
+	if err == nil && uint64(b.start)+uint64(b.blocks)*kPIOBlockSize > d.k.size {
 		d.seen.packetWraps++
 	}
 	if err != nil {
@@ -614,7 +667,7 @@ func (d *kdiffCredits) write(i int) {
 	pd := d.pending[i]
 	d.pending = slices.Delete(d.pending, i, i+1)
 	d.trace = append(d.trace, fmt.Sprintf("copy #%d", pd.id))
-	kp := newKPioBuf(d.k.mmio, d.k.sr[pd.slot].hwStart/BlockSize)
+	kp := newKPioBuf(d.k.mmio, d.k.sr[pd.slot].hwStart/kPIOBlockSize)
 	src := func(j int, p []byte) kSrc {
 		return kSrc{b: append(bytes.Clone(p), make([]byte, 8)...), base: uint64(1<<40) + uint64(j)<<20 + uint64(d.rng.IntN(8))}
 	}
@@ -699,7 +752,7 @@ func (d *kdiffCredits) compare(step string) {
 		k.srHead, k.srTail, k.flags, k.ctrl,
 		k.chip.idx, k.chip.free, k.chip.returned, k.chip.thresh,
 		k.chip.halted, k.chip.stopped, k.chip.force,
-		int(k.credits - (k.fill - k.free)), k.flags&scfEnabled != 0, k.flags&scfHalted != 0, k.srSize}
+		int(k.credits - (k.fill - k.free)), k.flags&kSCFEnabled != 0, k.flags&kSCFHalted != 0, k.srSize}
 	if g != w {
 		d.fail("after %s:\n got %+v\nwant %+v", step, g, w)
 	}
@@ -746,7 +799,7 @@ func (d *kdiffCredits) step(quiet bool) {
 	op := d.rng.IntN(100)
 	if quiet {
 		op = d.rng.IntN(85)
-	} else if d.k.flags&scfEnabled == 0 && d.rng.IntN(4) == 0 {
+	} else if d.k.flags&kSCFEnabled == 0 && d.rng.IntN(4) == 0 {
 		op = 87 + d.rng.IntN(10) // mostly back to work: Disable, Enable or Restart
 	}
 	var name string
@@ -826,7 +879,7 @@ func (d *kdiffCredits) step(quiet bool) {
 		name = "Stop"
 		d.trace = append(d.trace, name)
 		d.sc.Stop()
-		d.k.stop(scfFrozen)
+		d.k.stop(kSCFFrozen)
 	case op < 90:
 		d.writeAll()
 		name = "Disable"
@@ -855,9 +908,9 @@ func (d *kdiffCredits) step(quiet bool) {
 		err := d.sc.InjectHalt()
 		var want error
 		switch {
-		case d.k.flags&scfEnabled == 0 && d.k.flags&scfInFree != 0:
+		case d.k.flags&kSCFEnabled == 0 && d.k.flags&kSCFInFree != 0:
 			want = ErrClosed
-		case d.k.flags&scfEnabled == 0 || d.k.chip.halted || d.k.chip.stopped:
+		case d.k.flags&kSCFEnabled == 0 || d.k.chip.halted || d.k.chip.stopped:
 			want = ErrNotRunning
 		default:
 			d.k.chip.halted = true
@@ -946,7 +999,7 @@ func TestCreditsMatchKernelRandom(t *testing.T) {
 			t.Errorf("no BufferAlloc ended %s", o)
 		}
 	}
-	for _, c := range []ReleaseCode{PRCOK, PRCPBC, PRCThreshold, PRCPBC | PRCThreshold, PRCSCDisable} {
+	for _, c := range []ReleaseCode{kPRCOK, kPRCPBC, kPRCThreshold, kPRCPBC | kPRCThreshold, kPRCSCDisable} {
 		if seen.codes[c] == 0 {
 			t.Errorf("no release with code %v", c)
 		}
@@ -962,7 +1015,7 @@ func TestCreditsMatchKernelRandom(t *testing.T) {
 func kSCAllocThreshold(typ Type, credits, mtu, hdrqentsize uint32) uint32 {
 	percent := func(p uint32) uint32 { return credits * p / 100 }
 	mtuTo := func() uint32 {
-		release := (mtu + hdrqentsize<<2 + BlockSize - 1) / BlockSize // DIV_ROUND_UP
+		release := (mtu + hdrqentsize<<2 + kPIOBlockSize - 1) / kPIOBlockSize // DIV_ROUND_UP
 		if credits <= release {
 			return 1
 		}
@@ -1027,7 +1080,7 @@ func TestCreditsMatchKernelChipGoroutine(t *testing.T) {
 		d.finish()
 	}
 	t.Logf("reached: %+v", *seen)
-	if seen.outcomes["ok"] == 0 || seen.outcomes["nocredits"] == 0 || seen.codes[PRCThreshold] == 0 || seen.restarts == 0 {
+	if seen.outcomes["ok"] == 0 || seen.outcomes["nocredits"] == 0 || seen.codes[kPRCThreshold] == 0 || seen.restarts == 0 {
 		t.Errorf("a path not reached: %+v", *seen)
 	}
 }
