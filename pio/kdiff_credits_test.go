@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -21,16 +23,16 @@ import (
 // sc_set_cr_threshold, sc_stop, sc_disable (egress, then every pending callback with
 // PRC_SC_DISABLE, then the wait list), sc_enable (only on the 0 -> 1 transition), sc_restart,
 // sc_free, pio_wait's queueing and its forced return, sc_piobufavail's batch and its forced
-// return when waiters are left; the copy is pio_copy.c's model (kdiff_copy_test.go). Its
-// constants are the kernel headers' own. It runs against a model of the chip as this package
-// documents it (whole packets in allocation order once written, a halt on a PBC that does not
-// match its blocks, the free counter written back when the threshold, the PBC or a forced return
-// asks, the credit-return interrupt's pass after each write-back). The tests drive the model and
-// a SendContext (a manual one, or its chip goroutine) with the same sequences and compare, after
-// every step, the allocator's and releaser's fields, the chip's, the credit return word, the
-// flags, Avail, Stats, every error class, each buffer's address and sent_at, the release
-// callbacks' order and codes, the wake-ups and the wait list, the send buffer's bytes and every
-// packet the chip sent.
+// return when waiters are left, credit_intr_count (hfi1_sc_wantpiobuf_intr); the copy is
+// pio_copy.c's model (kdiff_copy_test.go). Its constants are the kernel headers' own. It runs
+// against a model of the chip as this package documents it (whole packets in allocation order
+// once written, a halt on a PBC that does not match its blocks, the free counter written back
+// when the threshold, the PBC or a forced return asks, the credit-return interrupt's pass after
+// each write-back, or later: chipAlone). The tests drive the model and a SendContext (a manual
+// one, or its chip goroutine) with the same sequences and compare, after every step, the
+// allocator's and releaser's fields, the chip's, the credit return word, the flags, Avail,
+// Stats, every error class, each buffer's address and sent_at, the release callbacks' order and
+// codes, the wake-ups and the wait list, the send buffer's bytes and every packet the chip sent.
 //
 // Deliberate, documented differences, taken into the model as the package states them:
 //   - BufferAlloc refuses a length outside 2..MaxPacketDWs or larger than the context with
@@ -41,7 +43,11 @@ import (
 //     (TestHaltDuringDisableRecorded); in the kernel the error interrupt would also queue
 //     halt_work, whose sc_restart would enable the context again.
 //   - The chip returns credits after every packet while producers wait (the package's model of
-//     the credit-return interrupt that pio_wait turns on); the model's chip does the same.
+//     the credit-return interrupt that pio_wait turns on); the model's chip does the same. It
+//     looks at the wait list, as the package's does, not at credit_intr_count, which sc_disable
+//     leaves up when it empties the list (the interrupt stays on in the kernel; the package doc
+//     says so): the model keeps the count and checks that it is up whenever the list is not
+//     empty, where the two agree.
 //   - BufferAlloc's own release pass leaves the waiters on the list and, if any are queued,
 //     forces a credit return whose pass wakes them (sc_buffer_alloc's sc_release_update runs
 //     sc_piobufavail, which takes them off at once; their QPs' work runs later on a workqueue).
@@ -156,6 +162,9 @@ type kSendContext struct {
 	wait   []int      // sc->piowait: the queued waiters, head first
 	woke   []int      // wake-ups, in order
 	seen   *kdSeen    // the test's counts, or nil
+	// creditIntr is credit_intr_count: hfi1_sc_wantpiobuf_intr(sc, 1) adds one, (sc, 0) takes
+	// one off; sc_disable's flush leaves it as it is.
+	creditIntr int
 	// The package's counters, as its Stats documents them, kept by the model.
 	stats Stats
 }
@@ -189,9 +198,15 @@ func (k *kSendContext) bufferAlloc(dwLen uint32, cb int) (slot uint32, ok bool) 
 		k.allocFree = k.free
 		avail = k.credits - (k.fill - k.allocFree)
 		if blocks > avail {
+			before := k.free
 			k.releasePass()
+			if k.seen != nil && k.free != before {
+				k.seen.allocPassReturned++
+			}
 			k.allocFree = k.free
 			trycount++
+		} else if k.seen != nil && (k.hwFree-k.free)&kCRCounterMask != 0 {
+			k.seen.refreshOnly++
 		}
 	}
 	if trycount != 0 && len(k.wait) != 0 { // the package's choice: the chip's pass wakes them
@@ -234,8 +249,9 @@ func (k *kSendContext) piobufavail() {
 	}
 	batch := slices.Clone(k.wait[:n])
 	k.wait = k.wait[n:]
+	k.wantPIOBufIntr(false)
 	if len(k.wait) != 0 {
-		k.returnCredits()
+		k.wantPIOBufIntr(true)
 		if k.seen != nil {
 			k.seen.batchesLeft++
 		}
@@ -255,10 +271,24 @@ func (k *kSendContext) queueWait(i int) bool {
 	}
 	k.wait = append(k.wait, i)
 	k.stats.Waits++
-	if len(k.wait) == 1 {
-		k.returnCredits()
+	if len(k.wait) == 1 { // was_empty
+		k.wantPIOBufIntr(true)
 	}
 	return true
+}
+
+// wantPIOBufIntr is hfi1_sc_wantpiobuf_intr: sc_add_credit_return_intr and a forced return, or
+// sc_del_credit_return_intr (its WARN_ON a fatal error of the model).
+func (k *kSendContext) wantPIOBufIntr(need bool) {
+	if need {
+		k.creditIntr++
+		k.returnCredits()
+		return
+	}
+	if k.creditIntr == 0 {
+		k.t.Fatalf("kernel model: sc_del_credit_return_intr with credit_intr_count 0")
+	}
+	k.creditIntr--
 }
 
 // releasePass is sc_release_update up to sc_piobufavail.
@@ -332,7 +362,10 @@ func (k *kSendContext) disable() {
 			k.srTail = 0
 		}
 	}
-	// The wait list, spliced off and woken in order.
+	// The wait list, spliced off and woken in order; credit_intr_count is left as it is.
+	if k.seen != nil && len(k.wait) != 0 {
+		k.seen.intrLeftOn++
+	}
 	k.woke = append(k.woke, k.wait...)
 	k.stats.Wakeups += uint64(len(k.wait))
 	k.wait = nil
@@ -455,6 +488,31 @@ func (k *kSendContext) process() {
 	}
 }
 
+// chipAlone runs the chip without the credit-return interrupt's pass on both sides: it sends
+// what was written and writes the credit return word back, and free, the callbacks and the
+// wake-ups wait for the next pass (Process, ReleaseUpdate, or BufferAlloc's when room runs
+// short). In the kernel that is the common case: the credit-return interrupt is on only while
+// producers wait, so the chip's write-backs at the threshold or the PBC's request are read by the
+// next sc_buffer_alloc that runs short (its refresh of alloc_free from free first, then its
+// sc_release_update). Here it is a chip goroutine between its write-back and its pass, or the
+// write-back of one packet while the next is still being delivered. A halt the chip meets is
+// handled as the interrupt's (sc_stop, then sc_restart), with the pass not run.
+func (d *kdiffCredits) chipAlone() {
+	d.trace = append(d.trace, "the chip alone (write-back, no pass)")
+	d.sc.hwMu.Lock()
+	_, h, _ := d.sc.consume()
+	d.sc.hwMu.Unlock()
+	if h != nil {
+		d.sc.halted(h)
+	}
+	_, halt, wb := d.k.consume()
+	if halt {
+		d.k.haltInterrupt()
+	} else if wb {
+		d.seen.chipOnly++
+	}
+}
+
 // wouldHalt reports whether the chip, taking the written packets in order, reaches one whose PBC
 // halts it.
 func (k *kSendContext) wouldHalt() bool {
@@ -516,6 +574,13 @@ type kdSeen struct {
 	sent         int
 	oddPBC       int // PBC lengths other than the data's, in the same blocks
 	batchesLeft  int // passes that left waiters on the list (and forced another return)
+	// BufferAlloc's own pass returned credits (the chip had written back without a pass since),
+	// and the refresh of alloc_free alone made room while it had (sc_buffer_alloc then makes no
+	// pass): the two sides of the kernel's "copy from receiver cache line" before its pass.
+	allocPassReturned int
+	refreshOnly       int
+	chipOnly          int // write-backs whose pass came later (the chip alone)
+	intrLeftOn        int // flushes of waiters that left the kernel's credit-return interrupt on
 }
 
 func newKdiffCredits(t *testing.T, rng *rand.Rand, seen *kdSeen, chip bool, credits, thresh int) *kdiffCredits {
@@ -763,6 +828,9 @@ func (d *kdiffCredits) compare(step string) {
 	if !slices.Equal(d.goWoke, k.woke) {
 		d.fail("after %s: wake-ups %v, the kernel's %v", step, d.goWoke, k.woke)
 	}
+	if len(k.wait) != 0 && k.creditIntr == 0 {
+		d.fail("after %s: kernel model: waiters %v with credit_intr_count 0", step, k.wait)
+	}
 	if got := listOf(sc, d.ws); !slices.Equal(got, k.wait) && len(got)+len(k.wait) != 0 {
 		d.fail("after %s: wait list %v, the kernel's %v", step, got, k.wait)
 	}
@@ -852,6 +920,11 @@ func (d *kdiffCredits) step(quiet bool) {
 	case op < 66:
 		if d.k.wouldHalt() { // the halt's restart waits for every copy: end them first
 			d.writeAll()
+		}
+		if !d.chip && d.rng.IntN(3) == 0 {
+			d.chipAlone()
+			name = "the chip alone"
+			break
 		}
 		name = "Process"
 		d.trace = append(d.trace, name)
@@ -967,9 +1040,17 @@ func (d *kdiffCredits) finish() {
 // TestCreditsMatchKernelRandom drives seeded random sequences of allocations (any size, now and
 // then too large; with and without a callback; PBCs asking for a credit return, now and then one
 // that halts the chip; copies whole and segmented, made at once or later in any order), chip
-// passes, release passes, forced returns, threshold changes, Stop, Disable, Enable, Restart and
-// InjectHalt through a manual SendContext and the kernel model, comparing every observable after
-// every step.
+// passes, the chip's write-backs whose pass comes later (chipAlone), release passes, forced
+// returns, threshold changes, Stop, Disable, Enable, Restart and InjectHalt through a manual
+// SendContext and the kernel model, comparing every observable after every step. One seed in ten
+// is quiet (no Stop, Disable or halt) and long enough for the credit return counter to wrap.
+//
+// Until the chip's write-backs could come without their pass, a BufferAlloc that skipped the
+// refresh of alloc_free from free and went straight to its release pass, or did not refresh it
+// after that pass, passed: every write-back was followed at once by its pass, so at every
+// BufferAlloc free already held what the chip had returned, the extra pass returned nothing, ran
+// no callback, and its request for a credit return when producers wait was one already pending
+// (the first park asks for one, and every pass that leaves waiters asks again).
 func TestCreditsMatchKernelRandom(t *testing.T) {
 	seeds := 400
 	if testing.Short() {
@@ -1004,7 +1085,8 @@ func TestCreditsMatchKernelRandom(t *testing.T) {
 			t.Errorf("no release with code %v", c)
 		}
 	}
-	if seen.counterWraps == 0 || seen.ringWraps == 0 || seen.packetWraps == 0 || seen.egressHalts == 0 || seen.restarts == 0 || seen.batchesLeft == 0 {
+	if seen.counterWraps == 0 || seen.ringWraps == 0 || seen.packetWraps == 0 || seen.egressHalts == 0 || seen.restarts == 0 || seen.batchesLeft == 0 ||
+		seen.allocPassReturned == 0 || seen.refreshOnly == 0 || seen.chipOnly == 0 || seen.intrLeftOn == 0 {
 		t.Errorf("a path not reached: %+v", *seen)
 	}
 }
@@ -1082,5 +1164,85 @@ func TestCreditsMatchKernelChipGoroutine(t *testing.T) {
 	t.Logf("reached: %+v", *seen)
 	if seen.outcomes["ok"] == 0 || seen.outcomes["nocredits"] == 0 || seen.codes[kPRCThreshold] == 0 || seen.restarts == 0 {
 		t.Errorf("a path not reached: %+v", *seen)
+	}
+}
+
+// TestReleasePassReadsTheWordOnce: sc_release_update reads the credit return word once and gives
+// every callback of its pass fill_code of that read (code is filled in on the first user), with
+// the free count that read advanced to, even when the chip writes the word back again while the
+// callbacks run: the pass holds the release lock, not the chip's, so a chip goroutine (or a
+// Process on another goroutine) may. Packets 0 and 1 go out and are written back for the
+// threshold, their pass not yet run; packet 2, whose PBC asks for a return, is written. A
+// ReleaseUpdate runs the pass, and packet 0's Releaser waits until a Process on another
+// goroutine has sent packet 2 and written the word back for its PBC: packet 1's callback still
+// gets the threshold code, and packet 2 is released by that Process's own pass, with the PBC's.
+// The random sequences cannot tell a pass that reads the word again per callback: nothing writes
+// it back while a pass of theirs runs.
+func TestReleasePassReadsTheWordOnce(t *testing.T) {
+	sc, err := New(Config{Type: Kernel, Credits: 8, Threshold: 2, Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	codes := map[int]ReleaseCode{}
+	inPass := make(chan struct{})
+	var waitErr error
+	for i, flags := range []PBC{0, 0, PBCCreditReturn} {
+		rel := ReleaseFunc(func(c ReleaseCode) {
+			mu.Lock()
+			codes[i] = c
+			mu.Unlock()
+			if i != 0 {
+				return
+			}
+			word, deadline := sc.hwFree.Load(), time.Now().Add(time.Minute) // before the other goroutine may write
+			close(inPass)
+			for sc.hwFree.Load() == word { // a slow Releaser: the other goroutine's write-back comes meanwhile
+				if time.Now().After(deadline) {
+					waitErr = errors.New("no write-back from the other goroutine's Process in a minute")
+					return
+				}
+				runtime.Gosched()
+			}
+		})
+		b, err := sc.BufferAlloc(2, rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Copy(CreatePBC(flags, 0, 0, 2), nil); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // the chip sends packets 0 and 1, writes back for the threshold; no pass yet
+			sc.hwMu.Lock()
+			sc.consume()
+			sc.hwMu.Unlock()
+		}
+	}
+	if w := sc.hwFree.Load(); w != 2|kCRDueToThreshold {
+		t.Fatalf("credit return word %#x after packets 0 and 1, want %#x", w, 2|kCRDueToThreshold)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-inPass
+		sc.Process() // sends packet 2 and writes back for its PBC; its pass waits for the release lock
+	}()
+	sc.ReleaseUpdate()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the other goroutine's Process did not return in a minute")
+	}
+	if waitErr != nil {
+		t.Fatal(waitErr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[int]ReleaseCode{0: kPRCThreshold, 1: kPRCThreshold, 2: kPRCPBC}
+	if !maps.Equal(codes, want) {
+		t.Fatalf("release codes %v, want %v (one code per pass, from the word it read)", codes, want)
+	}
+	if err := sc.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
