@@ -640,13 +640,6 @@ func (d *kdiffCredits) alloc(n int, withCB, pbcReturn, bad, now, seg bool) {
 	id := d.ids
 	d.ids++
 	dw := 2 + (n+3)/4
-	data := make([]byte, n)
-	for i := range data {
-		data[i] = byte(d.rng.Uint32())
-	}
-	if n >= 8 {
-		binary.LittleEndian.PutUint64(data, uint64(id))
-	}
 	var flags PBC
 	if pbcReturn {
 		flags = PBCCreditReturn
@@ -707,6 +700,14 @@ func (d *kdiffCredits) alloc(n int, withCB, pbcReturn, bad, now, seg bool) {
 	}
 	if err != nil {
 		return
+	}
+	data := make([]byte, n+7)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], d.rng.Uint64())
+	}
+	data = data[:n]
+	if n >= 8 {
+		binary.LittleEndian.PutUint64(data, uint64(id))
 	}
 	p := &d.k.sr[slot]
 	if uint64(b.start) != p.hwStart || uint64(b.blocks) != p.hwBlocks || b.sentAt != p.sentAt || d.sc.srHead.Load() != d.k.srHead {
@@ -780,6 +781,23 @@ func (d *kdiffCredits) settle() {
 		runtime.Gosched()
 	}
 	d.k.process()
+}
+
+// fastForward sends packets of the whole context (64 blocks at most), each asking for a credit
+// return, through both until the chip's free counter is within below blocks of the next wrap of
+// the credit return word's 11-bit counter, and compares once: the quiet steps that follow cross
+// the wrap without thousands of steps to get there.
+func (d *kdiffCredits) fastForward(below uint64) {
+	d.t.Helper()
+	blocks := min(d.k.credits, 64)
+	wrap := uint64(kCRCounterMask + 1)
+	for d.k.chip.free+below+blocks < (d.k.chip.free/wrap+1)*wrap {
+		d.alloc(int(blocks*kPIOBlockSize-8), true, true, false, true, false)
+		d.trace = append(d.trace, "Process")
+		d.sc.Process()
+		d.k.process()
+	}
+	d.compare("the fast forward")
 }
 
 // writeAll ends every pending copy, in random order.
@@ -1043,7 +1061,7 @@ func (d *kdiffCredits) finish() {
 // passes, the chip's write-backs whose pass comes later (chipAlone), release passes, forced
 // returns, threshold changes, Stop, Disable, Enable, Restart and InjectHalt through a manual
 // SendContext and the kernel model, comparing every observable after every step. One seed in ten
-// is quiet (no Stop, Disable or halt) and long enough for the credit return counter to wrap.
+// is quiet (no Stop, Disable or halt) from just below a wrap of the credit return counter.
 //
 // Until the chip's write-backs could come without their pass, a BufferAlloc that skipped the
 // refresh of alloc_free from free and went straight to its release pass, or did not refresh it
@@ -1052,24 +1070,28 @@ func (d *kdiffCredits) finish() {
 // no callback, and its request for a credit return when producers wait was one already pending
 // (the first park asks for one, and every pass that leaves waiters asks again).
 func TestCreditsMatchKernelRandom(t *testing.T) {
-	seeds := 400
-	if testing.Short() {
-		seeds = 30
+	seeds, steps, quietSteps := 400, 300, 6000
+	if testing.Short() { // -race -short, qemu: about a second
+		seeds, steps, quietSteps = 24, 200, 800
 	}
 	seen := &kdSeen{outcomes: map[string]int{}, codes: map[ReleaseCode]int{}}
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0xc4ed175))
 		credits := 1 + rng.IntN(24)
-		steps := 300
+		n := steps
 		switch seed % 10 {
-		case 0: // long and quiet enough for the 11-bit credit return counter to wrap
-			steps = 6000
+		case 0: // quiet, from just below a wrap of the 11-bit credit return counter
+			credits = 4 + rng.IntN(21)
+			n = quietSteps
 		case 7:
 			credits = 1 + rng.IntN(MaxBlocks)
 		}
 		d := newKdiffCredits(t, rng, seen, false, credits, 1+rng.IntN(credits))
 		d.compare("New")
-		for range steps {
+		if seed%10 == 0 {
+			d.fastForward(uint64(rng.IntN(160)))
+		}
+		for range n {
 			d.step(seed%10 == 0)
 		}
 		d.finish()
@@ -1145,9 +1167,9 @@ func TestDefaultThresholdMatchesSCAlloc(t *testing.T) {
 // write-backs, release callbacks, halts met and restarts, wake-ups and sends agree with the
 // model's step for step.
 func TestCreditsMatchKernelChipGoroutine(t *testing.T) {
-	seeds := 60
-	if testing.Short() {
-		seeds = 15
+	seeds, steps := 60, 300
+	if testing.Short() { // -race -short, qemu: about a second
+		seeds, steps = 8, 200
 	}
 	seen := &kdSeen{outcomes: map[string]int{}, codes: map[ReleaseCode]int{}}
 	for seed := range seeds {
@@ -1156,7 +1178,7 @@ func TestCreditsMatchKernelChipGoroutine(t *testing.T) {
 		d := newKdiffCredits(t, rng, seen, true, credits, 1+rng.IntN(credits))
 		d.settle()
 		d.compare("New")
-		for range 300 {
+		for range steps {
 			d.step(false)
 		}
 		d.finish()
