@@ -46,6 +46,11 @@ func soakPIOWait(t *testing.T, seed uint64, packets int) {
 	const producers = 6
 	ws := make([]*soakWaiter, producers)
 	var parks, cancels atomic.Int64
+	// The soak's parks must not hang on the schedule: with the chip returning credits as fast as
+	// the producers use them (under qemu, say), a seed could end with nobody parked (CI: "seed 2:
+	// nobody parked"). So the test first holds every credit (buffers allocated, not yet copied,
+	// which nothing can release) until a producer parked, then copies them.
+	held := holdAllCredits(t, sc)
 	var wg sync.WaitGroup
 	prios := []int{0, 0, 0, 1, 2, 15, 16, 17, 255}
 	for p := range producers {
@@ -117,6 +122,14 @@ func soakPIOWait(t *testing.T, seed uint64, packets int) {
 			}
 		}()
 	}
+	for parks.Load() == 0 && ctx.Err() == nil {
+		runtime.Gosched()
+	}
+	for _, b := range held {
+		if err := b.Copy(CreatePBC(0, 0, 0, 2), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stop := make(chan struct{})
 	helper := make(chan struct{})
 	go func() {
@@ -161,6 +174,23 @@ func soakPIOWait(t *testing.T, seed uint64, packets int) {
 	}
 	if parks.Load() == 0 {
 		t.Errorf("seed %d: nobody parked", seed)
+	}
+}
+
+// holdAllCredits allocates one-block buffers until sc has no credits left and returns them,
+// uncopied: until they are copied no credit comes back.
+func holdAllCredits(t *testing.T, sc *SendContext) []*Buf {
+	t.Helper()
+	var held []*Buf
+	for {
+		b, err := sc.BufferAlloc(2, nil)
+		if errors.Is(err, ErrNoCredits) {
+			return held
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, b)
 	}
 }
 
